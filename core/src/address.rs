@@ -1,0 +1,187 @@
+//! Agent addresses: `agent:<username>@<relay-domain>` (spec §3).
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Longest username accepted, in bytes.
+pub const MAX_USER_LEN: usize = 64;
+/// Longest relay domain accepted, in bytes (the DNS limit).
+pub const MAX_DOMAIN_LEN: usize = 253;
+
+/// A validated agent address such as `agent:alice@a2acp.io`.
+///
+/// Addresses are ASCII and case-insensitive; they are normalised to lower case when
+/// parsed, so two spellings of one address compare equal (SPEC-NOTES §3).
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Address {
+    text: String,
+    at: usize,
+}
+
+/// Why a string is not a valid agent address.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AddressError {
+    /// The `agent:` scheme prefix is missing.
+    #[error("address must start with `agent:`")]
+    MissingScheme,
+    /// There is no `@` separating username and domain.
+    #[error("address must have the form agent:<username>@<relay-domain>")]
+    MissingAt,
+    /// The username part is empty, too long or has a character outside `[a-z0-9._-]`.
+    #[error("invalid username `{0}`: 1-64 characters from a-z, 0-9, '.', '_', '-', starting with a letter or digit")]
+    BadUser(String),
+    /// The domain part is not a valid DNS host name.
+    #[error("invalid relay domain `{0}`: must be a DNS host name (labels of a-z, 0-9, '-')")]
+    BadDomain(String),
+}
+
+impl Address {
+    /// Parses and validates an address, normalising it to lower case.
+    pub fn parse(s: &str) -> Result<Self, AddressError> {
+        let rest = s
+            .get(..6)
+            .filter(|p| p.eq_ignore_ascii_case("agent:"))
+            .map(|_| &s[6..])
+            .ok_or(AddressError::MissingScheme)?;
+        let at = rest.rfind('@').ok_or(AddressError::MissingAt)?;
+        let user = rest[..at].to_ascii_lowercase();
+        let domain = rest[at + 1..].to_ascii_lowercase();
+        if !valid_user(&user) {
+            return Err(AddressError::BadUser(rest[..at].to_string()));
+        }
+        if !valid_domain(&domain) {
+            return Err(AddressError::BadDomain(rest[at + 1..].to_string()));
+        }
+        Ok(Self::from_valid_parts(&user, &domain))
+    }
+
+    /// Builds an address from a username and a domain, validating both.
+    pub fn new(user: &str, domain: &str) -> Result<Self, AddressError> {
+        Self::parse(&format!("agent:{user}@{domain}"))
+    }
+
+    fn from_valid_parts(user: &str, domain: &str) -> Self {
+        let text = format!("agent:{user}@{domain}");
+        Self {
+            at: 6 + user.len(),
+            text,
+        }
+    }
+
+    /// The username part (`alice` in `agent:alice@a2acp.io`).
+    pub fn user(&self) -> &str {
+        &self.text[6..self.at]
+    }
+
+    /// The relay domain part (`a2acp.io` in `agent:alice@a2acp.io`).
+    pub fn domain(&self) -> &str {
+        &self.text[self.at + 1..]
+    }
+
+    /// The full address text.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+fn valid_user(u: &str) -> bool {
+    !u.is_empty()
+        && u.len() <= MAX_USER_LEN
+        && u.as_bytes()[0].is_ascii_alphanumeric()
+        && u
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+fn valid_domain(d: &str) -> bool {
+    !d.is_empty()
+        && d.len() <= MAX_DOMAIN_LEN
+        && d.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        })
+}
+
+impl FromStr for Address {
+    type Err = AddressError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::parse(s)
+    }
+}
+
+impl fmt::Display for Address {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl fmt::Debug for Address {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.text)
+    }
+}
+
+impl Serialize for Address {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text)
+    }
+}
+
+impl<'de> Deserialize<'de> for Address {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = std::borrow::Cow::<str>::deserialize(d)?;
+        Address::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_normalises() {
+        let a = Address::parse("agent:Jono@A2ACP.io").unwrap();
+        assert_eq!(a.as_str(), "agent:jono@a2acp.io");
+        assert_eq!(a.user(), "jono");
+        assert_eq!(a.domain(), "a2acp.io");
+        assert_eq!(Address::parse("agent:bob@localhost").unwrap().domain(), "localhost");
+    }
+
+    #[test]
+    fn rejects_bad_addresses() {
+        for bad in [
+            "",
+            "jono@a2acp.io",
+            "agent:",
+            "agent:jono",
+            "agent:@a2acp.io",
+            "agent:jono@",
+            "agent:jo no@a2acp.io",
+            "agent:.jono@a2acp.io",
+            "agent:jono@-bad.io",
+            "agent:jono@a..io",
+            "agent:jono@a2acp.io:443",
+            "agent:é@a2acp.io",
+        ] {
+            assert!(Address::parse(bad).is_err(), "{bad:?} accepted");
+        }
+        let long = format!("agent:{}@x.io", "a".repeat(65));
+        assert!(Address::parse(&long).is_err());
+    }
+
+    #[test]
+    fn serde_round_trip() {
+        let a = Address::parse("agent:alice@a2acp.io").unwrap();
+        let j = serde_json::to_string(&a).unwrap();
+        assert_eq!(j, "\"agent:alice@a2acp.io\"");
+        assert_eq!(serde_json::from_str::<Address>(&j).unwrap(), a);
+        assert!(serde_json::from_str::<Address>("\"bob\"").is_err());
+    }
+}

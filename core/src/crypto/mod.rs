@@ -1,0 +1,2 @@
+//! Identity keys, primitives and the end-to-end envelope (spec §16).
+pub mod envelope;

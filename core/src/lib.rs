@@ -1,0 +1,35 @@
+//! # a2acp-core
+//!
+//! The sans-IO core of the Agent-to-Agent Context Protocol (A2ACP draft v0.2).
+//!
+//! This crate is deterministic, does no networking, reads no clock and draws no OS
+//! randomness. It holds two state machines:
+//!
+//! - [`agent::Agent`] — one person's agent: threads, context packets, consent prompts,
+//!   negotiation, resolutions and confirmation, actions and rollback;
+//! - [`relay::Relay`] — the blind relay: registration, challenge-response authentication,
+//!   routing, the offline queue, heartbeats and rate limits.
+//!
+//! Both follow one contract, in the manner of `quinn-proto` and `str0m`: the caller feeds
+//! an input together with the current time (`handle_*(now, ...)`), then drains outputs with
+//! `poll_output()` until it returns `None`, executing each one in order, and arms a timer
+//! for `poll_timeout()`. When the timer fires it calls `handle_timeout(now)`. Randomness
+//! comes from a 32-byte seed given at construction; the same seed and the same inputs
+//! produce byte-identical outputs. Peer input never panics: malformed bytes are refused
+//! with an error output and leave the state unchanged.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod address;
+pub mod agent;
+pub mod crypto;
+pub mod encoding;
+pub mod negotiator;
+pub mod packet;
+pub mod persist;
+pub mod relay;
+pub mod rng;
+pub mod time;
+
+pub use address::Address;
+pub use time::Timestamp;

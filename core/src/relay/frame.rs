@@ -1,0 +1,250 @@
+//! Frames of the link between an agent and its relay (SPEC-NOTES "Relay link").
+//!
+//! Every frame is one JSON object in one WebSocket text message, tagged by `"t"`.
+//! Unknown fields are ignored; an unknown `"t"` is a malformed frame.
+
+use serde::{Deserialize, Serialize};
+
+use crate::address::Address;
+use crate::crypto::envelope::Envelope;
+use crate::encoding::{b64_array, b64_opt_array};
+
+/// A frame an agent sends to its relay.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
+pub enum ClientFrame {
+    /// Register `address` with `key` and authenticate in one step, answering the
+    /// connection's challenge (signed as for [`ClientFrame::Auth`], label `A2ACP-REGISTER-V1`).
+    Register {
+        /// Address to claim.
+        address: Address,
+        /// Ed25519 public key to bind to it.
+        #[serde(with = "b64_array")]
+        key: [u8; 32],
+        /// The agent's clock, milliseconds since the epoch.
+        ts: u64,
+        /// Signature over the challenge, relay domain, timestamp, address and key.
+        #[serde(with = "b64_array")]
+        sig: [u8; 64],
+    },
+    /// Authenticate as an already registered address by signing the challenge.
+    Auth {
+        /// Address to authenticate as.
+        address: Address,
+        /// The agent's clock, milliseconds since the epoch.
+        ts: u64,
+        /// Signature over the challenge, relay domain, timestamp and address.
+        #[serde(with = "b64_array")]
+        sig: [u8; 64],
+    },
+    /// Route an envelope. `seq` is the agent's own counter, echoed in the answer.
+    Send {
+        /// Agent-chosen sequence number.
+        seq: u64,
+        /// The sealed packet.
+        env: Envelope,
+    },
+    /// The agent has durably processed delivery `id`; the relay may drop it.
+    Ack {
+        /// Delivery id from [`RelayFrame::Deliver`].
+        id: u64,
+    },
+    /// Ask for the registered key of an address (first contact).
+    Lookup {
+        /// Address to look up.
+        address: Address,
+    },
+    /// Heartbeat request.
+    Ping {
+        /// Echoed in the pong.
+        n: u64,
+    },
+    /// Heartbeat answer.
+    Pong {
+        /// The ping's `n`.
+        n: u64,
+    },
+}
+
+/// A frame a relay sends to an agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
+pub enum RelayFrame {
+    /// First frame on every connection: a fresh single-use challenge.
+    Challenge {
+        /// 32 random bytes.
+        #[serde(with = "b64_array")]
+        nonce: [u8; 32],
+        /// The relay's domain, which the signature must name.
+        domain: String,
+        /// The relay's clock, milliseconds since the epoch.
+        ts: u64,
+    },
+    /// Authentication (or registration) succeeded.
+    AuthOk {
+        /// The authenticated address.
+        address: Address,
+        /// How many deliveries are waiting for it.
+        queued: u64,
+    },
+    /// Envelope `seq` was accepted and durably queued as delivery `id`.
+    Accepted {
+        /// The agent's sequence number from [`ClientFrame::Send`].
+        seq: u64,
+        /// The relay's delivery id.
+        id: u64,
+    },
+    /// An envelope for this agent. It stays queued until acknowledged.
+    Deliver {
+        /// Delivery id to acknowledge.
+        id: u64,
+        /// The sealed packet.
+        env: Envelope,
+    },
+    /// Envelope `seq` was refused because the recipient's queue for that thread is full
+    /// (spec §13.2): the sender should later send one consolidated packet.
+    Overflow {
+        /// The refused envelope's sequence number.
+        seq: u64,
+        /// The recipient.
+        to: Address,
+        /// The thread tag whose queue is full.
+        #[serde(with = "b64_array")]
+        thread: [u8; 16],
+        /// The queue bound that was hit.
+        limit: u32,
+    },
+    /// Answer to [`ClientFrame::Lookup`]; `key` is absent when nobody registered it.
+    Key {
+        /// The address looked up.
+        address: Address,
+        /// Its registered key.
+        #[serde(with = "b64_opt_array", default, skip_serializing_if = "Option::is_none")]
+        key: Option<[u8; 32]>,
+    },
+    /// Heartbeat request.
+    Ping {
+        /// Echoed in the pong.
+        n: u64,
+    },
+    /// Heartbeat answer.
+    Pong {
+        /// The ping's `n`.
+        n: u64,
+    },
+    /// A newer connection of the same agent took over; this one is about to close.
+    Replaced,
+    /// A refusal. The connection stays open unless the error says otherwise.
+    Error {
+        /// Machine-readable reason.
+        code: ErrorCode,
+        /// Human-readable explanation.
+        message: String,
+        /// The `seq` of the refused `send`, when the error concerns one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seq: Option<u64>,
+    },
+}
+
+/// Why the relay refused something.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// The frame is not valid JSON or not a known frame.
+    Malformed,
+    /// The frame exceeds the relay's size limit.
+    TooLarge,
+    /// A signature did not verify.
+    BadSignature,
+    /// The frame needs an authenticated connection.
+    NotAuthenticated,
+    /// The challenge response was wrong, stale, replayed or for another connection.
+    AuthFailed,
+    /// The address is registered with another key.
+    AddressTaken,
+    /// The address is unknown, or not served by this relay.
+    UnknownRecipient,
+    /// The envelope's sender is not the authenticated address or its key.
+    WrongSender,
+    /// The address sent faster than its token bucket allows.
+    RateLimited,
+    /// The recipient's total queue is full.
+    QueueFull,
+    /// Heartbeats went unanswered.
+    Timeout,
+}
+
+impl ErrorCode {
+    /// The code's wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::Malformed => "malformed",
+            ErrorCode::TooLarge => "too_large",
+            ErrorCode::BadSignature => "bad_signature",
+            ErrorCode::NotAuthenticated => "not_authenticated",
+            ErrorCode::AuthFailed => "auth_failed",
+            ErrorCode::AddressTaken => "address_taken",
+            ErrorCode::UnknownRecipient => "unknown_recipient",
+            ErrorCode::WrongSender => "wrong_sender",
+            ErrorCode::RateLimited => "rate_limited",
+            ErrorCode::QueueFull => "queue_full",
+            ErrorCode::Timeout => "timeout",
+        }
+    }
+}
+
+/// Bytes signed to answer a challenge: `label || lp(nonce) || lp(domain) || ts (u64 BE) ||
+/// lp(address) [|| key]`, where `lp(x)` is a 4-byte big-endian length then `x`.
+pub fn challenge_signed_bytes(
+    label: &[u8],
+    nonce: &[u8; 32],
+    domain: &str,
+    ts: u64,
+    address: &Address,
+    key: Option<&[u8; 32]>,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(label.len() + 32 + domain.len() + address.as_str().len() + 60);
+    out.extend_from_slice(label);
+    lp(&mut out, nonce);
+    lp(&mut out, domain.as_bytes());
+    out.extend_from_slice(&ts.to_be_bytes());
+    lp(&mut out, address.as_str().as_bytes());
+    if let Some(k) = key {
+        out.extend_from_slice(k);
+    }
+    out
+}
+
+/// Label of an authentication signature.
+pub const AUTH_LABEL: &[u8] = b"A2ACP-AUTH-V1\0";
+/// Label of a registration signature.
+pub const REGISTER_LABEL: &[u8] = b"A2ACP-REGISTER-V1\0";
+
+fn lp(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+    out.extend_from_slice(bytes);
+}
+
+impl ClientFrame {
+    /// Serialises the frame as JSON.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Parses a frame.
+    pub fn from_bytes(b: &[u8]) -> Result<Self, serde_json::Error> {
+        serde_json::from_slice(b)
+    }
+}
+
+impl RelayFrame {
+    /// Serialises the frame as JSON.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Parses a frame.
+    pub fn from_bytes(b: &[u8]) -> Result<Self, serde_json::Error> {
+        serde_json::from_slice(b)
+    }
+}
