@@ -90,9 +90,9 @@ fn valid_user(u: &str) -> bool {
     !u.is_empty()
         && u.len() <= MAX_USER_LEN
         && u.as_bytes()[0].is_ascii_alphanumeric()
-        && u
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-'))
+        && u.bytes().all(|b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')
+        })
 }
 
 fn valid_domain(d: &str) -> bool {
@@ -151,7 +151,10 @@ mod tests {
         assert_eq!(a.as_str(), "agent:jono@a2acp.io");
         assert_eq!(a.user(), "jono");
         assert_eq!(a.domain(), "a2acp.io");
-        assert_eq!(Address::parse("agent:bob@localhost").unwrap().domain(), "localhost");
+        assert_eq!(
+            Address::parse("agent:bob@localhost").unwrap().domain(),
+            "localhost"
+        );
     }
 
     #[test]

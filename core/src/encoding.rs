@@ -43,7 +43,8 @@ pub mod b64_array {
         d: D,
     ) -> Result<[u8; N], D::Error> {
         let s = std::borrow::Cow::<str>::deserialize(d)?;
-        let v = super::b64_decode(&s).ok_or_else(|| serde::de::Error::custom("invalid base64url"))?;
+        let v =
+            super::b64_decode(&s).ok_or_else(|| serde::de::Error::custom("invalid base64url"))?;
         v.try_into()
             .map_err(|_| serde::de::Error::custom(format!("expected {N} bytes")))
     }

@@ -24,6 +24,7 @@ pub mod address;
 pub mod agent;
 pub mod crypto;
 pub mod encoding;
+pub mod harness;
 pub mod negotiator;
 pub mod packet;
 pub mod persist;

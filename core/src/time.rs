@@ -33,8 +33,12 @@ impl Timestamp {
     }
 
     /// `self + d`, saturating at the far future.
+    #[allow(clippy::should_implement_trait)] // saturating, and `Timestamp + Duration` reads worse
     pub fn add(self, d: Duration) -> Self {
-        Timestamp(self.0.saturating_add(d.as_millis().min(u64::MAX as u128) as u64))
+        Timestamp(
+            self.0
+                .saturating_add(d.as_millis().min(u64::MAX as u128) as u64),
+        )
     }
 
     /// `self - earlier`, or zero if `earlier` is later.
@@ -146,13 +150,25 @@ mod tests {
 
     #[test]
     fn durations() {
-        assert_eq!(parse_iso8601_duration("PT24H"), Some(Duration::from_secs(86_400)));
-        assert_eq!(parse_iso8601_duration("PT35M"), Some(Duration::from_secs(2100)));
-        assert_eq!(parse_iso8601_duration("P1DT2H30M15S"), Some(Duration::from_secs(95_415)));
+        assert_eq!(
+            parse_iso8601_duration("PT24H"),
+            Some(Duration::from_secs(86_400))
+        );
+        assert_eq!(
+            parse_iso8601_duration("PT35M"),
+            Some(Duration::from_secs(2100))
+        );
+        assert_eq!(
+            parse_iso8601_duration("P1DT2H30M15S"),
+            Some(Duration::from_secs(95_415))
+        );
         for bad in ["", "P", "PT", "24H", "PT5X", "P1Y", "PT5M3H", "PTH"] {
             assert_eq!(parse_iso8601_duration(bad), None, "{bad}");
         }
-        assert_eq!(format_iso8601_duration(Duration::from_secs(5400)), "PT1H30M");
+        assert_eq!(
+            format_iso8601_duration(Duration::from_secs(5400)),
+            "PT1H30M"
+        );
         assert_eq!(format_iso8601_duration(Duration::ZERO), "PT0S");
     }
 }

@@ -1,1 +1,908 @@
-//! Agent.
+//! The agent state machine.
+//!
+//! # Contract
+//!
+//! Feed inputs with [`Agent::handle`] (or the `handle_*` shorthands), each with the
+//! current time; then call [`Agent::poll_output`] until it returns `None` and execute
+//! every output in the order given; then arm a timer for [`Agent::poll_timeout`] and call
+//! [`Agent::handle_timeout`] when it fires. Nothing happens between calls.
+//!
+//! The outputs of one input are released in this order:
+//!
+//! 1. [`Output::Persist`] — every record the following outputs depend on;
+//! 2. [`Output::Send`] — frames to the relay;
+//! 3. [`Output::Prompt`] / [`Output::ClosePrompt`] — consent and resolution prompts;
+//! 4. [`Output::CallLlm`];
+//! 5. [`Output::ExecuteAction`];
+//! 6. [`Output::Notify`];
+//! 7. [`Output::Audit`];
+//! 8. [`Output::CloseConnection`];
+//!
+//! and the next timeout is [`Agent::poll_timeout`]. Persisting first means every state
+//! change a packet depends on is durable before that packet leaves: an agent restored
+//! from its last persisted records never contradicts what it sent, resumes every thread
+//! and shows every open prompt again.
+//!
+//! Randomness (ids, ephemeral keys) comes from the seed given at construction and is
+//! part of the persisted state. Same seed, same inputs ⇒ byte-identical outputs.
+
+pub mod io;
+mod logic;
+pub mod permissions;
+pub mod thread;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::address::Address;
+use crate::crypto::{Envelope, IdentityKey, PublicKey, ThreadSession};
+use crate::packet::Context;
+use crate::persist::PersistOp;
+use crate::relay::frame::{challenge_signed_bytes, ClientFrame, RelayFrame, REGISTER_LABEL};
+use crate::rng::DetRng;
+use crate::time::Timestamp;
+
+pub use io::*;
+pub use permissions::{PermissionTiers, RelationshipOverride, Tier};
+pub use thread::{Thread, ThreadState, Waiting};
+
+/// Limits and timeouts (spec §6.4, §8.1, §13).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Context exchanges before automatic escalation (§6.4).
+    pub max_round_trips: u32,
+    /// Staleness timeout of non-urgent threads (§6.4).
+    pub staleness: Duration,
+    /// Staleness timeout of urgent threads (§6.4).
+    pub staleness_urgent: Duration,
+    /// Confirmation timeout put in resolutions (§8.1).
+    pub confirmation_timeout: Duration,
+    /// Malformed packets from one agent before it is flagged (§13.4).
+    pub malformed_flag_threshold: u32,
+    /// Silence from the relay after which the connection is dropped (§13.1 heartbeat).
+    pub relay_silence: Duration,
+    /// LLM attempts per decision before giving up (§13.3).
+    pub llm_attempts: u32,
+    /// Largest relay frame accepted.
+    pub max_frame_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_round_trips: 8,
+            staleness: Duration::from_secs(48 * 3600),
+            staleness_urgent: Duration::from_secs(2 * 3600),
+            confirmation_timeout: Duration::from_secs(24 * 3600),
+            malformed_flag_threshold: 3,
+            relay_silence: Duration::from_secs(90),
+            llm_attempts: 3,
+            max_frame_bytes: 131_072,
+        }
+    }
+}
+
+/// How an agent is set up.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentConfig {
+    /// This agent's address.
+    pub address: Address,
+    /// Protocol versions spoken (§15), e.g. `["0.1", "0.2"]`.
+    pub supported_versions: Vec<String>,
+    /// What the agent knows about its user (local knowledge, §5.4): name, timezone,
+    /// availability, dietary… Values are shared only as the permission tiers allow.
+    pub profile: Context,
+    /// Base permission tiers (§7.1).
+    pub permissions: PermissionTiers,
+    /// Relationship overrides (§7.2).
+    pub overrides: BTreeMap<Address, RelationshipOverride>,
+    /// Decide with the LLM ([`Output::CallLlm`]) instead of the deterministic negotiator.
+    pub use_llm: bool,
+    /// Limits and timeouts.
+    pub limits: Limits,
+}
+
+impl AgentConfig {
+    /// A configuration with the onboarding defaults of §14.1.
+    pub fn new(address: Address) -> Self {
+        AgentConfig {
+            address,
+            supported_versions: crate::packet::SUPPORTED_VERSIONS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            profile: Context::new(),
+            permissions: PermissionTiers::onboarding_defaults(),
+            overrides: BTreeMap::new(),
+            use_llm: false,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// Why an agent could not be restored.
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError {
+    /// A record could not be decoded.
+    #[error("record `{key}` is corrupt: {reason}")]
+    Corrupt {
+        /// Record key.
+        key: String,
+        /// Decoder message.
+        reason: String,
+    },
+    /// The records belong to another address.
+    #[error("records belong to {found}, not {expected}")]
+    WrongAgent {
+        /// Address in the records.
+        found: Address,
+        /// Address configured.
+        expected: Address,
+    },
+}
+
+/// Persisted counters and the generator position (`meta`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Meta {
+    address: Address,
+    rng: DetRng,
+    next_prompt: u64,
+    next_seq: u64,
+    next_action: u64,
+    next_llm: u64,
+    authenticated_before: bool,
+}
+
+/// Settings the user can change at run time (`settings`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Settings {
+    tiers: PermissionTiers,
+    overrides: BTreeMap<Address, RelationshipOverride>,
+    blocked: BTreeSet<Address>,
+}
+
+/// A plaintext packet waiting for the peer's key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct PendingPlain {
+    thread_id: String,
+    packet_id: String,
+    json: String,
+}
+
+/// What an agent knows about another agent (`peer/<address>`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+struct PeerRecord {
+    /// Pinned Ed25519 key (first contact, §16).
+    key: Option<[u8; 32]>,
+    /// A different key seen after pinning, awaiting the user.
+    changed_key: Option<[u8; 32]>,
+    /// Malformed packets received (§13.4).
+    malformed: u32,
+    /// Flagged as a sender of malformed packets.
+    flagged: bool,
+    /// Packets waiting for the key lookup.
+    pending: Vec<PendingPlain>,
+    /// A lookup is on its way.
+    lookup_sent: bool,
+    /// How often the user approved each field for this agent (§7.2 suggestions).
+    approvals: BTreeMap<String, u32>,
+}
+
+/// A sealed packet the relay has not yet accepted (`outbox/<seq>`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct OutboxItem {
+    seq: u64,
+    thread_id: String,
+    packet_id: String,
+    env: Envelope,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Link {
+    Down,
+    /// Connected, waiting for the challenge or the auth answer.
+    Authenticating,
+    Ready,
+}
+
+#[derive(Default)]
+struct Buffers {
+    send: Vec<Output>,
+    prompt: Vec<Output>,
+    llm: Vec<Output>,
+    action: Vec<Output>,
+    notify: Vec<Output>,
+    audit: Vec<Output>,
+    close: Vec<Output>,
+}
+
+#[derive(Default)]
+struct Dirty {
+    meta: bool,
+    settings: bool,
+    peers: BTreeSet<Address>,
+    threads: BTreeSet<String>,
+    ops: Vec<PersistOp>,
+}
+
+/// One person's agent.
+pub struct Agent {
+    config: AgentConfig,
+    identity: IdentityKey,
+    meta: Meta,
+    settings: Settings,
+    peers: BTreeMap<Address, PeerRecord>,
+    threads: BTreeMap<String, Thread>,
+    outbox: BTreeMap<u64, OutboxItem>,
+    link: Link,
+    last_heard: Timestamp,
+    now: Timestamp,
+    keys: BTreeMap<Address, PublicKey>,
+    tags: BTreeMap<(Address, [u8; 16]), String>,
+    buf: Buffers,
+    dirty: Dirty,
+    out: VecDeque<Output>,
+}
+
+const META: &str = "meta";
+const SETTINGS: &str = "settings";
+
+impl Agent {
+    /// A new agent with no history. `seed` seeds every random choice it makes.
+    pub fn new(config: AgentConfig, identity: IdentityKey, seed: [u8; 32]) -> Self {
+        let settings = Settings {
+            tiers: config.permissions.clone(),
+            overrides: config.overrides.clone(),
+            blocked: BTreeSet::new(),
+        };
+        let meta = Meta {
+            address: config.address.clone(),
+            rng: DetRng::from_seed(seed),
+            next_prompt: 1,
+            next_seq: 1,
+            next_action: 1,
+            next_llm: 1,
+            authenticated_before: false,
+        };
+        let mut a = Agent {
+            config,
+            identity,
+            meta,
+            settings,
+            peers: BTreeMap::new(),
+            threads: BTreeMap::new(),
+            outbox: BTreeMap::new(),
+            link: Link::Down,
+            last_heard: Timestamp::ZERO,
+            now: Timestamp::ZERO,
+            keys: BTreeMap::new(),
+            tags: BTreeMap::new(),
+            buf: Buffers::default(),
+            dirty: Dirty::default(),
+            out: VecDeque::new(),
+        };
+        a.dirty.meta = true;
+        a.dirty.settings = true;
+        a.flush();
+        a
+    }
+
+    /// Restores an agent from the records it last persisted. Open prompts are shown
+    /// again, and actions and LLM calls that had no answer are asked for again, as
+    /// outputs of the first call to [`Agent::handle`] or [`Agent::poll_output`].
+    ///
+    /// `seed` is used only when no `meta` record exists (nothing was persisted yet).
+    pub fn restore(
+        config: AgentConfig,
+        identity: IdentityKey,
+        seed: [u8; 32],
+        records: impl IntoIterator<Item = (String, Vec<u8>)>,
+    ) -> Result<Self, RestoreError> {
+        fn de<T: serde::de::DeserializeOwned>(key: &str, v: &[u8]) -> Result<T, RestoreError> {
+            serde_json::from_slice(v).map_err(|e| RestoreError::Corrupt {
+                key: key.to_string(),
+                reason: e.to_string(),
+            })
+        }
+        let mut a = Agent::new(config, identity, seed);
+        a.out.clear();
+        a.dirty = Dirty::default();
+        for (key, value) in records {
+            if key == META {
+                let m: Meta = de(&key, &value)?;
+                if m.address != a.config.address {
+                    return Err(RestoreError::WrongAgent {
+                        found: m.address,
+                        expected: a.config.address.clone(),
+                    });
+                }
+                a.meta = m;
+            } else if key == SETTINGS {
+                a.settings = de(&key, &value)?;
+            } else if let Some(addr) = key.strip_prefix("peer/") {
+                let addr = Address::parse(addr).map_err(|e| RestoreError::Corrupt {
+                    key: key.clone(),
+                    reason: e.to_string(),
+                })?;
+                let rec: PeerRecord = de(&key, &value)?;
+                a.peers.insert(addr, rec);
+            } else if key.starts_with("thread/") {
+                let t: Thread = de(&key, &value)?;
+                a.threads.insert(t.id.clone(), t);
+            } else if key.starts_with("outbox/") {
+                let o: OutboxItem = de(&key, &value)?;
+                a.outbox.insert(o.seq, o);
+            }
+        }
+        for (addr, rec) in &a.peers {
+            if let Some(k) = rec.key.and_then(|k| PublicKey::from_bytes(&k).ok()) {
+                a.keys.insert(addr.clone(), k);
+            }
+        }
+        for t in a.threads.values() {
+            a.tags.insert(
+                (t.peer.clone(), crate::crypto::thread_tag(&t.id)),
+                t.id.clone(),
+            );
+        }
+        a.resume_after_restore();
+        a.flush();
+        Ok(a)
+    }
+
+    /// This agent's address.
+    pub fn address(&self) -> &Address {
+        &self.config.address
+    }
+
+    /// This agent's public identity key.
+    pub fn public_key(&self) -> PublicKey {
+        self.identity.public()
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &AgentConfig {
+        &self.config
+    }
+
+    /// Every thread, by id.
+    pub fn threads(&self) -> &BTreeMap<String, Thread> {
+        &self.threads
+    }
+
+    /// One thread.
+    pub fn thread(&self, id: &str) -> Option<&Thread> {
+        self.threads.get(id)
+    }
+
+    /// Whether the relay link is authenticated.
+    pub fn is_online(&self) -> bool {
+        self.link == Link::Ready
+    }
+
+    /// Packets sealed but not yet accepted by the relay.
+    pub fn outbox_len(&self) -> usize {
+        self.outbox.len()
+    }
+
+    /// The pinned key of another agent.
+    pub fn pinned_key(&self, peer: &Address) -> Option<[u8; 32]> {
+        self.peers.get(peer).and_then(|p| p.key)
+    }
+
+    /// Whether an agent was flagged for malformed packets (§13.4).
+    pub fn is_flagged(&self, peer: &Address) -> bool {
+        self.peers.get(peer).is_some_and(|p| p.flagged)
+    }
+
+    /// Current permission tiers.
+    pub fn permissions(&self) -> &PermissionTiers {
+        &self.settings.tiers
+    }
+
+    /// Current relationship overrides.
+    pub fn overrides(&self) -> &BTreeMap<Address, RelationshipOverride> {
+        &self.settings.overrides
+    }
+
+    /// Blocked agents.
+    pub fn blocked(&self) -> &BTreeSet<Address> {
+        &self.settings.blocked
+    }
+
+    /// Feeds one input.
+    pub fn handle(&mut self, now: Timestamp, input: Input) {
+        self.now = self.now.max(now);
+        match input {
+            Input::Connected => self.on_connected(),
+            Input::Disconnected => self.on_disconnected(),
+            Input::Bytes(b) => self.on_frame(&b),
+            Input::Command(c) => self.on_command(c),
+            Input::LlmResult { request_id, result } => self.on_llm_result(request_id, result),
+            Input::ActionResult { action_id, result } => self.on_action_result(action_id, result),
+        }
+        self.flush();
+    }
+
+    /// Shorthand for [`Input::Bytes`].
+    pub fn handle_bytes(&mut self, now: Timestamp, bytes: &[u8]) {
+        self.handle(now, Input::Bytes(bytes.to_vec()));
+    }
+
+    /// Shorthand for [`Input::Command`].
+    pub fn handle_command(&mut self, now: Timestamp, command: Command) {
+        self.handle(now, Input::Command(command));
+    }
+
+    /// The timer armed for [`Agent::poll_timeout`] fired.
+    pub fn handle_timeout(&mut self, now: Timestamp) {
+        self.now = self.now.max(now);
+        self.on_timeout();
+        self.flush();
+    }
+
+    /// The next output, or `None` when drained.
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.out.pop_front()
+    }
+
+    /// When [`Agent::handle_timeout`] must be called next.
+    pub fn poll_timeout(&self) -> Option<Timestamp> {
+        let mut t: Option<Timestamp> = None;
+        let mut at = |x: Timestamp| {
+            t = Some(t.map_or(x, |c| c.min(x)));
+        };
+        if self.link != Link::Down {
+            at(self.last_heard.add(self.config.limits.relay_silence));
+        }
+        for th in self.threads.values() {
+            if let Some(x) = self.thread_deadline(th) {
+                at(x);
+            }
+        }
+        t
+    }
+
+    // ----- link -----
+
+    fn on_connected(&mut self) {
+        self.link = Link::Authenticating;
+        self.last_heard = self.now;
+        self.audit(None, "relay connected".to_string());
+    }
+
+    fn on_disconnected(&mut self) {
+        if self.link != Link::Down {
+            self.audit(None, "relay disconnected".to_string());
+        }
+        self.link = Link::Down;
+        for p in self.peers.values_mut() {
+            p.lookup_sent = false;
+        }
+    }
+
+    fn on_frame(&mut self, bytes: &[u8]) {
+        if self.link == Link::Down {
+            return;
+        }
+        self.last_heard = self.now;
+        if bytes.len() > self.config.limits.max_frame_bytes {
+            self.audit(
+                None,
+                format!("relay frame of {} bytes refused: too large", bytes.len()),
+            );
+            return;
+        }
+        let frame = match RelayFrame::from_bytes(bytes) {
+            Ok(f) => f,
+            Err(e) => {
+                self.audit(None, format!("malformed relay frame dropped: {e}"));
+                return;
+            }
+        };
+        match frame {
+            RelayFrame::Challenge { nonce, domain, .. } => {
+                let ts = self.now.as_millis();
+                let key = self.identity.public().to_bytes();
+                let msg = challenge_signed_bytes(
+                    REGISTER_LABEL,
+                    &nonce,
+                    &domain,
+                    ts,
+                    &self.config.address,
+                    Some(&key),
+                );
+                let sig = self.identity.sign(&msg);
+                self.send_frame(&ClientFrame::Register {
+                    address: self.config.address.clone(),
+                    key,
+                    ts,
+                    sig,
+                });
+            }
+            RelayFrame::AuthOk { .. } => self.on_ready(),
+            RelayFrame::Accepted { seq, .. } => {
+                if self.outbox.remove(&seq).is_some() {
+                    self.dirty.ops.push(PersistOp::Delete {
+                        key: outbox_key(seq),
+                    });
+                }
+            }
+            RelayFrame::Deliver { id, env } => {
+                self.on_envelope(env);
+                self.send_frame(&ClientFrame::Ack { id });
+            }
+            RelayFrame::Overflow { seq, to, .. } => self.on_overflow(seq, &to),
+            RelayFrame::Key { address, key } => self.on_key(address, key),
+            RelayFrame::Ping { n } => self.send_frame(&ClientFrame::Pong { n }),
+            RelayFrame::Pong { .. } => {}
+            RelayFrame::Replaced => {
+                self.audit(
+                    None,
+                    "relay: another connection of this agent took over".to_string(),
+                );
+                self.notify(
+                    None,
+                    NotifyKind::Delivery,
+                    "Another device connected as this agent; this one was disconnected."
+                        .to_string(),
+                );
+                self.link = Link::Down;
+            }
+            RelayFrame::Error { code, message, seq } => self.on_relay_error(code, message, seq),
+        }
+    }
+
+    fn on_ready(&mut self) {
+        self.link = Link::Ready;
+        let reconnect = self.meta.authenticated_before;
+        self.meta.authenticated_before = true;
+        self.dirty.meta = true;
+        self.audit(None, "relay authenticated".to_string());
+        // Replay the local queue in order (§13.1).
+        let items: Vec<OutboxItem> = self.outbox.values().cloned().collect();
+        for o in items {
+            self.send_frame(&ClientFrame::Send {
+                seq: o.seq,
+                env: o.env,
+            });
+        }
+        let lookups: Vec<Address> = self
+            .peers
+            .iter()
+            .filter(|(a, p)| !p.pending.is_empty() && !self.keys.contains_key(*a))
+            .map(|(a, _)| a.clone())
+            .collect();
+        for a in lookups {
+            self.lookup(&a);
+        }
+        if reconnect {
+            // Exchange thread-state summaries to find gaps (§13.1).
+            let ids: Vec<String> = self
+                .threads
+                .values()
+                .filter(|t| !t.state.is_terminal() && !t.halted && t.session.peer_eph().is_some())
+                .map(|t| t.id.clone())
+                .collect();
+            for id in ids {
+                self.send_thread_state(&id);
+            }
+        }
+    }
+
+    fn lookup(&mut self, peer: &Address) {
+        let rec = self.peers.entry(peer.clone()).or_default();
+        if rec.lookup_sent || self.link != Link::Ready {
+            return;
+        }
+        rec.lookup_sent = true;
+        self.send_frame(&ClientFrame::Lookup {
+            address: peer.clone(),
+        });
+    }
+
+    fn on_key(&mut self, address: Address, key: Option<[u8; 32]>) {
+        let Some(rec) = self.peers.get_mut(&address) else {
+            return;
+        };
+        rec.lookup_sent = false;
+        let pending = std::mem::take(&mut rec.pending);
+        self.dirty.peers.insert(address.clone());
+        let Some(key) = key else {
+            self.notify(
+                None,
+                NotifyKind::Delivery,
+                format!("No agent is registered as {address}."),
+            );
+            let mut ids: Vec<String> = pending.iter().map(|p| p.thread_id.clone()).collect();
+            ids.dedup();
+            for id in ids {
+                self.set_state(&id, ThreadState::Declined, "recipient unknown to the relay");
+            }
+            return;
+        };
+        match self.pin(&address, key) {
+            Ok(()) => {
+                for p in pending {
+                    self.seal_and_queue(&p.thread_id, &p.packet_id, p.json.as_bytes());
+                }
+            }
+            Err(()) => {
+                if let Some(rec) = self.peers.get_mut(&address) {
+                    rec.pending = pending;
+                }
+            }
+        }
+    }
+
+    /// Pins `key` for `peer` if nothing is pinned; `Err` (and a security alert) if a
+    /// different key is pinned.
+    fn pin(&mut self, peer: &Address, key: [u8; 32]) -> Result<(), ()> {
+        let pk = PublicKey::from_bytes(&key).map_err(|_| ())?;
+        let rec = self.peers.entry(peer.clone()).or_default();
+        match rec.key {
+            Some(k) if k == key => Ok(()),
+            Some(_) => {
+                self.key_changed(peer, key);
+                Err(())
+            }
+            None => {
+                rec.key = Some(key);
+                self.dirty.peers.insert(peer.clone());
+                self.keys.insert(peer.clone(), pk);
+                self.audit(None, format!("pinned key of {peer} (first contact)"));
+                Ok(())
+            }
+        }
+    }
+
+    /// A pinned peer presented another key: halt its threads, alert the user (§16).
+    fn key_changed(&mut self, peer: &Address, new_key: [u8; 32]) {
+        let rec = self.peers.entry(peer.clone()).or_default();
+        if rec.changed_key == Some(new_key) {
+            return;
+        }
+        rec.changed_key = Some(new_key);
+        self.dirty.peers.insert(peer.clone());
+        let ids: Vec<String> = self
+            .threads
+            .values()
+            .filter(|t| &t.peer == peer && !t.state.is_terminal())
+            .map(|t| t.id.clone())
+            .collect();
+        for id in &ids {
+            if let Some(t) = self.threads.get_mut(id) {
+                t.halted = true;
+                self.dirty.threads.insert(id.clone());
+            }
+        }
+        self.notify(
+            None,
+            NotifyKind::Security,
+            format!(
+                "The identity key of {peer} changed. {} thread(s) with it are halted until you check the new key with them and accept it.",
+                ids.len()
+            ),
+        );
+        self.audit(
+            None,
+            format!(
+                "SECURITY key change for {peer}; halted {} thread(s)",
+                ids.len()
+            ),
+        );
+    }
+
+    fn on_overflow(&mut self, seq: u64, to: &Address) {
+        if let Some(o) = self.outbox.remove(&seq) {
+            self.dirty.ops.push(PersistOp::Delete {
+                key: outbox_key(seq),
+            });
+            if let Some(t) = self.threads.get_mut(&o.thread_id) {
+                t.needs_consolidation = true;
+                self.dirty.threads.insert(o.thread_id.clone());
+            }
+            self.notify(
+                Some(o.thread_id.clone()),
+                NotifyKind::Delivery,
+                format!("{to} has been offline for a while and its queue for this thread is full; I'll send one summary when it is back."),
+            );
+            self.audit(
+                Some(&o.thread_id),
+                format!(
+                    "relay queue overflow for {to}, packet {} not queued",
+                    o.packet_id
+                ),
+            );
+        }
+    }
+
+    fn on_relay_error(
+        &mut self,
+        code: crate::relay::frame::ErrorCode,
+        message: String,
+        seq: Option<u64>,
+    ) {
+        use crate::relay::frame::ErrorCode as E;
+        self.audit(None, format!("relay error {}: {message}", code.as_str()));
+        match (code, seq) {
+            (E::AuthFailed | E::AddressTaken, _) => {
+                self.notify(
+                    None,
+                    NotifyKind::Delivery,
+                    format!("The relay refused this agent: {message}"),
+                );
+            }
+            (E::RateLimited | E::QueueFull, Some(_)) => {
+                // Stays in the outbox; replayed on the next connection.
+            }
+            (_, Some(seq)) => {
+                if let Some(o) = self.outbox.remove(&seq) {
+                    self.dirty.ops.push(PersistOp::Delete {
+                        key: outbox_key(seq),
+                    });
+                    self.notify(
+                        Some(o.thread_id.clone()),
+                        NotifyKind::Delivery,
+                        format!("The relay refused a packet ({}): {message}", code.as_str()),
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn send_frame(&mut self, f: &ClientFrame) {
+        self.buf.send.push(Output::Send(f.to_bytes()));
+    }
+
+    /// Seals a packet for its thread and queues it in the outbox (sending it if online).
+    fn seal_and_queue(&mut self, thread_id: &str, packet_id: &str, plain: &[u8]) {
+        let Some(t) = self.threads.get_mut(thread_id) else {
+            return;
+        };
+        let peer = t.peer.clone();
+        let Some(key) = self.keys.get(&peer) else {
+            let rec = self.peers.entry(peer.clone()).or_default();
+            rec.pending.push(PendingPlain {
+                thread_id: thread_id.to_string(),
+                packet_id: packet_id.to_string(),
+                json: String::from_utf8_lossy(plain).into_owned(),
+            });
+            self.dirty.peers.insert(peer.clone());
+            self.lookup(&peer);
+            return;
+        };
+        let dir = t.my_direction();
+        let env = match t.session.seal(
+            &self.identity,
+            &self.config.address,
+            &peer,
+            key,
+            thread_id,
+            dir,
+            plain,
+        ) {
+            Ok(e) => e,
+            Err(e) => {
+                self.audit(Some(thread_id), format!("could not seal {packet_id}: {e}"));
+                return;
+            }
+        };
+        self.dirty.threads.insert(thread_id.to_string());
+        let seq = self.meta.next_seq;
+        self.meta.next_seq += 1;
+        self.dirty.meta = true;
+        let item = OutboxItem {
+            seq,
+            thread_id: thread_id.to_string(),
+            packet_id: packet_id.to_string(),
+            env,
+        };
+        self.dirty.ops.push(PersistOp::Put {
+            key: outbox_key(seq),
+            value: serde_json::to_vec(&item).unwrap_or_default(),
+        });
+        if self.link == Link::Ready {
+            self.send_frame(&ClientFrame::Send {
+                seq,
+                env: item.env.clone(),
+            });
+        }
+        self.outbox.insert(seq, item);
+    }
+
+    // ----- output plumbing -----
+
+    fn notify(&mut self, thread_id: Option<String>, kind: NotifyKind, text: String) {
+        self.buf.notify.push(Output::Notify(Notification {
+            thread_id,
+            kind,
+            text,
+        }));
+    }
+
+    fn audit(&mut self, thread_id: Option<&str>, event: String) {
+        self.buf.audit.push(Output::Audit(AuditRecord {
+            at: self.now,
+            thread_id: thread_id.map(str::to_string),
+            event,
+        }));
+    }
+
+    /// Moves buffered outputs to the output queue in the documented order, persisting
+    /// every dirty record first.
+    fn flush(&mut self) {
+        let d = std::mem::take(&mut self.dirty);
+        if d.meta {
+            self.out.push_back(put(META.into(), &self.meta));
+        }
+        if d.settings {
+            self.out.push_back(put(SETTINGS.into(), &self.settings));
+        }
+        for p in &d.peers {
+            if let Some(rec) = self.peers.get(p) {
+                self.out.push_back(put(format!("peer/{p}"), rec));
+            }
+        }
+        for id in &d.threads {
+            if let Some(t) = self.threads.get(id) {
+                self.out.push_back(put(format!("thread/{id}"), t));
+            }
+        }
+        for op in d.ops {
+            self.out.push_back(Output::Persist(op));
+        }
+        let b = std::mem::take(&mut self.buf);
+        self.out.extend(b.send);
+        self.out.extend(b.prompt);
+        self.out.extend(b.llm);
+        self.out.extend(b.action);
+        self.out.extend(b.notify);
+        self.out.extend(b.audit);
+        self.out.extend(b.close);
+    }
+
+    fn on_timeout(&mut self) {
+        if self.link != Link::Down
+            && self.now >= self.last_heard.add(self.config.limits.relay_silence)
+        {
+            self.audit(
+                None,
+                "relay silent too long: closing the connection".to_string(),
+            );
+            self.buf.close.push(Output::CloseConnection);
+            self.on_disconnected();
+        }
+        let ids: Vec<String> = self
+            .threads
+            .values()
+            .filter(|t| self.thread_deadline(t).is_some_and(|d| d <= self.now))
+            .map(|t| t.id.clone())
+            .collect();
+        for id in ids {
+            self.thread_timeout(&id);
+        }
+    }
+}
+
+fn put<T: Serialize>(key: String, v: &T) -> Output {
+    Output::Persist(PersistOp::Put {
+        key,
+        value: serde_json::to_vec(v).unwrap_or_default(),
+    })
+}
+
+fn outbox_key(seq: u64) -> String {
+    format!("outbox/{seq:020}")
+}
+
+/// A fresh thread session from the agent's generator.
+fn new_session(rng: &mut DetRng) -> ThreadSession {
+    ThreadSession::new(rng.bytes32())
+}
+
+#[cfg(test)]
+mod tests;

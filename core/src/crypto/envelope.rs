@@ -68,7 +68,11 @@ pub struct Envelope {
     pub eph: [u8; 32],
     /// The recipient's ephemeral key the sender agreed with; absent while the sender has
     /// not yet seen one (the first flight, sealed to the recipient's static key).
-    #[serde(with = "b64_opt_array", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        with = "b64_opt_array",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub peer_eph: Option<[u8; 32]>,
     /// XChaCha20-Poly1305 nonce.
     #[serde(with = "b64_array")]
@@ -79,4 +83,53 @@ pub struct Envelope {
     /// Outer Ed25519 signature by `from_key` over the envelope's signed bytes.
     #[serde(with = "b64_array")]
     pub sig: [u8; 64],
+}
+
+impl Envelope {
+    /// The bytes the outer signature `sig` covers (SPEC-NOTES "Envelope"):
+    ///
+    /// `"A2ACP-ENVELOPE-V1\0" || v || lp(from) || lp(to) || from_key(32) || thread(16) ||
+    /// dir || eph(32) || (0x00 | 0x01 || peer_eph(32)) || nonce(24) || lp(ct)`,
+    /// where `lp(x)` is the 4-byte big-endian length of `x` followed by `x`.
+    pub fn signed_bytes(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(super::ENVELOPE_SIG_LABEL.len() + 200 + self.ct.len());
+        b.extend_from_slice(super::ENVELOPE_SIG_LABEL);
+        b.push(self.v);
+        super::put_lp(&mut b, self.from.as_str().as_bytes());
+        super::put_lp(&mut b, self.to.as_str().as_bytes());
+        b.extend_from_slice(&self.from_key);
+        b.extend_from_slice(&self.thread);
+        b.push(u8::from(self.dir));
+        b.extend_from_slice(&self.eph);
+        put_opt32(&mut b, &self.peer_eph);
+        b.extend_from_slice(&self.nonce);
+        super::put_lp(&mut b, &self.ct);
+        b
+    }
+
+    /// The envelope as one JSON object (byte arrays as unpadded base64url strings;
+    /// `peer_eph` omitted when absent).
+    pub fn to_json(&self) -> Vec<u8> {
+        // Serialising this type cannot fail: every field is a string, a number or an
+        // optional string, and every map key is a string.
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Parses an envelope from JSON. Checks only the shape (field types, base64url, exact
+    /// byte lengths, valid addresses and direction); [`super::ThreadSession::open`] and
+    /// [`super::verify_envelope`] check the rest.
+    pub fn from_json(b: &[u8]) -> Result<Self, super::CryptoError> {
+        serde_json::from_slice(b).map_err(|_| super::CryptoError::Malformed("envelope json"))
+    }
+}
+
+/// Appends `0x00` for `None`, `0x01 || x` for `Some(x)`.
+pub(crate) fn put_opt32(b: &mut Vec<u8>, x: &Option<[u8; 32]>) {
+    match x {
+        None => b.push(0),
+        Some(x) => {
+            b.push(1);
+            b.extend_from_slice(x);
+        }
+    }
 }

@@ -67,6 +67,9 @@ pub enum ClientFrame {
 }
 
 /// A frame a relay sends to an agent.
+// Frames are short-lived values built to be serialised at once; boxing the envelope of
+// `Deliver` would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "t", rename_all = "snake_case")]
 pub enum RelayFrame {
@@ -119,7 +122,11 @@ pub enum RelayFrame {
         /// The address looked up.
         address: Address,
         /// Its registered key.
-        #[serde(with = "b64_opt_array", default, skip_serializing_if = "Option::is_none")]
+        #[serde(
+            with = "b64_opt_array",
+            default,
+            skip_serializing_if = "Option::is_none"
+        )]
         key: Option<[u8; 32]>,
     },
     /// Heartbeat request.

@@ -1,0 +1,324 @@
+//! What goes into an [`Agent`](super::Agent) and what comes out of it.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::address::Address;
+use crate::agent::permissions::Tier;
+use crate::packet::{ActionSpec, Context, Intent, Priority, Proposal};
+use crate::persist::PersistOp;
+use crate::time::Timestamp;
+
+/// An input to the agent. Each is handed over with the current time.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    /// The connection to the relay is up (the relay's challenge follows as bytes).
+    Connected,
+    /// The connection to the relay is gone.
+    Disconnected,
+    /// One frame from the relay.
+    Bytes(Vec<u8>),
+    /// Something the user asked for.
+    Command(Command),
+    /// The answer to a [`Output::CallLlm`]: the model's text, or why there is none.
+    LlmResult {
+        /// The request's id.
+        request_id: u64,
+        /// The model's raw answer, or an error (timeout, rate limit, no model).
+        result: Result<String, String>,
+    },
+    /// The outcome of an [`Output::ExecuteAction`].
+    ActionResult {
+        /// The request's id.
+        action_id: u64,
+        /// `Ok` or what went wrong.
+        result: Result<(), String>,
+    },
+}
+
+/// A user's command.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Start a thread with another agent (§4). The context the user gives counts as
+    /// consented for this thread (§7.4), never_share fields excepted.
+    StartThread {
+        /// The other agent.
+        to: Address,
+        /// What it is about.
+        intent: Intent,
+        /// What the user said about it.
+        context: Context,
+    },
+    /// Answer a consent prompt (§7.3).
+    AnswerConsent {
+        /// The prompt.
+        prompt_id: u64,
+        /// The answer.
+        answer: ConsentAnswer,
+    },
+    /// Answer a resolution prompt (§8.2).
+    AnswerResolution {
+        /// The prompt.
+        prompt_id: u64,
+        /// The answer.
+        answer: ResolutionAnswer,
+    },
+    /// Add context to a thread (e.g. after an escalation) and let the agent continue.
+    UpdateContext {
+        /// The thread.
+        thread_id: String,
+        /// New or changed values.
+        context: Context,
+    },
+    /// Change a thread's intent (§6.5).
+    UpdateIntent {
+        /// The thread.
+        thread_id: String,
+        /// The new intent.
+        intent: Intent,
+        /// Why.
+        reason: String,
+    },
+    /// Split a thread into independent threads (§6.5).
+    ForkThread {
+        /// The thread to split.
+        thread_id: String,
+        /// Intents of the new threads.
+        intents: Vec<Intent>,
+    },
+    /// Close a thread (→ DECLINED) and tell the other agent.
+    CancelThread {
+        /// The thread.
+        thread_id: String,
+    },
+    /// Change a permission tier, globally or for one relationship (§7.2).
+    SetPermission {
+        /// Field or category.
+        field: String,
+        /// The tier.
+        tier: Tier,
+        /// Only for this agent, as a relationship override.
+        for_peer: Option<Address>,
+    },
+    /// Block an agent (§16): its packets are dropped, its threads declined.
+    Block(Address),
+    /// Unblock an agent.
+    Unblock(Address),
+    /// Pin a key learned out of band before first contact.
+    PinKey {
+        /// The agent.
+        address: Address,
+        /// Its Ed25519 public key.
+        key: [u8; 32],
+    },
+    /// Accept a changed key of an agent after the user checked it out of band (§16).
+    AcceptKeyChange {
+        /// The agent.
+        address: Address,
+    },
+}
+
+/// The user's answer to a batched consent prompt (§7.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ConsentAnswer {
+    /// "Share selected": a choice per field; fields left out are declined.
+    ShareSelected(BTreeMap<String, FieldChoice>),
+    /// "Decline all".
+    DeclineAll,
+}
+
+/// One field's choice in a consent prompt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum FieldChoice {
+    /// Share the suggested value.
+    Share,
+    /// Share this value instead ("Other…").
+    ShareValue(Value),
+    /// Don't share.
+    DontShare,
+}
+
+/// The user's answer to a resolution prompt (§8.2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ResolutionAnswer {
+    /// Confirm.
+    Confirm,
+    /// Suggest a different time.
+    DifferentTime,
+    /// Suggest a different place.
+    DifferentPlace,
+    /// "Can't make it — make an excuse for me": a polite decline; the real reason stays
+    /// on this device and is never sent.
+    MakeExcuse {
+        /// The real reason, kept locally for the user's own record.
+        actual_reason: Option<String>,
+    },
+    /// Decline outright; the thread closes.
+    Decline,
+}
+
+/// An output of the agent. Drain with `poll_output` until `None`, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    /// Store or delete a record; must be durable before any later `Send` is executed.
+    Persist(PersistOp),
+    /// Send one frame to the relay.
+    Send(Vec<u8>),
+    /// Show a prompt to the user (replaces any open prompt with the same id).
+    Prompt(Prompt),
+    /// Withdraw a prompt that no longer needs an answer.
+    ClosePrompt(u64),
+    /// Ask the LLM; answer with [`Input::LlmResult`].
+    CallLlm(LlmRequest),
+    /// Carry out (or undo) an action; answer with [`Input::ActionResult`]. Ids are stable
+    /// across restarts, so a runtime can make actions idempotent.
+    ExecuteAction(ActionRequest),
+    /// Tell the user something.
+    Notify(Notification),
+    /// Append to the audit log.
+    Audit(AuditRecord),
+    /// Drop the relay connection (heartbeat lost); reconnect later.
+    CloseConnection,
+}
+
+/// A prompt for the user.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Prompt {
+    /// Id to answer with.
+    pub id: u64,
+    /// The thread it concerns.
+    pub thread_id: String,
+    /// The other agent.
+    pub peer: Address,
+    /// What the thread is about.
+    pub intent: Intent,
+    /// What is asked.
+    pub kind: PromptKind,
+}
+
+/// What a prompt asks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum PromptKind {
+    /// "Bob's agent is asking for: …" — one entry per field, answered together (§7.3).
+    Consent {
+        /// The fields.
+        fields: Vec<ConsentField>,
+    },
+    /// "Dinner sorted — Confirm / different time / different place / make an excuse" (§8.2).
+    Resolution {
+        /// The proposal.
+        proposal: Proposal,
+        /// Who proposed it.
+        proposer: Address,
+        /// When it expires.
+        deadline: Timestamp,
+        /// Whether this is the reminder.
+        reminder: bool,
+    },
+}
+
+/// One field of a consent prompt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConsentField {
+    /// The field asked for.
+    pub field: String,
+    /// Why the other agent asks (shown to the user).
+    pub reason: String,
+    /// How much it matters.
+    pub priority: Priority,
+    /// What would be shared on "Share", from what the agent knows.
+    pub suggested: Option<Value>,
+}
+
+/// A request to the LLM, with the five prompt layers of §5.1.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LlmRequest {
+    /// Id to answer with.
+    pub id: u64,
+    /// The thread.
+    pub thread_id: String,
+    /// Attempt number, from 1.
+    pub attempt: u32,
+    /// Layers 1–5: protocol, user profile, permissions, relationship memory, thread.
+    pub layers: Vec<LlmLayer>,
+    /// JSON schema the answer must follow.
+    pub schema: Value,
+    /// Why the previous attempt was refused, if it was.
+    pub previous_error: Option<String>,
+}
+
+/// One layer of the system prompt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LlmLayer {
+    /// Layer name.
+    pub name: String,
+    /// Its content.
+    pub content: String,
+}
+
+/// An action to carry out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ActionRequest {
+    /// Id to answer with.
+    pub id: u64,
+    /// The thread.
+    pub thread_id: String,
+    /// The action.
+    pub action: ActionSpec,
+    /// The confirmed proposal's details.
+    pub details: Context,
+    /// Undo a completed action (rollback) rather than do it.
+    pub undo: bool,
+}
+
+/// Kinds of notification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NotifyKind {
+    /// Informational.
+    Info,
+    /// A thread stalled (§6.4).
+    Stalled,
+    /// A thread needs the user (§6.3, §6.4).
+    Escalated,
+    /// A resolution expired (§8.3).
+    Expired,
+    /// A thread was declined.
+    Declined,
+    /// A thread completed.
+    Completed,
+    /// An action failed or was rolled back (§9).
+    Failed,
+    /// A peer's key changed (§16).
+    Security,
+    /// A peer keeps sending malformed packets (§13.4).
+    Flagged,
+    /// A delivery problem (relay refusal, overflow, unknown agent).
+    Delivery,
+    /// A suggestion, e.g. to promote a field to always_share (§7.2).
+    Suggestion,
+}
+
+/// Something to tell the user.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Notification {
+    /// The thread, if any.
+    pub thread_id: Option<String>,
+    /// Kind.
+    pub kind: NotifyKind,
+    /// Text for the user.
+    pub text: String,
+}
+
+/// One audit record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    /// When.
+    pub at: Timestamp,
+    /// The thread, if any.
+    pub thread_id: Option<String>,
+    /// What happened, e.g. `sent context_request pkt_…`, `state NEGOTIATING -> PROPOSED`.
+    pub event: String,
+}

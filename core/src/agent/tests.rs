@@ -1,0 +1,579 @@
+//! Behaviour of the agent state machine, driven through the in-memory [`Net`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::*;
+use crate::crypto::{Direction, IdentityKey, ThreadSession};
+use crate::harness::Net;
+use crate::packet::Intent;
+
+fn ctx(v: serde_json::Value) -> Context {
+    v.as_object().cloned().unwrap_or_default()
+}
+
+fn set(xs: &[&str]) -> BTreeSet<String> {
+    xs.iter().map(|s| s.to_string()).collect()
+}
+
+fn start() -> Timestamp {
+    Timestamp::parse_rfc3339("2026-03-21T14:30:00Z").unwrap()
+}
+
+struct Setup {
+    bob_versions: Vec<String>,
+    bob_llm: bool,
+    limits: Limits,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Setup {
+            bob_versions: vec!["0.1".into(), "0.2".into()],
+            bob_llm: false,
+            limits: Limits::default(),
+        }
+    }
+}
+
+fn net_with(s: Setup) -> (Net, usize, usize) {
+    let mut net = Net::new("a2acp.io", start(), [7; 32]);
+    let alice_addr = Address::parse("agent:alice@a2acp.io").unwrap();
+    let bob_addr = Address::parse("agent:bob@a2acp.io").unwrap();
+    let mut alice = AgentConfig::new(alice_addr.clone());
+    alice.limits = s.limits.clone();
+    alice.profile = ctx(json!({
+        "timezone": "Europe/London",
+        "transport_mode": "driving",
+        "cuisine_preference": "Italian",
+        "health_info": "SECRET-asthma-inhaler",
+    }));
+    let mut bob = AgentConfig::new(bob_addr);
+    bob.limits = s.limits;
+    bob.supported_versions = s.bob_versions;
+    bob.use_llm = s.bob_llm;
+    bob.profile = ctx(json!({
+        "timezone": "Europe/London",
+        "time_windows": ["18:30-21:00"],
+        "dietary": ["none"],
+        "location_preference": "anywhere within 20 min drive of Reading centre",
+    }));
+    bob.overrides.insert(
+        alice_addr,
+        RelationshipOverride {
+            promote_to_always_share: set(&[
+                "specific_availability",
+                "dietary",
+                "general_location_area",
+            ]),
+            ..Default::default()
+        },
+    );
+    let a = net.add_agent(alice, [1; 32], [11; 32]);
+    let b = net.add_agent(bob, [2; 32], [22; 32]);
+    net.connect(a);
+    net.connect(b);
+    net.settle();
+    (net, a, b)
+}
+
+fn net() -> (Net, usize, usize) {
+    net_with(Setup::default())
+}
+
+fn dinner_intent(urgency: &str) -> Intent {
+    Intent {
+        category: "scheduling".into(),
+        summary: "Coordinate dinner on Friday".into(),
+        urgency: Some(urgency.into()),
+        scope_change: None,
+    }
+}
+
+fn start_dinner(net: &mut Net, a: usize, b: usize, urgency: &str) -> String {
+    let to = net.address(b);
+    net.command(
+        a,
+        Command::StartThread {
+            to,
+            intent: dinner_intent(urgency),
+            context: ctx(json!({
+                "event_type": "dinner",
+                "proposed_date": "2026-03-27",
+                "time_windows": ["18:00-21:00"],
+                "location_preference": "central Reading",
+                "party_size": 2,
+                "dietary": ["vegetarian"],
+                "budget_range": "£20-40pp",
+                "flexibility": {"date": "somewhat_flexible", "time": "flexible", "location": "flexible"}
+            })),
+        },
+    );
+    net.settle();
+    net.nodes[a].agent.threads().keys().last().cloned().unwrap()
+}
+
+fn consent_share_transport(net: &mut Net, a: usize) {
+    let p = net.prompt(a).expect("consent prompt");
+    let mut m = BTreeMap::new();
+    m.insert("transport_mode".to_string(), FieldChoice::Share);
+    net.answer_consent(a, p.id, ConsentAnswer::ShareSelected(m));
+    net.settle();
+}
+
+fn state(net: &Net, i: usize, id: &str) -> ThreadState {
+    net.nodes[i].agent.thread(id).unwrap().state
+}
+
+fn to_proposed(net: &mut Net, a: usize, b: usize) -> String {
+    let id = start_dinner(net, a, b, "low");
+    consent_share_transport(net, a);
+    assert_eq!(
+        state(net, a, &id),
+        ThreadState::Proposed,
+        "{}",
+        net.render(None)
+    );
+    assert_eq!(state(net, b, &id), ThreadState::Proposed);
+    id
+}
+
+fn confirm_both(net: &mut Net, a: usize, b: usize) {
+    let pa = net.prompt(a).unwrap();
+    net.answer_resolution(a, pa.id, ResolutionAnswer::Confirm);
+    let pb = net.prompt(b).unwrap();
+    net.answer_resolution(b, pb.id, ResolutionAnswer::Confirm);
+    net.settle();
+}
+
+fn all_plaintext(net: &Net, i: usize) -> String {
+    net.nodes[i]
+        .agent
+        .threads()
+        .values()
+        .flat_map(|t| {
+            t.history
+                .iter()
+                .filter(|h| h.outgoing)
+                .map(|h| h.json.clone())
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn notified(net: &Net, i: usize, kind: NotifyKind) -> bool {
+    net.nodes[i].notifications.iter().any(|n| n.kind == kind)
+}
+
+#[test]
+fn restore_shows_the_open_prompt_again_and_resumes() {
+    let (mut net, a, b) = net();
+    let id = start_dinner(&mut net, a, b, "low");
+    let before = net.prompt(a).expect("prompt open");
+    net.crash_and_restart_agent(a, [99; 32]);
+    let again = net.prompt(a).expect("prompt shown again after restart");
+    assert_eq!(again.id, before.id);
+    assert_eq!(again.kind, before.kind);
+    net.connect(a);
+    net.settle();
+    consent_share_transport(&mut net, a);
+    assert_eq!(
+        state(&net, b, &id),
+        ThreadState::Proposed,
+        "{}",
+        net.render(None)
+    );
+}
+
+#[test]
+fn a_packet_reaches_the_logic_at_most_once_even_after_restore() {
+    let (mut net, a, b) = net();
+    let id = start_dinner(&mut net, a, b, "low");
+    // Take Bob's received context packet and feed it again, before and after a restart.
+    let t = net.nodes[b].agent.thread(&id).unwrap().clone();
+    assert_eq!(t.received_ids.len(), 1);
+    let first = t.history.iter().find(|h| !h.outgoing).unwrap().json.clone();
+    // Re-seal the same packet from Alice (as a re-send after a gap would).
+    let mut alice_session = net.nodes[a].agent.thread(&id).unwrap().session.clone();
+    let alice_id = IdentityKey::from_seed([1; 32]);
+    let bob_key = net.nodes[b].agent.public_key();
+    let env = alice_session
+        .seal(
+            &alice_id,
+            &net.address(a),
+            &net.address(b),
+            &bob_key,
+            &id,
+            Direction::FromInitiator,
+            first.as_bytes(),
+        )
+        .unwrap();
+    let frame = crate::relay::frame::RelayFrame::Deliver { id: 999, env }.to_bytes();
+    net.crash_and_restart_agent(b, [98; 32]);
+    net.nodes[b].agent.handle(net.now, Input::Connected);
+    net.nodes[b].agent.handle(net.now, Input::Bytes(frame));
+    let t2 = net.nodes[b].agent.thread(&id).unwrap();
+    assert_eq!(t2.received_ids.len(), 1);
+    assert_eq!(
+        t2.history.len(),
+        t.history.len(),
+        "the duplicate was not handed to the logic"
+    );
+}
+
+#[test]
+fn staleness_stalls_and_notifies() {
+    for (urgency, hours) in [("low", 48u64), ("urgent", 2)] {
+        let (mut net, a, b) = net();
+        net.disconnect(b);
+        let id = start_dinner(&mut net, a, b, urgency);
+        net.run_for(Duration::from_secs(hours * 3600 - 60));
+        assert_eq!(state(&net, a, &id), ThreadState::Initiated);
+        net.run_for(Duration::from_secs(120));
+        assert_eq!(state(&net, a, &id), ThreadState::Stalled, "{urgency}");
+        assert!(notified(&net, a, NotifyKind::Stalled));
+        // Bob comes back: he hears of the stall too (both users are notified, §6.4).
+        net.connect(b);
+        net.settle();
+        assert!(
+            notified(&net, b, NotifyKind::Escalated),
+            "{}",
+            net.render(Some("bob"))
+        );
+    }
+}
+
+#[test]
+fn round_trip_limit_escalates_to_both_users() {
+    let limits = Limits {
+        max_round_trips: 2,
+        ..Limits::default()
+    };
+    let (mut net, a, b) = net_with(Setup {
+        limits,
+        ..Setup::default()
+    });
+    let id = start_dinner(&mut net, a, b, "low");
+    consent_share_transport(&mut net, a);
+    let t = net.nodes[a].agent.thread(&id).unwrap();
+    assert!(t.escalated, "{}", net.render(None));
+    assert!(t.round_trips <= 2 + 1);
+    assert!(notified(&net, a, NotifyKind::Escalated));
+    assert!(notified(&net, b, NotifyKind::Escalated));
+    assert_ne!(state(&net, b, &id), ThreadState::Proposed);
+}
+
+#[test]
+fn confirmation_timeout_reminds_then_expires() {
+    let (mut net, a, b) = net();
+    let id = to_proposed(&mut net, a, b);
+    let shown = net.nodes[a].prompts_shown;
+    net.run_for(Duration::from_secs(12 * 3600 + 1));
+    assert_eq!(
+        net.nodes[a].prompts_shown,
+        shown + 1,
+        "reminder re-shows the prompt"
+    );
+    net.run_for(Duration::from_secs(12 * 3600));
+    assert_eq!(state(&net, a, &id), ThreadState::Expired);
+    assert_eq!(state(&net, b, &id), ThreadState::Expired);
+    assert!(notified(&net, a, NotifyKind::Expired));
+    assert!(net.prompt(a).is_none(), "the expired prompt was withdrawn");
+}
+
+#[test]
+fn failed_action_rolls_back_and_proposes_the_alternative() {
+    let (mut net, a, b) = net();
+    let id = to_proposed(&mut net, a, b);
+    confirm_both(&mut net, a, b);
+    // Alice's calendar entry succeeds; Bob's booking fails.
+    assert_eq!(
+        net.finish_action(a, Ok(())).unwrap().action.action,
+        "add_calendar_event"
+    );
+    net.settle();
+    let booking = net
+        .finish_action(b, Err("Dopo is fully booked".into()))
+        .unwrap();
+    assert_eq!(booking.action.action, "book_table");
+    net.settle();
+    // Alice undoes her reversible calendar entry.
+    let undo = net
+        .finish_action(a, Ok(()))
+        .expect("rollback on Alice's side");
+    assert!(undo.undo);
+    net.settle();
+    assert!(notified(&net, a, NotifyKind::Failed));
+    // Bob re-negotiated and proposed the alternative: both are asked again.
+    assert_eq!(
+        state(&net, b, &id),
+        ThreadState::Proposed,
+        "{}",
+        net.render(None).split("execute action").last().unwrap()
+    );
+    assert_eq!(state(&net, a, &id), ThreadState::Proposed);
+    let t = net.nodes[b].agent.thread(&id).unwrap();
+    assert_eq!(t.rejected.len(), 1);
+    let p = net.prompt(a).unwrap();
+    let PromptKind::Resolution { proposal, .. } = p.kind else {
+        panic!()
+    };
+    assert_ne!(proposal.details, t.rejected[0].details);
+    let audit = net.render(None);
+    assert!(
+        audit.contains("FAILED") && audit.contains("ROLLBACK"),
+        "{audit}"
+    );
+}
+
+#[test]
+fn make_an_excuse_never_sends_the_real_reason() {
+    let (mut net, a, b) = net();
+    let id = to_proposed(&mut net, a, b);
+    let p = net.prompt(a).unwrap();
+    net.answer_resolution(
+        a,
+        p.id,
+        ResolutionAnswer::MakeExcuse {
+            actual_reason: Some("I can't stand Bob's new girlfriend".into()),
+        },
+    );
+    net.settle();
+    let sent = all_plaintext(&net, a);
+    assert!(!sent.contains("girlfriend"));
+    assert!(sent.contains("\"actual_reason\":null"));
+    assert!(sent.contains("scheduling_conflict"));
+    // scheduling_conflict invites another option: Bob proposes the next one.
+    assert_eq!(
+        state(&net, b, &id),
+        ThreadState::Proposed,
+        "{}",
+        net.render(None)
+    );
+    let p = net.prompt(a).unwrap();
+    net.answer_resolution(a, p.id, ResolutionAnswer::Decline);
+    net.settle();
+    assert_eq!(state(&net, a, &id), ThreadState::Declined);
+    assert_eq!(state(&net, b, &id), ThreadState::Declined);
+}
+
+#[test]
+fn a_0_1_peer_gets_a_0_1_thread() {
+    let (mut net, a, b) = net_with(Setup {
+        bob_versions: vec!["0.1".into()],
+        ..Setup::default()
+    });
+    let id = to_proposed(&mut net, a, b);
+    for i in [a, b] {
+        let t = net.nodes[i].agent.thread(&id).unwrap();
+        assert_eq!(t.version.as_deref(), Some("0.1"));
+    }
+    let bob_sent = all_plaintext(&net, b);
+    assert!(bob_sent.contains("\"protocol\":\"a2acp/0.1\""));
+    assert!(!bob_sent.contains("a2acp/0.2"));
+    let p = net.prompt(a).unwrap();
+    let PromptKind::Resolution { proposal, .. } = p.kind else {
+        panic!()
+    };
+    assert!(proposal.alternatives.is_empty(), "0.1 has no alternatives");
+}
+
+#[test]
+fn a_changed_key_halts_threads_and_alerts() {
+    let (mut net, a, b) = net();
+    let id = start_dinner(&mut net, a, b, "low");
+    let impostor = IdentityKey::from_seed([66; 32]);
+    let mut s = ThreadSession::new([5; 32]);
+    let alice_key = net.nodes[a].agent.public_key();
+    let packet = json!({
+        "protocol": "a2acp/0.2", "packet_id": "pkt_evil", "thread_id": id, "from": "agent:bob@a2acp.io",
+        "to": "agent:alice@a2acp.io", "timestamp": "2026-03-21T14:31:00Z", "type": "context_response",
+        "context_provided": {"time_windows": ["03:00-04:00"]}
+    });
+    let env = s
+        .seal(
+            &impostor,
+            &net.address(b),
+            &net.address(a),
+            &alice_key,
+            &id,
+            Direction::FromResponder,
+            packet.to_string().as_bytes(),
+        )
+        .unwrap();
+    let frame = crate::relay::frame::RelayFrame::Deliver { id: 5, env }.to_bytes();
+    net.nodes[a].agent.handle(net.now, Input::Bytes(frame));
+    let mut sec = 0;
+    while let Some(o) = net.nodes[a].agent.poll_output() {
+        if let Output::Notify(n) = o {
+            if n.kind == NotifyKind::Security {
+                sec += 1;
+            }
+        }
+    }
+    assert_eq!(sec, 1);
+    let t = net.nodes[a].agent.thread(&id).unwrap();
+    assert!(t.halted);
+    assert!(
+        !t.theirs.contains_key("time_windows")
+            || t.theirs["time_windows"] != json!(["03:00-04:00"])
+    );
+}
+
+#[test]
+fn malformed_packets_get_the_sender_flagged() {
+    let (mut net, a, b) = net();
+    let id = start_dinner(&mut net, a, b, "low");
+    let bob_id = IdentityKey::from_seed([2; 32]);
+    let mut s = net.nodes[b].agent.thread(&id).unwrap().session.clone();
+    let alice_key = net.nodes[a].agent.public_key();
+    for n in 0..3u64 {
+        let env = s
+            .seal(
+                &bob_id,
+                &net.address(b),
+                &net.address(a),
+                &alice_key,
+                &id,
+                Direction::FromResponder,
+                b"{\"not\":\"a packet\"}",
+            )
+            .unwrap();
+        let frame = crate::relay::frame::RelayFrame::Deliver { id: 100 + n, env }.to_bytes();
+        net.nodes[a].agent.handle(net.now, Input::Bytes(frame));
+    }
+    assert!(net.nodes[a].agent.is_flagged(&net.address(b)));
+}
+
+#[test]
+fn consent_prompts_do_not_block_other_threads() {
+    let (mut net, a, b) = net();
+    let first = start_dinner(&mut net, a, b, "low");
+    assert!(net.prompt(a).is_some());
+    // A second thread proceeds while the first waits for Alice.
+    let to = net.address(a);
+    net.command(
+        b,
+        Command::StartThread {
+            to,
+            intent: Intent {
+                category: "information".into(),
+                summary: "Share timezone".into(),
+                urgency: None,
+                scope_change: None,
+            },
+            context: ctx(json!({"wanted_fields": ["timezone"]})),
+        },
+    );
+    net.settle();
+    let second = net.nodes[b]
+        .agent
+        .threads()
+        .keys()
+        .find(|k| **k != first)
+        .cloned()
+        .unwrap();
+    assert_eq!(state(&net, a, &first), ThreadState::Negotiating);
+    assert_ne!(
+        state(&net, b, &second),
+        ThreadState::Initiated,
+        "{}",
+        net.render(None)
+    );
+}
+
+#[test]
+fn llm_malformed_three_times_sends_processing_error() {
+    let (mut net, a, b) = net_with(Setup {
+        bob_llm: true,
+        ..Setup::default()
+    });
+    let id = start_dinner(&mut net, a, b, "low");
+    for _ in 0..3 {
+        let r = net
+            .answer_llm(b, Ok("I think dinner sounds lovely!".into()))
+            .expect("LLM asked");
+        assert_eq!(r.layers.len(), 5);
+        assert!(!r.layers.iter().any(|l| l.content.contains("SECRET")));
+    }
+    assert!(net.nodes[b].llm.is_empty());
+    net.settle();
+    assert!(
+        notified(&net, a, NotifyKind::Escalated),
+        "{}",
+        net.render(None)
+    );
+    assert!(all_plaintext(&net, b).contains("processing_error"));
+    let _ = id;
+}
+
+#[test]
+fn llm_unavailable_falls_back_to_the_negotiator() {
+    let (mut net, a, b) = net_with(Setup {
+        bob_llm: true,
+        ..Setup::default()
+    });
+    let id = start_dinner(&mut net, a, b, "low");
+    for attempt in 1..=3 {
+        let r = net
+            .answer_llm(b, Err("rate limited".into()))
+            .expect("LLM asked");
+        assert_eq!(r.attempt, attempt);
+        net.run_for(Duration::from_secs(10));
+    }
+    net.settle();
+    assert!(
+        net.prompt(a).is_some(),
+        "the deterministic negotiator asked Alice: {}",
+        net.render(None)
+    );
+    assert_eq!(state(&net, b, &id), ThreadState::Negotiating);
+}
+
+#[test]
+fn llm_valid_answer_is_used() {
+    let (mut net, a, b) = net_with(Setup {
+        bob_llm: true,
+        ..Setup::default()
+    });
+    let id = start_dinner(&mut net, a, b, "low");
+    let answer = json!({"decision": "ask", "needs": [{"field": "transport_mode", "reason": "distance", "priority": "helpful"}]});
+    net.answer_llm(b, Ok(answer.to_string())).unwrap();
+    net.settle();
+    let p = net.prompt(a).expect("Alice asked");
+    let PromptKind::Consent { fields } = p.kind else {
+        panic!()
+    };
+    assert_eq!(fields.len(), 1);
+    assert_eq!(state(&net, a, &id), ThreadState::Negotiating);
+}
+
+#[test]
+fn blocked_agents_are_ignored() {
+    let (mut net, a, b) = net();
+    let bob = net.address(b);
+    net.command(a, Command::Block(bob));
+    start_dinner(&mut net, b, a, "low");
+    assert!(net.nodes[a].agent.threads().is_empty());
+}
+
+#[test]
+fn user_given_never_share_fields_are_withheld() {
+    let (mut net, a, b) = net();
+    let to = net.address(b);
+    net.command(
+        a,
+        Command::StartThread {
+            to,
+            intent: dinner_intent("low"),
+            context: ctx(
+                json!({"time_windows": ["18:00-21:00"], "health_info": "SECRET-asthma-inhaler"}),
+            ),
+        },
+    );
+    net.settle();
+    assert!(!all_plaintext(&net, a).contains("SECRET"));
+    assert!(all_plaintext(&net, a).contains("\"withheld_fields\":[\"health_info\"]"));
+}

@@ -1,0 +1,352 @@
+//! Threads: the lifecycle of §9 (plus STALLED §6.4 and EXPIRED §8.3) and what an agent
+//! remembers of each thread.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::address::Address;
+use crate::crypto::ThreadSession;
+use crate::negotiator::Rejected;
+use crate::packet::{ActionSpec, Context, Intent, Need, ResolutionBody, ResolutionStatus};
+use crate::time::Timestamp;
+
+/// A thread's lifecycle state (§9, §6.4, §8.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ThreadState {
+    /// First context packet sent; the thread is open.
+    Initiated,
+    /// Agents are exchanging context.
+    Negotiating,
+    /// A resolution is waiting for human confirmation.
+    Proposed,
+    /// Every required party confirmed; actions are queued.
+    Confirmed,
+    /// Actions are being carried out.
+    Executing,
+    /// All actions succeeded (terminal).
+    Completed,
+    /// A user declined, or the thread was cancelled (terminal).
+    Declined,
+    /// An action failed.
+    Failed,
+    /// Reversible actions are being undone.
+    Rollback,
+    /// No answer within the staleness timeout (§6.4).
+    Stalled,
+    /// Confirmations did not arrive within the confirmation timeout (terminal, §8.3).
+    Expired,
+}
+
+use ThreadState::*;
+
+/// Every legal transition; nothing else can happen (`Thread::transition` refuses it).
+pub const TRANSITIONS: &[(ThreadState, ThreadState)] = &[
+    (Initiated, Negotiating),
+    (Initiated, Proposed),
+    (Initiated, Stalled),
+    (Initiated, Declined),
+    (Negotiating, Proposed),
+    (Negotiating, Stalled),
+    (Negotiating, Declined),
+    (Proposed, Confirmed),
+    (Proposed, Negotiating),
+    (Proposed, Declined),
+    (Proposed, Expired),
+    (Confirmed, Executing),
+    (Executing, Completed),
+    (Executing, Failed),
+    (Failed, Rollback),
+    (Rollback, Negotiating),
+    (Stalled, Negotiating),
+    (Stalled, Proposed),
+    (Stalled, Declined),
+];
+
+impl ThreadState {
+    /// Whether `self → to` is in the transition table.
+    pub fn can_go(self, to: ThreadState) -> bool {
+        TRANSITIONS.contains(&(self, to))
+    }
+
+    /// Terminal states: nothing leaves them.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Completed | Declined | Expired)
+    }
+
+    /// The wire name (`NEGOTIATING`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Initiated => "INITIATED",
+            Negotiating => "NEGOTIATING",
+            Proposed => "PROPOSED",
+            Confirmed => "CONFIRMED",
+            Executing => "EXECUTING",
+            Completed => "COMPLETED",
+            Declined => "DECLINED",
+            Failed => "FAILED",
+            Rollback => "ROLLBACK",
+            Stalled => "STALLED",
+            Expired => "EXPIRED",
+        }
+    }
+}
+
+impl std::fmt::Display for ThreadState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Who the thread is waiting for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Waiting {
+    /// The other agent (staleness applies).
+    Peer,
+    /// This agent's user (a prompt is open, or the thread was escalated).
+    User,
+    /// The LLM.
+    Llm,
+    /// Actions being executed.
+    Actions,
+    /// Nothing: the thread is terminal or idle.
+    Nothing,
+}
+
+/// Needs of the peer waiting for this user's consent (§7.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingConsent {
+    /// The open prompt.
+    pub prompt_id: u64,
+    /// Needs the prompt asks about.
+    pub ask: Vec<Need>,
+    /// Values already cleared to share with the answer.
+    pub share: Context,
+    /// Fields already decided to decline.
+    pub decline: Vec<String>,
+}
+
+/// A resolution in flight (§8).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpenResolution {
+    /// The resolution packet's id.
+    pub packet_id: String,
+    /// Who proposed it.
+    pub proposer: Address,
+    /// The resolution.
+    pub body: ResolutionBody,
+    /// Answers received so far (including this agent's user's).
+    pub answers: Vec<(Address, ResolutionStatus)>,
+    /// When confirmations are due.
+    pub deadline: Timestamp,
+    /// When the reminder goes out.
+    pub remind_at: Timestamp,
+    /// Whether the reminder went out.
+    pub reminded: bool,
+    /// The open resolution prompt of this user, if unanswered.
+    pub prompt_id: Option<u64>,
+}
+
+/// Execution of a confirmed resolution (§9).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Execution {
+    /// Actions this agent performs, in order.
+    pub mine: Vec<ActionSpec>,
+    /// How many of `mine` succeeded.
+    pub done: usize,
+    /// The action request in flight: (action id, index in `mine`, is undo).
+    pub in_flight: Option<(u64, usize, bool)>,
+    /// Indexes still to undo during rollback, last first.
+    pub undo_queue: Vec<usize>,
+    /// The peer reported completion.
+    pub peer_completed: bool,
+    /// This agent reported completion.
+    pub reported: bool,
+    /// The failure that started a rollback.
+    pub failure: Option<String>,
+}
+
+/// One packet of the thread's history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    /// Packet id.
+    pub packet_id: String,
+    /// Sent by this agent.
+    pub outgoing: bool,
+    /// The packet's type.
+    pub kind: String,
+    /// The plaintext packet (JSON), kept to re-send after a gap (§13.1).
+    pub json: String,
+}
+
+/// An LLM request in flight for this thread.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LlmPending {
+    /// Request id.
+    pub request_id: u64,
+    /// Attempt number, from 1.
+    pub attempt: u32,
+    /// When to retry after a failure (backoff), if waiting to.
+    pub retry_at: Option<Timestamp>,
+    /// Why the last attempt failed.
+    pub last_error: Option<String>,
+}
+
+/// Everything an agent keeps about one thread. Persisted as `thread/<id>`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Thread {
+    /// Thread id.
+    pub id: String,
+    /// The other agent.
+    pub peer: Address,
+    /// Whether this agent opened the thread.
+    pub initiator: bool,
+    /// Lifecycle state.
+    pub state: ThreadState,
+    /// Current intent.
+    pub intent: Intent,
+    /// Whether the user started the thread (§7.4 implicit consent).
+    pub user_initiated: bool,
+    /// Context the user gave when starting the thread (local knowledge for this thread).
+    pub local: Context,
+    /// The negotiated protocol version, once the peer's capabilities are known.
+    pub version: Option<String>,
+    /// Whether this agent sent its first packet (capabilities and format hints go in it).
+    pub sent_first: bool,
+    /// Values this agent shared in the thread.
+    pub shared: Context,
+    /// Fields this agent withheld.
+    pub withheld: BTreeSet<String>,
+    /// Values the peer shared.
+    pub theirs: Context,
+    /// Fields this agent asked the peer for (never asked twice, §6.4).
+    pub asked: BTreeSet<String>,
+    /// Fields the peer declined (§7.5).
+    pub peer_unavailable: BTreeSet<String>,
+    /// Fields the peer asked for and this agent answered, with data or a decline.
+    pub answered: BTreeSet<String>,
+    /// Context exchanges so far (§6.4).
+    pub round_trips: u32,
+    /// Whether the thread was escalated to the users.
+    pub escalated: bool,
+    /// Whether the §6.3 no-overlap packet was already used.
+    pub no_overlap_sent: bool,
+    /// Consent prompt in progress.
+    pub consent: Option<PendingConsent>,
+    /// Resolution in progress.
+    pub resolution: Option<OpenResolution>,
+    /// Execution in progress.
+    pub execution: Option<Execution>,
+    /// Options ruled out (failed actions, declined resolutions).
+    pub rejected: Vec<Rejected>,
+    /// Who the thread waits for.
+    pub waiting: Waiting,
+    /// Last packet sent or received, or state change.
+    pub last_activity: Timestamp,
+    /// Packet ids sent, in order.
+    pub sent_ids: Vec<String>,
+    /// Packet ids received (each handed to the logic once).
+    pub received_ids: BTreeSet<String>,
+    /// Full packet history.
+    pub history: Vec<HistoryEntry>,
+    /// Key agreement state.
+    pub session: ThreadSession,
+    /// Halted because the peer's key changed (§16).
+    pub halted: bool,
+    /// The queue of this thread at the relay overflowed: send a consolidated packet.
+    pub needs_consolidation: bool,
+    /// LLM request in flight.
+    pub llm: Option<LlmPending>,
+    /// Parent thread, for forks.
+    pub parent: Option<String>,
+    /// Child threads this thread was forked into.
+    pub forked_into: Vec<String>,
+    /// Current coordinator (two-party: the initiator unless transferred, §10.3).
+    pub coordinator: Address,
+    /// Pending needs of this agent that did not fit the 5-per-packet limit.
+    pub deferred_needs: Vec<Need>,
+    /// A new resolution that arrived while this agent was still rolling back; opened
+    /// once the rollback is done: (packet id, proposer, resolution).
+    #[serde(default)]
+    pub deferred_resolution: Option<(String, Address, ResolutionBody)>,
+}
+
+/// A refused transition: a bug in the caller, never caused by peer input alone.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("illegal thread transition {from} → {to}")]
+pub struct IllegalTransition {
+    /// State before.
+    pub from: ThreadState,
+    /// Refused target.
+    pub to: ThreadState,
+}
+
+impl Thread {
+    /// Moves to `to` if the table allows it; a no-op for `to == state`.
+    pub fn transition(&mut self, to: ThreadState) -> Result<bool, IllegalTransition> {
+        if self.state == to {
+            return Ok(false);
+        }
+        if !self.state.can_go(to) {
+            return Err(IllegalTransition {
+                from: self.state,
+                to,
+            });
+        }
+        self.state = to;
+        Ok(true)
+    }
+
+    /// The direction of packets this agent sends in the thread.
+    pub fn my_direction(&self) -> crate::crypto::Direction {
+        if self.initiator {
+            crate::crypto::Direction::FromInitiator
+        } else {
+            crate::crypto::Direction::FromResponder
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_is_consistent() {
+        for (a, b) in TRANSITIONS {
+            assert!(!a.is_terminal(), "{a} is terminal but leaves to {b}");
+            assert_ne!(a, b);
+        }
+        let all = [
+            Initiated,
+            Negotiating,
+            Proposed,
+            Confirmed,
+            Executing,
+            Completed,
+            Declined,
+            Failed,
+            Rollback,
+            Stalled,
+            Expired,
+        ];
+        for s in all {
+            if !s.is_terminal() {
+                assert!(
+                    TRANSITIONS.iter().any(|(a, _)| *a == s),
+                    "{s} has no way out"
+                );
+            }
+            if s != Initiated {
+                assert!(
+                    TRANSITIONS.iter().any(|(_, b)| *b == s),
+                    "{s} cannot be reached"
+                );
+            }
+        }
+        assert!(!Completed.can_go(Negotiating));
+        assert!(!Proposed.can_go(Executing));
+    }
+}

@@ -1,0 +1,857 @@
+//! An in-memory network: agents and one relay on one virtual clock.
+//!
+//! In the manner of quinn-proto's `tests/util.rs` `Pair`, [`Net`] drives the same state
+//! machines the runtimes drive, through their public contract only: it hands frames
+//! between them with a fixed latency, executes persist outputs into in-memory stores,
+//! collects prompts, actions and notifications for a scripted user, fires timers, and
+//! writes a transcript. Nothing here reads a clock or the OS: a run is a pure function of
+//! its inputs and seeds. Crate users can use it to test their agent policies.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::address::Address;
+use crate::agent::{
+    ActionRequest, Agent, AgentConfig, Command, ConsentAnswer, Input, LlmRequest, Notification,
+    Output, Prompt, PromptKind, ResolutionAnswer,
+};
+use crate::crypto::IdentityKey;
+use crate::persist::apply;
+use crate::relay::{ConnId, Relay, RelayConfig, RelayEvent, RelayOutput};
+use crate::time::Timestamp;
+
+/// One agent of a [`Net`] and what its user sees.
+pub struct Node {
+    /// The state machine.
+    pub agent: Agent,
+    /// Short name used in transcripts (the address's user part).
+    pub name: String,
+    /// Its persisted records.
+    pub store: BTreeMap<String, Vec<u8>>,
+    /// Prompts shown and not yet answered or withdrawn, by id.
+    pub prompts: BTreeMap<u64, Prompt>,
+    /// Action requests not yet answered.
+    pub actions: VecDeque<ActionRequest>,
+    /// LLM requests not yet answered.
+    pub llm: VecDeque<LlmRequest>,
+    /// Every notification shown.
+    pub notifications: Vec<Notification>,
+    /// Every prompt shown, in order (for metrics).
+    pub prompts_shown: u64,
+    conn: Option<ConnId>,
+    config: AgentConfig,
+    identity: [u8; 32],
+}
+
+enum Hop {
+    ToRelay(ConnId, Vec<u8>),
+    ToAgent(usize, ConnId, Vec<u8>),
+    ClosedByRelay(usize, ConnId),
+    ClosedByAgent(ConnId),
+}
+
+/// One transcript line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line {
+    /// When.
+    pub at: Timestamp,
+    /// Who (agent name or `relay`).
+    pub who: String,
+    /// `>` sent, `<` received, `|` state change or local event.
+    pub mark: char,
+    /// What.
+    pub text: String,
+}
+
+/// Agents, a relay and the wire between them.
+pub struct Net {
+    /// The virtual clock.
+    pub now: Timestamp,
+    /// The relay.
+    pub relay: Relay,
+    /// The relay's persisted records.
+    pub relay_store: BTreeMap<String, Vec<u8>>,
+    /// The agents.
+    pub nodes: Vec<Node>,
+    /// One-way latency between an agent and the relay.
+    pub latency: Duration,
+    /// Whether the relay is running.
+    pub relay_up: bool,
+    /// Every event so far.
+    pub transcript: Vec<Line>,
+    start: Timestamp,
+    wire: BTreeMap<(Timestamp, u64), Hop>,
+    hop_seq: u64,
+    next_conn: u64,
+    conns: BTreeMap<ConnId, usize>,
+    relay_config: RelayConfig,
+    relay_seed: [u8; 32],
+}
+
+impl Net {
+    /// A network whose relay serves `domain`, starting at `start`.
+    pub fn new(domain: &str, start: Timestamp, seed: [u8; 32]) -> Self {
+        let relay_config = RelayConfig {
+            domain: domain.to_string(),
+            ..RelayConfig::default()
+        };
+        Net {
+            now: start,
+            relay: Relay::new(relay_config.clone(), seed),
+            relay_store: BTreeMap::new(),
+            nodes: Vec::new(),
+            latency: Duration::from_millis(20),
+            relay_up: true,
+            transcript: Vec::new(),
+            start,
+            wire: BTreeMap::new(),
+            hop_seq: 0,
+            next_conn: 1,
+            conns: BTreeMap::new(),
+            relay_config,
+            relay_seed: seed,
+        }
+    }
+
+    /// Adds an agent (not yet connected); returns its index.
+    pub fn add_agent(
+        &mut self,
+        config: AgentConfig,
+        identity_seed: [u8; 32],
+        seed: [u8; 32],
+    ) -> usize {
+        let name = config.address.user().to_string();
+        let agent = Agent::new(config.clone(), IdentityKey::from_seed(identity_seed), seed);
+        self.nodes.push(Node {
+            agent,
+            name,
+            store: BTreeMap::new(),
+            prompts: BTreeMap::new(),
+            actions: VecDeque::new(),
+            llm: VecDeque::new(),
+            notifications: Vec::new(),
+            prompts_shown: 0,
+            conn: None,
+            config,
+            identity: identity_seed,
+        });
+        let i = self.nodes.len() - 1;
+        self.drain_agent(i);
+        i
+    }
+
+    /// The index of the agent called `name`.
+    pub fn node(&self, name: &str) -> usize {
+        self.nodes
+            .iter()
+            .position(|n| n.name == name)
+            .unwrap_or(usize::MAX)
+    }
+
+    /// The address of agent `i`.
+    pub fn address(&self, i: usize) -> Address {
+        self.nodes[i].agent.address().clone()
+    }
+
+    /// Opens a connection from agent `i` to the relay.
+    pub fn connect(&mut self, i: usize) {
+        if !self.relay_up || self.nodes[i].conn.is_some() {
+            return;
+        }
+        let conn = ConnId(self.next_conn);
+        self.next_conn += 1;
+        self.nodes[i].conn = Some(conn);
+        self.conns.insert(conn, i);
+        self.nodes[i].agent.handle(self.now, Input::Connected);
+        self.drain_agent(i);
+        self.relay.handle_connected(self.now, conn);
+        self.drain_relay();
+    }
+
+    /// Drops agent `i`'s connection (both sides notice at once).
+    pub fn disconnect(&mut self, i: usize) {
+        if let Some(conn) = self.nodes[i].conn.take() {
+            self.conns.remove(&conn);
+            self.nodes[i].agent.handle(self.now, Input::Disconnected);
+            self.drain_agent(i);
+            if self.relay_up {
+                self.relay.handle_disconnected(self.now, conn);
+                self.drain_relay();
+            }
+        }
+    }
+
+    /// Crashes the relay: in-flight frames and connections are lost; what it persisted stays.
+    pub fn crash_relay(&mut self) {
+        self.relay_up = false;
+        self.wire.clear();
+        self.line_relay("relay crashed".into());
+        for i in 0..self.nodes.len() {
+            if let Some(conn) = self.nodes[i].conn.take() {
+                self.conns.remove(&conn);
+                self.nodes[i].agent.handle(self.now, Input::Disconnected);
+                self.drain_agent(i);
+            }
+        }
+    }
+
+    /// Restarts the relay from its persisted records.
+    pub fn restart_relay(&mut self) {
+        let records = self.relay_store.clone();
+        self.relay = match Relay::restore(self.relay_config.clone(), self.relay_seed, records) {
+            Ok(r) => r,
+            Err(e) => panic!("relay restore failed: {e}"),
+        };
+        self.relay_up = true;
+        self.line_relay("relay restarted from its persisted state".into());
+    }
+
+    /// Crashes agent `i` and restarts it from its last persisted records.
+    pub fn crash_and_restart_agent(&mut self, i: usize, seed: [u8; 32]) {
+        self.disconnect(i);
+        let n = &mut self.nodes[i];
+        n.prompts.clear();
+        n.actions.clear();
+        n.llm.clear();
+        let records = n.store.clone();
+        n.agent = match Agent::restore(
+            n.config.clone(),
+            IdentityKey::from_seed(n.identity),
+            seed,
+            records,
+        ) {
+            Ok(a) => a,
+            Err(e) => panic!("agent restore failed: {e}"),
+        };
+        let name = n.name.clone();
+        self.line(&name, '|', "restarted from its persisted state".into());
+        self.drain_agent(i);
+    }
+
+    /// Gives agent `i` a user command.
+    pub fn command(&mut self, i: usize, c: Command) {
+        let text = describe_command(&c);
+        let name = self.nodes[i].name.clone();
+        self.line(&name, '|', format!("user: {text}"));
+        self.nodes[i].agent.handle(self.now, Input::Command(c));
+        self.drain_agent(i);
+    }
+
+    /// The oldest open prompt of agent `i`.
+    pub fn prompt(&self, i: usize) -> Option<Prompt> {
+        self.nodes[i].prompts.values().next().cloned()
+    }
+
+    /// Answers a consent prompt of agent `i`.
+    pub fn answer_consent(&mut self, i: usize, prompt_id: u64, answer: ConsentAnswer) {
+        self.nodes[i].prompts.remove(&prompt_id);
+        self.command(i, Command::AnswerConsent { prompt_id, answer });
+    }
+
+    /// Answers a resolution prompt of agent `i`.
+    pub fn answer_resolution(&mut self, i: usize, prompt_id: u64, answer: ResolutionAnswer) {
+        self.nodes[i].prompts.remove(&prompt_id);
+        self.command(i, Command::AnswerResolution { prompt_id, answer });
+    }
+
+    /// Completes agent `i`'s oldest pending action with `result`.
+    pub fn finish_action(&mut self, i: usize, result: Result<(), String>) -> Option<ActionRequest> {
+        let a = self.nodes[i].actions.pop_front()?;
+        let name = self.nodes[i].name.clone();
+        let verb = if a.undo { "undo " } else { "" };
+        let outcome = match &result {
+            Ok(()) => "ok".to_string(),
+            Err(e) => format!("failed: {e}"),
+        };
+        self.line(
+            &name,
+            '|',
+            format!("action {verb}{} → {outcome}", a.action.action),
+        );
+        self.nodes[i].agent.handle(
+            self.now,
+            Input::ActionResult {
+                action_id: a.id,
+                result,
+            },
+        );
+        self.drain_agent(i);
+        Some(a)
+    }
+
+    /// Answers agent `i`'s oldest LLM request.
+    pub fn answer_llm(&mut self, i: usize, result: Result<String, String>) -> Option<LlmRequest> {
+        let r = self.nodes[i].llm.pop_front()?;
+        self.nodes[i].agent.handle(
+            self.now,
+            Input::LlmResult {
+                request_id: r.id,
+                result,
+            },
+        );
+        self.drain_agent(i);
+        Some(r)
+    }
+
+    /// Delivers frames until none is in flight; timers fire only as time passes for them.
+    pub fn settle(&mut self) {
+        let mut guard = 0u32;
+        while let Some((&(at, _), _)) = self.wire.iter().next() {
+            self.advance_timers_to(at);
+            self.now = self.now.max(at);
+            if let Some((_, hop)) = self.wire.pop_first() {
+                self.deliver(hop);
+            }
+            guard += 1;
+            if guard > 1_000_000 {
+                break;
+            }
+        }
+    }
+
+    /// Lets `d` of virtual time pass, delivering frames and firing timers on the way.
+    pub fn run_for(&mut self, d: Duration) {
+        let end = self.now.add(d);
+        loop {
+            let next_hop = self.wire.keys().next().map(|k| k.0);
+            let next_timer = self.next_timer();
+            let next = match (next_hop, next_timer) {
+                (Some(a), Some(b)) => a.min(b),
+                (a, b) => match a.or(b) {
+                    Some(x) => x,
+                    None => break,
+                },
+            };
+            if next > end {
+                break;
+            }
+            self.now = self.now.max(next);
+            if next_hop == Some(next) {
+                if let Some((_, hop)) = self.wire.pop_first() {
+                    self.deliver(hop);
+                }
+            } else {
+                self.fire_timers();
+            }
+        }
+        self.now = end;
+    }
+
+    fn next_timer(&self) -> Option<Timestamp> {
+        let mut t = if self.relay_up {
+            self.relay.poll_timeout()
+        } else {
+            None
+        };
+        for n in &self.nodes {
+            if let Some(x) = n.agent.poll_timeout() {
+                t = Some(t.map_or(x, |c: Timestamp| c.min(x)));
+            }
+        }
+        t
+    }
+
+    fn advance_timers_to(&mut self, at: Timestamp) {
+        while let Some(t) = self.next_timer() {
+            if t > at {
+                break;
+            }
+            self.now = self.now.max(t);
+            self.fire_timers();
+        }
+    }
+
+    fn fire_timers(&mut self) {
+        let now = self.now;
+        if self.relay_up && self.relay.poll_timeout().is_some_and(|t| t <= now) {
+            self.relay.handle_timeout(now);
+            self.drain_relay();
+        }
+        for i in 0..self.nodes.len() {
+            if self.nodes[i].agent.poll_timeout().is_some_and(|t| t <= now) {
+                self.nodes[i].agent.handle_timeout(now);
+                self.drain_agent(i);
+            }
+        }
+    }
+
+    fn push(&mut self, hop: Hop) {
+        let at = self.now.add(self.latency);
+        self.hop_seq += 1;
+        self.wire.insert((at, self.hop_seq), hop);
+    }
+
+    fn deliver(&mut self, hop: Hop) {
+        match hop {
+            Hop::ToRelay(conn, bytes) => {
+                if self.relay_up && self.conns.contains_key(&conn) {
+                    self.relay.handle_bytes(self.now, conn, &bytes);
+                    self.drain_relay();
+                }
+            }
+            Hop::ToAgent(i, conn, bytes) => {
+                if self.nodes[i].conn == Some(conn) {
+                    self.nodes[i].agent.handle(self.now, Input::Bytes(bytes));
+                    self.drain_agent(i);
+                }
+            }
+            Hop::ClosedByRelay(i, conn) => {
+                if self.nodes[i].conn == Some(conn) {
+                    self.nodes[i].conn = None;
+                    self.conns.remove(&conn);
+                    self.nodes[i].agent.handle(self.now, Input::Disconnected);
+                    self.drain_agent(i);
+                }
+            }
+            Hop::ClosedByAgent(conn) => {
+                if self.relay_up {
+                    self.relay.handle_disconnected(self.now, conn);
+                    self.drain_relay();
+                }
+            }
+        }
+    }
+
+    fn drain_relay(&mut self) {
+        while let Some(o) = self.relay.poll_output() {
+            match o {
+                RelayOutput::Persist(op) => apply(&mut self.relay_store, &op),
+                RelayOutput::Send { conn, bytes } => {
+                    if let Some(&i) = self.conns.get(&conn) {
+                        self.push(Hop::ToAgent(i, conn, bytes));
+                    }
+                }
+                RelayOutput::Close { conn, code } => {
+                    if let Some(&i) = self.conns.get(&conn) {
+                        self.line_relay(format!(
+                            "closed the connection of {} ({})",
+                            self.nodes[i].name,
+                            code.as_str()
+                        ));
+                        self.push(Hop::ClosedByRelay(i, conn));
+                    }
+                }
+                RelayOutput::Event(e) => {
+                    if let Some(text) = describe_relay_event(&e) {
+                        self.line_relay(text);
+                    }
+                }
+            }
+        }
+    }
+
+    fn drain_agent(&mut self, i: usize) {
+        // Lines of one drain are shown as they happened logically: what was received,
+        // then the agent's own record (sends, state changes), then what the user sees.
+        let first = self.transcript.len();
+        let mut cats: Vec<u8> = Vec::new();
+        while let Some(o) = self.nodes[i].agent.poll_output() {
+            let before = self.transcript.len();
+            let mut cat = 2u8;
+            let name = self.nodes[i].name.clone();
+            match o {
+                Output::Persist(op) => apply(&mut self.nodes[i].store, &op),
+                Output::Send(bytes) => {
+                    if let Some(conn) = self.nodes[i].conn {
+                        self.push(Hop::ToRelay(conn, bytes));
+                    }
+                }
+                Output::Prompt(p) => {
+                    let text = describe_prompt(&p);
+                    self.nodes[i].prompts_shown += 1;
+                    self.nodes[i].prompts.insert(p.id, p);
+                    self.line(&name, '|', text);
+                }
+                Output::ClosePrompt(id) => {
+                    if self.nodes[i].prompts.remove(&id).is_some() {
+                        self.line(&name, '|', format!("prompt #{id} withdrawn"));
+                    }
+                }
+                Output::CallLlm(r) => {
+                    self.line(
+                        &name,
+                        '|',
+                        format!("LLM request #{} (attempt {})", r.id, r.attempt),
+                    );
+                    self.nodes[i].llm.push_back(r);
+                }
+                Output::ExecuteAction(a) => {
+                    let verb = if a.undo { "undo" } else { "execute" };
+                    self.line(&name, '|', format!("{verb} action {}", a.action.action));
+                    self.nodes[i].actions.push_back(a);
+                }
+                Output::Notify(n) => {
+                    self.line(
+                        &name,
+                        '|',
+                        format!("notify ({:?}): {}", n.kind, n.text).to_lowercase_kind(),
+                    );
+                    self.nodes[i].notifications.push(n);
+                }
+                Output::Audit(a) => {
+                    if let Some((mark, text)) = self.describe_audit(i, &a.event) {
+                        cat = if mark == '<' { 0 } else { 1 };
+                        self.line(&name, mark, text);
+                    }
+                }
+                Output::CloseConnection => {
+                    if let Some(conn) = self.nodes[i].conn.take() {
+                        self.conns.remove(&conn);
+                        self.push(Hop::ClosedByAgent(conn));
+                    }
+                }
+            }
+            cats.extend(std::iter::repeat_n(cat, self.transcript.len() - before));
+        }
+        let lines: Vec<Line> = self.transcript.drain(first..).collect();
+        let mut tagged: Vec<(u8, Line)> = cats.into_iter().zip(lines).collect();
+        tagged.sort_by_key(|(c, _)| *c);
+        self.transcript.extend(tagged.into_iter().map(|(_, l)| l));
+    }
+
+    fn describe_audit(&self, i: usize, event: &str) -> Option<(char, String)> {
+        let agent = &self.nodes[i].agent;
+        let find = |pid: &str| -> Option<String> {
+            agent
+                .threads()
+                .values()
+                .flat_map(|t| t.history.iter())
+                .find(|h| h.packet_id == pid)
+                .map(|h| h.json.clone())
+        };
+        if let Some(rest) = event.strip_prefix("sent ") {
+            let mut w = rest.split_whitespace();
+            let (kind, pid, peer) = (w.next()?, w.next()?, w.nth(1)?);
+            let body = find(pid).map(|j| summarize_packet(&j)).unwrap_or_default();
+            return Some(('>', format!("{kind} {pid} to {}{body}", short(peer))));
+        }
+        if let Some(rest) = event.strip_prefix("received ") {
+            let mut w = rest.split_whitespace();
+            let (kind, pid, peer) = (w.next()?, w.next()?, w.nth(1)?);
+            return Some(('<', format!("{kind} {pid} from {}", short(peer))));
+        }
+        if event.starts_with("relay connected") || event.starts_with("relay disconnected") {
+            return Some(('|', event.to_string()));
+        }
+        Some(('|', event.to_string()))
+    }
+
+    fn line(&mut self, who: &str, mark: char, text: String) {
+        self.transcript.push(Line {
+            at: self.now,
+            who: who.to_string(),
+            mark,
+            text,
+        });
+    }
+
+    fn line_relay(&mut self, text: String) {
+        self.line("relay", '|', text);
+    }
+
+    /// Renders the transcript of one participant (`None`: everyone), s2n-quic style: a
+    /// legend line, a time column, `>` sent / `<` received / `|` state change. Random ids
+    /// are replaced by stable names in order of first appearance.
+    pub fn render(&self, who: Option<&str>) -> String {
+        let mut out = String::from(
+            "# time since start | who | > sent, < received, | state change or local event\n",
+        );
+        let width = self
+            .nodes
+            .iter()
+            .map(|n| n.name.len())
+            .max()
+            .unwrap_or(5)
+            .max(5);
+        let mut names = IdNames::default();
+        for l in &self.transcript {
+            if who.is_some_and(|w| w != l.who) {
+                continue;
+            }
+            let t = l.at.since(self.start);
+            let _ = writeln!(
+                out,
+                "{:>5}.{:03}s {:<width$} {} {}",
+                t.as_secs(),
+                t.subsec_millis(),
+                l.who,
+                l.mark,
+                names.scrub(&l.text),
+            );
+        }
+        out
+    }
+}
+
+trait LowerKind {
+    fn to_lowercase_kind(self) -> String;
+}
+
+impl LowerKind for String {
+    fn to_lowercase_kind(self) -> String {
+        // "notify (Escalated): …" → "notify (escalated): …"
+        match self.split_once("): ") {
+            Some((head, tail)) => format!("{}): {tail}", head.to_lowercase()),
+            None => self,
+        }
+    }
+}
+
+/// Replaces `thr_…`/`pkt_…` ids by `thr#1`, `pkt#1`… in order of first appearance.
+#[derive(Default)]
+struct IdNames {
+    map: BTreeMap<String, String>,
+    counts: BTreeMap<&'static str, usize>,
+}
+
+impl IdNames {
+    fn scrub(&mut self, text: &str) -> String {
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text;
+        loop {
+            let next = ["thr_", "pkt_"]
+                .iter()
+                .filter_map(|p| rest.find(p).map(|i| (i, *p)))
+                .min();
+            let Some((i, prefix)) = next else {
+                out.push_str(rest);
+                return out;
+            };
+            out.push_str(&rest[..i]);
+            let tail = &rest[i + 4..];
+            let len = tail
+                .bytes()
+                .take_while(|b| b.is_ascii_alphanumeric())
+                .count();
+            let id = &rest[i..i + 4 + len];
+            let kind: &'static str = if prefix == "thr_" { "thr" } else { "pkt" };
+            let name = match self.map.get(id) {
+                Some(n) => n.clone(),
+                None => {
+                    let c = self.counts.entry(kind).or_insert(0);
+                    *c += 1;
+                    let n = format!("{kind}#{c}");
+                    self.map.insert(id.to_string(), n.clone());
+                    n
+                }
+            };
+            out.push_str(&name);
+            rest = &rest[i + 4 + len..];
+        }
+    }
+}
+
+fn short(addr: &str) -> String {
+    Address::parse(addr)
+        .map(|a| a.user().to_string())
+        .unwrap_or_else(|_| addr.to_string())
+}
+
+fn compact(v: &Value) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+/// A one-line summary of a packet's JSON, readable like the spec's examples.
+pub fn summarize_packet(json: &str) -> String {
+    let Ok(Value::Object(m)) = serde_json::from_str::<Value>(json) else {
+        return String::new();
+    };
+    let mut parts = Vec::new();
+    if let Some(Value::Object(i)) = m.get("intent") {
+        parts.push(format!(
+            "intent {} “{}”",
+            i.get("category").and_then(Value::as_str).unwrap_or(""),
+            i.get("summary").and_then(Value::as_str).unwrap_or("")
+        ));
+    }
+    if m.contains_key("capabilities") {
+        let v = m["capabilities"]["supported_versions"].clone();
+        parts.push(format!("capabilities {}", compact(&v)));
+    }
+    for key in ["context", "context_provided"] {
+        if let Some(Value::Object(c)) = m.get(key) {
+            if !c.is_empty() {
+                parts.push(format!("{key} {}", compact(&Value::Object(c.clone()))));
+            }
+        }
+    }
+    for key in ["needs", "additional_context_needed"] {
+        if let Some(Value::Array(n)) = m.get(key) {
+            if !n.is_empty() {
+                let list: Vec<String> = n
+                    .iter()
+                    .map(|x| {
+                        format!(
+                            "{} ({})",
+                            x["field"].as_str().unwrap_or("?"),
+                            x["priority"].as_str().unwrap_or("?")
+                        )
+                    })
+                    .collect();
+                parts.push(format!("{key} [{}]", list.join(", ")));
+            }
+        }
+    }
+    if let Some(Value::Array(u)) = m.get("context_unavailable") {
+        if !u.is_empty() {
+            let list: Vec<String> = u
+                .iter()
+                .map(|x| {
+                    format!(
+                        "{} {} hint={}",
+                        x["field"].as_str().unwrap_or("?"),
+                        x["status"].as_str().unwrap_or("?"),
+                        x["hint"]
+                    )
+                })
+                .collect();
+            parts.push(format!("unavailable [{}]", list.join(", ")));
+        }
+    }
+    if let Some(Value::Object(e)) = m.get("escalation") {
+        parts.push(format!(
+            "escalation “{}”",
+            e.get("reason").and_then(Value::as_str).unwrap_or("")
+        ));
+    }
+    if let Some(Value::Object(p)) = m.get("proposal") {
+        parts.push(format!(
+            "proposal “{}”",
+            p.get("summary").and_then(Value::as_str).unwrap_or("")
+        ));
+        if let Some(Value::Array(a)) = p.get("alternatives") {
+            let alts: Vec<&str> = a.iter().filter_map(|x| x["summary"].as_str()).collect();
+            if !alts.is_empty() {
+                parts.push(format!("alternatives [{}]", alts.join("; ")));
+            }
+        }
+        if let Some(Value::Array(c)) = m.get("requires_confirmation_from") {
+            let who: Vec<String> = c.iter().filter_map(Value::as_str).map(short).collect();
+            parts.push(format!("confirm by [{}]", who.join(", ")));
+        }
+        if let Some(Value::Array(a)) = m.get("actions_on_confirm") {
+            let acts: Vec<&str> = a.iter().filter_map(|x| x["action"].as_str()).collect();
+            parts.push(format!("actions [{}]", acts.join(", ")));
+        }
+    }
+    if let Some(s) = m.get("status").and_then(Value::as_str) {
+        parts.push(format!("status {s}"));
+        if let Some(c) = m.get("reason_class").and_then(Value::as_str) {
+            parts.push(format!("reason_class {c}"));
+        }
+        if let Some(c) = m.get("message_to_other_agent").and_then(Value::as_str) {
+            parts.push(format!("message “{c}”"));
+        }
+        if m.contains_key("actual_reason") {
+            parts.push(format!("actual_reason {}", m["actual_reason"]));
+        }
+    }
+    if let Some(e) = m.get("error").and_then(Value::as_str) {
+        parts.push(format!("error {e}"));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", parts.join("; "))
+    }
+}
+
+fn describe_prompt(p: &Prompt) -> String {
+    match &p.kind {
+        PromptKind::Consent { fields } => {
+            let f: Vec<String> = fields
+                .iter()
+                .map(|f| {
+                    format!(
+                        "{} ({:?}, “{}”, suggested {})",
+                        f.field,
+                        f.priority,
+                        f.reason,
+                        f.suggested.as_ref().map(compact).unwrap_or_else(|| "none".into())
+                    )
+                    .replace("(Required", "(required")
+                    .replace("(Helpful", "(helpful")
+                    .replace("(NiceToHave", "(nice_to_have")
+                })
+                .collect();
+            format!("prompt #{} consent for {}: {}  [Share selected] [Decline all]", p.id, short(p.peer.as_str()), f.join("; "))
+        }
+        PromptKind::Resolution { proposal, proposer, reminder, .. } => format!(
+            "prompt #{} {}resolution from {}: “{}”  [Confirm] [Different time] [Different place] [Make an excuse]",
+            p.id,
+            if *reminder { "(reminder) " } else { "" },
+            short(proposer.as_str()),
+            proposal.summary
+        ),
+    }
+}
+
+fn describe_command(c: &Command) -> String {
+    match c {
+        Command::StartThread { to, intent, .. } => format!(
+            "start thread with {} about “{}”",
+            short(to.as_str()),
+            intent.summary
+        ),
+        Command::AnswerConsent { prompt_id, answer } => match answer {
+            ConsentAnswer::DeclineAll => format!("answers prompt #{prompt_id}: decline all"),
+            ConsentAnswer::ShareSelected(m) => {
+                let parts: Vec<String> = m
+                    .iter()
+                    .map(|(k, v)| match v {
+                        crate::agent::FieldChoice::Share => format!("share {k}"),
+                        crate::agent::FieldChoice::ShareValue(x) => {
+                            format!("share {k}={}", compact(x))
+                        }
+                        crate::agent::FieldChoice::DontShare => format!("don't share {k}"),
+                    })
+                    .collect();
+                format!(
+                    "answers prompt #{prompt_id}: {} (share selected)",
+                    parts.join(", ")
+                )
+            }
+        },
+        Command::AnswerResolution { prompt_id, answer } => {
+            let a = match answer {
+                ResolutionAnswer::Confirm => "confirm".to_string(),
+                ResolutionAnswer::DifferentTime => "different time".into(),
+                ResolutionAnswer::DifferentPlace => "different place".into(),
+                ResolutionAnswer::MakeExcuse { .. } => "make an excuse for me".into(),
+                ResolutionAnswer::Decline => "decline".into(),
+            };
+            format!("answers prompt #{prompt_id}: {a}")
+        }
+        other => format!("{other:?}").chars().take(120).collect(),
+    }
+}
+
+fn describe_relay_event(e: &RelayEvent) -> Option<String> {
+    Some(match e {
+        RelayEvent::Registered { address } => format!("registered {address}"),
+        RelayEvent::Authenticated { address, .. } => format!("authenticated {address}"),
+        RelayEvent::Routed { from, to, id } => format!(
+            "queued #{id} {} -> {}",
+            short(from.as_str()),
+            short(to.as_str())
+        ),
+        RelayEvent::Delivered { id, to } => format!("delivered #{id} to {}", short(to.as_str())),
+        RelayEvent::Acked { id } => format!("acked #{id}"),
+        RelayEvent::Refused { code, message, .. } => {
+            format!("refused ({}): {message}", code.as_str())
+        }
+        RelayEvent::Replaced { address, .. } => {
+            format!("new connection replaced the old one for {address}")
+        }
+        RelayEvent::Overflow { from, to } => format!(
+            "queue full: overflow notice to {} for {}",
+            short(from.as_str()),
+            short(to.as_str())
+        ),
+        RelayEvent::ConnectionDead { .. } => "connection dead (missed heartbeats)".to_string(),
+        RelayEvent::AckIgnored { .. } => return None,
+    })
+}

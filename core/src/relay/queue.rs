@@ -1,0 +1,129 @@
+//! The offline queue and the relay's persisted records.
+//!
+//! Record keys (SPEC-NOTES "Relay link", persistence):
+//!
+//! - `reg/<address>` → [`RegRecord`] JSON;
+//! - `q/<recipient>/<id, 20 decimal digits zero-padded>` → [`StoredItem`] JSON;
+//! - `meta/next_id` → JSON number: every delivery id below it may have been handed out.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::address::Address;
+use crate::crypto::envelope::Envelope;
+use crate::encoding::b64_array;
+use crate::time::Timestamp;
+
+/// Key prefix of registrations.
+pub(crate) const REG_PREFIX: &str = "reg/";
+/// Key prefix of queued packets.
+pub(crate) const QUEUE_PREFIX: &str = "q/";
+/// Key of the delivery-id high-water mark.
+pub(crate) const NEXT_ID_KEY: &str = "meta/next_id";
+
+/// The record key of a registration.
+pub(crate) fn reg_key(address: &Address) -> String {
+    format!("{REG_PREFIX}{address}")
+}
+
+/// The record key of a queued packet; zero padding makes key order equal id order.
+pub(crate) fn queue_key(recipient: &Address, id: u64) -> String {
+    format!("{QUEUE_PREFIX}{recipient}/{id:020}")
+}
+
+/// A persisted registration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct RegRecord {
+    /// The registered address.
+    pub(crate) address: Address,
+    /// Its Ed25519 public key.
+    #[serde(with = "b64_array")]
+    pub(crate) key: [u8; 32],
+    /// When it was registered.
+    pub(crate) registered_at: Timestamp,
+}
+
+/// A persisted queued packet: the envelope and what the relay decided about it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct StoredItem {
+    /// Delivery id.
+    pub(crate) id: u64,
+    /// When the relay accepted it.
+    pub(crate) accepted_at: Timestamp,
+    /// The sealed packet, exactly as received.
+    pub(crate) env: Envelope,
+}
+
+/// The packets queued for one recipient.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct RecipientQueue {
+    /// Unacknowledged packets by delivery id.
+    pub(crate) items: BTreeMap<u64, StoredItem>,
+    /// Unacknowledged packet count by thread tag.
+    pub(crate) per_thread: BTreeMap<[u8; 16], u32>,
+}
+
+impl RecipientQueue {
+    /// Unacknowledged packets in thread `thread`.
+    pub(crate) fn thread_len(&self, thread: &[u8; 16]) -> u32 {
+        self.per_thread.get(thread).copied().unwrap_or(0)
+    }
+}
+
+/// Every recipient's queue.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Queues {
+    pub(crate) by_recipient: BTreeMap<Address, RecipientQueue>,
+    pub(crate) total: usize,
+}
+
+impl Queues {
+    /// Packets queued for `recipient`.
+    pub(crate) fn len_for(&self, recipient: &Address) -> usize {
+        self.by_recipient
+            .get(recipient)
+            .map_or(0, |q| q.items.len())
+    }
+
+    /// Unacknowledged packets for `recipient` in thread `thread`.
+    pub(crate) fn thread_len(&self, recipient: &Address, thread: &[u8; 16]) -> u32 {
+        self.by_recipient
+            .get(recipient)
+            .map_or(0, |q| q.thread_len(thread))
+    }
+
+    /// Adds a packet (replacing one with the same id, which only a corrupt store has).
+    pub(crate) fn insert(&mut self, item: StoredItem) {
+        let q = self.by_recipient.entry(item.env.to.clone()).or_default();
+        let thread = item.env.thread;
+        if let Some(old) = q.items.insert(item.id, item) {
+            Self::uncount(q, &old.env.thread);
+        } else {
+            self.total = self.total.saturating_add(1);
+        }
+        let n = q.per_thread.entry(thread).or_insert(0);
+        *n = n.saturating_add(1);
+    }
+
+    /// Removes packet `id` from `recipient`'s queue, if it is there.
+    pub(crate) fn remove(&mut self, recipient: &Address, id: u64) -> Option<StoredItem> {
+        let q = self.by_recipient.get_mut(recipient)?;
+        let item = q.items.remove(&id)?;
+        Self::uncount(q, &item.env.thread);
+        self.total = self.total.saturating_sub(1);
+        if q.items.is_empty() {
+            self.by_recipient.remove(recipient);
+        }
+        Some(item)
+    }
+
+    fn uncount(q: &mut RecipientQueue, thread: &[u8; 16]) {
+        if let Some(n) = q.per_thread.get_mut(thread) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                q.per_thread.remove(thread);
+            }
+        }
+    }
+}

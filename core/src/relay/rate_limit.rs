@@ -1,0 +1,81 @@
+//! Token buckets, computed lazily from the time of each frame (no timer).
+
+use crate::time::Timestamp;
+
+/// Milli-tokens per token: integer arithmetic keeps the bucket exact and deterministic.
+const MILLI: u64 = 1000;
+
+/// A token bucket holding up to `burst` tokens, refilled at `rate` tokens per second.
+///
+/// Tokens are counted in thousandths so that a refill of `rate` tokens per second is
+/// exactly `rate` milli-tokens per millisecond.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TokenBucket {
+    milli: u64,
+    last: Timestamp,
+}
+
+impl TokenBucket {
+    /// A full bucket.
+    pub(crate) fn full(now: Timestamp, burst: u32) -> Self {
+        TokenBucket {
+            milli: u64::from(burst).saturating_mul(MILLI),
+            last: now,
+        }
+    }
+
+    fn refill(&mut self, now: Timestamp, rate: u32, burst: u32) {
+        let elapsed = now.as_millis().saturating_sub(self.last.as_millis());
+        let cap = u64::from(burst).saturating_mul(MILLI);
+        self.milli = self
+            .milli
+            .saturating_add(elapsed.saturating_mul(u64::from(rate)))
+            .min(cap);
+        if now > self.last {
+            self.last = now;
+        }
+    }
+
+    /// Takes one token if there is one; `false` (and nothing taken) otherwise.
+    pub(crate) fn try_take(&mut self, now: Timestamp, rate: u32, burst: u32) -> bool {
+        self.refill(now, rate, burst);
+        if self.milli >= MILLI {
+            self.milli -= MILLI;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Takes one token, or whatever is left: charges a frame that is refused anyway.
+    pub(crate) fn drain_one(&mut self, now: Timestamp, rate: u32, burst: u32) {
+        self.refill(now, rate, burst);
+        self.milli = self.milli.saturating_sub(MILLI);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn burst_then_refill() {
+        let t0 = Timestamp::from_secs(1000);
+        let mut b = TokenBucket::full(t0, 3);
+        assert!(b.try_take(t0, 10, 3));
+        assert!(b.try_take(t0, 10, 3));
+        assert!(b.try_take(t0, 10, 3));
+        assert!(!b.try_take(t0, 10, 3));
+        // 10 per second: one token every 100 ms.
+        assert!(!b.try_take(Timestamp(t0.0 + 99), 10, 3));
+        assert!(b.try_take(Timestamp(t0.0 + 100), 10, 3));
+        // Never more than the burst, and time going backwards refills nothing.
+        let later = Timestamp(t0.0 + 1_000_000);
+        assert!(b.try_take(later, 10, 3));
+        assert!(b.try_take(later, 10, 3));
+        assert!(b.try_take(t0, 10, 3));
+        assert!(!b.try_take(t0, 10, 3));
+        b.drain_one(t0, 10, 3);
+        assert!(!b.try_take(later, 10, 3));
+    }
+}
