@@ -1019,7 +1019,8 @@ impl Agent {
         let decision = {
             let t = &self.threads[id];
             let mine = self.mine(t);
-            let view = self.view(t, &mine);
+            let theirs = self.theirs(t);
+            let view = self.view(t, &mine, &theirs);
             negotiator::decide(&view)
         };
         self.act(id, decision, turn);
@@ -1043,14 +1044,27 @@ impl Agent {
         m
     }
 
-    fn view<'a>(&'a self, t: &'a Thread, mine: &'a Context) -> View<'a> {
+    /// The peer's values for deciding: what it said in this thread, and under it what
+    /// this agent already knew about it (§5.2: fill gaps from local knowledge before asking).
+    fn theirs(&self, t: &Thread) -> Context {
+        let mut c = self
+            .config
+            .contacts
+            .get(&t.peer)
+            .cloned()
+            .unwrap_or_default();
+        c.extend(t.theirs.clone());
+        c
+    }
+
+    fn view<'a>(&'a self, t: &'a Thread, mine: &'a Context, theirs: &'a Context) -> View<'a> {
         View {
             intent: &t.intent,
             i_am_initiator: t.initiator,
             me: &self.config.address,
             peer: &t.peer,
             mine,
-            theirs: &t.theirs,
+            theirs,
             asked: &t.asked,
             unavailable: &t.peer_unavailable,
             rejected: &t.rejected,
@@ -2476,7 +2490,8 @@ impl Agent {
             Ok(text) => {
                 let parsed = {
                     let mine = self.mine(t);
-                    let view = self.view(t, &mine);
+                    let theirs = self.theirs(t);
+                    let view = self.view(t, &mine, &theirs);
                     negotiator::parse_decision(&text, &view)
                 };
                 let parsed = parsed.and_then(|d| self.check_decision_secrets(&id, d));
@@ -2549,7 +2564,8 @@ impl Agent {
                 let decision = {
                     let t = &self.threads[&id];
                     let mine = self.mine(t);
-                    let view = self.view(t, &mine);
+                    let theirs = self.theirs(t);
+                    let view = self.view(t, &mine, &theirs);
                     negotiator::decide(&view)
                 };
                 self.act(&id, decision, turn);

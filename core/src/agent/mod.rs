@@ -98,6 +98,10 @@ pub struct AgentConfig {
     pub permissions: PermissionTiers,
     /// Relationship overrides (§7.2).
     pub overrides: BTreeMap<Address, RelationshipOverride>,
+    /// What the user's agent already knows about other agents' users (address book,
+    /// earlier threads): used to fill gaps before asking (§5.2). Never sent.
+    #[serde(default)]
+    pub contacts: BTreeMap<Address, Context>,
     /// Decide with the LLM ([`Output::CallLlm`]) instead of the deterministic negotiator.
     pub use_llm: bool,
     /// Limits and timeouts.
@@ -116,6 +120,7 @@ impl AgentConfig {
             profile: Context::new(),
             permissions: PermissionTiers::onboarding_defaults(),
             overrides: BTreeMap::new(),
+            contacts: BTreeMap::new(),
             use_llm: false,
             limits: Limits::default(),
         }

@@ -577,3 +577,43 @@ fn user_given_never_share_fields_are_withheld() {
     assert!(!all_plaintext(&net, a).contains("SECRET"));
     assert!(all_plaintext(&net, a).contains("\"withheld_fields\":[\"health_info\"]"));
 }
+
+#[test]
+fn gaps_are_filled_from_local_knowledge_before_asking() {
+    let mut net = Net::new("a2acp.io", start(), [7; 32]);
+    let alice_addr = Address::parse("agent:alice@a2acp.io").unwrap();
+    let mut alice = AgentConfig::new(alice_addr.clone());
+    alice.profile = ctx(json!({"timezone": "Europe/London"}));
+    let mut bob = AgentConfig::new(Address::parse("agent:bob@a2acp.io").unwrap());
+    bob.profile = ctx(
+        json!({"timezone": "Europe/London", "time_windows": ["18:30-21:00"], "dietary": ["none"]}),
+    );
+    bob.overrides.insert(
+        alice_addr.clone(),
+        RelationshipOverride {
+            promote_to_always_share: set(&["specific_availability", "dietary"]),
+            ..Default::default()
+        },
+    );
+    // Bob's agent already knows how Alice travels and what she likes.
+    bob.contacts.insert(
+        alice_addr,
+        ctx(json!({"transport_mode": "driving", "cuisine_preference": "Italian"})),
+    );
+    let a = net.add_agent(alice, [1; 32], [11; 32]);
+    let b = net.add_agent(bob, [2; 32], [22; 32]);
+    net.connect(a);
+    net.connect(b);
+    net.settle();
+    let id = start_dinner(&mut net, a, b, "low");
+    // No consent prompt for Alice: Bob did not need to ask; he proposed at once.
+    assert!(
+        net.prompt(a)
+            .is_some_and(|p| matches!(p.kind, PromptKind::Resolution { .. })),
+        "{}",
+        net.render(None)
+    );
+    assert_eq!(state(&net, b, &id), ThreadState::Proposed);
+    // What Bob knew stayed on Bob's side.
+    assert!(!all_plaintext(&net, b).contains("Italian"));
+}
