@@ -2065,6 +2065,11 @@ impl Agent {
         t.escalated = false;
         t.rejected.clear();
         t.no_overlap_sent = false;
+        // A fresh start: the §6.3 markers of the earlier round no longer apply.
+        for k in ["conflict", "proposed_alternatives"] {
+            t.shared.remove(k);
+            t.theirs.remove(k);
+        }
         t.round_trips = 0;
         self.dirty.threads.insert(id.to_string());
         if t.state == ThreadState::Stalled {

@@ -18,6 +18,13 @@ const MAX_TEXT_CHARS: usize = 1000;
 const MAX_ALTERNATIVES: usize = 5;
 /// Most actions accepted.
 const MAX_ACTIONS: usize = 8;
+/// Field names that mean the same thing in a proposal's details and in a context.
+const ALIASES: &[&[&str]] = &[
+    &["budget", "budget_range"],
+    &["location", "location_preference"],
+    &["dietary", "dietary_requirements"],
+    &["time_windows", "availability"],
+];
 /// Proposal detail keys computed by the negotiator rather than copied from a context.
 const DERIVED_DETAILS: &[&str] = &[
     "date",
@@ -330,11 +337,19 @@ fn validate(decision: &Decision, view: &View) -> Result<(), String> {
                 check_text(&format!("`proposal.alternatives[{i}].summary`"), &a.summary)?;
             }
             for key in proposal.details.keys() {
-                if !DERIVED_DETAILS.contains(&key.as_str())
-                    && view.unavailable.contains(key)
-                    && !view.mine.contains_key(key)
-                    && !view.theirs.contains_key(key)
-                {
+                if DERIVED_DETAILS.contains(&key.as_str()) {
+                    continue;
+                }
+                let group: Vec<&str> = ALIASES
+                    .iter()
+                    .find(|g| g.contains(&key.as_str()))
+                    .map(|g| g.to_vec())
+                    .unwrap_or_else(|| vec![key.as_str()]);
+                let declined = group.iter().any(|k| view.unavailable.contains(*k));
+                let given = group
+                    .iter()
+                    .any(|k| view.mine.contains_key(*k) || view.theirs.contains_key(*k));
+                if declined && !given {
                     return Err(format!(
                         "`proposal.details.{key}`: the peer declined `{key}` and neither side gave it; leave it out"
                     ));

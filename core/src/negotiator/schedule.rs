@@ -748,19 +748,22 @@ fn shared_values(f: &Facts) -> Shared {
     let (il, rl) = (loc(init), loc(resp));
     let resp_fixed = flex_of(resp, "location") == Some(Flex::NotFlexible);
     let init_fixed = flex_of(init, "location") == Some(Flex::NotFlexible);
-    let location = if resp_fixed && !init_fixed && rl.is_some() {
-        notes.push("location fixed by the responder".to_string());
-        rl
+    let (location, whose) = if resp_fixed && !init_fixed && rl.is_some() {
+        (rl.clone(), "the responder's, marked not_flexible")
     } else if il.is_some() {
-        if rl.is_some() && il != rl {
-            notes.push("initiator's location preference, compatible options to be checked against the other's".to_string());
-        }
-        il
+        (il.clone(), "the initiator's preference")
     } else {
-        rl
+        (rl.clone(), "the responder's preference")
     };
     if let Some(l) = &location {
-        notes.push(format!("location: {l}"));
+        let other = if location == il { &rl } else { &il };
+        match other {
+            Some(o) if o != l => notes.push(format!(
+                "location: {l} ({whose}; other side: {})",
+                clip(o, 80)
+            )),
+            _ => notes.push(format!("location: {l} ({whose})")),
+        }
         fields.push(("location".to_string(), Value::String(l.clone())));
     }
     if let Some(v) = [init, resp]
@@ -952,8 +955,9 @@ fn propose_slots(f: &Facts, cands: &[Cand], skipped: usize, one_sided: Option<St
     let dur_text = format!("{} {}", fmt_duration(f.duration), event_word(f));
     match main.tier {
         Tier::Strict => notes.push(format!(
-            "both available {}",
-            fmt_iv(f.pres, main.within)
+            "both available {}{}",
+            fmt_iv(f.pres, main.within),
+            zone_suffix(f)
         )),
         Tier::TimeFlex => notes.push(format!(
             "no common {dur_text} slot within the stated windows; used time flexibility (mine: {}, peer's: {}) — common window {}",
@@ -1012,6 +1016,15 @@ fn propose_slots(f: &Facts, cands: &[Cand], skipped: usize, one_sided: Option<St
         alternatives,
         notes,
     )
+}
+
+/// ` (Europe/London)` when the presentation zone is known.
+fn zone_suffix(f: &Facts) -> String {
+    if f.pres_known {
+        format!(" ({})", f.pres.name())
+    } else {
+        String::new()
+    }
 }
 
 fn zone_of(side: &SideWindows) -> Option<Zone> {

@@ -1035,6 +1035,27 @@ impl Arbitrary for ArbThread {
                 reason: String::arbitrary(g),
             })
             .collect();
+        let mut mine = arb_context(g);
+        let mut theirs = arb_context(g);
+        let mut asked = arb_fields(g);
+        if bool::arbitrary(g) {
+            // Bias towards views that reach the slot search.
+            for c in [&mut mine, &mut theirs] {
+                let n = usize::from(u8::arbitrary(g) % 4) + 1;
+                let w: Vec<Value> = (0..n).map(|_| json!(pick(g, STRINGS))).collect();
+                c.insert("time_windows".into(), Value::Array(w));
+                let date = pick(g, &["2026-03-27", "2026-03-29", "2026-10-25", "9999-12-31"]);
+                c.insert("proposed_date".into(), json!(date));
+            }
+            asked.extend(set(&[
+                "dietary",
+                "transport_mode",
+                "cuisine_preference",
+                "location_preference",
+                "budget_range",
+                "timezone",
+            ]));
+        }
         ArbThread {
             category: pick(
                 g,
@@ -1042,9 +1063,9 @@ impl Arbitrary for ArbThread {
             )
             .to_string(),
             initiator: bool::arbitrary(g),
-            mine: arb_context(g),
-            theirs: arb_context(g),
-            asked: arb_fields(g),
+            mine,
+            theirs,
+            asked,
             unavailable: arb_fields(g),
             rejected,
             round_trips: u32::from(u8::arbitrary(g) % 10),
