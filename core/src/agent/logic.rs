@@ -410,7 +410,16 @@ impl Agent {
         if let Some(rec) = self.peers.get(&peer) {
             if let Some(k) = rec.key {
                 if k != env.from_key {
-                    self.key_changed(&peer, env.from_key);
+                    // Only an envelope that is authentic under the new key is a key
+                    // change; anything else is noise (or tampering) and changes nothing.
+                    let authentic = PublicKey::from_bytes(&env.from_key)
+                        .and_then(|pk| crate::crypto::verify_envelope(&env, &pk))
+                        .is_ok();
+                    if authentic {
+                        self.key_changed(&peer, env.from_key);
+                    } else {
+                        self.audit(None, format!("envelope from {peer} refused: bad signature"));
+                    }
                     return;
                 }
             }
