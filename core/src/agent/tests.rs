@@ -617,3 +617,46 @@ fn gaps_are_filled_from_local_knowledge_before_asking() {
     // What Bob knew stayed on Bob's side.
     assert!(!all_plaintext(&net, b).contains("Italian"));
 }
+
+#[test]
+fn a_countered_generic_proposal_is_not_proposed_again() {
+    let mut net = Net::new("a2acp.io", start(), [7; 32]);
+    let mut ann = AgentConfig::new(Address::parse("agent:ann@a2acp.io").unwrap());
+    ann.permissions.set("favourite_colour", Tier::AlwaysShare);
+    ann.profile = ctx(json!({"favourite_colour": "green"}));
+    let mut ben = AgentConfig::new(Address::parse("agent:ben@a2acp.io").unwrap());
+    ben.permissions.set("favourite_colour", Tier::AlwaysShare);
+    ben.profile = ctx(json!({"favourite_colour": "teal"}));
+    let a = net.add_agent(ann, [1; 32], [11; 32]);
+    let b = net.add_agent(ben, [2; 32], [22; 32]);
+    net.connect(a);
+    net.connect(b);
+    net.settle();
+    let to = net.address(b);
+    net.command(
+        a,
+        Command::StartThread {
+            to,
+            intent: Intent {
+                category: "project_update".into(),
+                summary: "Colours".into(),
+                urgency: None,
+                scope_change: None,
+            },
+            context: ctx(json!({"wanted_fields": ["favourite_colour"]})),
+        },
+    );
+    net.settle();
+    let mut rounds = 0;
+    while let Some(p) = net.prompt(a) {
+        rounds += 1;
+        assert!(
+            rounds < 3,
+            "the same proposal came back: {}",
+            net.render(None)
+        );
+        net.answer_resolution(a, p.id, ResolutionAnswer::DifferentTime);
+        net.settle();
+    }
+    assert!(notified(&net, a, NotifyKind::Escalated) || notified(&net, b, NotifyKind::Escalated));
+}

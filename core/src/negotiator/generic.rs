@@ -36,7 +36,18 @@ pub(super) fn decide(view: &View) -> Decision {
             summary: tried_summary(view),
         };
     }
-    propose(view, &specs)
+    let decision = propose(view, &specs);
+    // The exchanged values admit one proposal; once it was ruled out (a counter, an
+    // excuse, a failed action) there is nothing new to offer: hand it to the humans.
+    if let Decision::Propose { proposal, .. } = &decision {
+        if let Some(r) = view.rejected.iter().find(|r| r.details == proposal.details) {
+            return Decision::Escalate {
+                reason: format!("The only option was ruled out ({})", r.reason),
+                summary: tried_summary(view),
+            };
+        }
+    }
+    decision
 }
 
 fn propose(view: &View, specs: &[needs::FieldSpec]) -> Decision {
