@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::*;
 use crate::crypto::{Direction, IdentityKey, ThreadSession};
-use crate::harness::Net;
+use crate::harness::{dinner, Net};
 use crate::packet::Intent;
 
 fn ctx(v: serde_json::Value) -> Context {
@@ -40,37 +40,12 @@ impl Default for Setup {
 
 fn net_with(s: Setup) -> (Net, usize, usize) {
     let mut net = Net::new("a2acp.io", start(), [7; 32]);
-    let alice_addr = Address::parse("agent:alice@a2acp.io").unwrap();
-    let bob_addr = Address::parse("agent:bob@a2acp.io").unwrap();
-    let mut alice = AgentConfig::new(alice_addr.clone());
+    let mut alice = dinner::alice("a2acp.io");
     alice.limits = s.limits.clone();
-    alice.profile = ctx(json!({
-        "timezone": "Europe/London",
-        "transport_mode": "driving",
-        "cuisine_preference": "Italian",
-        "health_info": "SECRET-asthma-inhaler",
-    }));
-    let mut bob = AgentConfig::new(bob_addr);
+    let mut bob = dinner::bob("a2acp.io");
     bob.limits = s.limits;
     bob.supported_versions = s.bob_versions;
     bob.use_llm = s.bob_llm;
-    bob.profile = ctx(json!({
-        "timezone": "Europe/London",
-        "time_windows": ["18:30-21:00"],
-        "dietary": ["none"],
-        "location_preference": "anywhere within 20 min drive of Reading centre",
-    }));
-    bob.overrides.insert(
-        alice_addr,
-        RelationshipOverride {
-            promote_to_always_share: set(&[
-                "specific_availability",
-                "dietary",
-                "general_location_area",
-            ]),
-            ..Default::default()
-        },
-    );
     let a = net.add_agent(alice, [1; 32], [11; 32]);
     let b = net.add_agent(bob, [2; 32], [22; 32]);
     net.connect(a);
@@ -85,10 +60,8 @@ fn net() -> (Net, usize, usize) {
 
 fn dinner_intent(urgency: &str) -> Intent {
     Intent {
-        category: "scheduling".into(),
-        summary: "Coordinate dinner on Friday".into(),
         urgency: Some(urgency.into()),
-        scope_change: None,
+        ..dinner::intent()
     }
 }
 
@@ -99,16 +72,7 @@ fn start_dinner(net: &mut Net, a: usize, b: usize, urgency: &str) -> String {
         Command::StartThread {
             to,
             intent: dinner_intent(urgency),
-            context: ctx(json!({
-                "event_type": "dinner",
-                "proposed_date": "2026-03-27",
-                "time_windows": ["18:00-21:00"],
-                "location_preference": "central Reading",
-                "party_size": 2,
-                "dietary": ["vegetarian"],
-                "budget_range": "£20-40pp",
-                "flexibility": {"date": "somewhat_flexible", "time": "flexible", "location": "flexible"}
-            })),
+            context: dinner::context(),
         },
     );
     net.settle();

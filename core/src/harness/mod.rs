@@ -7,6 +7,8 @@
 //! writes a transcript. Nothing here reads a clock or the OS: a run is a pure function of
 //! its inputs and seeds. Crate users can use it to test their agent policies.
 
+pub mod dinner;
+
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 use std::time::Duration;
