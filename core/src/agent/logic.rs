@@ -37,7 +37,7 @@ impl Agent {
                 to,
                 intent,
                 context,
-            } => self.start_thread(to, intent, context),
+            } => self.open_thread(to, intent, context),
             Command::AnswerConsent { prompt_id, answer } => self.answer_consent(prompt_id, answer),
             Command::AnswerResolution { prompt_id, answer } => {
                 self.answer_resolution(prompt_id, answer)
@@ -143,7 +143,7 @@ impl Agent {
         self.audit(None, format!("user accepted the new key of {peer}"));
     }
 
-    fn start_thread(&mut self, to: Address, intent: Intent, context: Context) {
+    fn open_thread(&mut self, to: Address, intent: Intent, context: Context) {
         if self.settings.blocked.contains(&to) {
             self.notify(
                 None,

@@ -242,6 +242,7 @@ pub struct Agent {
     threads: BTreeMap<String, Thread>,
     outbox: BTreeMap<u64, OutboxItem>,
     link: Link,
+    replaced: bool,
     last_heard: Timestamp,
     now: Timestamp,
     keys: BTreeMap<Address, PublicKey>,
@@ -280,6 +281,7 @@ impl Agent {
             threads: BTreeMap::new(),
             outbox: BTreeMap::new(),
             link: Link::Down,
+            replaced: false,
             last_heard: Timestamp::ZERO,
             now: Timestamp::ZERO,
             keys: BTreeMap::new(),
@@ -417,6 +419,34 @@ impl Agent {
         &self.settings.blocked
     }
 
+    /// Whether the relay said another connection of this agent took over (last connect
+    /// wins, §13.2). A runtime should stop reconnecting until its user says otherwise;
+    /// cleared by the next [`Input::Connected`].
+    pub fn was_replaced(&self) -> bool {
+        self.replaced
+    }
+
+    /// Starts a thread ([`Command::StartThread`]) and returns its id, or `None` when the
+    /// command was refused (blocked or own address; the refusal is notified).
+    pub fn start_thread(
+        &mut self,
+        now: Timestamp,
+        to: Address,
+        intent: crate::packet::Intent,
+        context: Context,
+    ) -> Option<String> {
+        let before: BTreeSet<String> = self.threads.keys().cloned().collect();
+        self.handle(
+            now,
+            Input::Command(Command::StartThread {
+                to,
+                intent,
+                context,
+            }),
+        );
+        self.threads.keys().find(|k| !before.contains(*k)).cloned()
+    }
+
     /// Feeds one input.
     pub fn handle(&mut self, now: Timestamp, input: Input) {
         self.now = self.now.max(now);
@@ -474,6 +504,7 @@ impl Agent {
 
     fn on_connected(&mut self) {
         self.link = Link::Authenticating;
+        self.replaced = false;
         self.last_heard = self.now;
         self.audit(None, "relay connected".to_string());
     }
@@ -555,6 +586,7 @@ impl Agent {
                         .to_string(),
                 );
                 self.link = Link::Down;
+                self.replaced = true;
             }
             RelayFrame::Error { code, message, seq } => self.on_relay_error(code, message, seq),
         }

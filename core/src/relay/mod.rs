@@ -122,6 +122,66 @@ const ID_BLOCK: u64 = 1024;
 /// Longest `message` of a `malformed` refusal, in bytes.
 const MAX_REASON: usize = 160;
 
+/// Why bytes are not a frame the relay accepts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameError {
+    /// `too_large` or `malformed`.
+    pub code: ErrorCode,
+    /// What is wrong, for the error frame.
+    pub message: String,
+}
+
+/// Whether the runtime already checked a `send`'s envelope signature ([`verify_send`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verified {
+    /// Nothing was checked: the relay checks the signature itself.
+    No,
+    /// The envelope's outer signature verified under its `from_key`.
+    EnvelopeSignature,
+}
+
+/// Parses one frame, refusing one longer than `max_frame_bytes` before reading it. Pure:
+/// runtimes may call it on any thread and hand the result to [`Relay::handle_frame`].
+pub fn parse_frame(bytes: &[u8], max_frame_bytes: usize) -> Result<ClientFrame, FrameError> {
+    if bytes.len() > max_frame_bytes {
+        return Err(FrameError {
+            code: ErrorCode::TooLarge,
+            message: format!(
+                "frame of {} bytes exceeds the limit of {max_frame_bytes}",
+                bytes.len()
+            ),
+        });
+    }
+    ClientFrame::from_bytes(bytes).map_err(|e| {
+        let mut msg = e.to_string();
+        if msg.len() > MAX_REASON {
+            let mut end = MAX_REASON;
+            while !msg.is_char_boundary(end) {
+                end -= 1;
+            }
+            msg.truncate(end);
+        }
+        FrameError {
+            code: ErrorCode::Malformed,
+            message: msg,
+        }
+    })
+}
+
+/// Checks a `send` frame's envelope signature under the key the envelope names
+/// (`from_key`), with `key` the decompressed form of that key (cache it: decompressing
+/// costs about as much as a verification). Pure: runtimes call it off the state machine's
+/// thread and pass [`Verified::EnvelopeSignature`] when it returns true. Frames other
+/// than `send` return false.
+pub fn verify_send(frame: &ClientFrame, key: &crypto::PublicKey) -> bool {
+    match frame {
+        ClientFrame::Send { env, .. } => {
+            key.to_bytes() == env.from_key && crypto::verify_envelope(env, key).is_ok()
+        }
+        _ => false,
+    }
+}
+
 /// Relay settings. See [`RelayConfig::default`] for the defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RelayConfig {
@@ -517,6 +577,24 @@ impl Relay {
 
     /// One frame (a WebSocket text or binary message) arrived on `conn`.
     pub fn handle_bytes(&mut self, now: Timestamp, conn: ConnId, bytes: &[u8]) {
+        let parsed = parse_frame(bytes, self.config.max_frame_bytes);
+        self.handle_frame(now, conn, parsed, Verified::No);
+    }
+
+    /// [`Relay::handle_bytes`] for a frame the runtime already parsed with
+    /// [`parse_frame`] — and, for a `send`, whose envelope signature it may already have
+    /// checked with [`verify_send`] (`Verified::EnvelopeSignature`). Parsing and signature
+    /// checks are pure and need no relay state, so a runtime can do them on its connection
+    /// tasks, in parallel or in batches, and keep the state machine's thread for routing.
+    /// Everything else — rate limits, sender and key checks against the registry, queue
+    /// bounds — still happens here, in order.
+    pub fn handle_frame(
+        &mut self,
+        now: Timestamp,
+        conn: ConnId,
+        parsed: Result<ClientFrame, FrameError>,
+        verified: Verified,
+    ) {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
@@ -534,7 +612,7 @@ impl Relay {
                     self.refuse(conn, ErrorCode::RateLimited, "too many frames".into(), None);
                     return;
                 }
-                let Some(frame) = self.parse(conn, bytes) else {
+                let Some(frame) = self.parsed(conn, parsed) else {
                     return;
                 };
                 match frame {
@@ -565,12 +643,14 @@ impl Relay {
             }
             Phase::Authed { address, .. } => {
                 let address = address.clone();
-                let Some(frame) = self.parse(conn, bytes) else {
+                let Some(frame) = self.parsed(conn, parsed) else {
                     self.bucket(now, &address).drain_one(now, rate, burst);
                     return;
                 };
                 match frame {
-                    ClientFrame::Send { seq, env } => self.on_send(now, conn, address, seq, env),
+                    ClientFrame::Send { seq, env } => {
+                        self.on_send(now, conn, address, seq, env, verified)
+                    }
                     ClientFrame::Ack { id } => self.on_ack(conn, &address, id),
                     ClientFrame::Lookup { address: who } => {
                         if !self.bucket(now, &address).try_take(now, rate, burst) {
@@ -844,7 +924,15 @@ impl Relay {
         self.pump(&address);
     }
 
-    fn on_send(&mut self, now: Timestamp, conn: ConnId, from: Address, seq: u64, env: Envelope) {
+    fn on_send(
+        &mut self,
+        now: Timestamp,
+        conn: ConnId,
+        from: Address,
+        seq: u64,
+        env: Envelope,
+        verified: Verified,
+    ) {
         let (rate, burst) = (self.config.rate_per_sec, self.config.rate_burst);
         if !self.bucket(now, &from).try_take(now, rate, burst) {
             self.refuse(conn, ErrorCode::RateLimited, "slow down".into(), Some(seq));
@@ -871,7 +959,11 @@ impl Relay {
             );
             return;
         }
-        if crypto::verify_envelope(&env, &reg.key).is_err() {
+        // A runtime that verified the signature checked it against `env.from_key`, which
+        // was just compared with the registered key: the same check.
+        if verified != Verified::EnvelopeSignature
+            && crypto::verify_envelope(&env, &reg.key).is_err()
+        {
             self.refuse(
                 conn,
                 ErrorCode::BadSignature,
@@ -1009,28 +1101,15 @@ impl Relay {
     // ---- helpers ----
 
     /// Parses a frame, refusing it (`too_large` before parsing, or `malformed`).
-    fn parse(&mut self, conn: ConnId, bytes: &[u8]) -> Option<ClientFrame> {
-        if bytes.len() > self.config.max_frame_bytes {
-            let msg = format!(
-                "frame of {} bytes exceeds the limit of {}",
-                bytes.len(),
-                self.config.max_frame_bytes
-            );
-            self.refuse(conn, ErrorCode::TooLarge, msg, None);
-            return None;
-        }
-        match ClientFrame::from_bytes(bytes) {
+    fn parsed(
+        &mut self,
+        conn: ConnId,
+        parsed: Result<ClientFrame, FrameError>,
+    ) -> Option<ClientFrame> {
+        match parsed {
             Ok(f) => Some(f),
             Err(e) => {
-                let mut msg = e.to_string();
-                if msg.len() > MAX_REASON {
-                    let mut end = MAX_REASON;
-                    while !msg.is_char_boundary(end) {
-                        end -= 1;
-                    }
-                    msg.truncate(end);
-                }
-                self.refuse(conn, ErrorCode::Malformed, msg, None);
+                self.refuse(conn, e.code, e.message, None);
                 None
             }
         }

@@ -1376,3 +1376,52 @@ fn arbitrary_bytes_never_panic_and_change_nothing_when_unauthenticated() {
         .tests(300)
         .quickcheck(prop as fn(Vec<Junk>) -> TestResult);
 }
+
+#[test]
+fn preverified_frames_route_like_raw_bytes() {
+    let (mut h, a, b) = alice_and_bob();
+    let good = ClientFrame::Send {
+        seq: 1,
+        env: env(&a, "alice", &b, "bob", "thr_1", 1),
+    };
+    let mut forged_env = env(&a, "alice", &b, "bob", "thr_1", 2);
+    forged_env.sig[0] ^= 1;
+    let forged = ClientFrame::Send {
+        seq: 2,
+        env: forged_env,
+    };
+    let key = a.public();
+    assert!(verify_send(&good, &key));
+    assert!(!verify_send(&forged, &key));
+    assert!(
+        !verify_send(&good, &b.public()),
+        "a key other than from_key never verifies"
+    );
+    // The runtime parsed and verified: routed without a second check.
+    let bytes = good.to_bytes();
+    let parsed = parse_frame(&bytes, h.relay.config().max_frame_bytes);
+    h.relay
+        .handle_frame(h.now, ConnId(1), parsed, Verified::EnvelopeSignature);
+    h.drain();
+    assert_eq!(h.frames(1), vec![RelayFrame::Accepted { seq: 1, id: 1 }]);
+    // Not verified by the runtime: the relay checks and refuses the forgery.
+    let parsed = parse_frame(&forged.to_bytes(), h.relay.config().max_frame_bytes);
+    h.relay.handle_frame(h.now, ConnId(1), parsed, Verified::No);
+    h.drain();
+    assert_eq!(
+        error_code(&h.frames(1)),
+        Some((ErrorCode::BadSignature, Some(2)))
+    );
+    // Parse errors are refusals either way.
+    let big = vec![b' '; h.relay.config().max_frame_bytes + 1];
+    assert_eq!(
+        parse_frame(&big, h.relay.config().max_frame_bytes)
+            .unwrap_err()
+            .code,
+        ErrorCode::TooLarge
+    );
+    assert_eq!(
+        parse_frame(b"{", 100).unwrap_err().code,
+        ErrorCode::Malformed
+    );
+}
