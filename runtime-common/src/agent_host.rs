@@ -1,0 +1,646 @@
+//! [`AgentHost`]: the agent state machine with its SQLite store, its open prompts and its
+//! action executor — everything of an agent daemon except sockets, timers and terminals,
+//! which the executor binding owns.
+//!
+//! The binding feeds inputs ([`AgentHost::handle`], [`AgentHost::handle_timeout`],
+//! [`AgentHost::control`]) with the current time and executes the returned
+//! [`Effect`]s in order. Each call drains the core's outputs and **commits every persist
+//! record of the drained batch to SQLite before returning**, so every `Send` effect the
+//! binding executes afterwards reveals only durable state (the core's contract).
+//!
+//! Actions (§9) are carried out by a simulated executor: a2acp has no calendar or booking
+//! integration yet, so an action is recorded in the `actions` table (idempotently: the
+//! core re-asks unanswered actions after a restart, by the same id) and reported done.
+//! A language model is not wired in either: an LLM request is answered "no model
+//! configured", and the core falls back to its deterministic negotiator.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use a2acp_core::agent::{
+    ActionRequest, Agent, AgentConfig, AuditRecord, Command, Input, Notification, Output, Prompt,
+    RestoreError, Tier,
+};
+use a2acp_core::crypto::IdentityKey;
+use a2acp_core::encoding::b64_encode;
+use a2acp_core::packet::{Context, Intent};
+use a2acp_core::persist::PersistOp;
+use a2acp_core::{Address, Timestamp};
+
+use crate::config::{AgentFile, ConfigError};
+use crate::control::{
+    parse_tier, PacketLine, PeerMemory, PermissionsInfo, Request, Response, StatusInfo,
+    ThreadDetail, ThreadSummary,
+};
+use crate::home::Home;
+use crate::keys::KeyError;
+use crate::store::{Durability, Store, StoreError};
+
+/// Why an agent could not start or go on.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// Its store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Its records could not be restored.
+    #[error("cannot restore the agent from its database: {0}")]
+    Restore(#[from] RestoreError),
+    /// Its configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// Its key file is unusable.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    /// No randomness.
+    #[error(transparent)]
+    Seed(#[from] crate::clock::SeedError),
+    /// The home was never initialised.
+    #[error("no agent in {0}: run `a2acp agent init --address agent:NAME@DOMAIN --relay ws://HOST:PORT --home {0}` first")]
+    NotInitialised(String),
+}
+
+/// Something the binding must do, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Send one frame to the relay (a WebSocket text message).
+    Send(Vec<u8>),
+    /// Drop the relay connection (dead heartbeat); reconnect with backoff.
+    CloseConnection,
+    /// Show a prompt.
+    Prompt(Prompt),
+    /// Withdraw a prompt.
+    ClosePrompt(u64),
+    /// Tell the user something.
+    Notify(Notification),
+    /// An action was carried out (for the transcript).
+    Action(ActionRequest),
+    /// An audit record (already stored; for the transcript and logs).
+    Audit(AuditRecord),
+}
+
+/// Counters of one host.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HostStats {
+    /// Prompts shown (re-shown ones included).
+    pub prompts_shown: u64,
+    /// Frames sent to the relay.
+    pub frames_sent: u64,
+    /// Frames received from the relay.
+    pub frames_received: u64,
+    /// Actions carried out.
+    pub actions: u64,
+    /// Transactions committed.
+    pub commits: u64,
+}
+
+/// The agent, its store and its user-facing state.
+pub struct AgentHost {
+    agent: Agent,
+    store: Store,
+    prompts: BTreeMap<u64, Prompt>,
+    notifications: VecDeque<Notification>,
+    follow_up: VecDeque<Input>,
+    stats: HostStats,
+    now: Timestamp,
+}
+
+impl std::fmt::Debug for AgentHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentHost")
+            .field("address", self.agent.address())
+            .field("store", &self.store)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What [`AgentHost::open_home`] found.
+#[derive(Debug)]
+pub struct Opened {
+    /// The host.
+    pub host: AgentHost,
+    /// The first effects (prompts shown again after a restart, re-asked actions…).
+    pub effects: Vec<Effect>,
+    /// The configuration file.
+    pub file: AgentFile,
+    /// Whether the agent was restored from earlier records.
+    pub restored: bool,
+    /// A warning for the user (e.g. edited permissions that no longer apply).
+    pub warning: Option<String>,
+}
+
+const MAX_NOTIFICATIONS: usize = 100;
+
+impl AgentHost {
+    /// Starts (new) or restores (records in `store`) the agent.
+    pub fn start(
+        config: AgentConfig,
+        identity: IdentityKey,
+        store: Store,
+        now: Timestamp,
+    ) -> Result<(AgentHost, Vec<Effect>, bool), HostError> {
+        let seed = crate::clock::os_seed()?;
+        let records = store.load_all()?;
+        let restored = !records.is_empty();
+        let agent = if restored {
+            Agent::restore(config, identity, seed, records)?
+        } else {
+            Agent::new(config, identity, seed)
+        };
+        let mut host = AgentHost {
+            agent,
+            store,
+            prompts: BTreeMap::new(),
+            notifications: VecDeque::new(),
+            follow_up: VecDeque::new(),
+            stats: HostStats::default(),
+            now,
+        };
+        let effects = host.drain()?;
+        Ok((host, effects, restored))
+    }
+
+    /// Opens the agent of `home`: config, key, database.
+    pub fn open_home(home: &Home, durability: Durability) -> Result<Opened, HostError> {
+        if !home.config().exists() {
+            return Err(HostError::NotInitialised(home.dir().display().to_string()));
+        }
+        let file = AgentFile::load(&home.config())?;
+        let config = file.agent_config(&home.config())?;
+        let identity = crate::keys::load(&home.key())?;
+        let store = Store::open(&home.db(), durability)?;
+        let wanted = config.permissions.clone();
+        let (host, effects, restored) =
+            AgentHost::start(config, identity, store, crate::clock::now())?;
+        let warning = (restored && host.agent.permissions() != &wanted).then(|| {
+            format!(
+                "the [permissions] of {} differ from the tiers this agent keeps; the kept ones apply (see `a2acp permissions show`, change them with `a2acp permissions set`)",
+                home.config().display()
+            )
+        });
+        Ok(Opened {
+            host,
+            effects,
+            file,
+            restored,
+            warning,
+        })
+    }
+
+    /// The state machine (read only).
+    pub fn agent(&self) -> &Agent {
+        &self.agent
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> HostStats {
+        self.stats
+    }
+
+    /// Open prompts by id.
+    pub fn prompts(&self) -> &BTreeMap<u64, Prompt> {
+        &self.prompts
+    }
+
+    /// Recent notifications, oldest first.
+    pub fn notifications(&self) -> impl Iterator<Item = &Notification> {
+        self.notifications.iter()
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Feeds one input; returns what to do. Persist records are committed before this
+    /// returns.
+    pub fn handle(&mut self, now: Timestamp, input: Input) -> Result<Vec<Effect>, HostError> {
+        self.now = self.now.max(now);
+        match &input {
+            Input::Bytes(_) => self.stats.frames_received += 1,
+            Input::Command(Command::AnswerConsent { prompt_id, .. })
+            | Input::Command(Command::AnswerResolution { prompt_id, .. }) => {
+                self.prompts.remove(prompt_id);
+            }
+            _ => {}
+        }
+        self.agent.handle(self.now, input);
+        self.drain()
+    }
+
+    /// The timer of [`AgentHost::poll_timeout`] fired.
+    pub fn handle_timeout(&mut self, now: Timestamp) -> Result<Vec<Effect>, HostError> {
+        self.now = self.now.max(now);
+        self.agent.handle_timeout(self.now);
+        self.drain()
+    }
+
+    /// When [`AgentHost::handle_timeout`] must be called.
+    pub fn poll_timeout(&self) -> Option<Timestamp> {
+        self.agent.poll_timeout()
+    }
+
+    /// Drains the core: commits persists (and audit records) in one transaction, then
+    /// returns the effects; feeds follow-up inputs (action results) the same way.
+    fn drain(&mut self) -> Result<Vec<Effect>, HostError> {
+        let mut effects = Vec::new();
+        loop {
+            let mut ops: Vec<PersistOp> = Vec::new();
+            let mut audit: Vec<AuditRecord> = Vec::new();
+            let mut batch: Vec<Output> = Vec::new();
+            while let Some(o) = self.agent.poll_output() {
+                match o {
+                    Output::Persist(op) => ops.push(op),
+                    Output::Audit(a) => {
+                        audit.push(a.clone());
+                        batch.push(Output::Audit(a));
+                    }
+                    other => batch.push(other),
+                }
+            }
+            if !ops.is_empty() || !audit.is_empty() {
+                self.store.apply(&ops, &audit)?;
+                self.stats.commits += 1;
+            }
+            for o in batch {
+                self.execute(o, &mut effects)?;
+            }
+            match self.follow_up.pop_front() {
+                Some(input) => self.agent.handle(self.now, input),
+                None => return Ok(effects),
+            }
+        }
+    }
+
+    fn execute(&mut self, o: Output, effects: &mut Vec<Effect>) -> Result<(), HostError> {
+        match o {
+            Output::Persist(_) => {}
+            Output::Send(b) => {
+                self.stats.frames_sent += 1;
+                effects.push(Effect::Send(b));
+            }
+            Output::Prompt(p) => {
+                self.stats.prompts_shown += 1;
+                self.prompts.insert(p.id, p.clone());
+                effects.push(Effect::Prompt(p));
+            }
+            Output::ClosePrompt(id) => {
+                if self.prompts.remove(&id).is_some() {
+                    effects.push(Effect::ClosePrompt(id));
+                }
+            }
+            Output::CallLlm(r) => self.follow_up.push_back(Input::LlmResult {
+                request_id: r.id,
+                result: Err("no language model is configured".into()),
+            }),
+            Output::ExecuteAction(a) => {
+                let details = serde_json::to_string(&a.details).unwrap_or_default();
+                let first = self.store.record_action(
+                    a.id,
+                    a.undo,
+                    &a.thread_id,
+                    &a.action.action,
+                    &details,
+                    self.now.as_millis(),
+                )?;
+                if first {
+                    self.stats.actions += 1;
+                }
+                self.follow_up.push_back(Input::ActionResult {
+                    action_id: a.id,
+                    result: Ok(()),
+                });
+                effects.push(Effect::Action(a));
+            }
+            Output::Notify(n) => {
+                if self.notifications.len() == MAX_NOTIFICATIONS {
+                    self.notifications.pop_front();
+                }
+                self.notifications.push_back(n.clone());
+                effects.push(Effect::Notify(n));
+            }
+            Output::Audit(a) => effects.push(Effect::Audit(a)),
+            Output::CloseConnection => effects.push(Effect::CloseConnection),
+        }
+        Ok(())
+    }
+
+    /// Serves one control request.
+    pub fn control(
+        &mut self,
+        now: Timestamp,
+        req: Request,
+    ) -> Result<(Response, Vec<Effect>), HostError> {
+        let cmd = |h: &mut AgentHost, c: Command| h.handle(now, Input::Command(c));
+        Ok(match req {
+            Request::Status => (Response::ok(self.status()), Vec::new()),
+            Request::Threads => {
+                let v: Vec<ThreadSummary> =
+                    self.agent.threads().values().map(thread_summary).collect();
+                (Response::ok(v), Vec::new())
+            }
+            Request::Thread { id } => match self.thread_detail(&id)? {
+                Some(d) => (Response::ok(d), Vec::new()),
+                None => (Response::err(format!("no thread `{id}`")), Vec::new()),
+            },
+            Request::Prompts => {
+                let v: Vec<&Prompt> = self.prompts.values().collect();
+                (Response::ok(v), Vec::new())
+            }
+            Request::Notifications => {
+                let v: Vec<&Notification> = self.notifications.iter().collect();
+                (Response::ok(v), Vec::new())
+            }
+            Request::Answer { prompt_id, args } => {
+                let Some(p) = self.prompts.get(&prompt_id).cloned() else {
+                    let open: Vec<String> = self.prompts.keys().map(|k| format!("#{k}")).collect();
+                    return Ok((
+                        Response::err(format!(
+                            "no open prompt #{prompt_id} (open: {})",
+                            if open.is_empty() {
+                                "none".into()
+                            } else {
+                                open.join(", ")
+                            }
+                        )),
+                        Vec::new(),
+                    ));
+                };
+                match crate::prompt::parse_answer(&p, &args) {
+                    Ok(c) => {
+                        let e = cmd(self, c)?;
+                        (Response::ok(format!("prompt #{prompt_id} answered")), e)
+                    }
+                    Err(m) => (Response::err(m), Vec::new()),
+                }
+            }
+            Request::StartThread {
+                to,
+                category,
+                summary,
+                context,
+                urgent,
+            } => {
+                let to = match Address::parse(&to) {
+                    Ok(a) => a,
+                    Err(e) => return Ok((Response::err(format!("`{to}`: {e}")), Vec::new())),
+                };
+                if &to == self.agent.address() {
+                    return Ok((
+                        Response::err("cannot start a thread with yourself"),
+                        Vec::new(),
+                    ));
+                }
+                if category.trim().is_empty() || summary.trim().is_empty() {
+                    return Ok((
+                        Response::err("--category and --summary must not be empty"),
+                        Vec::new(),
+                    ));
+                }
+                let before: Vec<String> = self.agent.threads().keys().cloned().collect();
+                let e = cmd(
+                    self,
+                    Command::StartThread {
+                        to,
+                        intent: Intent {
+                            category,
+                            summary,
+                            urgency: Some(if urgent { "urgent" } else { "normal" }.into()),
+                            scope_change: None,
+                        },
+                        context: context.unwrap_or_default(),
+                    },
+                )?;
+                let new = self
+                    .agent
+                    .threads()
+                    .keys()
+                    .find(|k| !before.contains(k))
+                    .cloned();
+                match new {
+                    Some(id) => (Response::ok(serde_json::json!({ "thread_id": id })), e),
+                    None => {
+                        let why = self
+                            .notifications
+                            .back()
+                            .map(|n| n.text.clone())
+                            .unwrap_or_else(|| "the agent refused it".into());
+                        (Response::err(format!("no thread started: {why}")), e)
+                    }
+                }
+            }
+            Request::Permissions => (Response::ok(self.permissions()), Vec::new()),
+            Request::SetPermission {
+                field,
+                tier,
+                for_peer,
+            } => {
+                let tier: Tier = match parse_tier(&tier) {
+                    Ok(t) => t,
+                    Err(m) => return Ok((Response::err(m), Vec::new())),
+                };
+                if tier == Tier::AskFirst && for_peer.is_some() {
+                    return Ok((Response::err("a relationship override promotes to always_share or restricts to never_share; ask_first is the base tier"), Vec::new()));
+                }
+                let for_peer =
+                    match for_peer.map(|a| Address::parse(&a).map_err(|e| format!("`{a}`: {e}"))) {
+                        None => None,
+                        Some(Ok(a)) => Some(a),
+                        Some(Err(m)) => return Ok((Response::err(m), Vec::new())),
+                    };
+                if field.trim().is_empty() {
+                    return Ok((Response::err("the field must not be empty"), Vec::new()));
+                }
+                let e = cmd(
+                    self,
+                    Command::SetPermission {
+                        field,
+                        tier,
+                        for_peer,
+                    },
+                )?;
+                (Response::ok(self.permissions()), e)
+            }
+            Request::Block { address } => match Address::parse(&address) {
+                Ok(a) => {
+                    let e = cmd(self, Command::Block(a.clone()))?;
+                    (
+                        Response::ok(format!(
+                            "{a} is blocked: its packets are dropped and its threads declined"
+                        )),
+                        e,
+                    )
+                }
+                Err(e) => (Response::err(format!("`{address}`: {e}")), Vec::new()),
+            },
+            Request::Unblock { address } => match Address::parse(&address) {
+                Ok(a) => {
+                    let e = cmd(self, Command::Unblock(a.clone()))?;
+                    (Response::ok(format!("{a} is no longer blocked")), e)
+                }
+                Err(e) => (Response::err(format!("`{address}`: {e}")), Vec::new()),
+            },
+            Request::Memory { address } => {
+                let filter =
+                    match address.map(|a| Address::parse(&a).map_err(|e| format!("`{a}`: {e}"))) {
+                        None => None,
+                        Some(Ok(a)) => Some(a),
+                        Some(Err(m)) => return Ok((Response::err(m), Vec::new())),
+                    };
+                (Response::ok(self.memory(filter.as_ref())), Vec::new())
+            }
+        })
+    }
+
+    fn status(&self) -> StatusInfo {
+        let a = &self.agent;
+        StatusInfo {
+            address: a.address().to_string(),
+            key: a.public_key().to_string(),
+            online: a.is_online(),
+            outbox: a.outbox_len(),
+            threads: a.threads().len(),
+            open_threads: a
+                .threads()
+                .values()
+                .filter(|t| !t.state.is_terminal())
+                .count(),
+            prompts: self.prompts.len(),
+        }
+    }
+
+    fn permissions(&self) -> PermissionsInfo {
+        let t = self.agent.permissions();
+        let list = |s: &std::collections::BTreeSet<String>| s.iter().cloned().collect::<Vec<_>>();
+        let mut tiers = BTreeMap::new();
+        tiers.insert("always_share".to_string(), list(&t.always_share));
+        tiers.insert("ask_first".to_string(), list(&t.ask_first));
+        tiers.insert("never_share".to_string(), list(&t.never_share));
+        PermissionsInfo {
+            tiers,
+            overrides: self
+                .agent
+                .overrides()
+                .iter()
+                .map(|(a, o)| (a.to_string(), o.clone()))
+                .collect(),
+            blocked: self.agent.blocked().iter().map(|a| a.to_string()).collect(),
+        }
+    }
+
+    fn thread_detail(&self, id: &str) -> Result<Option<ThreadDetail>, HostError> {
+        let Some(t) = self.agent.thread(id) else {
+            return Ok(None);
+        };
+        let packets = t
+            .history
+            .iter()
+            .map(|h| PacketLine {
+                dir: if h.outgoing { "sent" } else { "received" }.into(),
+                kind: h.kind.clone(),
+                packet_id: h.packet_id.clone(),
+                summary: a2acp_core::harness::summarize_packet(&h.json),
+            })
+            .collect();
+        let audit = self
+            .store
+            .audit_tail(Some(id), 50)?
+            .into_iter()
+            .map(|a| format!("{} {}", a.at, a.event))
+            .collect();
+        Ok(Some(ThreadDetail {
+            summary: thread_summary(t),
+            version: t.version.clone(),
+            shared: t.shared.clone(),
+            withheld: t.withheld.iter().cloned().collect(),
+            theirs: t.theirs.clone(),
+            peer_unavailable: t.peer_unavailable.iter().cloned().collect(),
+            resolution: t.resolution.as_ref().map(|r| {
+                format!(
+                    "“{}” proposed by {}; answers so far: {}",
+                    r.body.proposal.summary,
+                    r.proposer,
+                    r.answers
+                        .iter()
+                        .map(|(a, s)| format!(
+                            "{} {}",
+                            a.user(),
+                            serde_json::to_value(s)
+                                .ok()
+                                .and_then(|v| v.as_str().map(str::to_string))
+                                .unwrap_or_default()
+                        ))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }),
+            packets,
+            audit,
+        }))
+    }
+
+    fn memory(&self, only: Option<&Address>) -> Vec<PeerMemory> {
+        let a = &self.agent;
+        let mut peers: BTreeMap<Address, PeerMemory> = BTreeMap::new();
+        let entry = |p: &Address| -> PeerMemory {
+            PeerMemory {
+                address: p.to_string(),
+                pinned_key: a.pinned_key(p).map(|k| b64_encode(&k)),
+                flagged: a.is_flagged(p),
+                blocked: a.blocked().contains(p),
+                relationship: a.overrides().get(p).cloned(),
+                threads: BTreeMap::new(),
+                they_shared: Context::new(),
+                we_shared: Vec::new(),
+            }
+        };
+        let mut known: Vec<Address> = a.threads().values().map(|t| t.peer.clone()).collect();
+        known.extend(a.overrides().keys().cloned());
+        known.extend(a.blocked().iter().cloned());
+        for p in known {
+            if only.is_some_and(|o| o != &p) {
+                continue;
+            }
+            if !peers.contains_key(&p) {
+                let e = entry(&p);
+                peers.insert(p.clone(), e);
+            }
+        }
+        if let Some(o) = only {
+            if !peers.contains_key(o) {
+                let e = entry(o);
+                peers.insert(o.clone(), e);
+            }
+        }
+        for t in a.threads().values() {
+            if let Some(m) = peers.get_mut(&t.peer) {
+                *m.threads.entry(t.state.to_string()).or_insert(0) += 1;
+                for (k, v) in &t.theirs {
+                    m.they_shared.insert(k.clone(), v.clone());
+                }
+                for k in t.shared.keys() {
+                    if !m.we_shared.contains(k) {
+                        m.we_shared.push(k.clone());
+                    }
+                }
+            }
+        }
+        peers.into_values().collect()
+    }
+}
+
+fn thread_summary(t: &a2acp_core::agent::Thread) -> ThreadSummary {
+    ThreadSummary {
+        id: t.id.clone(),
+        peer: t.peer.to_string(),
+        state: t.state.to_string(),
+        category: t.intent.category.clone(),
+        summary: t.intent.summary.clone(),
+        initiator: t.initiator,
+        round_trips: t.round_trips,
+        waiting: serde_json::to_value(t.waiting)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        last_activity: t.last_activity.to_string(),
+        packets: t.history.len(),
+    }
+}

@@ -1,0 +1,360 @@
+//! The agent's configuration file (`config.toml` in its home).
+//!
+//! ```toml
+//! address = "agent:alice@localhost"
+//! relay = "ws://127.0.0.1:7447"
+//!
+//! [profile]            # what the agent knows about its user (shared only as tiers allow)
+//! name = "Alice"
+//! timezone = "Europe/London"
+//!
+//! [permissions]        # §7.1 tiers; entries are field names or categories
+//! always_share = ["general_location_area", "timezone"]
+//! ask_first = ["dietary", "specific_availability", "..."]
+//! never_share = ["health_info", "..."]
+//!
+//! [overrides."agent:bob@localhost"]   # §7.2 relationship overrides
+//! label = "close_friend"
+//! promote_to_always_share = ["dietary"]
+//! restrict_to_never_share = []
+//!
+//! [limits]             # optional; defaults shown
+//! max_round_trips = 8
+//! staleness_hours = 48
+//! staleness_urgent_hours = 2
+//! confirmation_timeout_hours = 24
+//! ```
+//!
+//! The permissions here are the agent's *initial* tiers. Once the agent has run, its tiers
+//! live in its database and change with `a2acp permissions set` (which the agent applies
+//! and records); edits of this section are then ignored, and `agent run` says so.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use a2acp_core::agent::{AgentConfig, Limits, PermissionTiers, RelationshipOverride};
+use a2acp_core::packet::Context;
+use a2acp_core::Address;
+use serde::{Deserialize, Serialize};
+
+/// What went wrong with a configuration file.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read or written.
+    #[error("config file {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The TOML is invalid.
+    #[error("config file {path} is invalid: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message (line and column included).
+        message: String,
+    },
+    /// A value is invalid.
+    #[error("config file {path}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Optional limits; each absent one keeps the core's default.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsFile {
+    /// Context exchanges before escalation (§6.4). Default 8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_round_trips: Option<u32>,
+    /// Staleness of a normal thread, hours (§6.4). Default 48.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staleness_hours: Option<u64>,
+    /// Staleness of an urgent thread, hours (§6.4). Default 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staleness_urgent_hours: Option<u64>,
+    /// Confirmation timeout put in resolutions, hours (§8.1). Default 24.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmation_timeout_hours: Option<u64>,
+    /// Malformed packets from one agent before it is flagged (§13.4). Default 3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub malformed_flag_threshold: Option<u32>,
+    /// Silence from the relay after which the agent reconnects, seconds. Default 90.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relay_silence_secs: Option<u64>,
+}
+
+/// The configuration file of an agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentFile {
+    /// `agent:<user>@<relay domain>`.
+    pub address: String,
+    /// The relay's WebSocket URL, `ws://host:port`.
+    pub relay: String,
+    /// Decide with a language model instead of the deterministic negotiator (no model
+    /// is wired in yet: leave false).
+    #[serde(default)]
+    pub use_llm: bool,
+    /// What the agent knows about its user.
+    #[serde(default)]
+    pub profile: toml::Table,
+    /// Initial permission tiers (§7.1); default: the onboarding defaults of §14.1.
+    #[serde(default = "PermissionTiers::onboarding_defaults")]
+    pub permissions: PermissionTiers,
+    /// Relationship overrides by address (§7.2).
+    #[serde(default)]
+    pub overrides: BTreeMap<String, RelationshipOverride>,
+    /// Limits.
+    #[serde(default)]
+    pub limits: LimitsFile,
+}
+
+impl AgentFile {
+    /// A new file with the onboarding defaults of §14.1 and the given profile.
+    pub fn new(address: &Address, relay: &str, profile: toml::Table) -> Self {
+        AgentFile {
+            address: address.to_string(),
+            relay: relay.to_string(),
+            use_llm: false,
+            profile,
+            permissions: PermissionTiers::onboarding_defaults(),
+            overrides: BTreeMap::new(),
+            limits: LimitsFile::default(),
+        }
+    }
+
+    /// Reads and checks `path`.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// Parses and checks TOML text (`path` only names the file in errors).
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        let f: AgentFile = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        f.agent_config(path)?;
+        relay_url(&f.relay).map_err(|message| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        })?;
+        Ok(f)
+    }
+
+    /// The file's text, with a comment header explaining it.
+    pub fn to_toml(&self) -> String {
+        let body = toml::to_string_pretty(self).unwrap_or_default();
+        format!(
+            "# a2acp agent configuration (see README: \"The config file\").\n\
+             # permissions: the §7.1 tiers this agent starts with (onboarding defaults of §14.1:\n\
+             # ask_first for everything except timezone and general area). After the first run\n\
+             # the agent keeps its tiers in agent.db: change them with `a2acp permissions set`.\n\
+             # profile: what your agent knows about you; shared only as the tiers allow.\n\n{body}"
+        )
+    }
+
+    /// Writes the file (fails if it exists).
+    pub fn write_new(&self, path: &Path) -> Result<(), ConfigError> {
+        use std::io::Write;
+        let io = |source| ConfigError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(io)?;
+        f.write_all(self.to_toml().as_bytes()).map_err(io)?;
+        f.sync_all().map_err(io)
+    }
+
+    /// The core's configuration.
+    pub fn agent_config(&self, path: &Path) -> Result<AgentConfig, ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        };
+        let address = Address::parse(&self.address)
+            .map_err(|e| invalid(format!("address `{}`: {e}", self.address)))?;
+        let mut c = AgentConfig::new(address);
+        c.use_llm = self.use_llm;
+        c.permissions = self.permissions.clone();
+        c.profile = toml_to_context(&self.profile);
+        for (addr, o) in &self.overrides {
+            let a =
+                Address::parse(addr).map_err(|e| invalid(format!("override for `{addr}`: {e}")))?;
+            c.overrides.insert(a, o.clone());
+        }
+        c.limits = self.limits.apply(Limits::default());
+        Ok(c)
+    }
+}
+
+impl LimitsFile {
+    /// `base` with the values set here.
+    pub fn apply(&self, mut base: Limits) -> Limits {
+        let h = |x: u64| Duration::from_secs(x.saturating_mul(3600));
+        if let Some(x) = self.max_round_trips {
+            base.max_round_trips = x;
+        }
+        if let Some(x) = self.staleness_hours {
+            base.staleness = h(x);
+        }
+        if let Some(x) = self.staleness_urgent_hours {
+            base.staleness_urgent = h(x);
+        }
+        if let Some(x) = self.confirmation_timeout_hours {
+            base.confirmation_timeout = h(x);
+        }
+        if let Some(x) = self.malformed_flag_threshold {
+            base.malformed_flag_threshold = x;
+        }
+        if let Some(x) = self.relay_silence_secs {
+            base.relay_silence = Duration::from_secs(x);
+        }
+        base
+    }
+}
+
+/// A TOML table as a JSON context (dates become their RFC 3339 text).
+pub fn toml_to_context(t: &toml::Table) -> Context {
+    t.iter()
+        .map(|(k, v)| (k.clone(), toml_to_json(v)))
+        .collect()
+}
+
+fn toml_to_json(v: &toml::Value) -> serde_json::Value {
+    use serde_json::Value as J;
+    match v {
+        toml::Value::String(s) => J::String(s.clone()),
+        toml::Value::Integer(i) => J::from(*i),
+        toml::Value::Float(f) => serde_json::Number::from_f64(*f).map_or(J::Null, J::Number),
+        toml::Value::Boolean(b) => J::Bool(*b),
+        toml::Value::Datetime(d) => J::String(d.to_string()),
+        toml::Value::Array(a) => J::Array(a.iter().map(toml_to_json).collect()),
+        toml::Value::Table(t) => J::Object(toml_to_context(t)),
+    }
+}
+
+/// A JSON context as a TOML table (nulls are dropped: TOML has none).
+pub fn context_to_toml(c: &Context) -> toml::Table {
+    c.iter()
+        .filter_map(|(k, v)| json_to_toml(v).map(|t| (k.clone(), t)))
+        .collect()
+}
+
+fn json_to_toml(v: &serde_json::Value) -> Option<toml::Value> {
+    use serde_json::Value as J;
+    Some(match v {
+        J::Null => return None,
+        J::Bool(b) => toml::Value::Boolean(*b),
+        J::Number(n) => match n.as_i64() {
+            Some(i) => toml::Value::Integer(i),
+            None => toml::Value::Float(n.as_f64().unwrap_or(0.0)),
+        },
+        J::String(s) => toml::Value::String(s.clone()),
+        J::Array(a) => toml::Value::Array(a.iter().filter_map(json_to_toml).collect()),
+        J::Object(o) => toml::Value::Table(context_to_toml(o)),
+    })
+}
+
+/// Checks a relay URL: `ws://host:port[/path]` (TLS, `wss://`, is not supported yet).
+/// Returns `(host, port)`.
+pub fn relay_url(url: &str) -> Result<(String, u16), String> {
+    let rest = url.strip_prefix("ws://").ok_or_else(|| {
+        if url.starts_with("wss://") {
+            format!("relay URL `{url}`: wss:// (TLS) is not supported yet; put a TLS terminator in front of the relay and use ws:// locally")
+        } else {
+            format!("relay URL `{url}` must start with ws://")
+        }
+    })?;
+    let hostport = rest.split('/').next().unwrap_or("");
+    let (host, port) = match hostport.rsplit_once(':') {
+        Some((h, p)) => (
+            h,
+            p.parse::<u16>()
+                .map_err(|_| format!("relay URL `{url}`: bad port `{p}`"))?,
+        ),
+        None => (hostport, 80),
+    };
+    if host.is_empty() {
+        return Err(format!("relay URL `{url}` has no host"));
+    }
+    Ok((host.trim_matches(['[', ']']).to_string(), port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_with_onboarding_defaults() {
+        let a = Address::parse("agent:alice@localhost").unwrap();
+        let mut profile = toml::Table::new();
+        profile.insert("timezone".into(), "Europe/London".into());
+        profile.insert(
+            "time_windows".into(),
+            toml::Value::Array(vec!["18:00-21:00".into()]),
+        );
+        let f = AgentFile::new(&a, "ws://127.0.0.1:7447", profile);
+        let text = f.to_toml();
+        let g = AgentFile::parse(&text, Path::new("x.toml")).unwrap();
+        assert_eq!(f, g);
+        let c = g.agent_config(Path::new("x.toml")).unwrap();
+        assert_eq!(c.permissions, PermissionTiers::onboarding_defaults());
+        assert_eq!(c.profile["time_windows"][0], "18:00-21:00");
+    }
+
+    #[test]
+    fn minimal_file_gets_defaults_and_errors_are_clear() {
+        let f = AgentFile::parse(
+            "address = \"agent:bob@localhost\"\nrelay = \"ws://localhost:7447\"\n",
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        assert_eq!(f.permissions, PermissionTiers::onboarding_defaults());
+        let e = AgentFile::parse(
+            "address = \"bob\"\nrelay = \"ws://x:1\"\n",
+            Path::new("c.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("address"), "{e}");
+        let e = AgentFile::parse(
+            "address = \"agent:bob@localhost\"\nrelay = \"http://x\"\n",
+            Path::new("c.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("ws://"), "{e}");
+        let e = AgentFile::parse("address = ", Path::new("c.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("c.toml"), "{e}");
+    }
+
+    #[test]
+    fn urls() {
+        assert_eq!(
+            relay_url("ws://127.0.0.1:7447").unwrap(),
+            ("127.0.0.1".into(), 7447)
+        );
+        assert_eq!(relay_url("ws://[::1]:9/x").unwrap(), ("::1".into(), 9));
+        assert!(relay_url("wss://a:1").unwrap_err().contains("TLS"));
+    }
+}

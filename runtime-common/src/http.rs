@@ -1,0 +1,204 @@
+//! `/healthz` and Prometheus `/metrics` on the relay's own listener.
+//!
+//! A binding peeks at the first bytes of every accepted connection: [`classify`] tells a
+//! WebSocket upgrade (handed to the WebSocket handshake) from a plain `GET /healthz` or
+//! `GET /metrics` (answered with [`response`] and closed).
+
+use std::fmt::Write as _;
+
+use crate::relay_service::RelaySnapshot;
+
+/// Largest request head peeked at before deciding.
+pub const MAX_HEAD: usize = 8192;
+
+/// What a connection asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// A WebSocket upgrade: the agent link.
+    WebSocket,
+    /// `GET /healthz`.
+    Healthz,
+    /// `GET /metrics`.
+    Metrics,
+    /// Anything else (answered 404, or 400 if not HTTP).
+    Other,
+}
+
+/// Classifies a request head (`None`: not complete yet, peek more).
+pub fn classify(head: &[u8]) -> Option<Route> {
+    let complete = head.windows(4).any(|w| w == b"\r\n\r\n");
+    if !complete && head.len() < MAX_HEAD {
+        return None;
+    }
+    let text = String::from_utf8_lossy(head);
+    let mut lines = text.split("\r\n");
+    let first = lines.next().unwrap_or("");
+    let mut parts = first.split(' ');
+    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let upgrade = lines.take_while(|l| !l.is_empty()).any(|l| {
+        l.split_once(':').is_some_and(|(k, v)| {
+            k.trim().eq_ignore_ascii_case("upgrade") && v.trim().eq_ignore_ascii_case("websocket")
+        })
+    });
+    if upgrade {
+        return Some(Route::WebSocket);
+    }
+    let path = path.split('?').next().unwrap_or("");
+    Some(match (method, path) {
+        ("GET", "/healthz") => Route::Healthz,
+        ("GET", "/metrics") => Route::Metrics,
+        _ => Route::Other,
+    })
+}
+
+/// A complete HTTP/1.1 response that closes the connection.
+pub fn response(status: &str, content_type: &str, body: &str) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// The response for `route` (not for [`Route::WebSocket`]).
+pub fn answer(route: &Route, snapshot: Option<&RelaySnapshot>) -> Vec<u8> {
+    match (route, snapshot) {
+        (Route::Healthz, Some(_)) => response("200 OK", "text/plain", "ok\n"),
+        (Route::Healthz | Route::Metrics, None) => {
+            response("503 Service Unavailable", "text/plain", "relay stopping\n")
+        }
+        (Route::Metrics, Some(s)) => {
+            response("200 OK", "text/plain; version=0.0.4", &render_metrics(s))
+        }
+        _ => response(
+            "404 Not Found",
+            "text/plain",
+            "a2acp relay: connect with a WebSocket, or GET /healthz or /metrics\n",
+        ),
+    }
+}
+
+/// The Prometheus text exposition of a relay's counters.
+pub fn render_metrics(s: &RelaySnapshot) -> String {
+    let st = &s.stats;
+    let mut out = String::new();
+    let mut metric = |name: &str, kind: &str, help: &str, v: u64| {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+        );
+    };
+    metric(
+        "a2acp_relay_connections",
+        "gauge",
+        "Open WebSocket connections.",
+        st.connections as u64,
+    );
+    metric(
+        "a2acp_relay_authenticated_connections",
+        "gauge",
+        "Authenticated connections.",
+        st.authenticated as u64,
+    );
+    metric(
+        "a2acp_relay_registered_addresses",
+        "gauge",
+        "Registered addresses.",
+        st.registered as u64,
+    );
+    metric(
+        "a2acp_relay_queued_packets",
+        "gauge",
+        "Packets queued and not yet acknowledged.",
+        st.queued as u64,
+    );
+    metric(
+        "a2acp_relay_packets_routed_total",
+        "counter",
+        "Packets accepted (durably queued) since start.",
+        st.routed_total,
+    );
+    metric(
+        "a2acp_relay_packets_delivered_total",
+        "counter",
+        "Deliveries sent since start, re-deliveries included.",
+        st.delivered_total,
+    );
+    metric(
+        "a2acp_relay_packets_acked_total",
+        "counter",
+        "Packets acknowledged by their recipients since start.",
+        st.acked_total,
+    );
+    metric(
+        "a2acp_relay_overflows_total",
+        "counter",
+        "Overflow notices sent (per-thread queue full, spec 13.2).",
+        st.overflows,
+    );
+    metric(
+        "a2acp_relay_slow_consumers_total",
+        "counter",
+        "Connections closed because they did not read their frames.",
+        s.slow_consumers,
+    );
+    metric(
+        "a2acp_relay_commits_total",
+        "counter",
+        "SQLite transactions committed.",
+        s.commits,
+    );
+    let _ = writeln!(
+        out,
+        "# HELP a2acp_relay_refusals_total Error frames sent, by reason.\n# TYPE a2acp_relay_refusals_total counter"
+    );
+    for (code, n) in &st.refusals {
+        let _ = writeln!(
+            out,
+            "a2acp_relay_refusals_total{{reason=\"{}\"}} {n}",
+            code.as_str()
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes() {
+        assert_eq!(classify(b"GET /metr"), None);
+        assert_eq!(
+            classify(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"),
+            Some(Route::Metrics)
+        );
+        assert_eq!(
+            classify(b"GET /healthz?x=1 HTTP/1.1\r\n\r\n"),
+            Some(Route::Healthz)
+        );
+        assert_eq!(
+            classify(
+                b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
+            ),
+            Some(Route::WebSocket)
+        );
+        assert_eq!(classify(b"GET / HTTP/1.1\r\n\r\n"), Some(Route::Other));
+        assert_eq!(classify(&[b'x'; MAX_HEAD]), Some(Route::Other));
+    }
+
+    #[test]
+    fn metrics_text() {
+        let mut s = RelaySnapshot::default();
+        s.stats
+            .refusals
+            .insert(a2acp_core::relay::frame::ErrorCode::BadSignature, 2);
+        s.stats.routed_total = 7;
+        let t = render_metrics(&s);
+        assert!(t.contains("a2acp_relay_packets_routed_total 7"), "{t}");
+        assert!(
+            t.contains("a2acp_relay_refusals_total{reason=\"bad_signature\"} 2"),
+            "{t}"
+        );
+    }
+}

@@ -1,0 +1,686 @@
+//! What the user sees and types: the batched consent prompt of §7.3 and the resolution
+//! prompt of §8.2, one keystroke per choice, and the arguments of `a2acp answer`.
+//!
+//! [`render`] gives a prompt's text. [`PromptUi`] is the keyboard flow of a terminal: it is
+//! fed keys and tells what to print and which [`Command`] to hand the agent; prompts queue
+//! up and are shown one at a time while the agent goes on with every other thread.
+//!
+//! Keys — consent: `a` share all, `d` decline all, `c` choose field by field (then per
+//! field `s` share, `n` don't share, `o` other value…). Resolution: `c` confirm, `t`
+//! different time, `p` different place, `e` can't make it — make an excuse for me, `x`
+//! decline.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use a2acp_core::agent::{
+    Command, ConsentAnswer, FieldChoice, Prompt, PromptKind, ResolutionAnswer,
+};
+use serde_json::Value;
+
+/// The keys of a consent prompt, as shown.
+pub const CONSENT_KEYS: &str = "[a] Share all   [d] Decline all   [c] Choose field by field";
+/// The keys of one field in field-by-field mode.
+pub const FIELD_KEYS: &str = "[s] Share   [n] Don't share   [o] Other value…";
+/// The keys of a resolution prompt, as shown.
+pub const RESOLUTION_KEYS: &str =
+    "[c] Confirm   [t] Different time   [p] Different place   [e] Can't make it — make an excuse for me   [x] Decline";
+
+fn compact(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("\"{s}\""),
+        other => serde_json::to_string(other).unwrap_or_default(),
+    }
+}
+
+fn priority(p: a2acp_core::packet::Priority) -> &'static str {
+    use a2acp_core::packet::Priority as P;
+    match p {
+        P::Required => "required",
+        P::Helpful => "helpful",
+        P::NiceToHave => "nice to have",
+    }
+}
+
+/// The text of a prompt, keys included (several lines, no trailing newline).
+pub fn render(p: &Prompt) -> String {
+    let who = p.peer.user();
+    match &p.kind {
+        PromptKind::Consent { fields } => {
+            let mut s = format!(
+                "── Prompt #{} · {}'s agent is asking for ({}: “{}”, thread {}):",
+                p.id, who, p.intent.category, p.intent.summary, p.thread_id
+            );
+            for (i, f) in fields.iter().enumerate() {
+                let value = f
+                    .suggested
+                    .as_ref()
+                    .map(|v| format!("would share {}", compact(v)))
+                    .unwrap_or_else(|| "no value known — use “other” to give one".into());
+                s += &format!(
+                    "\n   {}. {} ({}) — “{}”\n      {}",
+                    i + 1,
+                    f.field,
+                    priority(f.priority),
+                    f.reason,
+                    value
+                );
+            }
+            s += &format!("\n   {CONSENT_KEYS}");
+            s
+        }
+        PromptKind::Resolution {
+            proposal,
+            proposer,
+            deadline,
+            reminder,
+        } => {
+            let mut s = format!(
+                "── Prompt #{} · {}{} proposes (thread {}):\n   “{}”",
+                p.id,
+                if *reminder { "REMINDER · " } else { "" },
+                proposer.user(),
+                p.thread_id,
+                proposal.summary
+            );
+            if !proposal.reasoning.is_empty() {
+                s += &format!("\n   why: {}", proposal.reasoning);
+            }
+            for a in &proposal.alternatives {
+                s += &format!("\n   alternative: {}", a.summary);
+            }
+            s += &format!("\n   answer before {deadline}\n   {RESOLUTION_KEYS}");
+            s
+        }
+    }
+}
+
+/// A one-line summary of a prompt (lists).
+pub fn summary(p: &Prompt) -> String {
+    match &p.kind {
+        PromptKind::Consent { fields } => {
+            let f: Vec<&str> = fields.iter().map(|f| f.field.as_str()).collect();
+            format!(
+                "#{} consent · {} asks for {} · thread {}",
+                p.id,
+                p.peer.user(),
+                f.join(", "),
+                p.thread_id
+            )
+        }
+        PromptKind::Resolution { proposal, .. } => format!(
+            "#{} resolution · “{}” · thread {}",
+            p.id, proposal.summary, p.thread_id
+        ),
+    }
+}
+
+/// Parses the arguments of `a2acp answer PROMPT_ID ...` for `prompt`.
+///
+/// Resolution: `confirm` (`c`), `different-time` (`t`), `different-place` (`p`),
+/// `excuse [REASON...]` (`e`; the reason stays on this device), `decline` (`x`).
+/// Consent: `share-all` (`a`), `decline-all` (`d`), or one item per field: `FIELD`
+/// (share the suggested value), `FIELD=no` (don't share), `FIELD=VALUE` (share VALUE, JSON
+/// or text); fields left out are not shared.
+pub fn parse_answer(p: &Prompt, args: &[String]) -> Result<Command, String> {
+    let first = args
+        .first()
+        .map(|s| s.as_str())
+        .ok_or_else(|| format!("what is the answer to prompt #{}? {}", p.id, help(p)))?;
+    match &p.kind {
+        PromptKind::Resolution { .. } => {
+            let answer = match first {
+                "confirm" | "c" => ResolutionAnswer::Confirm,
+                "different-time" | "time" | "t" => ResolutionAnswer::DifferentTime,
+                "different-place" | "place" | "p" => ResolutionAnswer::DifferentPlace,
+                "excuse" | "e" => {
+                    let reason = args[1..].join(" ");
+                    ResolutionAnswer::MakeExcuse {
+                        actual_reason: (!reason.is_empty()).then_some(reason),
+                    }
+                }
+                "decline" | "x" => ResolutionAnswer::Decline,
+                other => {
+                    return Err(format!(
+                        "`{other}` is not an answer to prompt #{}: {}",
+                        p.id,
+                        help(p)
+                    ))
+                }
+            };
+            if !matches!(answer, ResolutionAnswer::MakeExcuse { .. }) && args.len() > 1 {
+                return Err(format!("one answer only: {}", help(p)));
+            }
+            Ok(Command::AnswerResolution {
+                prompt_id: p.id,
+                answer,
+            })
+        }
+        PromptKind::Consent { fields } => {
+            let answer = match first {
+                "share-all" | "a" if args.len() == 1 => ConsentAnswer::ShareSelected(
+                    fields
+                        .iter()
+                        .map(|f| (f.field.clone(), FieldChoice::Share))
+                        .collect(),
+                ),
+                "decline-all" | "d" if args.len() == 1 => ConsentAnswer::DeclineAll,
+                _ => {
+                    let mut m = BTreeMap::new();
+                    for a in args {
+                        let (name, choice) = match a.split_once('=') {
+                            None => (a.as_str(), FieldChoice::Share),
+                            Some((n, "no")) => (n, FieldChoice::DontShare),
+                            Some((n, "share")) => (n, FieldChoice::Share),
+                            Some((n, v)) => (
+                                n,
+                                FieldChoice::ShareValue(
+                                    serde_json::from_str(v)
+                                        .unwrap_or_else(|_| Value::String(v.to_string())),
+                                ),
+                            ),
+                        };
+                        if !fields.iter().any(|f| f.field == name) {
+                            let asked: Vec<&str> =
+                                fields.iter().map(|f| f.field.as_str()).collect();
+                            return Err(format!(
+                                "prompt #{} does not ask for `{name}` (it asks for {})",
+                                p.id,
+                                asked.join(", ")
+                            ));
+                        }
+                        m.insert(name.to_string(), choice);
+                    }
+                    ConsentAnswer::ShareSelected(m)
+                }
+            };
+            Ok(Command::AnswerConsent {
+                prompt_id: p.id,
+                answer,
+            })
+        }
+    }
+}
+
+/// How to answer `p` with `a2acp answer`.
+pub fn help(p: &Prompt) -> String {
+    match &p.kind {
+        PromptKind::Resolution { .. } => {
+            "answer with confirm | different-time | different-place | excuse [REASON] | decline"
+                .into()
+        }
+        PromptKind::Consent { fields } => {
+            let f = fields.first().map(|f| f.field.as_str()).unwrap_or("FIELD");
+            format!("answer with share-all | decline-all | FIELD... (e.g. `{f}`, `{f}=no`, `{f}=VALUE`); fields left out are not shared")
+        }
+    }
+}
+
+/// A key the terminal read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Key {
+    /// A printable character.
+    Char(char),
+    /// Enter.
+    Enter,
+    /// Backspace.
+    Backspace,
+    /// Escape: back to the prompt's first question.
+    Esc,
+}
+
+/// What the terminal should do after a key or a prompt change.
+#[derive(Debug, Clone, PartialEq)]
+pub enum UiOut {
+    /// Print these lines.
+    Print(String),
+    /// Echo typed text (no newline).
+    Echo(String),
+    /// Give this command to the agent.
+    Answer(Command),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Step {
+    Top,
+    Field {
+        idx: usize,
+        choices: BTreeMap<String, FieldChoice>,
+    },
+    Value {
+        idx: usize,
+        choices: BTreeMap<String, FieldChoice>,
+        buf: String,
+    },
+    Excuse {
+        buf: String,
+    },
+}
+
+/// The terminal's prompt flow: one prompt at a time, the others queued.
+#[derive(Debug, Default)]
+pub struct PromptUi {
+    queue: VecDeque<Prompt>,
+    step: Option<Step>,
+}
+
+impl PromptUi {
+    /// An empty flow.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Open prompts, the one shown first.
+    pub fn open(&self) -> impl Iterator<Item = &Prompt> {
+        self.queue.iter()
+    }
+
+    /// A prompt to show (replacing one with the same id).
+    pub fn show(&mut self, p: Prompt) -> Vec<UiOut> {
+        if let Some(i) = self.queue.iter().position(|q| q.id == p.id) {
+            self.queue[i] = p;
+            if i == 0 {
+                self.step = Some(Step::Top);
+                return vec![UiOut::Print(render(&self.queue[0]))];
+            }
+            return Vec::new();
+        }
+        self.queue.push_back(p);
+        if self.queue.len() == 1 {
+            self.step = Some(Step::Top);
+            vec![UiOut::Print(render(&self.queue[0]))]
+        } else {
+            let last = &self.queue[self.queue.len() - 1];
+            vec![UiOut::Print(format!(
+                "   (prompt #{} waits: {})",
+                last.id,
+                summary(last)
+            ))]
+        }
+    }
+
+    /// A prompt was withdrawn or answered elsewhere.
+    pub fn close(&mut self, id: u64) -> Vec<UiOut> {
+        let Some(i) = self.queue.iter().position(|q| q.id == id) else {
+            return Vec::new();
+        };
+        self.queue.remove(i);
+        let mut out = vec![UiOut::Print(format!("   (prompt #{id} closed)"))];
+        if i == 0 {
+            out.extend(self.next());
+        }
+        out
+    }
+
+    fn next(&mut self) -> Vec<UiOut> {
+        match self.queue.front() {
+            Some(p) => {
+                self.step = Some(Step::Top);
+                vec![UiOut::Print(render(p))]
+            }
+            None => {
+                self.step = None;
+                Vec::new()
+            }
+        }
+    }
+
+    fn finish(&mut self, cmd: Command, what: String) -> Vec<UiOut> {
+        self.queue.pop_front();
+        let mut out = vec![UiOut::Print(format!("   → {what}")), UiOut::Answer(cmd)];
+        out.extend(self.next());
+        out
+    }
+
+    /// A key was pressed.
+    pub fn key(&mut self, key: Key) -> Vec<UiOut> {
+        let Some(p) = self.queue.front().cloned() else {
+            return Vec::new();
+        };
+        let Some(step) = self.step.take() else {
+            return Vec::new();
+        };
+        let id = p.id;
+        match (&p.kind, step) {
+            (_, _) if key == Key::Esc => self.next(),
+            (PromptKind::Resolution { .. }, Step::Top) => {
+                let answer = match key {
+                    Key::Char('c') => ResolutionAnswer::Confirm,
+                    Key::Char('t') => ResolutionAnswer::DifferentTime,
+                    Key::Char('p') => ResolutionAnswer::DifferentPlace,
+                    Key::Char('x') => ResolutionAnswer::Decline,
+                    Key::Char('e') => {
+                        self.step = Some(Step::Excuse { buf: String::new() });
+                        return vec![UiOut::Print(
+                            "   The real reason, kept on this device only (Enter to skip):".into(),
+                        )];
+                    }
+                    _ => {
+                        self.step = Some(Step::Top);
+                        return vec![UiOut::Print(format!("   {RESOLUTION_KEYS}"))];
+                    }
+                };
+                let what = format!("{answer:?}").to_lowercase();
+                self.finish(
+                    Command::AnswerResolution {
+                        prompt_id: id,
+                        answer,
+                    },
+                    what,
+                )
+            }
+            (PromptKind::Resolution { .. }, Step::Excuse { mut buf }) => match key {
+                Key::Enter => {
+                    let actual_reason = (!buf.trim().is_empty()).then(|| buf.trim().to_string());
+                    self.finish(
+                        Command::AnswerResolution {
+                            prompt_id: id,
+                            answer: ResolutionAnswer::MakeExcuse { actual_reason },
+                        },
+                        "a polite excuse is sent; your reason stays here".into(),
+                    )
+                }
+                other => {
+                    let echo = edit(&mut buf, other);
+                    self.step = Some(Step::Excuse { buf });
+                    echo
+                }
+            },
+            (PromptKind::Consent { fields }, Step::Top) => match key {
+                Key::Char('a') => {
+                    let m = fields
+                        .iter()
+                        .map(|f| (f.field.clone(), FieldChoice::Share))
+                        .collect();
+                    self.finish(
+                        Command::AnswerConsent {
+                            prompt_id: id,
+                            answer: ConsentAnswer::ShareSelected(m),
+                        },
+                        "share all".into(),
+                    )
+                }
+                Key::Char('d') => self.finish(
+                    Command::AnswerConsent {
+                        prompt_id: id,
+                        answer: ConsentAnswer::DeclineAll,
+                    },
+                    "decline all".into(),
+                ),
+                Key::Char('c') if !fields.is_empty() => {
+                    self.step = Some(Step::Field {
+                        idx: 0,
+                        choices: BTreeMap::new(),
+                    });
+                    vec![UiOut::Print(field_question(&p, 0))]
+                }
+                _ => {
+                    self.step = Some(Step::Top);
+                    vec![UiOut::Print(format!("   {CONSENT_KEYS}"))]
+                }
+            },
+            (PromptKind::Consent { fields }, Step::Field { idx, mut choices }) => {
+                let name = fields[idx].field.clone();
+                let choice = match key {
+                    Key::Char('s') => FieldChoice::Share,
+                    Key::Char('n') => FieldChoice::DontShare,
+                    Key::Char('o') => {
+                        self.step = Some(Step::Value {
+                            idx,
+                            choices,
+                            buf: String::new(),
+                        });
+                        return vec![UiOut::Print(format!(
+                            "   Value to share as {name} (Enter when done):"
+                        ))];
+                    }
+                    _ => {
+                        self.step = Some(Step::Field { idx, choices });
+                        return vec![UiOut::Print(format!("   {FIELD_KEYS}"))];
+                    }
+                };
+                choices.insert(name, choice);
+                self.after_field(&p, idx, choices)
+            }
+            (
+                PromptKind::Consent { fields },
+                Step::Value {
+                    idx,
+                    mut choices,
+                    mut buf,
+                },
+            ) => match key {
+                Key::Enter => {
+                    let v = serde_json::from_str(buf.trim())
+                        .unwrap_or_else(|_| Value::String(buf.trim().to_string()));
+                    choices.insert(fields[idx].field.clone(), FieldChoice::ShareValue(v));
+                    self.after_field(&p, idx, choices)
+                }
+                other => {
+                    let echo = edit(&mut buf, other);
+                    self.step = Some(Step::Value { idx, choices, buf });
+                    echo
+                }
+            },
+            (_, step) => {
+                self.step = Some(step);
+                Vec::new()
+            }
+        }
+    }
+
+    fn after_field(
+        &mut self,
+        p: &Prompt,
+        idx: usize,
+        choices: BTreeMap<String, FieldChoice>,
+    ) -> Vec<UiOut> {
+        let PromptKind::Consent { fields } = &p.kind else {
+            return Vec::new();
+        };
+        if idx + 1 < fields.len() {
+            self.step = Some(Step::Field {
+                idx: idx + 1,
+                choices,
+            });
+            return vec![UiOut::Print(field_question(p, idx + 1))];
+        }
+        let what = choices
+            .iter()
+            .map(|(k, v)| match v {
+                FieldChoice::Share => format!("share {k}"),
+                FieldChoice::ShareValue(x) => format!("share {k}={}", compact(x)),
+                FieldChoice::DontShare => format!("don't share {k}"),
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        self.finish(
+            Command::AnswerConsent {
+                prompt_id: p.id,
+                answer: ConsentAnswer::ShareSelected(choices),
+            },
+            what,
+        )
+    }
+}
+
+fn field_question(p: &Prompt, idx: usize) -> String {
+    let PromptKind::Consent { fields } = &p.kind else {
+        return String::new();
+    };
+    let f = &fields[idx];
+    let v = f
+        .suggested
+        .as_ref()
+        .map(compact)
+        .unwrap_or_else(|| "(no value known)".into());
+    format!("   {}. {} = {v}?  {FIELD_KEYS}", idx + 1, f.field)
+}
+
+fn edit(buf: &mut String, key: Key) -> Vec<UiOut> {
+    match key {
+        Key::Char(c) => {
+            buf.push(c);
+            vec![UiOut::Echo(c.to_string())]
+        }
+        Key::Backspace => {
+            if buf.pop().is_some() {
+                vec![UiOut::Echo("\u{8} \u{8}".into())]
+            } else {
+                Vec::new()
+            }
+        }
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use a2acp_core::agent::ConsentField;
+    use a2acp_core::packet::{Intent, Priority, Proposal};
+    use a2acp_core::{Address, Timestamp};
+
+    fn consent() -> Prompt {
+        Prompt {
+            id: 1,
+            thread_id: "thr_x".into(),
+            peer: Address::parse("agent:bob@localhost").unwrap(),
+            intent: Intent {
+                category: "scheduling".into(),
+                summary: "Dinner".into(),
+                urgency: None,
+                scope_change: None,
+            },
+            kind: PromptKind::Consent {
+                fields: vec![
+                    ConsentField {
+                        field: "transport_mode".into(),
+                        reason: "distance".into(),
+                        priority: Priority::Helpful,
+                        suggested: Some("driving".into()),
+                    },
+                    ConsentField {
+                        field: "cuisine_preference".into(),
+                        reason: "narrow".into(),
+                        priority: Priority::Helpful,
+                        suggested: Some("Italian".into()),
+                    },
+                ],
+            },
+        }
+    }
+
+    fn resolution() -> Prompt {
+        Prompt {
+            id: 2,
+            kind: PromptKind::Resolution {
+                proposal: Proposal {
+                    summary: "Dinner 19:00".into(),
+                    details: Default::default(),
+                    alternatives: vec![],
+                    reasoning: String::new(),
+                },
+                proposer: Address::parse("agent:bob@localhost").unwrap(),
+                deadline: Timestamp::from_secs(100),
+                reminder: false,
+            },
+            ..consent()
+        }
+    }
+
+    #[test]
+    fn renders_keys() {
+        let c = render(&consent());
+        assert!(
+            c.contains("transport_mode") && c.contains("[a] Share all"),
+            "{c}"
+        );
+        let r = render(&resolution());
+        assert!(
+            r.contains("[c] Confirm") && r.contains("make an excuse"),
+            "{r}"
+        );
+    }
+
+    #[test]
+    fn keystrokes() {
+        let mut ui = PromptUi::new();
+        ui.show(consent());
+        ui.show(resolution());
+        ui.key(Key::Char('c'));
+        ui.key(Key::Char('s'));
+        let out = ui.key(Key::Char('n'));
+        let mut m = BTreeMap::new();
+        m.insert("transport_mode".to_string(), FieldChoice::Share);
+        m.insert("cuisine_preference".to_string(), FieldChoice::DontShare);
+        assert!(out.contains(&UiOut::Answer(Command::AnswerConsent {
+            prompt_id: 1,
+            answer: ConsentAnswer::ShareSelected(m)
+        })));
+        // The resolution prompt is shown next.
+        assert!(out
+            .iter()
+            .any(|o| matches!(o, UiOut::Print(s) if s.contains("Prompt #2"))));
+        let out = ui.key(Key::Char('c'));
+        assert!(out.contains(&UiOut::Answer(Command::AnswerResolution {
+            prompt_id: 2,
+            answer: ResolutionAnswer::Confirm
+        })));
+        assert!(ui.key(Key::Char('c')).is_empty());
+    }
+
+    #[test]
+    fn excuse_keeps_reason() {
+        let mut ui = PromptUi::new();
+        ui.show(resolution());
+        ui.key(Key::Char('e'));
+        for c in "tired".chars() {
+            ui.key(Key::Char(c));
+        }
+        let out = ui.key(Key::Enter);
+        assert!(out.contains(&UiOut::Answer(Command::AnswerResolution {
+            prompt_id: 2,
+            answer: ResolutionAnswer::MakeExcuse {
+                actual_reason: Some("tired".into())
+            }
+        })));
+    }
+
+    #[test]
+    fn answer_arguments() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            parse_answer(&resolution(), &s(&["confirm"])).unwrap(),
+            Command::AnswerResolution {
+                prompt_id: 2,
+                answer: ResolutionAnswer::Confirm
+            }
+        );
+        let c = parse_answer(&consent(), &s(&["transport_mode", "cuisine_preference=no"])).unwrap();
+        let Command::AnswerConsent {
+            answer: ConsentAnswer::ShareSelected(m),
+            ..
+        } = c
+        else {
+            panic!()
+        };
+        assert_eq!(m["cuisine_preference"], FieldChoice::DontShare);
+        assert!(parse_answer(&consent(), &s(&["salary"]))
+            .unwrap_err()
+            .contains("does not ask"));
+        assert!(parse_answer(&resolution(), &s(&["maybe"])).is_err());
+        assert!(parse_answer(&resolution(), &[]).is_err());
+        let c = parse_answer(&consent(), &s(&["transport_mode=\"walking\""])).unwrap();
+        let Command::AnswerConsent {
+            answer: ConsentAnswer::ShareSelected(m),
+            ..
+        } = c
+        else {
+            panic!()
+        };
+        assert_eq!(
+            m["transport_mode"],
+            FieldChoice::ShareValue("walking".into())
+        );
+    }
+}

@@ -1,0 +1,669 @@
+//! `a2acp bench relay`: N authenticated agents on loopback send signed, encrypted packets
+//! to random peers through a real relay (a child process: `a2acp relay`, so the load
+//! generator's memory and threads are not counted as the relay's); then the same load
+//! through a minimal WebSocket forwarder with no protocol at all (`a2acp bench forwarder`,
+//! also a child process) — the stack's limit — and the ratio of the two.
+//!
+//! Every envelope is sealed and signed before the clock starts, and every frame is
+//! serialised in advance, so the figures measure the relay, not the load generator (which
+//! still shares the machine's cores with it). Latency is from a packet's `send` leaving
+//! the sender to its `deliver` reaching the recipient. Without `--rate` each agent keeps
+//! `--window` packets in flight (closed loop, maximum throughput); with `--rate` the
+//! packets are offered at that total rate (open loop).
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use a2acp_core::crypto::{Direction, IdentityKey, ThreadSession};
+use a2acp_core::relay::frame::{challenge_signed_bytes, ClientFrame, RelayFrame, REGISTER_LABEL};
+use a2acp_core::Address;
+use async_tungstenite::tungstenite::{Bytes, Message, Utf8Bytes};
+use futures_util::{SinkExt, StreamExt};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// Benchmark arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// Authenticated agents sending.
+    #[arg(long, default_value_t = 1000)]
+    pub agents: usize,
+    /// Seconds of measurement (after one second of warm-up).
+    #[arg(long, default_value_t = 10)]
+    pub duration: u64,
+    /// Plaintext bytes per packet.
+    #[arg(long, default_value_t = 2048)]
+    pub payload: usize,
+    /// Total packets offered per second (open loop); omitted: as fast as possible.
+    #[arg(long)]
+    pub rate: Option<u64>,
+    /// Packets in flight per agent in closed loop.
+    #[arg(long, default_value_t = 8)]
+    pub window: usize,
+    /// Also connect this many idle authenticated agents and report the relay's memory per
+    /// connection.
+    #[arg(long, default_value_t = 0)]
+    pub idle: usize,
+    /// The relay's commit durability: full or normal.
+    #[arg(long, default_value = "full")]
+    pub sync: String,
+    /// Skip the bare forwarder run.
+    #[arg(long)]
+    pub no_baseline: bool,
+}
+
+/// The hidden forwarder baseline's arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ForwarderArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: String,
+}
+
+/// Why the benchmark failed.
+pub type BenchError = String;
+
+struct Stats {
+    delivered: AtomicU64,
+    measuring: AtomicBool,
+    start: Instant,
+}
+
+impl Stats {
+    fn ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+}
+
+/// Figures of one run.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Figures {
+    /// Packets delivered per second.
+    pub per_sec: f64,
+    /// Median latency, ms.
+    pub p50_ms: f64,
+    /// 99th percentile latency, ms.
+    pub p99_ms: f64,
+}
+
+fn percentile(v: &mut [u64], p: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_unstable();
+    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
+    v[i] as f64 / 1e6
+}
+
+async fn spawn_child(args: &[&str]) -> Result<(Child, String), BenchError> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut child = Command::new(exe)
+        .args(args)
+        .env("RUST_LOG", "error")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("cannot start {args:?}: {e}"))?;
+    let out = child.stdout.take().ok_or("no stdout")?;
+    let mut lines = BufReader::new(out).lines();
+    let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .map_err(|_| "the child did not start in 20 s".to_string())?
+        .map_err(|e| e.to_string())?
+        .ok_or("the child exited")?;
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("ws://"))
+        .ok_or_else(|| format!("unexpected first line `{line}`"))?
+        .to_string();
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Ok((child, url))
+}
+
+fn rss_kib(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find(|l| l.starts_with("VmRSS:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+async fn register(url: &str, i: usize) -> Result<crate::ws::Ws, BenchError> {
+    let mut ws = crate::ws::connect(url).await.map_err(|e| e.to_string())?;
+    let id = IdentityKey::from_seed(seed(i));
+    let addr = address(i);
+    loop {
+        let m = ws
+            .next()
+            .await
+            .ok_or("closed")?
+            .map_err(|e| e.to_string())?;
+        let Message::Text(t) = m else { continue };
+        match RelayFrame::from_bytes(t.as_bytes()).map_err(|e| e.to_string())? {
+            RelayFrame::Challenge { nonce, domain, .. } => {
+                let ts = crate::now_ms();
+                let key = id.public().to_bytes();
+                let msg =
+                    challenge_signed_bytes(REGISTER_LABEL, &nonce, &domain, ts, &addr, Some(&key));
+                let f = ClientFrame::Register {
+                    address: addr.clone(),
+                    key,
+                    ts,
+                    sig: id.sign(&msg),
+                };
+                ws.send(Message::Text(
+                    Utf8Bytes::try_from(f.to_bytes()).map_err(|e| e.to_string())?,
+                ))
+                .await
+                .map_err(|e| e.to_string())?;
+            }
+            RelayFrame::AuthOk { .. } => return Ok(ws),
+            RelayFrame::Error { message, .. } => return Err(message),
+            _ => {}
+        }
+    }
+}
+
+fn seed(i: usize) -> [u8; 32] {
+    let mut s = [7u8; 32];
+    s[..8].copy_from_slice(&(i as u64).to_le_bytes());
+    s
+}
+
+fn address(i: usize) -> Address {
+    Address::parse(&format!("agent:bench{i}@localhost")).unwrap_or_else(|_| unreachable!())
+}
+
+/// The pre-built frames of one agent and the sig-prefix → slot map entries.
+struct Prebuilt {
+    frames: Vec<Utf8Bytes>,
+    keys: Vec<[u8; 11]>,
+}
+
+const SIG_MARK: &[u8] = b"\"sig\":\"";
+
+fn sig_key(frame: &[u8]) -> Option<[u8; 11]> {
+    let i = frame.windows(SIG_MARK.len()).position(|w| w == SIG_MARK)? + SIG_MARK.len();
+    frame.get(i..i + 11)?.try_into().ok()
+}
+
+fn prebuild(n: usize, per_agent: usize, payload: usize) -> Vec<Prebuilt> {
+    let body = vec![b'x'; payload];
+    let ids: Vec<IdentityKey> = (0..n).map(|i| IdentityKey::from_seed(seed(i))).collect();
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    (0..n)
+        .map(|i| {
+            let mut frames = Vec::new();
+            let mut keys = Vec::new();
+            for k in 0..per_agent {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                let mut j = (rng % n as u64) as usize;
+                if j == i {
+                    j = (j + 1) % n;
+                }
+                let mut s = ThreadSession::new(seed(i * 1000 + k));
+                let env = s
+                    .seal(
+                        &ids[i],
+                        &address(i),
+                        &address(j),
+                        ids[j].public_ref(),
+                        &format!("thr_bench_{i}_{k}"),
+                        Direction::FromInitiator,
+                        &body,
+                    )
+                    .unwrap_or_else(|_| unreachable!());
+                let bytes = ClientFrame::Send {
+                    seq: k as u64 + 1,
+                    env,
+                }
+                .to_bytes();
+                keys.push(sig_key(&bytes).unwrap_or([0; 11]));
+                frames.push(Utf8Bytes::try_from(bytes).unwrap_or_default());
+            }
+            Prebuilt { frames, keys }
+        })
+        .collect()
+}
+
+/// Runs `a2acp bench relay`.
+pub async fn run(a: BenchArgs) -> Result<(), BenchError> {
+    let n = a.agents.max(2);
+    let dir = tempfile::Builder::new()
+        .prefix("a2acp-bench-")
+        .tempdir()
+        .map_err(|e| e.to_string())?;
+    let data = dir.path().join("relay");
+    let data_s = data.display().to_string();
+    println!(
+        "a2acp bench relay: {n} agents, {} B payload, {}, {} s (+1 s warm-up), relay commits: {}",
+        a.payload,
+        a.rate
+            .map(|r| format!("{r} packets/s offered"))
+            .unwrap_or_else(|| format!("closed loop, {} in flight per agent", a.window)),
+        a.duration,
+        a.sync
+    );
+    let (mut relay, url) = spawn_child(&[
+        "relay",
+        "--listen",
+        "127.0.0.1:0",
+        "--domain",
+        "localhost",
+        "--data",
+        &data_s,
+        "--sync",
+        &a.sync,
+        "--rate-per-sec",
+        "1000000",
+        "--rate-burst",
+        "1000000",
+    ])
+    .await?;
+    let pid = relay.id().unwrap_or(0);
+    let rss0 = rss_kib(pid);
+
+    let t = Instant::now();
+    let prebuilt = tokio::task::spawn_blocking(move || prebuild(n, 8, a.payload))
+        .await
+        .map_err(|e| e.to_string())?;
+    let frame_len = prebuilt[0].frames[0].len();
+    println!(
+        "  built {} signed, encrypted envelopes ({frame_len} B frames) in {} ms",
+        n * 8,
+        t.elapsed().as_millis()
+    );
+
+    let t = Instant::now();
+    let mut conns = Vec::with_capacity(n);
+    for chunk in (0..n).collect::<Vec<_>>().chunks(64) {
+        let futs = chunk.iter().map(|&i| register(&url, i));
+        for r in futures_util::future::join_all(futs).await {
+            conns.push(r?);
+        }
+    }
+    println!(
+        "  {n} agents registered and authenticated in {} ms",
+        t.elapsed().as_millis()
+    );
+
+    let relay_fig = drive_relay(conns, prebuilt, &a).await;
+    let routed = relay_fig.per_sec;
+    println!(
+        "  relay:     {:>9.0} packets/s routed · p50 {:.2} ms · p99 {:.2} ms",
+        routed, relay_fig.p50_ms, relay_fig.p99_ms
+    );
+
+    if a.idle > 0 {
+        let before = rss_kib(pid);
+        let t = Instant::now();
+        let mut idle = Vec::with_capacity(a.idle);
+        for chunk in (n..n + a.idle).collect::<Vec<_>>().chunks(128) {
+            for r in futures_util::future::join_all(chunk.iter().map(|&i| register(&url, i))).await
+            {
+                idle.push(r?);
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let after = rss_kib(pid);
+        if let (Some(b), Some(x)) = (before, after) {
+            println!(
+                "  idle:      {} more authenticated agents in {} ms: relay RSS {} → {} KiB, {:.1} KiB per connection",
+                a.idle,
+                t.elapsed().as_millis(),
+                b,
+                x,
+                (x.saturating_sub(b)) as f64 / a.idle as f64
+            );
+        }
+        drop(idle);
+    }
+    let _ = relay.start_kill();
+    let _ = relay.wait().await;
+    if let (Some(r0), true) = (rss0, a.idle == 0) {
+        let _ = r0;
+    }
+
+    if !a.no_baseline {
+        let (mut fwd, furl) =
+            spawn_child(&["bench", "forwarder", "--listen", "127.0.0.1:0"]).await?;
+        let base = drive_forwarder(&furl, n, frame_len, &a).await?;
+        let _ = fwd.start_kill();
+        let _ = fwd.wait().await;
+        println!(
+            "  forwarder: {:>9.0} messages/s forwarded · p50 {:.2} ms · p99 {:.2} ms (bare WebSocket, no protocol)",
+            base.per_sec, base.p50_ms, base.p99_ms
+        );
+        println!(
+            "  ratio:     the relay routes {:.1}% of the bare forwarder's rate",
+            100.0 * routed / base.per_sec.max(1.0)
+        );
+    }
+    Ok(())
+}
+
+async fn drive_relay(conns: Vec<crate::ws::Ws>, prebuilt: Vec<Prebuilt>, a: &BenchArgs) -> Figures {
+    let n = conns.len();
+    let stats = Arc::new(Stats {
+        delivered: AtomicU64::new(0),
+        measuring: AtomicBool::new(false),
+        start: Instant::now(),
+    });
+    let mut map: HashMap<[u8; 11], usize> = HashMap::new();
+    for (i, p) in prebuilt.iter().enumerate() {
+        for (k, key) in p.keys.iter().enumerate() {
+            map.insert(*key, i * 8 + k);
+        }
+    }
+    let map = Arc::new(map);
+    let sent_at: Arc<Vec<AtomicU64>> = Arc::new((0..n * 8).map(|_| AtomicU64::new(0)).collect());
+    let stop = Arc::new(AtomicBool::new(false));
+    let per_agent_interval = a
+        .rate
+        .map(|r| Duration::from_secs_f64(n as f64 / r.max(1) as f64));
+    let mut tasks = Vec::new();
+    for (i, (ws, pre)) in conns.into_iter().zip(prebuilt).enumerate() {
+        let (stats, map, sent_at, stop) =
+            (stats.clone(), map.clone(), sent_at.clone(), stop.clone());
+        let window = a.window.max(1);
+        tasks.push(tokio::spawn(async move {
+            let (mut sink, mut source) = ws.split();
+            let mut lat: Vec<u64> = Vec::new();
+            let mut outstanding = 0usize;
+            let mut next = 0usize;
+            let mut tick = per_agent_interval.map(|d| {
+                let start = tokio::time::Instant::now() + d.mul_f64((i as f64 * 0.618).fract());
+                tokio::time::interval_at(start, d)
+            });
+            let mut first = true;
+            loop {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let mut to_send = 0usize;
+                if first && tick.is_none() {
+                    to_send = window;
+                    first = false;
+                } else {
+                tokio::select! {
+                    m = source.next() => {
+                        let Some(Ok(m)) = m else { break };
+                        let Message::Text(t) = m else { continue };
+                        let b = t.as_bytes();
+                        if b.starts_with(b"{\"t\":\"accepted\"") {
+                            outstanding = outstanding.saturating_sub(1);
+                        } else if b.starts_with(b"{\"t\":\"deliver\"") {
+                            let id = parse_id(b);
+                            if let Some(slot) = sig_key(b).and_then(|k| map.get(&k)) {
+                                let at = sent_at[*slot].load(Ordering::Relaxed);
+                                if stats.measuring.load(Ordering::Relaxed) {
+                                    lat.push(stats.ns().saturating_sub(at));
+                                    stats.delivered.fetch_add(1, Ordering::Relaxed);
+                                }
+                            }
+                            let ack = format!("{{\"t\":\"ack\",\"id\":{id}}}");
+                            if sink.feed(Message::Text(ack.into())).await.is_err() { break; }
+                        } else if b.starts_with(b"{\"t\":\"ping\"") {
+                            let n = parse_n(b);
+                            let _ = sink.feed(Message::Text(format!("{{\"t\":\"pong\",\"n\":{n}}}").into())).await;
+                        }
+                    }
+                    _ = async { match tick.as_mut() { Some(t) => { t.tick().await; } None => std::future::pending().await } } => {
+                        to_send = 1;
+                    }
+                }
+                }
+                if tick.is_none() {
+                    to_send = window.saturating_sub(outstanding);
+                }
+                for _ in 0..to_send {
+                    let k = next % pre.frames.len();
+                    next += 1;
+                    sent_at[i * 8 + k].store(stats.ns(), Ordering::Relaxed);
+                    outstanding += 1;
+                    if sink.feed(Message::Text(pre.frames[k].clone())).await.is_err() { break; }
+                }
+                if sink.flush().await.is_err() { break; }
+            }
+            lat
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stats.measuring.store(true, Ordering::Relaxed);
+    let t0 = Instant::now();
+    tokio::time::sleep(Duration::from_secs(a.duration.max(1))).await;
+    stats.measuring.store(false, Ordering::Relaxed);
+    let delivered = stats.delivered.load(Ordering::Relaxed);
+    let secs = t0.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    let mut lat = Vec::new();
+    for mut t in tasks {
+        match tokio::time::timeout(Duration::from_secs(2), &mut t).await {
+            Ok(Ok(l)) => lat.extend(l),
+            _ => t.abort(),
+        }
+    }
+    let _ = n;
+    Figures {
+        per_sec: delivered as f64 / secs,
+        p50_ms: percentile(&mut lat, 0.5),
+        p99_ms: percentile(&mut lat, 0.99),
+    }
+}
+
+fn parse_num_after(b: &[u8], key: &[u8]) -> u64 {
+    let Some(i) = b.windows(key.len()).position(|w| w == key) else {
+        return 0;
+    };
+    b[i + key.len()..]
+        .iter()
+        .take_while(|c| c.is_ascii_digit())
+        .fold(0u64, |n, c| n * 10 + u64::from(c - b'0'))
+}
+
+fn parse_id(b: &[u8]) -> u64 {
+    parse_num_after(b, b"\"id\":")
+}
+
+fn parse_n(b: &[u8]) -> u64 {
+    parse_num_after(b, b"\"n\":")
+}
+
+async fn drive_forwarder(
+    url: &str,
+    n: usize,
+    frame_len: usize,
+    a: &BenchArgs,
+) -> Result<Figures, BenchError> {
+    let stats = Arc::new(Stats {
+        delivered: AtomicU64::new(0),
+        measuring: AtomicBool::new(false),
+        start: Instant::now(),
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut conns = Vec::with_capacity(n);
+    for chunk in (0..n).collect::<Vec<_>>().chunks(64) {
+        for (i, r) in chunk.iter().zip(
+            futures_util::future::join_all(chunk.iter().map(|_| crate::ws::connect(url))).await,
+        ) {
+            let mut ws = r.map_err(|e| e.to_string())?;
+            ws.send(Message::Binary(Bytes::from(
+                (*i as u32).to_le_bytes().to_vec(),
+            )))
+            .await
+            .map_err(|e| e.to_string())?;
+            conns.push(ws);
+        }
+    }
+    let per_agent_interval = a
+        .rate
+        .map(|r| Duration::from_secs_f64(n as f64 / r.max(1) as f64));
+    let mut tasks = Vec::new();
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    for (i, ws) in conns.into_iter().enumerate() {
+        let (stats, stop) = (stats.clone(), stop.clone());
+        let window = a.window.max(1);
+        let targets: Vec<u32> = (0..8)
+            .map(|_| {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                let j = (rng % n as u64) as usize;
+                (if j == i { (j + 1) % n } else { j }) as u32
+            })
+            .collect();
+        tasks.push(tokio::spawn(async move {
+            let (mut sink, mut source) = ws.split();
+            let mut lat = Vec::new();
+            let mut outstanding = 0usize;
+            let mut next = 0usize;
+            let mut tick = per_agent_interval.map(|d| tokio::time::interval_at(tokio::time::Instant::now() + d.mul_f64((i as f64 * 0.618).fract()), d));
+            let mut msg = vec![b'x'; frame_len.max(16)];
+            let mut first = true;
+            loop {
+                if stop.load(Ordering::Relaxed) { break; }
+                let mut to_send = 0usize;
+                if first && tick.is_none() {
+                    to_send = window;
+                    first = false;
+                } else {
+                tokio::select! {
+                    m = source.next() => {
+                        let Some(Ok(Message::Binary(b))) = m else { break };
+                        if b.len() == 1 {
+                            outstanding = outstanding.saturating_sub(1);
+                            continue;
+                        }
+                        if b.len() >= 12 && stats.measuring.load(Ordering::Relaxed) {
+                            let at = u64::from_le_bytes(b[4..12].try_into().unwrap_or([0; 8]));
+                            lat.push(stats.ns().saturating_sub(at));
+                            stats.delivered.fetch_add(1, Ordering::Relaxed);
+                        }
+                        // The sender's window is freed by a one-byte receipt, as `accepted` does.
+                        let from = u32::from_le_bytes(b[12..16].try_into().unwrap_or([0; 4]));
+                        let mut r = from.to_le_bytes().to_vec();
+                        r.push(1);
+                        if sink.feed(Message::Binary(Bytes::from(r))).await.is_err() { break; }
+                    }
+                    _ = async { match tick.as_mut() { Some(t) => { t.tick().await; } None => std::future::pending().await } } => { to_send = 1; }
+                }
+                }
+                if tick.is_none() {
+                    to_send = window.saturating_sub(outstanding);
+                }
+                for _ in 0..to_send {
+                    let to = targets[next % targets.len()];
+                    next += 1;
+                    msg[0..4].copy_from_slice(&to.to_le_bytes());
+                    msg[4..12].copy_from_slice(&stats.ns().to_le_bytes());
+                    msg[12..16].copy_from_slice(&(i as u32).to_le_bytes());
+                    outstanding += 1;
+                    if sink.feed(Message::Binary(Bytes::from(msg.clone()))).await.is_err() { break; }
+                }
+                if sink.flush().await.is_err() { break; }
+            }
+            lat
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stats.measuring.store(true, Ordering::Relaxed);
+    let t0 = Instant::now();
+    tokio::time::sleep(Duration::from_secs(a.duration.max(1))).await;
+    stats.measuring.store(false, Ordering::Relaxed);
+    let delivered = stats.delivered.load(Ordering::Relaxed);
+    let secs = t0.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    let mut lat = Vec::new();
+    for mut t in tasks {
+        match tokio::time::timeout(Duration::from_secs(2), &mut t).await {
+            Ok(Ok(l)) => lat.extend(l),
+            _ => t.abort(),
+        }
+    }
+    Ok(Figures {
+        per_sec: delivered as f64 / secs,
+        p50_ms: percentile(&mut lat, 0.5),
+        p99_ms: percentile(&mut lat, 0.99),
+    })
+}
+
+/// Runs the bare forwarder (a child of `bench relay`): the first binary message of a
+/// connection is its 4-byte number; every later one starts with its target's number
+/// (a 5-byte message is a receipt for the number it starts with) and is forwarded as is.
+pub async fn forwarder(a: ForwarderArgs) -> Result<(), BenchError> {
+    use tokio::sync::mpsc;
+    let l = tokio::net::TcpListener::bind(&a.listen)
+        .await
+        .map_err(|e| e.to_string())?;
+    println!(
+        "forwarder listening on ws://{}",
+        l.local_addr().map_err(|e| e.to_string())?
+    );
+    let peers: Arc<std::sync::RwLock<HashMap<u32, mpsc::UnboundedSender<Message>>>> =
+        Arc::default();
+    loop {
+        let (s, _) = l.accept().await.map_err(|e| e.to_string())?;
+        let _ = s.set_nodelay(true);
+        let peers = peers.clone();
+        tokio::spawn(async move {
+            let Ok(ws) =
+                async_tungstenite::tokio::accept_async_with_config(s, Some(crate::ws::config()))
+                    .await
+            else {
+                return;
+            };
+            let (mut sink, mut source) = ws.split();
+            let Some(Ok(Message::Binary(hello))) = source.next().await else {
+                return;
+            };
+            let me = u32::from_le_bytes(hello[..4].try_into().unwrap_or([0; 4]));
+            let (tx, mut rx) = mpsc::unbounded_channel();
+            if let Ok(mut p) = peers.write() {
+                p.insert(me, tx);
+            }
+            let writer = async {
+                while let Some(m) = rx.recv().await {
+                    if sink.feed(m).await.is_err() {
+                        return;
+                    }
+                    while let Ok(m) = rx.try_recv() {
+                        if sink.feed(m).await.is_err() {
+                            return;
+                        }
+                    }
+                    if sink.flush().await.is_err() {
+                        return;
+                    }
+                }
+            };
+            let reader = async {
+                while let Some(Ok(m)) = source.next().await {
+                    let Message::Binary(b) = m else { continue };
+                    if b.len() < 4 {
+                        continue;
+                    }
+                    let to = u32::from_le_bytes(b[..4].try_into().unwrap_or([0; 4]));
+                    let msg = if b.len() == 5 {
+                        Message::Binary(Bytes::from_static(&[1]))
+                    } else {
+                        Message::Binary(b)
+                    };
+                    let tx = peers.read().ok().and_then(|p| p.get(&to).cloned());
+                    if let Some(tx) = tx {
+                        let _ = tx.send(msg);
+                    }
+                }
+            };
+            tokio::select! { _ = writer => {}, _ = reader => {} }
+        });
+    }
+}

@@ -1,0 +1,21 @@
+//! # a2acp-tokio
+//!
+//! a2acp on tokio and async-tungstenite: the relay server ([`relay`]), the agent daemon
+//! ([`agent`]), the one-command demo ([`demo`]) and the relay benchmark ([`bench`]); the
+//! `a2acp` binary wraps them. Everything that is not about sockets, tasks and timers —
+//! the SQLite store, the relay's service thread, the agent host, config, prompts, the
+//! control protocol — lives in `a2acp-runtime`, shared with the other executor bindings.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod agent;
+pub mod bench;
+pub mod demo;
+pub mod relay;
+pub mod term;
+pub mod ws;
+
+/// Milliseconds since the Unix epoch (the bindings' clock).
+pub fn now_ms() -> u64 {
+    a2acp_runtime::now().as_millis()
+}

@@ -1,0 +1,684 @@
+//! `a2acp`: run a relay, run your agent, talk to it, watch the demo, benchmark the relay.
+#![forbid(unsafe_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use a2acp_core::relay::RelayConfig;
+use a2acp_core::Address;
+use a2acp_runtime::agent_host::AgentHost;
+use a2acp_runtime::config::AgentFile;
+use a2acp_runtime::control::{self, Request, Response};
+use a2acp_runtime::home::Home;
+use a2acp_runtime::relay_service::ServiceConfig;
+use a2acp_runtime::store::Durability;
+use a2acp_tokio::agent::{self, RunOptions};
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "a2acp",
+    version,
+    about = "a2acp — personal agents that negotiate context for you through a blind relay",
+    long_about = "a2acp — personal agents that negotiate context for you through a blind relay.\n\n\
+Try it:            a2acp demo\n\
+Run a relay:       a2acp relay --listen 127.0.0.1:7447 --domain localhost --data ./relay-data\n\
+Create an agent:   a2acp agent init --address agent:alice@localhost --relay ws://127.0.0.1:7447 --home ./alice\n\
+Run it:            a2acp agent run --home ./alice\n\
+Talk to it:        a2acp --home ./alice thread start --to agent:bob@localhost --category scheduling --summary \"Dinner on Friday\"\n\n\
+Commands that talk to a running agent use --home (or $A2ACP_HOME; default ~/.local/share/a2acp)."
+)]
+struct Cli {
+    /// The agent's directory (config.toml, identity.key, agent.db, agent.sock).
+    #[arg(long, global = true)]
+    home: Option<PathBuf>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a relay: registry and offline queue in SQLite, /healthz and /metrics on the same port.
+    Relay(RelayArgs),
+    /// Create or run your agent.
+    #[command(subcommand)]
+    Agent(AgentCmd),
+    /// Start or show a thread.
+    #[command(subcommand)]
+    Thread(ThreadCmd),
+    /// List your agent's threads.
+    Threads {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List open prompts.
+    Prompts {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Answer a prompt without the terminal: `answer 3 confirm`, `answer 1 transport_mode cuisine_preference=no`.
+    Answer {
+        /// The prompt's number (see `a2acp prompts`).
+        prompt_id: u64,
+        /// Resolution: confirm | different-time | different-place | excuse [REASON] | decline.
+        /// Consent: share-all | decline-all | FIELD (share) | FIELD=no | FIELD=VALUE.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        choice: Vec<String>,
+    },
+    /// Show or change permission tiers (§7).
+    #[command(subcommand)]
+    Permissions(PermCmd),
+    /// Block an agent: its packets are dropped and its threads declined.
+    Block {
+        /// The agent, e.g. agent:mallory@localhost.
+        address: String,
+    },
+    /// Unblock an agent.
+    Unblock {
+        /// The agent.
+        address: String,
+    },
+    /// What your agent knows about the agents it talks to.
+    #[command(subcommand)]
+    Memory(MemoryCmd),
+    /// Your agent's address, key and connection.
+    Status {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The spec's dinner example over real sockets in one process (no setup needed).
+    Demo {
+        /// Answer Alice's prompts yourself (one key per choice).
+        #[arg(long)]
+        interactive: bool,
+    },
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(BenchCmd),
+}
+
+#[derive(Args)]
+struct RelayArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:7447")]
+    listen: String,
+    /// Domain served: addresses are agent:NAME@DOMAIN.
+    #[arg(long, default_value = "localhost")]
+    domain: String,
+    /// Directory of the relay's database (relay.db).
+    #[arg(long, default_value = "./relay-data")]
+    data: PathBuf,
+    /// `full`: every commit synced (survives power loss); `normal`: survives a crash of the process.
+    #[arg(long, default_value = "full")]
+    sync: Durability,
+    /// Token refill per second per address (rate limit).
+    #[arg(long, default_value_t = 50)]
+    rate_per_sec: u32,
+    /// Token bucket size per address.
+    #[arg(long, default_value_t = 200)]
+    rate_burst: u32,
+}
+
+#[derive(Subcommand)]
+enum AgentCmd {
+    /// Create an agent: identity key (mode 0600) and config.toml with the onboarding
+    /// defaults of §14.1; registers with the relay if it is reachable.
+    Init {
+        /// The agent's address, agent:NAME@RELAY-DOMAIN.
+        #[arg(long)]
+        address: String,
+        /// The relay, ws://HOST:PORT.
+        #[arg(long)]
+        relay: String,
+        /// Your name, for the profile.
+        #[arg(long)]
+        name: Option<String>,
+        /// Your time zone (IANA, e.g. Europe/London), for the profile.
+        #[arg(long)]
+        timezone: Option<String>,
+        /// More profile fields from a TOML file (key = value lines).
+        #[arg(long)]
+        profile: Option<PathBuf>,
+        /// Do not contact the relay now (registration happens on the first `agent run`).
+        #[arg(long)]
+        offline: bool,
+    },
+    /// Run the agent: connect, keep threads going, show prompts, serve the control socket.
+    Run {
+        /// Do not prompt on this terminal (answer with `a2acp answer`).
+        #[arg(long)]
+        no_prompt: bool,
+        /// `full` or `normal` (see `a2acp relay --help`).
+        #[arg(long, default_value = "full")]
+        sync: Durability,
+    },
+}
+
+#[derive(Subcommand)]
+enum ThreadCmd {
+    /// Ask your agent to start a thread with another agent.
+    Start {
+        /// The other agent.
+        #[arg(long)]
+        to: String,
+        /// Intent category, e.g. scheduling.
+        #[arg(long)]
+        category: String,
+        /// What it is about, in one line.
+        #[arg(long)]
+        summary: String,
+        /// Context you give, a JSON object (shared in this thread except never_share fields).
+        #[arg(long)]
+        context: Option<PathBuf>,
+        /// Urgent: shorter staleness timeout.
+        #[arg(long)]
+        urgent: bool,
+    },
+    /// One thread in detail.
+    Show {
+        /// Thread id.
+        id: String,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum PermCmd {
+    /// Tiers, relationship overrides, blocked agents.
+    Show {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Put a field or category in a tier (always_share, ask_first, never_share).
+    Set {
+        /// Field or category, e.g. dietary, specific_availability.
+        field: String,
+        /// always_share | ask_first | never_share.
+        tier: String,
+        /// Only for this agent (relationship override: always_share or never_share).
+        #[arg(long = "for")]
+        for_peer: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum MemoryCmd {
+    /// What the agent pins and knows per agent.
+    Show {
+        /// One agent.
+        address: Option<String>,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCmd {
+    /// Load a real relay on loopback with N authenticated agents sending signed packets.
+    Relay(a2acp_tokio::bench::BenchArgs),
+    /// The bare WebSocket forwarder the relay benchmark compares with (started by it).
+    #[command(hide = true)]
+    Forwarder(a2acp_tokio::bench::ForwarderArgs),
+}
+
+fn init_tracing(default: &str, file: Option<&Path>) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let b = tracing_subscriber::fmt().with_env_filter(filter);
+    match file.and_then(|p| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+            .ok()
+    }) {
+        Some(f) => {
+            let _ = b
+                .with_ansi(false)
+                .with_writer(std::sync::Mutex::new(f))
+                .try_init();
+        }
+        None => {
+            let _ = b.with_writer(std::io::stderr).try_init();
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+async fn run(cli: Cli) -> Result<ExitCode, String> {
+    let home = Home::resolve(cli.home.as_deref());
+    match cli.cmd {
+        Cmd::Relay(a) => {
+            init_tracing("info", None);
+            run_relay(a).await
+        }
+        Cmd::Agent(AgentCmd::Init {
+            address,
+            relay,
+            name,
+            timezone,
+            profile,
+            offline,
+        }) => {
+            init_tracing("warn", None);
+            agent_init(&home, &address, &relay, name, timezone, profile, offline).await
+        }
+        Cmd::Agent(AgentCmd::Run { no_prompt, sync }) => agent_run(&home, no_prompt, sync).await,
+        Cmd::Demo { interactive } => {
+            init_tracing("warn", None);
+            let s = a2acp_tokio::demo::run(a2acp_tokio::demo::DemoOptions {
+                interactive,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+            Ok(if s.completed {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+        Cmd::Bench(BenchCmd::Forwarder(a)) => {
+            a2acp_tokio::bench::forwarder(a)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Bench(BenchCmd::Relay(a)) => {
+            init_tracing("warn", None);
+            a2acp_tokio::bench::run(a)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        other => client(&home, other).await,
+    }
+}
+
+async fn run_relay(a: RelayArgs) -> Result<ExitCode, String> {
+    let relay_cfg = RelayConfig {
+        domain: a.domain.clone(),
+        rate_per_sec: a.rate_per_sec,
+        rate_burst: a.rate_burst.max(1),
+        ..RelayConfig::default()
+    };
+    if Address::new("x", &a.domain).is_err() {
+        return Err(format!(
+            "--domain `{}` is not a valid domain name",
+            a.domain
+        ));
+    }
+    let cfg = ServiceConfig {
+        relay: relay_cfg,
+        data: Some(a.data.clone()),
+        durability: a.sync,
+        ..ServiceConfig::default()
+    };
+    let mut relay = a2acp_tokio::relay::start(&a.listen, cfg)
+        .await
+        .map_err(|e| e.to_string())?;
+    println!(
+        "a2acp relay listening on {} (domain {}, data {})",
+        relay.url(),
+        a.domain,
+        a.data.display()
+    );
+    tokio::select! {
+        _ = shutdown_signal() => {
+            tracing::info!("shutting down");
+            relay.stop(true).await.map_err(|e| e.to_string())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        r = relay.wait_failed() => {
+            r.map_err(|e| e.to_string())?;
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+async fn agent_init(
+    home: &Home,
+    address: &str,
+    relay: &str,
+    name: Option<String>,
+    timezone: Option<String>,
+    profile: Option<PathBuf>,
+    offline: bool,
+) -> Result<ExitCode, String> {
+    let addr = Address::parse(address).map_err(|e| format!("--address `{address}`: {e}"))?;
+    a2acp_runtime::config::relay_url(relay)?;
+    if home.config().exists() {
+        return Err(format!(
+            "{} already holds an agent ({}); use another --home",
+            home.dir().display(),
+            home.config().display()
+        ));
+    }
+    let mut table = toml::Table::new();
+    if let Some(p) = &profile {
+        let text =
+            std::fs::read_to_string(p).map_err(|e| format!("--profile {}: {e}", p.display()))?;
+        table = text
+            .parse::<toml::Table>()
+            .map_err(|e| format!("--profile {}: {e}", p.display()))?;
+    }
+    if let Some(n) = name {
+        table.insert("name".into(), n.into());
+    }
+    if let Some(t) = timezone {
+        table.insert("timezone".into(), t.into());
+    }
+    std::fs::create_dir_all(home.dir()).map_err(|e| format!("{}: {e}", home.dir().display()))?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(home.dir(), std::fs::Permissions::from_mode(0o700));
+    }
+    let key = a2acp_runtime::keys::create(&home.key()).map_err(|e| e.to_string())?;
+    let file = AgentFile::new(&addr, relay, table);
+    file.write_new(&home.config()).map_err(|e| e.to_string())?;
+    println!("created {addr} in {}", home.dir().display());
+    println!(
+        "  identity key  {} (public {})",
+        home.key().display(),
+        key.public()
+    );
+    println!("  config        {} (onboarding defaults: ask first for everything except timezone and general area)", home.config().display());
+    if offline {
+        println!("  registration  on the first `a2acp agent run`");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let opened = AgentHost::open_home(home, Durability::Full).map_err(|e| e.to_string())?;
+    let h = agent::spawn(
+        opened.host,
+        opened.effects,
+        RunOptions::new(relay, addr.user()),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut events = h.subscribe();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let mut registered = false;
+    let mut refused = None;
+    while tokio::time::Instant::now() < deadline && !registered {
+        if let Ok(r) = h.request(Request::Status).await {
+            registered = r
+                .data
+                .get("online")
+                .and_then(|v| v.as_bool())
+                .unwrap_or(false);
+        }
+        while let Ok(e) = events.try_recv() {
+            if let agent::AgentEvent::Effect(a2acp_runtime::agent_host::Effect::Notify(n)) = e {
+                refused = Some(n.text);
+            }
+        }
+        if refused.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = h.stop().await;
+    match (registered, refused) {
+        (true, _) => println!("  registered    with {relay}"),
+        (false, Some(why)) => {
+            println!("  registration  refused: {why}");
+            return Ok(ExitCode::FAILURE);
+        }
+        (false, None) => println!(
+            "  registration  {relay} not reachable now; it happens on the first `a2acp agent run`"
+        ),
+    }
+    println!("next: a2acp agent run --home {}", home.dir().display());
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn agent_run(home: &Home, no_prompt: bool, sync: Durability) -> Result<ExitCode, String> {
+    use std::io::IsTerminal;
+    let interactive =
+        !no_prompt && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    init_tracing("info", interactive.then(|| home.log()).as_deref());
+    let opened = AgentHost::open_home(home, sync).map_err(|e| e.to_string())?;
+    let addr = opened.host.agent().address().clone();
+    let mut o = RunOptions::new(&opened.file.relay, addr.user());
+    o.transcript = true;
+    o.control_socket = Some(home.socket());
+    if interactive {
+        o.terminal = Some(a2acp_tokio::term::Term::start().map_err(|e| e.to_string())?);
+    } else {
+        o.print_prompts = true;
+    }
+    let say = |s: &str| match &o.terminal {
+        Some(t) => t.println(s),
+        None => println!("{s}"),
+    };
+    say(&format!(
+        "{addr} {} · relay {} · control socket {}{}",
+        if opened.restored {
+            "resumed"
+        } else {
+            "started"
+        },
+        opened.file.relay,
+        home.socket().display(),
+        if interactive {
+            format!(" · logs in {} · Ctrl-C to stop", home.log().display())
+        } else {
+            String::new()
+        }
+    ));
+    if let Some(w) = &opened.warning {
+        say(&format!("warning: {w}"));
+    }
+    let h = agent::spawn(opened.host, opened.effects, o).map_err(|e| e.to_string())?;
+    let wait_end = async {
+        loop {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            if h.is_finished() {
+                break;
+            }
+        }
+    };
+    tokio::select! {
+        _ = shutdown_signal() => {}
+        _ = wait_end => {}
+    }
+    h.stop().await.map_err(|e| e.to_string())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
+    let (req, json, render): (Request, bool, fn(&Response) -> String) = match cmd {
+        Cmd::Thread(ThreadCmd::Start {
+            to,
+            category,
+            summary,
+            context,
+            urgent,
+        }) => {
+            let context = match context {
+                Some(p) => {
+                    let text = std::fs::read_to_string(&p)
+                        .map_err(|e| format!("--context {}: {e}", p.display()))?;
+                    let v: serde_json::Value = serde_json::from_str(&text)
+                        .map_err(|e| format!("--context {}: not JSON: {e}", p.display()))?;
+                    match v {
+                        serde_json::Value::Object(m) => Some(m),
+                        _ => {
+                            return Err(format!("--context {}: must be a JSON object", p.display()))
+                        }
+                    }
+                }
+                None => None,
+            };
+            (
+                Request::StartThread {
+                    to,
+                    category,
+                    summary,
+                    context,
+                    urgent,
+                },
+                false,
+                |r| {
+                    format!(
+                        "thread {} started",
+                        r.data["thread_id"].as_str().unwrap_or("?")
+                    )
+                },
+            )
+        }
+        Cmd::Thread(ThreadCmd::Show { id, json }) => (Request::Thread { id }, json, |r| {
+            serde_json::from_value(r.data.clone())
+                .map(|d| control::render_thread(&d))
+                .unwrap_or_default()
+        }),
+        Cmd::Threads { json } => (Request::Threads, json, |r| {
+            serde_json::from_value::<Vec<control::ThreadSummary>>(r.data.clone())
+                .map(|d| control::render_threads(&d))
+                .unwrap_or_default()
+        }),
+        Cmd::Prompts { json } => (Request::Prompts, json, |r| {
+            let v: Vec<a2acp_core::agent::Prompt> =
+                serde_json::from_value(r.data.clone()).unwrap_or_default();
+            if v.is_empty() {
+                "no open prompts".into()
+            } else {
+                v.iter()
+                    .map(|p| {
+                        format!(
+                            "{}\n   {}",
+                            a2acp_runtime::prompt::render(p),
+                            a2acp_runtime::prompt::help(p)
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            }
+        }),
+        Cmd::Answer { prompt_id, choice } => (
+            Request::Answer {
+                prompt_id,
+                args: choice,
+            },
+            false,
+            |r| r.data.as_str().unwrap_or("answered").to_string(),
+        ),
+        Cmd::Permissions(PermCmd::Show { json }) => (Request::Permissions, json, |r| {
+            serde_json::from_value(r.data.clone())
+                .map(|d| control::render_permissions(&d))
+                .unwrap_or_default()
+        }),
+        Cmd::Permissions(PermCmd::Set {
+            field,
+            tier,
+            for_peer,
+        }) => (
+            Request::SetPermission {
+                field,
+                tier,
+                for_peer,
+            },
+            false,
+            |r| {
+                serde_json::from_value(r.data.clone())
+                    .map(|d| control::render_permissions(&d))
+                    .unwrap_or_default()
+            },
+        ),
+        Cmd::Block { address } => (Request::Block { address }, false, |r| {
+            r.data.as_str().unwrap_or("").to_string()
+        }),
+        Cmd::Unblock { address } => (Request::Unblock { address }, false, |r| {
+            r.data.as_str().unwrap_or("").to_string()
+        }),
+        Cmd::Memory(MemoryCmd::Show { address, json }) => {
+            (Request::Memory { address }, json, |r| {
+                serde_json::from_value::<Vec<control::PeerMemory>>(r.data.clone())
+                    .map(|d| control::render_memory(&d))
+                    .unwrap_or_default()
+            })
+        }
+        Cmd::Status { json } => (Request::Status, json, |r| {
+            serde_json::from_value::<control::StatusInfo>(r.data.clone())
+                .map(|s| {
+                    format!(
+                        "{} ({})\n  relay: {}\n  threads: {} ({} open) · prompts: {} · outbox: {}",
+                        s.address,
+                        s.key,
+                        if s.online { "online" } else { "offline" },
+                        s.threads,
+                        s.open_threads,
+                        s.prompts,
+                        s.outbox
+                    )
+                })
+                .unwrap_or_default()
+        }),
+        _ => return Err("unsupported command".into()),
+    };
+    let resp = agent::control_request(&home.socket(), &req).await?;
+    if !resp.ok {
+        return Err(resp
+            .error
+            .unwrap_or_else(|| "the agent refused the request".into()));
+    }
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&resp.data).unwrap_or_default()
+        );
+    } else {
+        println!("{}", render(&resp));
+    }
+    Ok(ExitCode::SUCCESS)
+}

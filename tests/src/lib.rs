@@ -1,0 +1,332 @@
+//! Helpers of the integration tests: relays and agents on loopback, a raw protocol client
+//! to misbehave with, and polling.
+#![forbid(unsafe_code)]
+#![allow(missing_docs, clippy::missing_panics_doc)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use a2acp_core::agent::{AgentConfig, Prompt};
+use a2acp_core::crypto::{Direction, Envelope, IdentityKey, PublicKey, ThreadSession};
+use a2acp_core::relay::frame::{
+    challenge_signed_bytes, ClientFrame, RelayFrame, AUTH_LABEL, REGISTER_LABEL,
+};
+use a2acp_core::relay::RelayConfig;
+use a2acp_core::Address;
+use a2acp_runtime::agent_host::AgentHost;
+use a2acp_runtime::config::{context_to_toml, AgentFile};
+use a2acp_runtime::control::{Request, ThreadSummary};
+use a2acp_runtime::home::Home;
+use a2acp_runtime::relay_service::ServiceConfig;
+use a2acp_runtime::scripted::ScriptedUser;
+use a2acp_runtime::store::Durability;
+use a2acp_tokio::agent::{AgentHandle, RunOptions};
+use a2acp_tokio::relay::RunningRelay;
+use async_tungstenite::tungstenite::Message;
+use futures_util::StreamExt;
+
+pub use a2acp_tokio;
+
+/// Starts a relay on `listen` with its database in `data`.
+pub async fn relay(listen: &str, data: &Path) -> RunningRelay {
+    relay_with(listen, data, RelayConfig::default()).await
+}
+
+/// Starts a relay with settings.
+pub async fn relay_with(listen: &str, data: &Path, relay: RelayConfig) -> RunningRelay {
+    let cfg = ServiceConfig {
+        relay,
+        data: Some(data.to_path_buf()),
+        durability: Durability::Normal,
+        ..ServiceConfig::default()
+    };
+    // The port of a relay just stopped may take a moment to be free again.
+    for _ in 0..100 {
+        match a2acp_tokio::relay::start(listen, cfg.clone()).await {
+            Ok(r) => return r,
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    panic!("relay could not start on {listen}");
+}
+
+/// Creates an agent home (key, config) like `a2acp agent init --offline`.
+pub fn init_home(dir: &Path, cfg: &AgentConfig, relay_url: &str) -> Home {
+    let home = Home::new(dir);
+    std::fs::create_dir_all(dir).unwrap();
+    a2acp_runtime::keys::create(&home.key()).unwrap();
+    write_config(&home, cfg, relay_url);
+    home
+}
+
+/// Writes `cfg` as the home's config.toml.
+pub fn write_config(home: &Home, cfg: &AgentConfig, relay_url: &str) {
+    let mut f = AgentFile::new(&cfg.address, relay_url, context_to_toml(&cfg.profile));
+    f.permissions = cfg.permissions.clone();
+    f.overrides = cfg
+        .overrides
+        .iter()
+        .map(|(a, o)| (a.to_string(), o.clone()))
+        .collect();
+    let _ = std::fs::remove_file(home.config());
+    f.write_new(&home.config()).unwrap();
+}
+
+/// Runs the agent of `home` in this process.
+pub fn run_agent(home: &Home, name: &str, auto: Option<ScriptedUser>) -> AgentHandle {
+    let opened = AgentHost::open_home(home, Durability::Normal).expect("open agent home");
+    let mut o = RunOptions::new(&opened.file.relay, name);
+    o.auto = auto;
+    o.control_socket = Some(home.socket());
+    o.backoff_min = Duration::from_millis(50);
+    o.backoff_max = Duration::from_millis(400);
+    a2acp_tokio::agent::spawn(opened.host, opened.effects, o).expect("spawn agent")
+}
+
+/// Polls `f` every 20 ms until it returns `Some`, or panics after `secs` seconds.
+pub async fn eventually<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let end = tokio::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        if tokio::time::Instant::now() > end {
+            panic!("timed out waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The agent's threads.
+pub async fn threads(h: &AgentHandle) -> Vec<ThreadSummary> {
+    let r = h.request(Request::Threads).await.expect("agent alive");
+    serde_json::from_value(r.data).unwrap()
+}
+
+/// The agent's open prompts.
+pub async fn prompts(h: &AgentHandle) -> Vec<Prompt> {
+    let r = h.request(Request::Prompts).await.expect("agent alive");
+    serde_json::from_value(r.data).unwrap()
+}
+
+/// Whether the agent is authenticated with the relay.
+pub async fn online(h: &AgentHandle) -> bool {
+    let r = h.request(Request::Status).await.expect("agent alive");
+    r.data["online"].as_bool().unwrap_or(false)
+}
+
+/// Waits until the agent is online.
+pub async fn wait_online(h: &AgentHandle) {
+    eventually(15, "agent online", || async {
+        online(h).await.then_some(())
+    })
+    .await;
+}
+
+/// Waits until every thread of `h` is in `state` (and there is at least one).
+pub async fn wait_state(h: &AgentHandle, state: &str, secs: u64) -> Vec<ThreadSummary> {
+    eventually(secs, &format!("threads {state}"), || async {
+        let t = threads(h).await;
+        (!t.is_empty() && t.iter().all(|x| x.state == state)).then_some(t)
+    })
+    .await
+}
+
+/// Sends one request over the control socket of `home` (what the `a2acp` CLI does).
+pub async fn ctl(home: &Home, req: Request) -> a2acp_runtime::control::Response {
+    a2acp_tokio::agent::control_request(&home.socket(), &req)
+        .await
+        .expect("control socket")
+}
+
+/// A temporary directory.
+pub fn tmp() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("a2acp-test-")
+        .tempdir()
+        .unwrap()
+}
+
+/// A free loopback address.
+pub fn free_addr() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().to_string()
+}
+
+/// Every file under `dir`, concatenated (to look for plaintext).
+pub fn all_bytes(dir: &Path) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut stack: Vec<PathBuf> = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(b) = std::fs::read(&p) {
+                out.extend(b);
+            }
+        }
+    }
+    out
+}
+
+/// A protocol client with no agent behind it: it says exactly what a test wants.
+pub struct Raw {
+    ws: a2acp_tokio::ws::Ws,
+    pub address: Address,
+    pub identity: IdentityKey,
+    /// The last challenge nonce and domain.
+    pub challenge: Option<([u8; 32], String)>,
+}
+
+impl Raw {
+    /// Connects and reads the challenge.
+    pub async fn connect(url: &str, address: &str, seed: u8) -> Raw {
+        let ws = a2acp_tokio::ws::connect(url).await.unwrap();
+        let mut r = Raw {
+            ws,
+            address: Address::parse(address).unwrap(),
+            identity: IdentityKey::from_seed([seed; 32]),
+            challenge: None,
+        };
+        match r.recv().await {
+            RelayFrame::Challenge { nonce, domain, .. } => r.challenge = Some((nonce, domain)),
+            other => panic!("expected a challenge, got {other:?}"),
+        }
+        r
+    }
+
+    /// Connects and registers (authenticates).
+    pub async fn register(url: &str, address: &str, seed: u8) -> Raw {
+        let mut r = Raw::connect(url, address, seed).await;
+        let f = r.register_frame();
+        r.send(&f).await;
+        match r.recv().await {
+            RelayFrame::AuthOk { .. } => r,
+            other => panic!("expected auth_ok, got {other:?}"),
+        }
+    }
+
+    /// A `register` frame answering the current challenge.
+    pub fn register_frame(&self) -> ClientFrame {
+        let (nonce, domain) = self.challenge.clone().unwrap();
+        let ts = a2acp_runtime::now().as_millis();
+        let key = self.identity.public().to_bytes();
+        let msg = challenge_signed_bytes(
+            REGISTER_LABEL,
+            &nonce,
+            &domain,
+            ts,
+            &self.address,
+            Some(&key),
+        );
+        ClientFrame::Register {
+            address: self.address.clone(),
+            key,
+            ts,
+            sig: self.identity.sign(&msg),
+        }
+    }
+
+    /// An `auth` frame answering a challenge for `domain`.
+    pub fn auth_frame(&self, domain: &str) -> ClientFrame {
+        let (nonce, _) = self.challenge.clone().unwrap();
+        let ts = a2acp_runtime::now().as_millis();
+        let msg = challenge_signed_bytes(AUTH_LABEL, &nonce, domain, ts, &self.address, None);
+        ClientFrame::Auth {
+            address: self.address.clone(),
+            ts,
+            sig: self.identity.sign(&msg),
+        }
+    }
+
+    /// Sends a frame.
+    pub async fn send(&mut self, f: &ClientFrame) {
+        self.send_text(String::from_utf8(f.to_bytes()).unwrap())
+            .await;
+    }
+
+    /// Sends text.
+    pub async fn send_text(&mut self, s: String) {
+        self.ws.send(Message::Text(s.into())).await.unwrap();
+    }
+
+    /// The next frame that is not a ping (5 s at most).
+    pub async fn recv(&mut self) -> RelayFrame {
+        loop {
+            let m = tokio::time::timeout(Duration::from_secs(5), self.ws.next())
+                .await
+                .expect("a frame within 5 s")
+                .expect("connection open")
+                .expect("no WebSocket error");
+            if let Message::Text(t) = m {
+                let f = RelayFrame::from_bytes(t.as_bytes()).unwrap();
+                if let RelayFrame::Challenge { nonce, domain, .. } = &f {
+                    self.challenge = Some((*nonce, domain.clone()));
+                }
+                if !matches!(f, RelayFrame::Ping { .. }) {
+                    return f;
+                }
+            }
+        }
+    }
+
+    /// The next message of any kind, or `None` if the connection ended (5 s at most).
+    pub async fn next_message(&mut self) -> Option<Message> {
+        match tokio::time::timeout(Duration::from_secs(5), self.ws.next()).await {
+            Ok(Some(Ok(m))) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// An envelope sealed to `to` in `thread_id`.
+    pub fn envelope(
+        &self,
+        to: &Address,
+        to_key: &PublicKey,
+        thread_id: &str,
+        body: &[u8],
+    ) -> Envelope {
+        let mut s = ThreadSession::new([9; 32]);
+        s.seal(
+            &self.identity,
+            &self.address,
+            to,
+            to_key,
+            thread_id,
+            Direction::FromInitiator,
+            body,
+        )
+        .unwrap()
+    }
+}
+
+/// Installs a tracing subscriber that copies every log line into the returned buffer.
+pub fn capture_logs() -> std::sync::Arc<std::sync::Mutex<Vec<u8>>> {
+    use std::sync::{Arc, Mutex};
+    #[derive(Clone)]
+    struct W(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for W {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            if let Ok(mut v) = self.0.lock() {
+                v.extend_from_slice(b);
+            }
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let buf = Arc::new(Mutex::new(Vec::new()));
+    let w = W(buf.clone());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter("info")
+        .with_ansi(false)
+        .with_writer(move || w.clone())
+        .try_init();
+    buf
+}

@@ -1,0 +1,155 @@
+//! An agent killed with SIGKILL between receiving a request and answering it: after a
+//! restart it shows the open consent prompt again, answers, and the thread completes.
+//!
+//! Alice's agent runs in a child process (this test binary re-executed with
+//! `A2ACP_TEST_CHILD_HOME` set, running only `child_agent`), so the kill is a real
+//! `kill -9`; the test talks to it through its control socket, as the `a2acp` CLI does.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use a2acp_core::agent::{Command as AgentCommand, Prompt, PromptKind};
+use a2acp_runtime::control::Request;
+use a2acp_runtime::home::Home;
+use a2acp_runtime::scripted::{dinner_configs, next_friday, start_dinner, ScriptedUser};
+use a2acp_tests::*;
+
+const CHILD_ENV: &str = "A2ACP_TEST_CHILD_HOME";
+
+/// Not a test by itself: the body of the child process.
+#[test]
+fn child_agent() {
+    let Some(home) = std::env::var_os(CHILD_ENV) else {
+        return;
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let h = run_agent(&Home::new(home), "alice", None);
+        let _ = h.wait().await;
+    });
+}
+
+fn spawn_child(home: &Path) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_agent", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+async fn try_ctl(home: &Home, req: Request) -> Option<a2acp_runtime::control::Response> {
+    a2acp_tokio::agent::control_request(&home.socket(), &req)
+        .await
+        .ok()
+}
+
+async fn child_prompts(home: &Home) -> Option<Vec<Prompt>> {
+    let r = try_ctl(home, Request::Prompts).await?;
+    serde_json::from_value(r.data).ok()
+}
+
+async fn child_online(home: &Home) {
+    eventually(20, "the child agent online", || async {
+        let r = try_ctl(home, Request::Status).await?;
+        r.data["online"].as_bool().unwrap_or(false).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_between_request_and_answer() {
+    let dir = tmp();
+    let relay = relay("127.0.0.1:0", &dir.path().join("relay")).await;
+    let (alice_cfg, bob_cfg) = dinner_configs("localhost").unwrap();
+    let bob_addr = bob_cfg.address.clone();
+    let ha = init_home(&dir.path().join("alice"), &alice_cfg, &relay.url());
+    let hb = init_home(&dir.path().join("bob"), &bob_cfg, &relay.url());
+    let bob = run_agent(&hb, "bob", Some(ScriptedUser::dinner()));
+    wait_online(&bob).await;
+
+    let mut child = spawn_child(ha.dir());
+    child_online(&ha).await;
+    let AgentCommand::StartThread {
+        to,
+        intent,
+        context,
+    } = start_dinner(bob_addr, &next_friday(a2acp_runtime::now()))
+    else {
+        unreachable!()
+    };
+    let r = try_ctl(
+        &ha,
+        Request::StartThread {
+            to: to.to_string(),
+            category: intent.category,
+            summary: intent.summary,
+            context: Some(context),
+            urgent: false,
+        },
+    )
+    .await
+    .unwrap();
+    assert!(r.ok, "{r:?}");
+    // Bob's request arrived: Alice's consent prompt is open, nothing answered yet.
+    let before = eventually(15, "the consent prompt", || async {
+        child_prompts(&ha).await?.into_iter().next()
+    })
+    .await;
+    assert!(matches!(before.kind, PromptKind::Consent { .. }));
+
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+
+    let mut child = spawn_child(ha.dir());
+    let after = eventually(20, "the consent prompt shown again", || async {
+        child_prompts(&ha).await?.into_iter().next()
+    })
+    .await;
+    assert_eq!(after, before, "the same prompt is open again");
+    child_online(&ha).await;
+    let user = ScriptedUser::dinner();
+    let r = try_ctl(
+        &ha,
+        Request::Answer {
+            prompt_id: after.id,
+            args: user.answer_args(&after),
+        },
+    )
+    .await
+    .unwrap();
+    assert!(r.ok, "{r:?}");
+    let resolution = eventually(20, "the resolution prompt", || async {
+        child_prompts(&ha)
+            .await?
+            .into_iter()
+            .find(|p| matches!(p.kind, PromptKind::Resolution { .. }))
+    })
+    .await;
+    let r = try_ctl(
+        &ha,
+        Request::Answer {
+            prompt_id: resolution.id,
+            args: vec!["confirm".into()],
+        },
+    )
+    .await
+    .unwrap();
+    assert!(r.ok, "{r:?}");
+    wait_state(&bob, "COMPLETED", 30).await;
+    eventually(20, "Alice completed", || async {
+        let r = try_ctl(&ha, Request::Threads).await?;
+        (r.data[0]["state"] == "COMPLETED").then_some(())
+    })
+    .await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    bob.stop().await.unwrap();
+    relay.stop(true).await.unwrap();
+}

@@ -1,0 +1,119 @@
+//! The relay killed and restarted mid-negotiation: the thread completes, nothing is lost
+//! and no packet reaches an agent's logic twice.
+
+use std::collections::BTreeSet;
+
+use a2acp_runtime::control::Request;
+use a2acp_runtime::scripted::{dinner_configs, next_friday, start_dinner, ScriptedUser};
+use a2acp_tests::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_restart_mid_negotiation() {
+    let dir = tmp();
+    let data = dir.path().join("relay");
+    let listen = free_addr();
+    let relay1 = relay(&listen, &data).await;
+    let url = relay1.url();
+    let (alice_cfg, bob_cfg) = dinner_configs("localhost").unwrap();
+    let bob_addr = bob_cfg.address.clone();
+    let ha = init_home(&dir.path().join("alice"), &alice_cfg, &url);
+    let hb = init_home(&dir.path().join("bob"), &bob_cfg, &url);
+    // Alice answers by hand (through the control socket); Bob is scripted.
+    let alice = run_agent(&ha, "alice", None);
+    let bob = run_agent(&hb, "bob", Some(ScriptedUser::dinner()));
+    wait_online(&alice).await;
+    wait_online(&bob).await;
+    alice
+        .command(start_dinner(bob_addr, &next_friday(a2acp_runtime::now())))
+        .await
+        .unwrap();
+    let consent = eventually(15, "Alice's consent prompt", || async {
+        prompts(&alice).await.into_iter().next()
+    })
+    .await;
+
+    // Crash the relay: connections dropped, no close frames; only what it committed stays.
+    relay1.stop(false).await.unwrap();
+    eventually(10, "agents notice", || async {
+        (!online(&alice).await && !online(&bob).await).then_some(())
+    })
+    .await;
+    // Alice answers while the relay is down: her answer waits in her outbox.
+    let user = ScriptedUser::dinner();
+    let r = ctl(
+        &ha,
+        Request::Answer {
+            prompt_id: consent.id,
+            args: user.answer_args(&consent),
+        },
+    )
+    .await;
+    assert!(r.ok, "{r:?}");
+    let status = ctl(&ha, Request::Status).await;
+    assert!(status.data["outbox"].as_u64().unwrap() >= 1, "{status:?}");
+
+    let relay2 = relay(&listen, &data).await;
+    wait_online(&alice).await;
+    wait_online(&bob).await;
+    let resolution = eventually(20, "Alice's resolution prompt", || async {
+        prompts(&alice).await.into_iter().next()
+    })
+    .await;
+    let r = ctl(
+        &ha,
+        Request::Answer {
+            prompt_id: resolution.id,
+            args: vec!["confirm".into()],
+        },
+    )
+    .await;
+    assert!(r.ok, "{r:?}");
+    let ta = wait_state(&alice, "COMPLETED", 30).await;
+    wait_state(&bob, "COMPLETED", 30).await;
+
+    // Nothing lost, nothing twice: both sides hold the same 8 packets, each once.
+    let id = ta[0].id.clone();
+    let pa = ctl(&ha, Request::Thread { id: id.clone() }).await.data;
+    let pb = ctl(&hb, Request::Thread { id }).await.data;
+    // (After a reconnection both sides also exchange `thread_state` summaries, §13.1.)
+    let ids = |v: &serde_json::Value| -> Vec<String> {
+        v["packets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["kind"] != "thread_state")
+            .map(|p| p["packet_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (a, b) = (ids(&pa), ids(&pb));
+    assert_eq!(a.len(), 8, "{pa}");
+    assert_eq!(
+        a.iter().collect::<BTreeSet<_>>().len(),
+        8,
+        "a packet handled twice: {a:?}"
+    );
+    assert_eq!(
+        a.iter().collect::<BTreeSet<_>>(),
+        b.iter().collect::<BTreeSet<_>>()
+    );
+    let kinds: Vec<&str> = pa["packets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["kind"].as_str())
+        .collect();
+    for k in [
+        "context",
+        "context_request",
+        "context_response",
+        "resolution",
+        "execution_report",
+    ] {
+        assert!(kinds.contains(&k), "{k} missing: {kinds:?}");
+    }
+    let snap = relay2.snapshot().await.unwrap();
+    assert_eq!(snap.stats.queued, 0);
+    alice.stop().await.unwrap();
+    bob.stop().await.unwrap();
+    relay2.stop(true).await.unwrap();
+}
