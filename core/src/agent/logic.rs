@@ -226,6 +226,10 @@ impl Agent {
                 ),
             );
         }
+        if let Some(t) = self.threads.get_mut(id) {
+            t.withheld.extend(withheld);
+            t.asked.extend(needs.iter().map(|n| n.field.clone()));
+        }
         let body = Body::Context(ContextBody {
             intent: Some(intent),
             context,
@@ -233,9 +237,6 @@ impl Agent {
             permissions: None,
             ..Default::default()
         });
-        if let Some(t) = self.threads.get_mut(id) {
-            t.withheld.extend(withheld);
-        }
         if self.send_packet(id, body).is_ok() {
             self.set_waiting(id, Waiting::Peer);
         }
@@ -622,7 +623,7 @@ impl Agent {
             if counts_as_exchange(&p.body) {
                 t.round_trips += 1;
             }
-            if t.needs_consolidation {
+            if t.needs_consolidation && t.round_trips < self.config.limits.max_round_trips {
                 t.needs_consolidation = false;
                 let ctx = t.shared.clone();
                 let _ = self.send_packet(
@@ -1004,11 +1005,19 @@ impl Agent {
         let Some(t) = self.threads.get(id) else {
             return;
         };
-        if t.state.is_terminal() || t.halted || t.escalated {
+        if t.state.is_terminal() || t.halted {
             return;
         }
         if t.consent.as_ref().is_some_and(|c| c.prompt_id != 0) {
             return; // waits for the user; other threads go on
+        }
+        if t.escalated {
+            // The humans decide what happens next; answers the user gave still go out,
+            // except past the round-trip limit where nothing more is exchanged (§6.4).
+            if t.round_trips < self.config.limits.max_round_trips {
+                self.flush_reply(id);
+            }
+            return;
         }
         if t.llm.is_some() {
             return;
@@ -1536,9 +1545,12 @@ impl Agent {
         let Some(t) = self.threads.get_mut(id) else {
             return;
         };
+        let is_cancel = b.status == ResolutionStatus::Declined
+            && matches!(b.reason_class.as_deref(), None | Some("user_declined"));
         let Some(r) = t.resolution.as_mut() else {
-            if b.status == ResolutionStatus::Declined {
-                // A cancel of a thread without an open resolution.
+            // Only a cancel closes a thread without an open resolution; a late answer to
+            // a resolution already re-opened (a counter, an excuse) is stale.
+            if is_cancel && b.resolution_id.is_none() {
                 self.close_prompts(id);
                 self.set_state(
                     id,
@@ -1554,9 +1566,28 @@ impl Agent {
             }
             return;
         };
-        if b.resolution_id.as_deref().is_some_and(|x| x != r.packet_id)
-            || t.state != ThreadState::Proposed
+        let current = b.resolution_id.as_deref().is_none_or(|x| x == r.packet_id);
+        if current
+            && is_cancel
+            && matches!(t.state, ThreadState::Confirmed | ThreadState::Executing)
         {
+            // The other user withdrew after this side saw every confirmation: undo what
+            // was done here and close, as the other side did.
+            if let Some(ex) = t.execution.as_mut() {
+                ex.failure = Some(format!("{from} withdrew"));
+                ex.cancelled = true;
+            }
+            self.dirty.threads.insert(id.to_string());
+            self.notify(
+                Some(id.into()),
+                NotifyKind::Declined,
+                format!("{from} withdrew. Undoing what was done here."),
+            );
+            self.set_state(id, ThreadState::Failed, "the other user withdrew");
+            self.start_rollback(id);
+            return;
+        }
+        if !current || t.state != ThreadState::Proposed {
             self.audit(Some(id), "answer to an older resolution ignored".into());
             return;
         }
@@ -1640,11 +1671,15 @@ impl Agent {
                 peer_completed: false,
                 reported: false,
                 failure: None,
+                cancelled: false,
             });
         }
         self.set_state(id, ThreadState::Executing, "executing actions");
         self.set_waiting(id, Waiting::Actions);
         self.next_action(id);
+        if let Some(r) = self.threads.get_mut(id).and_then(|t| t.early_report.take()) {
+            self.on_execution_report(id, r);
+        }
     }
 
     // ===== execution (§9) =====
@@ -1847,6 +1882,12 @@ impl Agent {
             return;
         }
         let Some(ex) = t.execution.as_mut() else {
+            if t.state == ThreadState::Proposed {
+                // The peer confirmed and finished before its confirmation reached here
+                // (reordering, or a gap re-send): keep the report for the execution.
+                t.early_report = Some(r);
+                self.dirty.threads.insert(id.to_string());
+            }
             return;
         };
         match r.status.as_str() {
@@ -1911,6 +1952,12 @@ impl Agent {
             .as_ref()
             .and_then(|e| e.failure.clone())
             .unwrap_or_else(|| "an action failed".into());
+        if t.execution.as_ref().is_some_and(|e| e.cancelled) {
+            t.execution = None;
+            self.dirty.threads.insert(id.to_string());
+            self.set_state(id, ThreadState::Declined, &failure);
+            return;
+        }
         t.execution = None;
         let proposer = t.resolution.as_ref().map(|r| r.proposer.clone());
         if let Some(r) = t.resolution.take() {
@@ -2647,6 +2694,7 @@ fn blank_thread(
         coordinator: coordinator.clone(),
         deferred_needs: Vec::new(),
         deferred_resolution: None,
+        early_report: None,
     }
 }
 

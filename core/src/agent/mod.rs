@@ -539,8 +539,9 @@ impl Agent {
             }
         };
         match frame {
-            RelayFrame::Challenge { nonce, domain, .. } => {
-                let ts = self.now.as_millis();
+            RelayFrame::Challenge { nonce, domain, ts } => {
+                // Sign the relay's own time: the nonce already makes the answer fresh and
+                // single-use, and an agent whose clock is off still gets in.
                 let key = self.identity.public().to_bytes();
                 let msg = challenge_signed_bytes(
                     REGISTER_LABEL,
@@ -687,8 +688,14 @@ impl Agent {
             }
             None => {
                 rec.key = Some(key);
+                rec.lookup_sent = false;
+                let pending = std::mem::take(&mut rec.pending);
                 self.dirty.peers.insert(peer.clone());
                 self.keys.insert(peer.clone(), pk);
+                // Packets that waited for this key (its lookup may have been lost) go now.
+                for p in pending {
+                    self.seal_and_queue(&p.thread_id, &p.packet_id, p.json.as_bytes());
+                }
                 self.audit(None, format!("pinned key of {peer} (first contact)"));
                 Ok(())
             }

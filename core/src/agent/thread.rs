@@ -59,6 +59,7 @@ pub const TRANSITIONS: &[(ThreadState, ThreadState)] = &[
     (Executing, Failed),
     (Failed, Rollback),
     (Rollback, Negotiating),
+    (Rollback, Declined),
     (Stalled, Negotiating),
     (Stalled, Proposed),
     (Stalled, Declined),
@@ -166,6 +167,9 @@ pub struct Execution {
     pub reported: bool,
     /// The failure that started a rollback.
     pub failure: Option<String>,
+    /// The other user withdrew: after the rollback the thread closes (DECLINED).
+    #[serde(default)]
+    pub cancelled: bool,
 }
 
 /// One packet of the thread's history.
@@ -271,6 +275,9 @@ pub struct Thread {
     /// once the rollback is done: (packet id, proposer, resolution).
     #[serde(default)]
     pub deferred_resolution: Option<(String, Address, ResolutionBody)>,
+    /// The peer's execution report, arrived before this side saw every confirmation.
+    #[serde(default)]
+    pub early_report: Option<crate::packet::ExecutionReport>,
 }
 
 /// A refused transition: a bug in the caller, never caused by peer input alone.

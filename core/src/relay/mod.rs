@@ -488,6 +488,10 @@ impl Relay {
     /// keeps every registration and every queued packet; delivery ids continue above
     /// any id handed out before. Records under other prefixes are ignored. Nothing is
     /// connected; counters start at zero.
+    ///
+    /// `seed` must be fresh — not the seed of an earlier run of this relay: challenges are
+    /// drawn from it, and a repeated challenge would let an old authentication answer be
+    /// replayed. Runtimes pass OS randomness; simulations derive a new seed per restart.
     pub fn restore(
         config: RelayConfig,
         seed: [u8; 32],
