@@ -19,6 +19,9 @@ use crate::packet::{
     ResolutionResponseBody, ResolutionStatus, ThreadStateBody, Unavailable,
 };
 
+/// How long an ended thread keeps its ephemeral secret to answer late gap requests.
+const ERASE_GRACE: std::time::Duration = std::time::Duration::from_secs(7 * 86_400);
+
 /// What triggered an evaluation: it decides whether a proposal may be made this turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Turn {
@@ -539,6 +542,10 @@ impl Agent {
             ),
         );
         if inactive {
+            // An ended thread still answers gap requests during the grace period (§13.1).
+            if let Body::ThreadState(s) = packet.body {
+                self.on_thread_state(&id, s);
+            }
             return;
         }
         if let Some(rec) = self.peers.get_mut(&peer) {
@@ -1550,7 +1557,7 @@ impl Agent {
         let Some(r) = t.resolution.as_mut() else {
             // Only a cancel closes a thread without an open resolution; a late answer to
             // a resolution already re-opened (a counter, an excuse) is stale.
-            if is_cancel && b.resolution_id.is_none() {
+            if is_cancel {
                 self.close_prompts(id);
                 self.set_state(
                     id,
@@ -1585,6 +1592,20 @@ impl Agent {
             );
             self.set_state(id, ThreadState::Failed, "the other user withdrew");
             self.start_rollback(id);
+            return;
+        }
+        if is_cancel && t.state == ThreadState::Proposed {
+            // `user_declined` closes the sender's side whatever resolution it answered.
+            self.close_prompts(id);
+            self.set_state(id, ThreadState::Declined, "declined by the other user");
+            self.notify(
+                Some(id.into()),
+                NotifyKind::Declined,
+                format!(
+                    "{from} declined. {}",
+                    b.message_to_other_agent.unwrap_or_default()
+                ),
+            );
             return;
         }
         if !current || t.state != ThreadState::Proposed {
@@ -2261,9 +2282,10 @@ impl Agent {
     /// A thread ended: its ephemeral secret is erased, so a later key leak cannot open
     /// it (§16, SPEC-NOTES "forward secrecy").
     fn end_thread(&mut self, id: &str) {
+        let now = self.now;
         if let Some(t) = self.threads.get_mut(id) {
-            if t.state.is_terminal() {
-                t.session.erase();
+            if t.state.is_terminal() && t.ended_at.is_none() {
+                t.ended_at = Some(now);
                 t.consent = None;
                 t.llm = None;
                 self.dirty.threads.insert(id.to_string());
@@ -2284,7 +2306,15 @@ impl Agent {
     }
 
     pub(super) fn thread_deadline(&self, t: &Thread) -> Option<Timestamp> {
-        if t.state.is_terminal() || t.halted {
+        if t.state.is_terminal() {
+            // The ephemeral secret outlives the thread by a grace period, so late gap
+            // requests (§13.1) can still be answered; then it is erased.
+            return t
+                .ended_at
+                .filter(|_| !t.session.is_erased())
+                .map(|e| e.add(ERASE_GRACE));
+        }
+        if t.halted {
             return None;
         }
         let mut d: Option<Timestamp> = None;
@@ -2316,6 +2346,16 @@ impl Agent {
 
     pub(super) fn thread_timeout(&mut self, id: &str) {
         let now = self.now;
+        if let Some(t) = self.threads.get_mut(id) {
+            if t.state.is_terminal() {
+                if t.ended_at.is_some_and(|e| e.add(ERASE_GRACE) <= now) && !t.session.is_erased() {
+                    t.session.erase();
+                    self.dirty.threads.insert(id.to_string());
+                    self.audit(Some(id), "ephemeral key erased".into());
+                }
+                return;
+            }
+        }
         let Some(t) = self.threads.get_mut(id) else {
             return;
         };
@@ -2695,6 +2735,7 @@ fn blank_thread(
         deferred_needs: Vec::new(),
         deferred_resolution: None,
         early_report: None,
+        ended_at: None,
     }
 }
 

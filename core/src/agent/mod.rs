@@ -202,6 +202,12 @@ struct OutboxItem {
     thread_id: String,
     packet_id: String,
     env: Envelope,
+    /// Refused for now (queue overflow, rate limit): sent again at this time.
+    #[serde(default)]
+    parked_until: Option<Timestamp>,
+    /// How often it was refused, for the backoff.
+    #[serde(default)]
+    refusals: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -492,6 +498,13 @@ impl Agent {
         if self.link != Link::Down {
             at(self.last_heard.add(self.config.limits.relay_silence));
         }
+        if self.link == Link::Ready {
+            for o in self.outbox.values() {
+                if let Some(p) = o.parked_until {
+                    at(p);
+                }
+            }
+        }
         for th in self.threads.values() {
             if let Some(x) = self.thread_deadline(th) {
                 at(x);
@@ -601,6 +614,9 @@ impl Agent {
         self.audit(None, "relay authenticated".to_string());
         // Replay the local queue in order (§13.1).
         let items: Vec<OutboxItem> = self.outbox.values().cloned().collect();
+        for o in self.outbox.values_mut() {
+            o.parked_until = None;
+        }
         for o in items {
             self.send_frame(&ClientFrame::Send {
                 seq: o.seq,
@@ -739,27 +755,63 @@ impl Agent {
         );
     }
 
+    /// The relay refused a packet for now (§13.2 overflow, rate limit, full queue): it
+    /// stays in the outbox and is sent again after a backoff (30 s, doubling, at most 1 h),
+    /// so nothing is lost; the recipient drops what it already has.
+    fn park(&mut self, seq: u64, base: Duration) -> Option<OutboxItem> {
+        let now = self.now;
+        let o = self.outbox.get_mut(&seq)?;
+        o.refusals = o.refusals.saturating_add(1);
+        let backoff = base
+            .saturating_mul(1u32 << o.refusals.saturating_sub(1).min(7))
+            .min(Duration::from_secs(3600));
+        o.parked_until = Some(now.add(backoff));
+        let item = o.clone();
+        self.dirty.ops.push(PersistOp::Put {
+            key: outbox_key(seq),
+            value: serde_json::to_vec(&item).unwrap_or_default(),
+        });
+        Some(item)
+    }
+
     fn on_overflow(&mut self, seq: u64, to: &Address) {
-        if let Some(o) = self.outbox.remove(&seq) {
-            self.dirty.ops.push(PersistOp::Delete {
-                key: outbox_key(seq),
-            });
-            if let Some(t) = self.threads.get_mut(&o.thread_id) {
-                t.needs_consolidation = true;
-                self.dirty.threads.insert(o.thread_id.clone());
-            }
+        let Some(o) = self.park(seq, Duration::from_secs(30)) else {
+            return;
+        };
+        if o.refusals == 1 {
             self.notify(
                 Some(o.thread_id.clone()),
                 NotifyKind::Delivery,
-                format!("{to} has been offline for a while and its queue for this thread is full; I'll send one summary when it is back."),
+                format!("{to} has been offline for a while and its queue for this thread is full; I'll keep trying."),
             );
-            self.audit(
-                Some(&o.thread_id),
-                format!(
-                    "relay queue overflow for {to}, packet {} not queued",
-                    o.packet_id
-                ),
-            );
+        }
+        self.audit(
+            Some(&o.thread_id),
+            format!(
+                "relay queue overflow for {to}, packet {} parked until {}",
+                o.packet_id,
+                o.parked_until.unwrap_or_default()
+            ),
+        );
+    }
+
+    /// Sends parked packets whose time has come.
+    fn unpark(&mut self) {
+        let now = self.now;
+        let due: Vec<u64> = self
+            .outbox
+            .values()
+            .filter(|o| o.parked_until.is_some_and(|t| t <= now))
+            .map(|o| o.seq)
+            .collect();
+        for seq in due {
+            if let Some(o) = self.outbox.get_mut(&seq) {
+                o.parked_until = None;
+                let (seq, env) = (o.seq, o.env.clone());
+                if self.link == Link::Ready {
+                    self.send_frame(&ClientFrame::Send { seq, env });
+                }
+            }
         }
     }
 
@@ -779,8 +831,11 @@ impl Agent {
                     format!("The relay refused this agent: {message}"),
                 );
             }
-            (E::RateLimited | E::QueueFull, Some(_)) => {
-                // Stays in the outbox; replayed on the next connection.
+            (E::RateLimited, Some(seq)) => {
+                self.park(seq, Duration::from_secs(1));
+            }
+            (E::QueueFull, Some(seq)) => {
+                self.park(seq, Duration::from_secs(30));
             }
             (_, Some(seq)) => {
                 if let Some(o) = self.outbox.remove(&seq) {
@@ -844,6 +899,8 @@ impl Agent {
             thread_id: thread_id.to_string(),
             packet_id: packet_id.to_string(),
             env,
+            parked_until: None,
+            refusals: 0,
         };
         self.dirty.ops.push(PersistOp::Put {
             key: outbox_key(seq),
@@ -910,6 +967,7 @@ impl Agent {
     }
 
     fn on_timeout(&mut self) {
+        self.unpark();
         if self.link != Link::Down
             && self.now >= self.last_heard.add(self.config.limits.relay_silence)
         {

@@ -278,6 +278,10 @@ pub struct Thread {
     /// The peer's execution report, arrived before this side saw every confirmation.
     #[serde(default)]
     pub early_report: Option<crate::packet::ExecutionReport>,
+    /// When the thread reached a terminal state; its ephemeral secret is erased a grace
+    /// period later (SPEC-NOTES "forward secrecy").
+    #[serde(default)]
+    pub ended_at: Option<Timestamp>,
 }
 
 /// A refused transition: a bug in the caller, never caused by peer input alone.
