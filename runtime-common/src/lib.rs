@@ -1,9 +1,10 @@
 //! # a2acp-runtime
 //!
-//! The runtime pieces shared by a2acp's executor bindings (`a2acp-tokio`, and `a2acp-smol`
-//! later). Nothing here depends on an async executor: the bindings own the sockets and the
-//! timers, and hand inputs to the hosts defined here, which drive the sans-IO core
-//! (`a2acp-core`) and return what to do.
+//! The runtime pieces shared by a2acp's executor bindings (`a2acp-tokio` and
+//! `a2acp-smol`). Nothing here depends on an async executor: the bindings own the sockets,
+//! the spawning and the timers, and hand inputs to the hosts and loops defined here, which
+//! drive the sans-IO core (`a2acp-core`) and return what to do. Async code here is written
+//! against `futures` traits and `flume` channels only, so it runs on any executor.
 //!
 //! - [`store`]: the SQLite key/value store that makes the core's `PersistOp`s durable, one
 //!   transaction per drained batch of outputs, committed before any send of that batch;
@@ -14,6 +15,14 @@
 //!   committing every batch to SQLite before it releases the frames that reveal it;
 //! - [`config`], [`keys`], [`home`]: the agent's TOML configuration, its identity key file
 //!   (mode 0600) and where its files live;
+//! - [`daemon`]: the agent daemon's loop around an [`agent_host::AgentHost`], its relay
+//!   link (reconnection with backoff and jitter) and the control socket's request
+//!   handling, given the binding's timer and TCP connect;
+//! - [`ws`]: the WebSocket settings of both ends, the client handshake and the relay's
+//!   per-connection loop, over any `futures-io` stream;
+//! - [`term`]: the terminal of an interactive agent (raw mode, one key per choice);
+//! - [`cli`]: the flags of `relay` and `agent run`, shared by both binaries;
+//! - [`race`]: waiting for the first of two futures;
 //! - [`prompt`]: the text of the §7.3 consent prompt and the §8.2 resolution prompt, one
 //!   keystroke per choice, and the parsing of `a2acp answer` arguments;
 //! - [`control`]: the control-socket protocol (JSON lines over a Unix socket);
@@ -24,16 +33,21 @@
 #![deny(missing_docs)]
 
 pub mod agent_host;
+pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod control;
+pub mod daemon;
 pub mod home;
 pub mod http;
 pub mod keys;
 pub mod prompt;
+pub mod race;
 pub mod relay_service;
 pub mod scripted;
 pub mod store;
+pub mod term;
 pub mod transcript;
+pub mod ws;
 
 pub use clock::{now, os_seed};

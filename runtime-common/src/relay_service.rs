@@ -1,14 +1,27 @@
-//! The relay state machine on its own OS thread, executor-independent.
+//! The relay on its own OS threads, executor-independent.
 //!
 //! Connection tasks (of any executor) report connections, frames and disconnections
-//! through a bounded channel ([`RelayHandle`]); one thread owns the [`Relay`] and its
-//! SQLite [`Store`]. It takes a batch of inputs (whatever is waiting, up to `max_batch`),
-//! feeds them to the relay with the current time, collects the outputs, **commits every
-//! persist record of the batch in one transaction, and only then** hands the frames to
-//! the connections' outgoing channels — so an `accepted` never leaves before its packet is
-//! durable, and a registration is stored before its `auth_ok` (group commit: one sync per
-//! batch, however many packets it holds). SQLite's blocking calls never stall an async
-//! executor, and the thread's outputs are executed strictly in order.
+//! through a [`RelayHandle`]. Three kinds of threads do the rest, a pipeline:
+//!
+//! 1. **Verifiers** (one per core by default). A connection's frames always go to the same
+//!    verifier, so they stay in order. It parses each frame and, for a `send` on a
+//!    connection authenticated with the envelope's `from_key`, checks the envelope's
+//!    signature — with one batch verification when several are waiting (deep queues), one
+//!    by one otherwise — against a cache of decompressed verifying keys. Frames it could
+//!    not check (unauthenticated connection, another key) go on unverified: the state
+//!    machine checks those itself. Verification is neither on the executor's I/O tasks
+//!    nor on the state machine's thread.
+//! 2. **The state machine**: one thread owns the [`Relay`]. It takes a batch of inputs
+//!    (whatever is waiting, up to `max_batch`), feeds them in order with the current time
+//!    — routing, rate limits, registry and queue bounds — and hands the batch's outputs to
+//!    the committer. It then goes on with the next batch while the previous one is synced.
+//! 3. **The committer**: one thread owns the SQLite [`Store`]. It takes every batch
+//!    waiting, **commits all their persist records in one transaction, and only then**
+//!    hands their frames to the connections' outgoing channels, batch after batch in
+//!    order — so an `accepted` never leaves before its packet is durable, and a
+//!    registration is stored before its `auth_ok` (group commit: one sync for however
+//!    many batches and packets were waiting). SQLite's blocking calls never stall an
+//!    async executor nor the routing.
 //!
 //! A connection whose outgoing channel is full (it does not read) is dropped as a slow
 //! consumer; its unacknowledged packets stay queued for its next connection.
@@ -16,13 +29,17 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use a2acp_core::crypto::{PublicKey, ENVELOPE_VERSION};
 use a2acp_core::persist::PersistOp;
-use a2acp_core::relay::frame::ErrorCode;
-use a2acp_core::relay::{ConnId, Relay, RelayConfig, RelayEvent, RelayOutput, RelayStats};
+use a2acp_core::relay::frame::{ClientFrame, ErrorCode};
+use a2acp_core::relay::{
+    self, ConnId, FrameError, Relay, RelayConfig, RelayEvent, RelayOutput, RelayStats, Verified,
+};
+use ed25519_dalek::{Signature, VerifyingKey};
 use tracing::{debug, error, info, warn};
 
 use crate::store::{Durability, Store, StoreError};
@@ -36,12 +53,14 @@ pub struct ServiceConfig {
     pub data: Option<PathBuf>,
     /// How commits reach the disk.
     pub durability: Durability,
-    /// Most inputs handled per commit.
+    /// Most inputs the state machine handles in one step (one batch for the committer).
     pub max_batch: usize,
     /// Outgoing frames buffered per connection before it is dropped as a slow consumer.
     pub conn_queue: usize,
     /// Inputs buffered before connection tasks wait (backpressure).
     pub input_queue: usize,
+    /// Threads parsing frames and verifying envelope signatures; 0: one per core.
+    pub verifiers: usize,
 }
 
 impl Default for ServiceConfig {
@@ -53,6 +72,7 @@ impl Default for ServiceConfig {
             max_batch: 1024,
             conn_queue: 4096,
             input_queue: 16_384,
+            verifiers: 0,
         }
     }
 }
@@ -110,21 +130,83 @@ pub struct RelaySnapshot {
     pub batches: u64,
 }
 
+/// Most frames a verifier takes at once (and most signatures in one batch verification).
+const VERIFY_CHUNK: usize = 128;
+/// Fewest signatures worth a batch verification (below, one by one is as fast).
+const BATCH_MIN: usize = 4;
+/// Decompressed keys a verifier keeps before starting over.
+const KEY_CACHE_MAX: usize = 65_536;
+/// Batches the state machine may hand the committer before it waits for a commit.
+const COMMIT_QUEUE: usize = 4;
+/// How often idle threads look at the stop flag.
+const IDLE_WAKE: Duration = Duration::from_millis(250);
+
+/// An input of the state machine.
 enum Msg {
     Connected(ConnId, flume::Sender<ConnOut>),
-    Bytes(ConnId, Vec<u8>),
-    Disconnected(ConnId),
+    /// Frames and disconnections of one verifier's connections, in their order.
+    Items(Vec<Item>),
     Snapshot(flume::Sender<RelaySnapshot>),
     Wake,
+}
+
+// A frame is short-lived and travels in a `Vec`; boxing it would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+enum Item {
+    Frame(ConnId, Result<ClientFrame, FrameError>, Verified),
+    Disconnected(ConnId),
+}
+
+/// An input of a verifier.
+enum VerifyIn {
+    Bytes(ConnId, Vec<u8>),
+    Disconnected(ConnId),
+    Wake,
+}
+
+/// What the state machine tells a verifier about its connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ctl {
+    /// The connection authenticated as an address registered with this key.
+    Authed(ConnId, [u8; 32]),
+    /// The connection is gone.
+    Forget(ConnId),
+}
+
+struct Shard {
+    tx: flume::Sender<VerifyIn>,
+    /// Never blocks the state machine; the verifier applies it before its next frames
+    /// (late is harmless: the state machine checks what a verifier did not).
+    ctl: Mutex<Vec<Ctl>>,
+}
+
+struct Shared {
+    next: AtomicU64,
+    stop: AtomicBool,
+    graceful: AtomicBool,
+    /// The committer stopped on a store failure.
+    failed: AtomicBool,
+    commits: AtomicU64,
+    slow: AtomicU64,
+}
+
+fn shard_of(shards: &[Shard], conn: ConnId) -> &Shard {
+    let n = shards.len().max(1) as u64;
+    &shards[(conn.0 % n) as usize]
+}
+
+fn wake_shards(shards: &[Shard]) {
+    for s in shards {
+        let _ = s.tx.try_send(VerifyIn::Wake);
+    }
 }
 
 /// A cheap, cloneable handle for connection tasks.
 #[derive(Clone)]
 pub struct RelayHandle {
     tx: flume::Sender<Msg>,
-    next: Arc<AtomicU64>,
-    stop: Arc<AtomicBool>,
-    graceful: Arc<AtomicBool>,
+    shards: Arc<[Shard]>,
+    shared: Arc<Shared>,
     conn_queue: usize,
 }
 
@@ -138,7 +220,7 @@ impl RelayHandle {
     /// A new connection: its id and the channel of what to send on it (the challenge
     /// comes first).
     pub async fn connect(&self) -> Result<(ConnId, flume::Receiver<ConnOut>), Stopped> {
-        let conn = ConnId(self.next.fetch_add(1, Ordering::Relaxed));
+        let conn = ConnId(self.shared.next.fetch_add(1, Ordering::Relaxed));
         let (tx, rx) = flume::bounded(self.conn_queue);
         self.tx
             .send_async(Msg::Connected(conn, tx))
@@ -149,15 +231,20 @@ impl RelayHandle {
 
     /// A frame arrived on `conn` (waits while the relay is saturated).
     pub async fn bytes(&self, conn: ConnId, bytes: Vec<u8>) -> Result<(), Stopped> {
-        self.tx
-            .send_async(Msg::Bytes(conn, bytes))
+        shard_of(&self.shards, conn)
+            .tx
+            .send_async(VerifyIn::Bytes(conn, bytes))
             .await
             .map_err(|_| Stopped)
     }
 
     /// `conn` closed.
     pub async fn disconnected(&self, conn: ConnId) {
-        let _ = self.tx.send_async(Msg::Disconnected(conn)).await;
+        // Through the connection's verifier, so it follows the connection's last frames.
+        let _ = shard_of(&self.shards, conn)
+            .tx
+            .send_async(VerifyIn::Disconnected(conn))
+            .await;
     }
 
     /// Current counters, or `None` if the service stopped.
@@ -170,14 +257,15 @@ impl RelayHandle {
     /// Asks the service to stop: `graceful` closes every connection with a close frame;
     /// otherwise connections are dropped as by a crash. Committed state is kept either way.
     pub fn stop(&self, graceful: bool) {
-        self.graceful.store(graceful, Ordering::SeqCst);
-        self.stop.store(true, Ordering::SeqCst);
+        self.shared.graceful.store(graceful, Ordering::SeqCst);
+        self.shared.stop.store(true, Ordering::SeqCst);
         let _ = self.tx.try_send(Msg::Wake);
+        wake_shards(&self.shards);
     }
 
     /// Whether a stop was requested.
     pub fn is_stopping(&self) -> bool {
-        self.stop.load(Ordering::SeqCst)
+        self.shared.stop.load(Ordering::SeqCst)
     }
 }
 
@@ -188,10 +276,11 @@ pub struct RelayService {
     thread: Option<JoinHandle<Result<(), ServiceError>>>,
     domain: String,
     restored: (usize, usize),
+    verifiers: usize,
 }
 
 impl RelayService {
-    /// Opens the store, restores the relay and starts its thread.
+    /// Opens the store, restores the relay and starts its threads.
     pub fn start(cfg: ServiceConfig) -> Result<RelayService, ServiceError> {
         let store = match &cfg.data {
             Some(dir) => {
@@ -208,25 +297,97 @@ impl RelayService {
         let st = relay.stats();
         let restored = (st.registered, st.queued);
         let domain = relay.config().domain.clone();
-        let (tx, rx) = flume::bounded(cfg.input_queue.max(1));
+        let max_frame = relay.config().max_frame_bytes;
+
+        let nverif = match cfg.verifiers {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        }
+        .clamp(1, 64);
+        let input_queue = cfg.input_queue.max(1);
+        // The state machine's channel carries chunks of up to VERIFY_CHUNK frames.
+        let (tx, rx) = flume::bounded((input_queue / VERIFY_CHUNK).max(16));
+        let mut verify_rx = Vec::with_capacity(nverif);
+        let shards: Arc<[Shard]> = (0..nverif)
+            .map(|_| {
+                let (tx, rx) = flume::bounded((input_queue / nverif).max(VERIFY_CHUNK));
+                verify_rx.push(rx);
+                Shard {
+                    tx,
+                    ctl: Mutex::new(Vec::new()),
+                }
+            })
+            .collect();
+        let shared = Arc::new(Shared {
+            next: AtomicU64::new(1),
+            stop: AtomicBool::new(false),
+            graceful: AtomicBool::new(true),
+            failed: AtomicBool::new(false),
+            commits: AtomicU64::new(0),
+            slow: AtomicU64::new(0),
+        });
         let handle = RelayHandle {
-            tx,
-            next: Arc::new(AtomicU64::new(1)),
-            stop: Arc::new(AtomicBool::new(false)),
-            graceful: Arc::new(AtomicBool::new(true)),
+            tx: tx.clone(),
+            shards: shards.clone(),
+            shared: shared.clone(),
             conn_queue: cfg.conn_queue.max(16),
         };
-        let h2 = handle.clone();
-        let max_batch = cfg.max_batch.max(1);
+        let spawn_err = |e: std::io::Error| ServiceError::Thread(e.to_string());
+
+        let mut verifiers = Vec::with_capacity(nverif);
+        for (i, rx) in verify_rx.into_iter().enumerate() {
+            let v = Verifier {
+                rx,
+                core: tx.clone(),
+                shards: shards.clone(),
+                index: i,
+                shared: shared.clone(),
+                state: VerifyState::new(max_frame, relay.config()),
+            };
+            verifiers.push(
+                std::thread::Builder::new()
+                    .name(format!("a2acp-verify-{i}"))
+                    .spawn(move || v.run())
+                    .map_err(spawn_err)?,
+            );
+        }
+
+        let (commit_tx, commit_rx) = flume::bounded(COMMIT_QUEUE);
+        let (dropped_tx, dropped_rx) = flume::unbounded();
+        let committer = Committer {
+            store,
+            rx: commit_rx,
+            conns: HashMap::new(),
+            dropped: dropped_tx,
+            core: tx.downgrade(),
+            shared: shared.clone(),
+        };
+        let committer = std::thread::Builder::new()
+            .name("a2acp-commit".into())
+            .spawn(move || committer.run())
+            .map_err(spawn_err)?;
+
+        let core = Core {
+            relay,
+            rx,
+            shards,
+            shared,
+            max_batch: cfg.max_batch.max(1),
+            batches: 0,
+            pending: Commit::default(),
+            committer: commit_tx,
+            dropped: dropped_rx,
+        };
         let thread = std::thread::Builder::new()
             .name("a2acp-relay".into())
-            .spawn(move || Core::new(relay, store, rx, h2, max_batch).run())
-            .map_err(|e| ServiceError::Thread(e.to_string()))?;
+            .spawn(move || core.run(committer, verifiers))
+            .map_err(spawn_err)?;
         Ok(RelayService {
             handle,
             thread: Some(thread),
             domain,
             restored,
+            verifiers: nverif,
         })
     }
 
@@ -245,14 +406,19 @@ impl RelayService {
         self.restored
     }
 
-    /// Stops the service and waits for its thread (blocking: call from a plain thread
+    /// Verifier threads running.
+    pub fn verifiers(&self) -> usize {
+        self.verifiers
+    }
+
+    /// Stops the service and waits for its threads (blocking: call from a plain thread
     /// or a blocking section).
     pub fn stop_and_join(mut self, graceful: bool) -> Result<(), ServiceError> {
         self.handle.stop(graceful);
         self.join_inner()
     }
 
-    /// Waits for the thread to end (after a stop or a fatal error).
+    /// Waits for the threads to end (after a stop or a fatal error).
     pub fn join(mut self) -> Result<(), ServiceError> {
         self.join_inner()
     }
@@ -276,51 +442,358 @@ impl Drop for RelayService {
     }
 }
 
-struct Core {
-    relay: Relay,
-    store: Store,
-    rx: flume::Receiver<Msg>,
-    handle: RelayHandle,
-    conns: HashMap<ConnId, flume::Sender<ConnOut>>,
-    max_batch: usize,
-    slow: u64,
-    commits: u64,
-    batches: u64,
-    ops: Vec<PersistOp>,
-    actions: Vec<RelayOutput>,
-    dropped: Vec<ConnId>,
+// ---- verifiers ----
+
+struct Verifier {
+    rx: flume::Receiver<VerifyIn>,
+    core: flume::Sender<Msg>,
+    shards: Arc<[Shard]>,
+    index: usize,
+    shared: Arc<Shared>,
+    state: VerifyState,
 }
 
-impl Core {
-    fn new(
-        relay: Relay,
-        store: Store,
-        rx: flume::Receiver<Msg>,
-        handle: RelayHandle,
-        max_batch: usize,
-    ) -> Self {
-        Core {
-            relay,
-            store,
-            rx,
-            handle,
-            conns: HashMap::new(),
-            max_batch,
-            slow: 0,
-            commits: 0,
-            batches: 0,
-            ops: Vec::new(),
-            actions: Vec::new(),
-            dropped: Vec::new(),
+impl Verifier {
+    fn run(mut self) {
+        let mut input = Vec::with_capacity(VERIFY_CHUNK);
+        loop {
+            if self.shared.stop.load(Ordering::SeqCst) {
+                return;
+            }
+            match self.rx.recv_timeout(IDLE_WAKE) {
+                Ok(m) => input.push(m),
+                Err(flume::RecvTimeoutError::Timeout) => {
+                    self.apply_ctl();
+                    continue;
+                }
+                Err(flume::RecvTimeoutError::Disconnected) => return,
+            }
+            while input.len() < VERIFY_CHUNK {
+                match self.rx.try_recv() {
+                    Ok(m) => input.push(m),
+                    Err(_) => break,
+                }
+            }
+            self.apply_ctl();
+            let items = self.state.process(input.drain(..));
+            if !items.is_empty() && self.core.send(Msg::Items(items)).is_err() {
+                return;
+            }
         }
     }
 
-    fn run(mut self) -> Result<(), ServiceError> {
-        let mut batch: Vec<Msg> = Vec::with_capacity(self.max_batch);
-        let mut replies: Vec<flume::Sender<RelaySnapshot>> = Vec::new();
+    fn apply_ctl(&mut self) {
+        let ctl = match self.shards[self.index].ctl.lock() {
+            Ok(mut g) if !g.is_empty() => std::mem::take(&mut *g),
+            _ => return,
+        };
+        for c in ctl {
+            self.state.apply(c);
+        }
+    }
+}
+
+/// A registered key, decompressed once for both ways of verifying.
+struct CachedKey {
+    key: PublicKey,
+    vk: VerifyingKey,
+}
+
+/// An authenticated connection as a verifier sees it.
+struct AuthedConn {
+    /// The key its address is registered with.
+    key: [u8; 32],
+    /// Signatures it may still have checked here: the relay's rate limit, so that a
+    /// sender beyond its rate (whose frames the state machine refuses before checking
+    /// anything) does not buy signature checks either. Past it, frames go on unverified.
+    budget: Budget,
+}
+
+/// A token bucket in thousandths of a token, refilled at `rate` per second up to `burst`.
+struct Budget {
+    milli: u64,
+    last: Instant,
+}
+
+impl Budget {
+    fn take(&mut self, now: Instant, rate: u32, burst: u32) -> bool {
+        let ms = now.saturating_duration_since(self.last).as_millis();
+        let ms = u64::try_from(ms).unwrap_or(u64::MAX);
+        if ms > 0 {
+            self.last = now;
+        }
+        self.milli = self
+            .milli
+            .saturating_add(ms.saturating_mul(u64::from(rate)))
+            .min(u64::from(burst).saturating_mul(1000));
+        if self.milli >= 1000 {
+            self.milli -= 1000;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// A verifier's knowledge: which key each of its authenticated connections signs with,
+/// and the decompressed keys (`PublicKey::from_bytes` costs about a verification).
+struct VerifyState {
+    max_frame: usize,
+    rate: u32,
+    burst: u32,
+    conns: HashMap<ConnId, AuthedConn>,
+    keys: HashMap<[u8; 32], Option<CachedKey>>,
+}
+
+impl VerifyState {
+    fn new(max_frame: usize, cfg: &RelayConfig) -> Self {
+        VerifyState {
+            max_frame,
+            rate: cfg.rate_per_sec,
+            burst: cfg.rate_burst.max(1),
+            conns: HashMap::new(),
+            keys: HashMap::new(),
+        }
+    }
+
+    fn apply(&mut self, c: Ctl) {
+        match c {
+            Ctl::Authed(conn, key) => {
+                let budget = Budget {
+                    milli: u64::from(self.burst).saturating_mul(1000),
+                    last: Instant::now(),
+                };
+                self.conns.insert(conn, AuthedConn { key, budget });
+            }
+            Ctl::Forget(conn) => {
+                self.conns.remove(&conn);
+            }
+        }
+    }
+
+    /// Whether `conn` is authenticated with `key` and within its budget (taking one).
+    fn may_verify(&mut self, conn: ConnId, key: &[u8; 32], now: Instant) -> bool {
+        match self.conns.get_mut(&conn) {
+            Some(c) if c.key == *key => c.budget.take(now, self.rate, self.burst),
+            _ => false,
+        }
+    }
+
+    /// Whether `key` is cached (decompressing it on first use).
+    fn ensure_key(&mut self, key: &[u8; 32]) -> bool {
+        if let Some(k) = self.keys.get(key) {
+            return k.is_some();
+        }
+        if self.keys.len() >= KEY_CACHE_MAX {
+            self.keys.clear();
+        }
+        let k = PublicKey::from_bytes(key).ok().and_then(|pk| {
+            VerifyingKey::from_bytes(key)
+                .ok()
+                .map(|vk| CachedKey { key: pk, vk })
+        });
+        let ok = k.is_some();
+        self.keys.insert(*key, k);
+        ok
+    }
+
+    /// Parses the frames and verifies the `send`s it can, keeping the order.
+    fn process(&mut self, input: impl Iterator<Item = VerifyIn>) -> Vec<Item> {
+        let mut items = Vec::with_capacity(input.size_hint().0);
+        let mut todo = Vec::new();
+        let now = Instant::now();
+        for m in input {
+            match m {
+                VerifyIn::Bytes(conn, b) => {
+                    let parsed = relay::parse_frame(&b, self.max_frame);
+                    drop(b);
+                    if let Ok(ClientFrame::Send { env, .. }) = &parsed {
+                        if env.v == ENVELOPE_VERSION
+                            && self.may_verify(conn, &env.from_key, now)
+                            && self.ensure_key(&env.from_key)
+                        {
+                            todo.push(items.len());
+                        }
+                    }
+                    items.push(Item::Frame(conn, parsed, Verified::No));
+                }
+                VerifyIn::Disconnected(conn) => {
+                    self.conns.remove(&conn);
+                    items.push(Item::Disconnected(conn));
+                }
+                VerifyIn::Wake => {}
+            }
+        }
+        self.verify(&mut items, &todo);
+        items
+    }
+
+    /// Marks the `send`s at `todo` whose signature verifies.
+    fn verify(&self, items: &mut [Item], todo: &[usize]) {
+        if todo.len() < BATCH_MIN {
+            for &i in todo {
+                self.verify_one(&mut items[i]);
+            }
+            return;
+        }
+        let (batch, single): (Vec<usize>, Vec<usize>) = todo
+            .iter()
+            .partition(|&&i| send_env(&items[i]).is_some_and(|e| batchable_r(&e.sig)));
+        for &i in &single {
+            self.verify_one(&mut items[i]);
+        }
+        for chunk in batch.chunks(VERIFY_CHUNK) {
+            if chunk.len() < BATCH_MIN || !self.verify_batch(items, chunk) {
+                // Find the culprits one by one (strictly).
+                for &i in chunk {
+                    self.verify_one(&mut items[i]);
+                }
+                continue;
+            }
+            for &i in chunk {
+                if let Item::Frame(_, _, v) = &mut items[i] {
+                    *v = Verified::EnvelopeSignature;
+                }
+            }
+        }
+    }
+
+    fn verify_batch(&self, items: &[Item], chunk: &[usize]) -> bool {
+        let mut msgs = Vec::with_capacity(chunk.len());
+        let mut sigs = Vec::with_capacity(chunk.len());
+        let mut vks = Vec::with_capacity(chunk.len());
+        for &i in chunk {
+            let Some(env) = send_env(&items[i]) else {
+                return false;
+            };
+            let Some(Some(k)) = self.keys.get(&env.from_key) else {
+                return false;
+            };
+            msgs.push(env.signed_bytes());
+            sigs.push(Signature::from_bytes(&env.sig));
+            vks.push(k.vk);
+        }
+        let refs: Vec<&[u8]> = msgs.iter().map(Vec::as_slice).collect();
+        ed25519_dalek::verify_batch(&refs, &sigs, &vks).is_ok()
+    }
+
+    fn verify_one(&self, item: &mut Item) {
+        let Item::Frame(_, Ok(frame), v) = item else {
+            return;
+        };
+        let ClientFrame::Send { env, .. } = &*frame else {
+            return;
+        };
+        if let Some(Some(k)) = self.keys.get(&env.from_key) {
+            if relay::verify_send(frame, &k.key) {
+                *v = Verified::EnvelopeSignature;
+            }
+        }
+    }
+}
+
+fn send_env(item: &Item) -> Option<&a2acp_core::crypto::Envelope> {
+    match item {
+        Item::Frame(_, Ok(ClientFrame::Send { env, .. }), _) => Some(env),
+        _ => None,
+    }
+}
+
+/// The y coordinates (low 255 bits, little-endian) of the eight points of small order:
+/// 0 (order 4), 1 (the identity), p − 1 (order 2) and ±y₈ (order 8).
+const SMALL_ORDER_Y: [[u8; 32]; 5] = [
+    [0; 32],
+    [
+        1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 0,
+    ],
+    [
+        0xec, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+        0xff, 0x7f,
+    ],
+    [
+        0x26, 0xe8, 0x95, 0x8f, 0xc2, 0xb2, 0x27, 0xb0, 0x45, 0xc3, 0xf4, 0x89, 0xf2, 0xef, 0x98,
+        0xf0, 0xd5, 0xdf, 0xac, 0x05, 0xd3, 0xc6, 0x33, 0x39, 0xb1, 0x38, 0x02, 0x88, 0x6d, 0x53,
+        0xfc, 0x05,
+    ],
+    [
+        0xc7, 0x17, 0x6a, 0x70, 0x3d, 0x4d, 0xd8, 0x4f, 0xba, 0x3c, 0x0b, 0x76, 0x0d, 0x10, 0x67,
+        0x0f, 0x2a, 0x20, 0x53, 0xfa, 0x2c, 0x39, 0xcc, 0xc6, 0x4e, 0xc7, 0xfd, 0x77, 0x92, 0xac,
+        0x03, 0x7a,
+    ],
+];
+
+/// Whether a signature may be batch-verified. `verify_strict` (what the relay applies)
+/// refuses a non-canonical encoding of R and an R of small order; the batch equation
+/// would not, so such signatures are verified one by one. With the keys already checked
+/// to be torsion-free, a batch then accepts what `verify_strict` accepts, except an R
+/// with a small-order component added — a malleation only the key's holder can make
+/// (R is hashed into the signature), which the recipient's own strict check refuses.
+fn batchable_r(sig: &[u8; 64]) -> bool {
+    let mut y = [0u8; 32];
+    y.copy_from_slice(&sig[..32]);
+    y[31] &= 0x7f;
+    // y ≥ p = 2²⁵⁵ − 19 is a non-canonical encoding.
+    let non_canonical = y[31] == 0x7f && y[1..31].iter().all(|&b| b == 0xff) && y[0] >= 0xed;
+    !non_canonical && !SMALL_ORDER_Y.contains(&y)
+}
+
+// ---- the state machine ----
+
+/// One batch's work for the committer.
+#[derive(Default)]
+struct Commit {
+    /// Connections opened in this batch (before its frames for them).
+    connected: Vec<(ConnId, flume::Sender<ConnOut>)>,
+    ops: Vec<PersistOp>,
+    /// Sends and closes, in order.
+    actions: Vec<RelayOutput>,
+    /// Connections closed by their peer in this batch.
+    disconnected: Vec<ConnId>,
+    replies: Vec<(flume::Sender<RelaySnapshot>, RelaySnapshot)>,
+}
+
+impl Commit {
+    fn is_empty(&self) -> bool {
+        self.connected.is_empty()
+            && self.ops.is_empty()
+            && self.actions.is_empty()
+            && self.disconnected.is_empty()
+            && self.replies.is_empty()
+    }
+}
+
+enum ToCommitter {
+    Batch(Commit),
+    Shutdown { graceful: bool },
+}
+
+struct Core {
+    relay: Relay,
+    rx: flume::Receiver<Msg>,
+    shards: Arc<[Shard]>,
+    shared: Arc<Shared>,
+    max_batch: usize,
+    batches: u64,
+    pending: Commit,
+    committer: flume::Sender<ToCommitter>,
+    /// Connections the committer dropped as slow consumers.
+    dropped: flume::Receiver<ConnId>,
+}
+
+impl Core {
+    fn run(
+        mut self,
+        committer: JoinHandle<Result<(), ServiceError>>,
+        verifiers: Vec<JoinHandle<()>>,
+    ) -> Result<(), ServiceError> {
+        let mut batch: Vec<Msg> = Vec::new();
+        let mut snapshots: Vec<flume::Sender<RelaySnapshot>> = Vec::new();
         loop {
-            if self.handle.is_stopping() {
-                return self.shutdown();
+            if self.shared.stop.load(Ordering::SeqCst) || self.shared.failed.load(Ordering::SeqCst)
+            {
+                break;
             }
             let now_ms = crate::clock::now().as_millis();
             let wait = self
@@ -329,84 +802,223 @@ impl Core {
                 .map(|t| t.as_millis().saturating_sub(now_ms))
                 .unwrap_or(1000)
                 .min(1000);
+            let mut n = 0usize;
             match self
                 .rx
                 .recv_deadline(Instant::now() + Duration::from_millis(wait))
             {
-                Ok(m) => batch.push(m),
+                Ok(m) => {
+                    n += weight(&m);
+                    batch.push(m);
+                }
                 Err(flume::RecvTimeoutError::Timeout) => {}
-                Err(flume::RecvTimeoutError::Disconnected) => return self.shutdown(),
+                Err(flume::RecvTimeoutError::Disconnected) => break,
             }
-            while batch.len() < self.max_batch {
+            while n < self.max_batch {
                 match self.rx.try_recv() {
-                    Ok(m) => batch.push(m),
+                    Ok(m) => {
+                        n += weight(&m);
+                        batch.push(m);
+                    }
                     Err(_) => break,
                 }
             }
             let now = crate::clock::now();
-            for conn in std::mem::take(&mut self.dropped) {
+            while let Ok(conn) = self.dropped.try_recv() {
                 self.relay.handle_disconnected(now, conn);
+                self.ctl(Ctl::Forget(conn));
                 self.collect();
             }
             for m in batch.drain(..) {
                 match m {
                     Msg::Connected(conn, tx) => {
-                        self.conns.insert(conn, tx);
+                        self.pending.connected.push((conn, tx));
                         self.relay.handle_connected(now, conn);
+                        self.collect();
                     }
-                    Msg::Bytes(conn, bytes) => self.relay.handle_bytes(now, conn, &bytes),
-                    Msg::Disconnected(conn) => {
-                        self.conns.remove(&conn);
-                        self.relay.handle_disconnected(now, conn);
+                    Msg::Items(items) => {
+                        for it in items {
+                            match it {
+                                Item::Frame(conn, parsed, verified) => {
+                                    self.relay.handle_frame(now, conn, parsed, verified)
+                                }
+                                Item::Disconnected(conn) => {
+                                    self.pending.disconnected.push(conn);
+                                    self.relay.handle_disconnected(now, conn);
+                                    // Its verifier may have learnt of its authentication
+                                    // after it saw the disconnection.
+                                    self.ctl(Ctl::Forget(conn));
+                                }
+                            }
+                            self.collect();
+                        }
                     }
-                    Msg::Snapshot(tx) => replies.push(tx),
+                    Msg::Snapshot(tx) => snapshots.push(tx),
                     Msg::Wake => {}
                 }
-                self.collect();
             }
             if self.relay.poll_timeout().is_some_and(|t| t <= now) {
                 self.relay.handle_timeout(now);
                 self.collect();
             }
-            if !self.ops.is_empty() {
-                if let Err(e) = self.store.apply(&self.ops, &[]) {
-                    error!(error = %e, "relay store failed; stopping without revealing the uncommitted batch");
-                    self.conns.clear();
-                    return Err(e.into());
-                }
-                self.commits += 1;
-                self.ops.clear();
-            }
             self.batches += 1;
-            self.execute();
-            for r in replies.drain(..) {
-                let _ = r.try_send(self.snapshot());
+            for tx in snapshots.drain(..) {
+                let snap = RelaySnapshot {
+                    stats: self.relay.stats(),
+                    slow_consumers: 0,
+                    commits: 0,
+                    batches: self.batches,
+                };
+                self.pending.replies.push((tx, snap));
+            }
+            if !self.pending.is_empty() {
+                let c = std::mem::take(&mut self.pending);
+                if self.committer.send(ToCommitter::Batch(c)).is_err() {
+                    break;
+                }
             }
         }
+        self.finish(committer, verifiers)
     }
 
-    fn snapshot(&self) -> RelaySnapshot {
-        RelaySnapshot {
-            stats: self.relay.stats(),
-            slow_consumers: self.slow,
-            commits: self.commits,
-            batches: self.batches,
+    /// Stops the committer (after it committed and executed every batch handed to it)
+    /// and the verifiers.
+    fn finish(
+        self,
+        committer: JoinHandle<Result<(), ServiceError>>,
+        verifiers: Vec<JoinHandle<()>>,
+    ) -> Result<(), ServiceError> {
+        let graceful = self.shared.graceful.load(Ordering::SeqCst);
+        let _ = self.committer.send(ToCommitter::Shutdown { graceful });
+        drop(self.committer);
+        let r = committer
+            .join()
+            .map_err(|_| ServiceError::Thread("the commit thread panicked".into()))
+            .and_then(|r| r);
+        self.shared.stop.store(true, Ordering::SeqCst);
+        drop(self.rx);
+        wake_shards(&self.shards);
+        for v in verifiers {
+            let _ = v.join();
+        }
+        let st = self.relay.stats();
+        info!(
+            routed = st.routed_total,
+            queued = st.queued,
+            graceful,
+            "relay service stopped"
+        );
+        r
+    }
+
+    fn ctl(&self, c: Ctl) {
+        let conn = match c {
+            Ctl::Authed(conn, _) | Ctl::Forget(conn) => conn,
+        };
+        if let Ok(mut g) = shard_of(&self.shards, conn).ctl.lock() {
+            g.push(c);
         }
     }
 
-    /// Moves the relay's outputs into the batch: persists to `ops`, the rest to `actions`.
+    /// Moves the relay's outputs into the pending batch: persists to `ops`, sends and
+    /// closes to `actions`; tells the verifiers who authenticated and who is gone.
     fn collect(&mut self) {
         while let Some(o) = self.relay.poll_output() {
             match o {
-                RelayOutput::Persist(op) => self.ops.push(op),
-                RelayOutput::Event(e) => log_event(&e),
-                other => self.actions.push(other),
+                RelayOutput::Persist(op) => self.pending.ops.push(op),
+                RelayOutput::Event(e) => {
+                    if let RelayEvent::Authenticated { conn, address } = &e {
+                        if let Some(key) = self.relay.registered_key(address) {
+                            self.ctl(Ctl::Authed(*conn, key));
+                        }
+                    }
+                    log_event(&e);
+                }
+                RelayOutput::Close { conn, .. } => {
+                    self.ctl(Ctl::Forget(conn));
+                    self.pending.actions.push(o);
+                }
+                RelayOutput::Send { .. } => self.pending.actions.push(o),
+            }
+        }
+    }
+}
+
+fn weight(m: &Msg) -> usize {
+    match m {
+        Msg::Items(v) => v.len().max(1),
+        _ => 1,
+    }
+}
+
+// ---- the committer ----
+
+struct Committer {
+    store: Store,
+    rx: flume::Receiver<ToCommitter>,
+    conns: HashMap<ConnId, flume::Sender<ConnOut>>,
+    dropped: flume::Sender<ConnId>,
+    /// To wake the state machine (weak: it must not keep the channel open).
+    core: flume::WeakSender<Msg>,
+    shared: Arc<Shared>,
+}
+
+impl Committer {
+    fn run(mut self) -> Result<(), ServiceError> {
+        let mut queue: Vec<Commit> = Vec::new();
+        let mut ops: Vec<PersistOp> = Vec::new();
+        loop {
+            let mut shutdown = match self.rx.recv() {
+                Ok(ToCommitter::Batch(c)) => {
+                    queue.push(c);
+                    None
+                }
+                Ok(ToCommitter::Shutdown { graceful }) => Some(graceful),
+                Err(_) => Some(false),
+            };
+            while shutdown.is_none() {
+                match self.rx.try_recv() {
+                    Ok(ToCommitter::Batch(c)) => queue.push(c),
+                    Ok(ToCommitter::Shutdown { graceful }) => shutdown = Some(graceful),
+                    Err(_) => break,
+                }
+            }
+            for c in &mut queue {
+                ops.append(&mut c.ops);
+            }
+            if !ops.is_empty() {
+                if let Err(e) = self.store.apply(&ops, &[]) {
+                    error!(error = %e, "relay store failed; stopping without revealing the uncommitted batches");
+                    self.conns.clear();
+                    self.shared.failed.store(true, Ordering::SeqCst);
+                    if let Some(core) = self.core.upgrade() {
+                        let _ = core.try_send(Msg::Wake);
+                    }
+                    return Err(e.into());
+                }
+                self.shared.commits.fetch_add(1, Ordering::Relaxed);
+                ops.clear();
+            }
+            for c in queue.drain(..) {
+                self.execute(c);
+            }
+            if let Some(graceful) = shutdown {
+                if graceful {
+                    for tx in self.conns.values() {
+                        let _ = tx.try_send(ConnOut::Close(None));
+                    }
+                }
+                self.conns.clear();
+                return Ok(());
             }
         }
     }
 
-    fn execute(&mut self) {
-        for a in std::mem::take(&mut self.actions) {
+    fn execute(&mut self, c: Commit) {
+        for (conn, tx) in c.connected {
+            self.conns.insert(conn, tx);
+        }
+        for a in c.actions {
             match a {
                 RelayOutput::Send { conn, bytes } => {
                     let Some(tx) = self.conns.get(&conn) else {
@@ -419,9 +1031,12 @@ impl Core {
                                 conn = conn.0,
                                 "connection does not read its frames: dropped as a slow consumer"
                             );
-                            self.slow += 1;
+                            self.shared.slow.fetch_add(1, Ordering::Relaxed);
                             self.conns.remove(&conn);
-                            self.dropped.push(conn);
+                            let _ = self.dropped.send(conn);
+                            if let Some(core) = self.core.upgrade() {
+                                let _ = core.try_send(Msg::Wake);
+                            }
                         }
                         Err(flume::TrySendError::Disconnected(_)) => {
                             self.conns.remove(&conn);
@@ -436,23 +1051,14 @@ impl Core {
                 RelayOutput::Persist(_) | RelayOutput::Event(_) => {}
             }
         }
-    }
-
-    fn shutdown(mut self) -> Result<(), ServiceError> {
-        let graceful = self.handle.graceful.load(Ordering::SeqCst);
-        if graceful {
-            for tx in self.conns.values() {
-                let _ = tx.try_send(ConnOut::Close(None));
-            }
+        for conn in c.disconnected {
+            self.conns.remove(&conn);
         }
-        self.conns.clear();
-        info!(
-            routed = self.relay.stats().routed_total,
-            queued = self.relay.stats().queued,
-            graceful,
-            "relay service stopped"
-        );
-        Ok(())
+        for (tx, mut snap) in c.replies {
+            snap.commits = self.shared.commits.load(Ordering::Relaxed);
+            snap.slow_consumers = self.shared.slow.load(Ordering::Relaxed);
+            let _ = tx.try_send(snap);
+        }
     }
 }
 
@@ -488,6 +1094,280 @@ fn log_event(e: &RelayEvent) {
         RelayEvent::Acked { id } => debug!(id, "acknowledged"),
         RelayEvent::AckIgnored { conn, id } => {
             debug!(conn = conn.0, id, "ack of unknown id ignored")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use a2acp_core::crypto::{Direction, IdentityKey, ThreadSession};
+    use a2acp_core::Address;
+
+    fn seed(i: u64) -> [u8; 32] {
+        let mut s = [9u8; 32];
+        s[..8].copy_from_slice(&i.to_le_bytes());
+        s
+    }
+
+    fn addr(i: u64) -> Address {
+        Address::parse(&format!("agent:v{i}@localhost")).unwrap()
+    }
+
+    /// A `send` frame from agent `i` to agent `i + 1`.
+    fn send_bytes(i: u64, k: u64) -> (Vec<u8>, [u8; 32]) {
+        let me = IdentityKey::from_seed(seed(i));
+        let peer = IdentityKey::from_seed(seed(i + 1));
+        let mut s = ThreadSession::new(seed(1000 + i * 100 + k));
+        let env = s
+            .seal(
+                &me,
+                &addr(i),
+                &addr(i + 1),
+                peer.public_ref(),
+                &format!("thr_{i}_{k}"),
+                Direction::FromInitiator,
+                b"hello",
+            )
+            .unwrap();
+        (
+            ClientFrame::Send { seq: k, env }.to_bytes(),
+            me.public().to_bytes(),
+        )
+    }
+
+    fn verdicts(items: &[Item]) -> Vec<Verified> {
+        items
+            .iter()
+            .filter_map(|it| match it {
+                Item::Frame(_, _, v) => Some(*v),
+                Item::Disconnected(_) => None,
+            })
+            .collect()
+    }
+
+    fn corrupt_sig(frame: &[u8]) -> Vec<u8> {
+        // Flip one character of the base64 signature (the last field).
+        let s = String::from_utf8(frame.to_vec()).unwrap();
+        let i = s.rfind("\"sig\":\"").unwrap() + 10;
+        let mut b = s.into_bytes();
+        b[i] = if b[i] == b'A' { b'B' } else { b'A' };
+        b
+    }
+
+    #[test]
+    fn small_order_encodings_are_the_small_order_points() {
+        for y in SMALL_ORDER_Y {
+            let mut decodable = 0;
+            for sign in [0u8, 0x80] {
+                let mut b = y;
+                b[31] |= sign;
+                if let Ok(vk) = VerifyingKey::from_bytes(&b) {
+                    assert!(vk.is_weak(), "{b:02x?} is not of small order");
+                    decodable += 1;
+                }
+            }
+            assert!(decodable > 0, "{y:02x?} is no point");
+            let mut sig = [0u8; 64];
+            sig[..32].copy_from_slice(&y);
+            assert!(!batchable_r(&sig));
+        }
+        // p + 1 ≡ 1 (non-canonical) and an ordinary point are told apart.
+        let mut sig = [0xffu8; 64];
+        sig[0] = 0xee;
+        sig[31] = 0x7f;
+        assert!(!batchable_r(&sig));
+        let mut sig = [0u8; 64];
+        sig[..32].copy_from_slice(IdentityKey::from_seed(seed(1)).public().to_bytes().as_ref());
+        assert!(batchable_r(&sig));
+    }
+
+    #[test]
+    fn verifies_authenticated_sends_one_by_one_and_in_batches() {
+        for n in [1u64, 3, 4, 9, 70] {
+            let mut st = VerifyState::new(131_072, &RelayConfig::default());
+            let mut input = Vec::new();
+            for i in 0..n {
+                let (b, key) = send_bytes(i, 1);
+                st.apply(Ctl::Authed(ConnId(i), key));
+                input.push(VerifyIn::Bytes(ConnId(i), b));
+            }
+            let items = st.process(input.into_iter());
+            assert_eq!(
+                verdicts(&items),
+                vec![Verified::EnvelopeSignature; n as usize],
+                "n = {n}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_bad_signature_in_a_batch_is_found_and_left_unverified() {
+        let mut st = VerifyState::new(131_072, &RelayConfig::default());
+        let mut input = Vec::new();
+        for i in 0..10u64 {
+            let (mut b, key) = send_bytes(i, 1);
+            if i == 6 {
+                b = corrupt_sig(&b);
+            }
+            st.apply(Ctl::Authed(ConnId(i), key));
+            input.push(VerifyIn::Bytes(ConnId(i), b));
+        }
+        let items = st.process(input.into_iter());
+        let mut want = vec![Verified::EnvelopeSignature; 10];
+        want[6] = Verified::No;
+        assert_eq!(verdicts(&items), want);
+    }
+
+    #[test]
+    fn unauthenticated_or_foreign_keys_are_left_to_the_state_machine() {
+        let mut st = VerifyState::new(131_072, &RelayConfig::default());
+        let (b0, k0) = send_bytes(0, 1);
+        let (b1, _) = send_bytes(1, 1);
+        let (b2, k2) = send_bytes(2, 1);
+        // conn 0 authenticated with its key; conn 1 not at all; conn 2 with another key.
+        st.apply(Ctl::Authed(ConnId(0), k0));
+        st.apply(Ctl::Authed(ConnId(2), k0));
+        let items = st.process(
+            vec![
+                VerifyIn::Bytes(ConnId(0), b0.clone()),
+                VerifyIn::Bytes(ConnId(1), b1),
+                VerifyIn::Bytes(ConnId(2), b2),
+                VerifyIn::Bytes(ConnId(3), b"{\"t\":\"nope\"}".to_vec()),
+                VerifyIn::Disconnected(ConnId(0)),
+                VerifyIn::Bytes(ConnId(0), b0),
+            ]
+            .into_iter(),
+        );
+        assert_eq!(
+            verdicts(&items),
+            vec![
+                Verified::EnvelopeSignature,
+                Verified::No,
+                Verified::No,
+                Verified::No,
+                Verified::No
+            ]
+        );
+        assert!(matches!(&items[3], Item::Frame(_, Err(e), _) if e.code == ErrorCode::Malformed));
+        assert!(matches!(items[4], Item::Disconnected(ConnId(0))));
+        assert_ne!(k0, k2);
+    }
+
+    #[test]
+    fn a_sender_beyond_its_rate_gets_no_more_checks_here() {
+        let cfg = RelayConfig {
+            rate_per_sec: 1,
+            rate_burst: 2,
+            ..RelayConfig::default()
+        };
+        let mut st = VerifyState::new(131_072, &cfg);
+        let (_, key) = send_bytes(0, 0);
+        st.apply(Ctl::Authed(ConnId(0), key));
+        let input = (1..=6u64).map(|k| VerifyIn::Bytes(ConnId(0), send_bytes(0, k).0));
+        // A burst of 2, then one per second.
+        let items = st.process(input.collect::<Vec<_>>().into_iter());
+        let v = verdicts(&items);
+        assert_eq!(&v[..2], &[Verified::EnvelopeSignature; 2]);
+        assert_eq!(&v[2..], &[Verified::No; 4]);
+    }
+
+    /// The whole service on its threads: register, send, deliver, ack, metrics, stop.
+    #[test]
+    fn routes_through_the_pipeline() {
+        use a2acp_core::relay::frame::{challenge_signed_bytes, RelayFrame, REGISTER_LABEL};
+        let svc = RelayService::start(ServiceConfig {
+            verifiers: 2,
+            ..ServiceConfig::default()
+        })
+        .unwrap();
+        let h = svc.handle();
+        let recv = |rx: &flume::Receiver<ConnOut>| -> RelayFrame {
+            match rx.recv_timeout(Duration::from_secs(5)).unwrap() {
+                ConnOut::Frame(b) => RelayFrame::from_bytes(&b).unwrap(),
+                other => panic!("{other:?}"),
+            }
+        };
+        let mut conns = Vec::new();
+        for i in 0..2u64 {
+            let (conn, rx) = block_on(h.connect()).unwrap();
+            let RelayFrame::Challenge { nonce, domain, .. } = recv(&rx) else {
+                panic!("no challenge")
+            };
+            let id = IdentityKey::from_seed(seed(i));
+            let ts = crate::clock::now().as_millis();
+            let key = id.public().to_bytes();
+            let msg =
+                challenge_signed_bytes(REGISTER_LABEL, &nonce, &domain, ts, &addr(i), Some(&key));
+            let f = ClientFrame::Register {
+                address: addr(i),
+                key,
+                ts,
+                sig: id.sign(&msg),
+            };
+            block_on(h.bytes(conn, f.to_bytes())).unwrap();
+            assert!(matches!(recv(&rx), RelayFrame::AuthOk { .. }));
+            conns.push((conn, rx));
+        }
+        for k in 1..=20u64 {
+            let (b, _) = send_bytes(0, k);
+            block_on(h.bytes(conns[0].0, b)).unwrap();
+        }
+        let mut accepted = 0;
+        let mut delivered = Vec::new();
+        while accepted < 20 || delivered.len() < 20 {
+            if let Ok(ConnOut::Frame(b)) = conns[0].1.try_recv() {
+                if let RelayFrame::Accepted { .. } = RelayFrame::from_bytes(&b).unwrap() {
+                    accepted += 1;
+                }
+                continue;
+            }
+            if let Ok(ConnOut::Frame(b)) = conns[1].1.recv_timeout(Duration::from_millis(50)) {
+                if let RelayFrame::Deliver { id, .. } = RelayFrame::from_bytes(&b).unwrap() {
+                    delivered.push(id);
+                }
+            }
+        }
+        for id in delivered {
+            block_on(h.bytes(conns[1].0, ClientFrame::Ack { id }.to_bytes())).unwrap();
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let s = block_on(h.snapshot()).unwrap();
+            if s.stats.acked_total == 20 {
+                assert_eq!(s.stats.routed_total, 20);
+                assert_eq!(s.stats.queued, 0);
+                assert!(s.stats.refusals.is_empty(), "{:?}", s.stats.refusals);
+                assert!(s.commits >= 1);
+                break;
+            }
+            assert!(Instant::now() < deadline, "{s:?}");
+        }
+        svc.stop_and_join(true).unwrap();
+        assert!(matches!(
+            conns[0].1.recv_timeout(Duration::from_secs(1)),
+            Ok(ConnOut::Close(None)) | Ok(ConnOut::Frame(_))
+        ));
+        assert!(block_on(h.snapshot()).is_none());
+    }
+
+    /// A minimal executor for the handle's futures (flume's async sends on a thread).
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        use std::task::{Context, Poll, Wake, Waker};
+        struct T(std::thread::Thread);
+        impl Wake for T {
+            fn wake(self: Arc<Self>) {
+                self.0.unpark();
+            }
+        }
+        let waker = Waker::from(Arc::new(T(std::thread::current())));
+        let mut cx = Context::from_waker(&waker);
+        let mut f = std::pin::pin!(f);
+        loop {
+            if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+                return v;
+            }
+            std::thread::park_timeout(Duration::from_millis(10));
         }
     }
 }

@@ -4,17 +4,24 @@
 //! through a minimal WebSocket forwarder with no protocol at all (`a2acp bench forwarder`,
 //! also a child process) — the stack's limit — and the ratio of the two.
 //!
+//! Besides wall-clock rates, each run reports the CPU time the server process spent per
+//! message (from `/proc`, by thread: I/O tasks, verifiers, state machine, committer) and
+//! the load generator's own CPU: on a shared or small machine the generator competes with
+//! the server for the same cores, and CPU per message is the figure that does not depend
+//! on what else runs.
+//!
 //! Every envelope is sealed and signed before the clock starts, and every frame is
 //! serialised in advance, so the figures measure the relay, not the load generator (which
 //! still shares the machine's cores with it). Latency is from a packet's `send` leaving
-//! the sender to its `deliver` reaching the recipient. Without `--rate` each agent keeps
-//! `--window` packets in flight (closed loop, maximum throughput); with `--rate` the
-//! packets are offered at that total rate (open loop).
+//! the sender to its `deliver` reaching the recipient (each pre-built frame keeps a queue
+//! of its send times: a frame is sent again before its previous delivery arrives).
+//! Without `--rate` each agent keeps `--window` packets in flight (closed loop, maximum
+//! throughput); with `--rate` the packets are offered at that total rate (open loop).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use a2acp_core::crypto::{Direction, IdentityKey, ThreadSession};
@@ -79,7 +86,7 @@ impl Stats {
 }
 
 /// Figures of one run.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Figures {
     /// Packets delivered per second.
     pub per_sec: f64,
@@ -87,6 +94,139 @@ pub struct Figures {
     pub p50_ms: f64,
     /// 99th percentile latency, ms.
     pub p99_ms: f64,
+    /// Packets delivered while measuring.
+    pub delivered: u64,
+    /// CPU spent while measuring.
+    pub cpu: CpuUse,
+}
+
+/// CPU time spent during a measurement (from `/proc`; Linux only, zero elsewhere).
+#[derive(Debug, Clone, Default)]
+pub struct CpuUse {
+    /// Seconds measured.
+    pub secs: f64,
+    /// The server process's CPU seconds by kind of thread.
+    pub server: Vec<(&'static str, f64)>,
+    /// The load generator's (this process's) CPU seconds.
+    pub generator: f64,
+}
+
+impl CpuUse {
+    /// The server's CPU seconds.
+    pub fn server_total(&self) -> f64 {
+        self.server.iter().map(|(_, s)| s).sum()
+    }
+
+    /// The server's CPU time per delivered message, µs.
+    pub fn server_us_per(&self, delivered: u64) -> f64 {
+        1e6 * self.server_total() / delivered.max(1) as f64
+    }
+
+    fn line(&self, delivered: u64, what: &str) -> String {
+        let secs = self.secs.max(1e-9);
+        let parts: Vec<String> = self
+            .server
+            .iter()
+            .filter(|(_, s)| *s > 0.0)
+            .map(|(k, s)| format!("{k} {:.2}", s / secs))
+            .collect();
+        format!(
+            "CPU: {:.2} cores ({}) = {:.1} µs per {what}; load generator {:.2} cores",
+            self.server_total() / secs,
+            parts.join(" · "),
+            self.server_us_per(delivered),
+            self.generator / secs
+        )
+    }
+}
+
+/// Clock ticks per second of `/proc/*/stat` (USER_HZ: 100 on every Linux ABI a2acp runs on).
+const USER_HZ: f64 = 100.0;
+
+/// The CPU seconds of each thread of `pid` (`None`: this process) and its kind, by thread id.
+fn cpu_by_thread(pid: Option<u32>) -> HashMap<String, (&'static str, f64)> {
+    let mut m = HashMap::new();
+    let dir = match pid {
+        Some(p) => format!("/proc/{p}/task"),
+        None => "/proc/self/task".to_string(),
+    };
+    let Ok(tasks) = std::fs::read_dir(dir) else {
+        return m;
+    };
+    for t in tasks.flatten() {
+        let tid = t.file_name().to_string_lossy().into_owned();
+        let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid …`: comm may hold spaces, the fields after it do not.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let comm = &stat[open + 1..close];
+        let f: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        let ticks = |i: usize| f.get(i).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
+        let secs = (ticks(11) + ticks(12)) as f64 / USER_HZ;
+        let kind = if comm.starts_with("tokio-rt") {
+            "I/O"
+        } else if comm.starts_with("a2acp-verify") {
+            "verify"
+        } else if comm == "a2acp-relay" {
+            "state machine"
+        } else if comm == "a2acp-commit" {
+            "commit"
+        } else {
+            "other"
+        };
+        m.insert(tid, (kind, secs));
+    }
+    m
+}
+
+/// CPU seconds by kind of thread since `start` (threads that ended meanwhile, such as
+/// an idle blocking-pool thread, are left out rather than counted negative).
+fn cpu_since(
+    start: &HashMap<String, (&'static str, f64)>,
+    now: &HashMap<String, (&'static str, f64)>,
+) -> HashMap<&'static str, f64> {
+    let mut m = HashMap::new();
+    for (tid, (kind, secs)) in now {
+        let before = start.get(tid).map_or(0.0, |x| x.1);
+        *m.entry(*kind).or_insert(0.0) += (secs - before).max(0.0);
+    }
+    m
+}
+
+/// CPU samples at the start of a measurement.
+struct CpuMark {
+    at: Instant,
+    server: HashMap<String, (&'static str, f64)>,
+    generator: HashMap<String, (&'static str, f64)>,
+    pid: u32,
+}
+
+impl CpuMark {
+    fn new(pid: u32) -> Self {
+        CpuMark {
+            at: Instant::now(),
+            server: cpu_by_thread(Some(pid)),
+            generator: cpu_by_thread(None),
+            pid,
+        }
+    }
+
+    fn since(&self) -> CpuUse {
+        let server = cpu_since(&self.server, &cpu_by_thread(Some(self.pid)));
+        let generator = cpu_since(&self.generator, &cpu_by_thread(None));
+        CpuUse {
+            secs: self.at.elapsed().as_secs_f64(),
+            server: ["I/O", "verify", "state machine", "commit", "other"]
+                .iter()
+                .filter_map(|k| server.get(k).map(|s| (*k, *s)))
+                .filter(|(_, s)| *s > 0.0)
+                .collect(),
+            generator: generator.values().sum(),
+        }
+    }
 }
 
 fn percentile(v: &mut [u64], p: f64) -> f64 {
@@ -189,8 +329,11 @@ struct Prebuilt {
 
 const SIG_MARK: &[u8] = b"\"sig\":\"";
 
+/// The first 11 base64 characters of a frame's envelope signature. The signature is the
+/// envelope's last field, so it is looked for from the end (the load generator shares the
+/// machine with the relay: every microsecond it spends is one the relay does not get).
 fn sig_key(frame: &[u8]) -> Option<[u8; 11]> {
-    let i = frame.windows(SIG_MARK.len()).position(|w| w == SIG_MARK)? + SIG_MARK.len();
+    let i = frame.windows(SIG_MARK.len()).rposition(|w| w == SIG_MARK)? + SIG_MARK.len();
     frame.get(i..i + 11)?.try_into().ok()
 }
 
@@ -270,7 +413,6 @@ pub async fn run(a: BenchArgs) -> Result<(), BenchError> {
     ])
     .await?;
     let pid = relay.id().unwrap_or(0);
-    let rss0 = rss_kib(pid);
 
     let t = Instant::now();
     let prebuilt = tokio::task::spawn_blocking(move || prebuild(n, 8, a.payload))
@@ -296,17 +438,13 @@ pub async fn run(a: BenchArgs) -> Result<(), BenchError> {
         t.elapsed().as_millis()
     );
 
-    let relay_fig = drive_relay(conns, prebuilt, &a).await;
-    let routed = relay_fig.per_sec;
-    println!(
-        "  relay:     {:>9.0} packets/s routed · p50 {:.2} ms · p99 {:.2} ms",
-        routed, relay_fig.p50_ms, relay_fig.p99_ms
-    );
-
+    // Idle agents first, on a relay that has carried no traffic yet: the growth of its
+    // resident memory is then what the connections cost, not heap freed by the run and
+    // reused. They stay connected (and silent) during the run.
+    let mut idle = Vec::with_capacity(a.idle);
     if a.idle > 0 {
         let before = rss_kib(pid);
         let t = Instant::now();
-        let mut idle = Vec::with_capacity(a.idle);
         for chunk in (n..n + a.idle).collect::<Vec<_>>().chunks(128) {
             for r in futures_util::future::join_all(chunk.iter().map(|&i| register(&url, i))).await
             {
@@ -325,33 +463,54 @@ pub async fn run(a: BenchArgs) -> Result<(), BenchError> {
                 (x.saturating_sub(b)) as f64 / a.idle as f64
             );
         }
-        drop(idle);
     }
+
+    let relay_fig = drive_relay(conns, prebuilt, &a, pid).await;
+    let routed = relay_fig.per_sec;
+    println!(
+        "  relay:     {:>9.0} packets/s routed · p50 {:.2} ms · p99 {:.2} ms",
+        routed, relay_fig.p50_ms, relay_fig.p99_ms
+    );
+    println!(
+        "             {}",
+        relay_fig.cpu.line(relay_fig.delivered, "packet")
+    );
+
     let _ = relay.start_kill();
     let _ = relay.wait().await;
-    if let (Some(r0), true) = (rss0, a.idle == 0) {
-        let _ = r0;
-    }
+    drop(idle);
 
     if !a.no_baseline {
         let (mut fwd, furl) =
             spawn_child(&["bench", "forwarder", "--listen", "127.0.0.1:0"]).await?;
-        let base = drive_forwarder(&furl, n, frame_len, &a).await?;
+        let fpid = fwd.id().unwrap_or(0);
+        let base = drive_forwarder(&furl, n, frame_len, &a, fpid).await?;
         let _ = fwd.start_kill();
         let _ = fwd.wait().await;
         println!(
             "  forwarder: {:>9.0} messages/s forwarded · p50 {:.2} ms · p99 {:.2} ms (bare WebSocket, no protocol)",
             base.per_sec, base.p50_ms, base.p99_ms
         );
+        println!("             {}", base.cpu.line(base.delivered, "message"));
+        let (r_us, f_us) = (
+            relay_fig.cpu.server_us_per(relay_fig.delivered),
+            base.cpu.server_us_per(base.delivered),
+        );
         println!(
-            "  ratio:     the relay routes {:.1}% of the bare forwarder's rate",
-            100.0 * routed / base.per_sec.max(1.0)
+            "  ratio:     the relay routes {:.1}% of the bare forwarder's rate; it spends {:.1}× its CPU per message",
+            100.0 * routed / base.per_sec.max(1.0),
+            r_us / f_us.max(1e-9)
         );
     }
     Ok(())
 }
 
-async fn drive_relay(conns: Vec<crate::ws::Ws>, prebuilt: Vec<Prebuilt>, a: &BenchArgs) -> Figures {
+async fn drive_relay(
+    conns: Vec<crate::ws::Ws>,
+    prebuilt: Vec<Prebuilt>,
+    a: &BenchArgs,
+    pid: u32,
+) -> Figures {
     let n = conns.len();
     let stats = Arc::new(Stats {
         delivered: AtomicU64::new(0),
@@ -365,7 +524,9 @@ async fn drive_relay(conns: Vec<crate::ws::Ws>, prebuilt: Vec<Prebuilt>, a: &Ben
         }
     }
     let map = Arc::new(map);
-    let sent_at: Arc<Vec<AtomicU64>> = Arc::new((0..n * 8).map(|_| AtomicU64::new(0)).collect());
+    // Send times of each pre-built frame, oldest first: its deliveries arrive in order.
+    let sent_at: Arc<Vec<Mutex<VecDeque<u64>>>> =
+        Arc::new((0..n * 8).map(|_| Mutex::new(VecDeque::new())).collect());
     let stop = Arc::new(AtomicBool::new(false));
     let per_agent_interval = a
         .rate
@@ -404,8 +565,8 @@ async fn drive_relay(conns: Vec<crate::ws::Ws>, prebuilt: Vec<Prebuilt>, a: &Ben
                         } else if b.starts_with(b"{\"t\":\"deliver\"") {
                             let id = parse_id(b);
                             if let Some(slot) = sig_key(b).and_then(|k| map.get(&k)) {
-                                let at = sent_at[*slot].load(Ordering::Relaxed);
-                                if stats.measuring.load(Ordering::Relaxed) {
+                                let at = sent_at[*slot].lock().ok().and_then(|mut q| q.pop_front());
+                                if let (Some(at), true) = (at, stats.measuring.load(Ordering::Relaxed)) {
                                     lat.push(stats.ns().saturating_sub(at));
                                     stats.delivered.fetch_add(1, Ordering::Relaxed);
                                 }
@@ -428,7 +589,9 @@ async fn drive_relay(conns: Vec<crate::ws::Ws>, prebuilt: Vec<Prebuilt>, a: &Ben
                 for _ in 0..to_send {
                     let k = next % pre.frames.len();
                     next += 1;
-                    sent_at[i * 8 + k].store(stats.ns(), Ordering::Relaxed);
+                    if let Ok(mut q) = sent_at[i * 8 + k].lock() {
+                        q.push_back(stats.ns());
+                    }
                     outstanding += 1;
                     if sink.feed(Message::Text(pre.frames[k].clone())).await.is_err() { break; }
                 }
@@ -437,13 +600,7 @@ async fn drive_relay(conns: Vec<crate::ws::Ws>, prebuilt: Vec<Prebuilt>, a: &Ben
             lat
         }));
     }
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    stats.measuring.store(true, Ordering::Relaxed);
-    let t0 = Instant::now();
-    tokio::time::sleep(Duration::from_secs(a.duration.max(1))).await;
-    stats.measuring.store(false, Ordering::Relaxed);
-    let delivered = stats.delivered.load(Ordering::Relaxed);
-    let secs = t0.elapsed().as_secs_f64();
+    let (delivered, secs, cpu) = measure(&stats, a.duration, pid).await;
     stop.store(true, Ordering::Relaxed);
     let mut lat = Vec::new();
     for mut t in tasks {
@@ -452,12 +609,27 @@ async fn drive_relay(conns: Vec<crate::ws::Ws>, prebuilt: Vec<Prebuilt>, a: &Ben
             _ => t.abort(),
         }
     }
-    let _ = n;
     Figures {
         per_sec: delivered as f64 / secs,
         p50_ms: percentile(&mut lat, 0.5),
         p99_ms: percentile(&mut lat, 0.99),
+        delivered,
+        cpu,
     }
+}
+
+/// Counts deliveries for `duration` seconds (after one second of warm-up): how many, in
+/// how many seconds, and the CPU the server `pid` and this process spent meanwhile.
+async fn measure(stats: &Stats, duration: u64, pid: u32) -> (u64, f64, CpuUse) {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mark = CpuMark::new(pid);
+    stats.measuring.store(true, Ordering::Relaxed);
+    let t0 = Instant::now();
+    tokio::time::sleep(Duration::from_secs(duration.max(1))).await;
+    stats.measuring.store(false, Ordering::Relaxed);
+    let delivered = stats.delivered.load(Ordering::Relaxed);
+    let secs = t0.elapsed().as_secs_f64();
+    (delivered, secs, mark.since())
 }
 
 fn parse_num_after(b: &[u8], key: &[u8]) -> u64 {
@@ -483,6 +655,7 @@ async fn drive_forwarder(
     n: usize,
     frame_len: usize,
     a: &BenchArgs,
+    pid: u32,
 ) -> Result<Figures, BenchError> {
     let stats = Arc::new(Stats {
         delivered: AtomicU64::new(0),
@@ -574,13 +747,7 @@ async fn drive_forwarder(
             lat
         }));
     }
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    stats.measuring.store(true, Ordering::Relaxed);
-    let t0 = Instant::now();
-    tokio::time::sleep(Duration::from_secs(a.duration.max(1))).await;
-    stats.measuring.store(false, Ordering::Relaxed);
-    let delivered = stats.delivered.load(Ordering::Relaxed);
-    let secs = t0.elapsed().as_secs_f64();
+    let (delivered, secs, cpu) = measure(&stats, a.duration, pid).await;
     stop.store(true, Ordering::Relaxed);
     let mut lat = Vec::new();
     for mut t in tasks {
@@ -593,6 +760,8 @@ async fn drive_forwarder(
         per_sec: delivered as f64 / secs,
         p50_ms: percentile(&mut lat, 0.5),
         p99_ms: percentile(&mut lat, 0.99),
+        delivered,
+        cpu,
     })
 }
 

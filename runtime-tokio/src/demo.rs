@@ -94,7 +94,7 @@ async fn threads(h: &AgentHandle) -> Result<Vec<ThreadSummary>, DemoError> {
 /// Runs the demo.
 pub async fn run(opts: DemoOptions) -> Result<DemoSummary, DemoError> {
     let dir = tempfile::Builder::new().prefix("a2acp-demo-").tempdir()?;
-    let started = tokio::time::Instant::now();
+    let started = std::time::Instant::now();
     let relay = crate::relay::start(
         "127.0.0.1:0",
         ServiceConfig {

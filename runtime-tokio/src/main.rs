@@ -1,20 +1,19 @@
 //! `a2acp`: run a relay, run your agent, talk to it, watch the demo, benchmark the relay.
 #![forbid(unsafe_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use a2acp_core::relay::RelayConfig;
 use a2acp_core::Address;
 use a2acp_runtime::agent_host::AgentHost;
+use a2acp_runtime::cli::{init_tracing, prepare_agent_run, RelayArgs, RunArgs};
 use a2acp_runtime::config::AgentFile;
 use a2acp_runtime::control::{self, Request, Response};
 use a2acp_runtime::home::Home;
-use a2acp_runtime::relay_service::ServiceConfig;
 use a2acp_runtime::store::Durability;
 use a2acp_tokio::agent::{self, RunOptions};
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -101,28 +100,6 @@ enum Cmd {
     Bench(BenchCmd),
 }
 
-#[derive(Args)]
-struct RelayArgs {
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:7447")]
-    listen: String,
-    /// Domain served: addresses are agent:NAME@DOMAIN.
-    #[arg(long, default_value = "localhost")]
-    domain: String,
-    /// Directory of the relay's database (relay.db).
-    #[arg(long, default_value = "./relay-data")]
-    data: PathBuf,
-    /// `full`: every commit synced (survives power loss); `normal`: survives a crash of the process.
-    #[arg(long, default_value = "full")]
-    sync: Durability,
-    /// Token refill per second per address (rate limit).
-    #[arg(long, default_value_t = 50)]
-    rate_per_sec: u32,
-    /// Token bucket size per address.
-    #[arg(long, default_value_t = 200)]
-    rate_burst: u32,
-}
-
 #[derive(Subcommand)]
 enum AgentCmd {
     /// Create an agent: identity key (mode 0600) and config.toml with the onboarding
@@ -148,14 +125,7 @@ enum AgentCmd {
         offline: bool,
     },
     /// Run the agent: connect, keep threads going, show prompts, serve the control socket.
-    Run {
-        /// Do not prompt on this terminal (answer with `a2acp answer`).
-        #[arg(long)]
-        no_prompt: bool,
-        /// `full` or `normal` (see `a2acp relay --help`).
-        #[arg(long, default_value = "full")]
-        sync: Durability,
-    },
+    Run(RunArgs),
 }
 
 #[derive(Subcommand)]
@@ -229,29 +199,6 @@ enum BenchCmd {
     Forwarder(a2acp_tokio::bench::ForwarderArgs),
 }
 
-fn init_tracing(default: &str, file: Option<&Path>) {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    let b = tracing_subscriber::fmt().with_env_filter(filter);
-    match file.and_then(|p| {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(p)
-            .ok()
-    }) {
-        Some(f) => {
-            let _ = b
-                .with_ansi(false)
-                .with_writer(std::sync::Mutex::new(f))
-                .try_init();
-        }
-        None => {
-            let _ = b.with_writer(std::io::stderr).try_init();
-        }
-    }
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -314,7 +261,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
             init_tracing("warn", None);
             agent_init(&home, &address, &relay, name, timezone, profile, offline).await
         }
-        Cmd::Agent(AgentCmd::Run { no_prompt, sync }) => agent_run(&home, no_prompt, sync).await,
+        Cmd::Agent(AgentCmd::Run(a)) => agent_run(&home, &a).await,
         Cmd::Demo { interactive } => {
             init_tracing("warn", None);
             let s = a2acp_tokio::demo::run(a2acp_tokio::demo::DemoOptions {
@@ -347,33 +294,11 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
 }
 
 async fn run_relay(a: RelayArgs) -> Result<ExitCode, String> {
-    let relay_cfg = RelayConfig {
-        domain: a.domain.clone(),
-        rate_per_sec: a.rate_per_sec,
-        rate_burst: a.rate_burst.max(1),
-        ..RelayConfig::default()
-    };
-    if Address::new("x", &a.domain).is_err() {
-        return Err(format!(
-            "--domain `{}` is not a valid domain name",
-            a.domain
-        ));
-    }
-    let cfg = ServiceConfig {
-        relay: relay_cfg,
-        data: Some(a.data.clone()),
-        durability: a.sync,
-        ..ServiceConfig::default()
-    };
+    let cfg = a.service_config()?;
     let mut relay = a2acp_tokio::relay::start(&a.listen, cfg)
         .await
         .map_err(|e| e.to_string())?;
-    println!(
-        "a2acp relay listening on {} (domain {}, data {})",
-        relay.url(),
-        a.domain,
-        a.data.display()
-    );
+    println!("{}", a.banner(&relay.url()));
     tokio::select! {
         _ = shutdown_signal() => {
             tracing::info!("shutting down");
@@ -482,44 +407,9 @@ async fn agent_init(
     Ok(ExitCode::SUCCESS)
 }
 
-async fn agent_run(home: &Home, no_prompt: bool, sync: Durability) -> Result<ExitCode, String> {
-    use std::io::IsTerminal;
-    let interactive =
-        !no_prompt && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
-    init_tracing("info", interactive.then(|| home.log()).as_deref());
-    let opened = AgentHost::open_home(home, sync).map_err(|e| e.to_string())?;
-    let addr = opened.host.agent().address().clone();
-    let mut o = RunOptions::new(&opened.file.relay, addr.user());
-    o.transcript = true;
-    o.control_socket = Some(home.socket());
-    if interactive {
-        o.terminal = Some(a2acp_tokio::term::Term::start().map_err(|e| e.to_string())?);
-    } else {
-        o.print_prompts = true;
-    }
-    let say = |s: &str| match &o.terminal {
-        Some(t) => t.println(s),
-        None => println!("{s}"),
-    };
-    say(&format!(
-        "{addr} {} · relay {} · control socket {}{}",
-        if opened.restored {
-            "resumed"
-        } else {
-            "started"
-        },
-        opened.file.relay,
-        home.socket().display(),
-        if interactive {
-            format!(" · logs in {} · Ctrl-C to stop", home.log().display())
-        } else {
-            String::new()
-        }
-    ));
-    if let Some(w) = &opened.warning {
-        say(&format!("warning: {w}"));
-    }
-    let h = agent::spawn(opened.host, opened.effects, o).map_err(|e| e.to_string())?;
+async fn agent_run(home: &Home, a: &RunArgs) -> Result<ExitCode, String> {
+    let ready = prepare_agent_run(home, a)?;
+    let h = agent::spawn(ready.host, ready.effects, ready.options).map_err(|e| e.to_string())?;
     let wait_end = async {
         loop {
             tokio::time::sleep(Duration::from_millis(200)).await;

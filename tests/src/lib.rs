@@ -1,12 +1,13 @@
-//! Helpers of the integration tests: relays and agents on loopback, a raw protocol client
-//! to misbehave with, and polling.
+//! Helpers of the integration tests: relays and agents on loopback — on tokio
+//! (`a2acp-tokio`) or on smol (`a2acp-smol`), in any pairing — a raw protocol client to
+//! misbehave with, and polling.
 #![forbid(unsafe_code)]
 #![allow(missing_docs, clippy::missing_panics_doc)]
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use a2acp_core::agent::{AgentConfig, Prompt};
+use a2acp_core::agent::{AgentConfig, Command, Prompt};
 use a2acp_core::crypto::{Direction, Envelope, IdentityKey, PublicKey, ThreadSession};
 use a2acp_core::relay::frame::{
     challenge_signed_bytes, ClientFrame, RelayFrame, AUTH_LABEL, REGISTER_LABEL,
@@ -15,7 +16,7 @@ use a2acp_core::relay::RelayConfig;
 use a2acp_core::Address;
 use a2acp_runtime::agent_host::AgentHost;
 use a2acp_runtime::config::{context_to_toml, AgentFile};
-use a2acp_runtime::control::{Request, ThreadSummary};
+use a2acp_runtime::control::{Request, Response, ThreadSummary};
 use a2acp_runtime::home::Home;
 use a2acp_runtime::relay_service::ServiceConfig;
 use a2acp_runtime::scripted::ScriptedUser;
@@ -25,7 +26,86 @@ use a2acp_tokio::relay::RunningRelay;
 use async_tungstenite::tungstenite::Message;
 use futures_util::StreamExt;
 
+pub use a2acp_smol;
 pub use a2acp_tokio;
+
+/// A running agent the tests can ask through its control channel: a tokio one
+/// ([`a2acp_tokio::agent::AgentHandle`]) or a smol one ([`a2acp_smol::agent::AgentHandle`]).
+pub trait Agent {
+    /// Sends a control request (panics if the agent has stopped).
+    fn ask(&self, req: Request) -> impl std::future::Future<Output = Response> + Send;
+    /// Gives the agent a user command (panics if the agent has stopped).
+    fn tell(&self, c: Command) -> impl std::future::Future<Output = ()> + Send;
+}
+
+impl Agent for AgentHandle {
+    async fn ask(&self, req: Request) -> Response {
+        self.request(req).await.expect("agent alive")
+    }
+    async fn tell(&self, c: Command) {
+        self.command(c).await.expect("agent alive")
+    }
+}
+
+impl Agent for a2acp_smol::agent::AgentHandle {
+    async fn ask(&self, req: Request) -> Response {
+        self.request(req).await.expect("agent alive")
+    }
+    async fn tell(&self, c: Command) {
+        self.command(c).await.expect("agent alive")
+    }
+}
+
+/// The spec's dinner (§4–§9), Alice's agent asking Bob's (whose home is `bob_home`), to
+/// completion on both sides, with the checks every runtime pairing must pass: one thread,
+/// eight packets on each side (context, request, response, resolution, two
+/// confirmations, two execution reports), and what Alice declined (her cuisine
+/// preference) never reached Bob while what she shared (how she travels) did — read over
+/// Bob's real control socket. Returns the thread id.
+pub async fn dinner_completes(
+    alice: &impl Agent,
+    bob: &impl Agent,
+    bob_home: &Home,
+    bob_addr: Address,
+) -> String {
+    use a2acp_runtime::scripted::{next_friday, start_dinner};
+    alice
+        .tell(start_dinner(bob_addr, &next_friday(a2acp_runtime::now())))
+        .await;
+    let ta = wait_state(alice, "COMPLETED", 30).await;
+    let tb = wait_state(bob, "COMPLETED", 30).await;
+    assert_eq!(ta.len(), 1, "{ta:?}");
+    assert_eq!(ta[0].id, tb[0].id);
+    assert_eq!(
+        ta[0].packets, 8,
+        "context, request, response, resolution, 2 confirmations, 2 reports"
+    );
+    assert_eq!(tb[0].packets, 8);
+    let r = ctl(
+        bob_home,
+        Request::Thread {
+            id: tb[0].id.clone(),
+        },
+    )
+    .await;
+    let theirs = r.data["theirs"].to_string();
+    assert!(
+        theirs.contains("driving") && !theirs.contains("Italian"),
+        "{theirs}"
+    );
+    ta[0].id.clone()
+}
+
+/// Panics if any file under `dir` (a relay's data) holds a secret of the dinner in clear.
+pub fn assert_no_dinner_plaintext(dir: &Path) {
+    let stored = all_bytes(dir);
+    for secret in ["vegetarian", "Reading", "dinner", "driving"] {
+        assert!(
+            !stored.windows(secret.len()).any(|w| w == secret.as_bytes()),
+            "the relay's files hold `{secret}`"
+        );
+    }
+}
 
 /// Starts a relay on `listen` with its database in `data`.
 pub async fn relay(listen: &str, data: &Path) -> RunningRelay {
@@ -48,6 +128,22 @@ pub async fn relay_with(listen: &str, data: &Path, relay: RelayConfig) -> Runnin
         }
     }
     panic!("relay could not start on {listen}");
+}
+
+/// Starts a relay on smol on `listen` with its database in `data`.
+pub async fn relay_smol(listen: &str, data: &Path) -> a2acp_smol::relay::RunningRelay {
+    let cfg = ServiceConfig {
+        data: Some(data.to_path_buf()),
+        durability: Durability::Normal,
+        ..ServiceConfig::default()
+    };
+    for _ in 0..100 {
+        match a2acp_smol::relay::start(listen, cfg.clone()).await {
+            Ok(r) => return r,
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    panic!("smol relay could not start on {listen}");
 }
 
 /// Creates an agent home (key, config) like `a2acp agent init --offline`.
@@ -83,6 +179,21 @@ pub fn run_agent(home: &Home, name: &str, auto: Option<ScriptedUser>) -> AgentHa
     a2acp_tokio::agent::spawn(opened.host, opened.effects, o).expect("spawn agent")
 }
 
+/// Runs the agent of `home` in this process, on smol.
+pub fn run_agent_smol(
+    home: &Home,
+    name: &str,
+    auto: Option<ScriptedUser>,
+) -> a2acp_smol::agent::AgentHandle {
+    let opened = AgentHost::open_home(home, Durability::Normal).expect("open agent home");
+    let mut o = RunOptions::new(&opened.file.relay, name);
+    o.auto = auto;
+    o.control_socket = Some(home.socket());
+    o.backoff_min = Duration::from_millis(50);
+    o.backoff_max = Duration::from_millis(400);
+    a2acp_smol::agent::spawn(opened.host, opened.effects, o).expect("spawn smol agent")
+}
+
 /// Polls `f` every 20 ms until it returns `Some`, or panics after `secs` seconds.
 pub async fn eventually<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
 where
@@ -102,25 +213,25 @@ where
 }
 
 /// The agent's threads.
-pub async fn threads(h: &AgentHandle) -> Vec<ThreadSummary> {
-    let r = h.request(Request::Threads).await.expect("agent alive");
+pub async fn threads(h: &impl Agent) -> Vec<ThreadSummary> {
+    let r = h.ask(Request::Threads).await;
     serde_json::from_value(r.data).unwrap()
 }
 
 /// The agent's open prompts.
-pub async fn prompts(h: &AgentHandle) -> Vec<Prompt> {
-    let r = h.request(Request::Prompts).await.expect("agent alive");
+pub async fn prompts(h: &impl Agent) -> Vec<Prompt> {
+    let r = h.ask(Request::Prompts).await;
     serde_json::from_value(r.data).unwrap()
 }
 
 /// Whether the agent is authenticated with the relay.
-pub async fn online(h: &AgentHandle) -> bool {
-    let r = h.request(Request::Status).await.expect("agent alive");
+pub async fn online(h: &impl Agent) -> bool {
+    let r = h.ask(Request::Status).await;
     r.data["online"].as_bool().unwrap_or(false)
 }
 
 /// Waits until the agent is online.
-pub async fn wait_online(h: &AgentHandle) {
+pub async fn wait_online(h: &impl Agent) {
     eventually(15, "agent online", || async {
         online(h).await.then_some(())
     })
@@ -128,7 +239,7 @@ pub async fn wait_online(h: &AgentHandle) {
 }
 
 /// Waits until every thread of `h` is in `state` (and there is at least one).
-pub async fn wait_state(h: &AgentHandle, state: &str, secs: u64) -> Vec<ThreadSummary> {
+pub async fn wait_state(h: &impl Agent, state: &str, secs: u64) -> Vec<ThreadSummary> {
     eventually(secs, &format!("threads {state}"), || async {
         let t = threads(h).await;
         (!t.is_empty() && t.iter().all(|x| x.state == state)).then_some(t)

@@ -1,0 +1,166 @@
+//! What the `a2acp` (tokio) and `a2acp-smol` commands share: the flags of `relay` and
+//! `agent run` (so both binaries take exactly the same ones), turning them into a relay
+//! service configuration or a ready-to-spawn agent, and the logging set-up.
+
+use std::path::{Path, PathBuf};
+
+use a2acp_core::relay::RelayConfig;
+use a2acp_core::Address;
+use clap::Args;
+
+use crate::agent_host::{AgentHost, Effect};
+use crate::daemon::RunOptions;
+use crate::home::Home;
+use crate::relay_service::ServiceConfig;
+use crate::store::Durability;
+use crate::term::Term;
+
+/// `relay`: run a relay.
+#[derive(Debug, Clone, Args)]
+pub struct RelayArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:7447")]
+    pub listen: String,
+    /// Domain served: addresses are agent:NAME@DOMAIN.
+    #[arg(long, default_value = "localhost")]
+    pub domain: String,
+    /// Directory of the relay's database (relay.db).
+    #[arg(long, default_value = "./relay-data")]
+    pub data: PathBuf,
+    /// `full`: every commit synced (survives power loss); `normal`: survives a crash of the process.
+    #[arg(long, default_value = "full")]
+    pub sync: Durability,
+    /// Token refill per second per address (rate limit).
+    #[arg(long, default_value_t = 50)]
+    pub rate_per_sec: u32,
+    /// Token bucket size per address.
+    #[arg(long, default_value_t = 200)]
+    pub rate_burst: u32,
+}
+
+impl RelayArgs {
+    /// The relay service's configuration, or why the flags are unusable.
+    pub fn service_config(&self) -> Result<ServiceConfig, String> {
+        if Address::new("x", &self.domain).is_err() {
+            return Err(format!(
+                "--domain `{}` is not a valid domain name",
+                self.domain
+            ));
+        }
+        let relay = RelayConfig {
+            domain: self.domain.clone(),
+            rate_per_sec: self.rate_per_sec,
+            rate_burst: self.rate_burst.max(1),
+            ..RelayConfig::default()
+        };
+        Ok(ServiceConfig {
+            relay,
+            data: Some(self.data.clone()),
+            durability: self.sync,
+            ..ServiceConfig::default()
+        })
+    }
+
+    /// The line printed once the relay listens on `url`.
+    pub fn banner(&self, url: &str) -> String {
+        format!(
+            "a2acp relay listening on {url} (domain {}, data {})",
+            self.domain,
+            self.data.display()
+        )
+    }
+}
+
+/// `agent run`: run the agent of a home.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Do not prompt on this terminal (answer with `a2acp answer`).
+    #[arg(long)]
+    pub no_prompt: bool,
+    /// `full` or `normal` (see `a2acp relay --help`).
+    #[arg(long, default_value = "full")]
+    pub sync: Durability,
+}
+
+/// An agent ready to be spawned by a binding.
+#[derive(Debug)]
+pub struct ReadyAgent {
+    /// The host.
+    pub host: AgentHost,
+    /// Its first effects.
+    pub effects: Vec<Effect>,
+    /// How to run it.
+    pub options: RunOptions,
+}
+
+/// Everything `agent run` does before the agent starts: logging (to `agent.log` when the
+/// terminal shows prompts), opening the home, the terminal in raw mode, the options
+/// (transcript, control socket, prompts on the terminal or printed) and the first line.
+pub fn prepare_agent_run(home: &Home, args: &RunArgs) -> Result<ReadyAgent, String> {
+    use std::io::IsTerminal;
+    let interactive =
+        !args.no_prompt && std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    init_tracing("info", interactive.then(|| home.log()).as_deref());
+    let opened = AgentHost::open_home(home, args.sync).map_err(|e| e.to_string())?;
+    let addr = opened.host.agent().address().clone();
+    let mut o = RunOptions::new(&opened.file.relay, addr.user());
+    o.transcript = true;
+    o.control_socket = Some(home.socket());
+    if interactive {
+        o.terminal = Some(Term::start().map_err(|e| e.to_string())?);
+    } else {
+        o.print_prompts = true;
+    }
+    let say = |s: &str| match &o.terminal {
+        Some(t) => t.println(s),
+        None => println!("{s}"),
+    };
+    say(&format!(
+        "{addr} {} · relay {} · control socket {}{}",
+        if opened.restored {
+            "resumed"
+        } else {
+            "started"
+        },
+        opened.file.relay,
+        home.socket().display(),
+        if interactive {
+            format!(" · logs in {} · Ctrl-C to stop", home.log().display())
+        } else {
+            String::new()
+        }
+    ));
+    if let Some(w) = &opened.warning {
+        say(&format!("warning: {w}"));
+    }
+    Ok(ReadyAgent {
+        host: opened.host,
+        effects: opened.effects,
+        options: o,
+    })
+}
+
+/// Logs through `tracing` (`RUST_LOG` overrides `default`) to stderr, or appended to
+/// `file` when given.
+pub fn init_tracing(default: &str, file: Option<&Path>) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let b = tracing_subscriber::fmt().with_env_filter(filter);
+    match file.and_then(|p| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+            .ok()
+    }) {
+        Some(f) => {
+            let _ = b
+                .with_ansi(false)
+                .with_writer(std::sync::Mutex::new(f))
+                .try_init();
+        }
+        None => {
+            let _ = b.with_writer(std::io::stderr).try_init();
+        }
+    }
+}

@@ -1,0 +1,696 @@
+//! The agent daemon, on any executor: the loop that owns an
+//! [`AgentHost`] — the core, its SQLite store and its prompts — and serves the relay's
+//! frames, the timer, control requests and the terminal ([`run`]); the relay link that
+//! reconnects with exponential backoff and jitter ([`link_loop`]); and the control
+//! socket's per-request handling ([`bind_control`], [`answer_control_line`]).
+//!
+//! A binding (tokio, smol) spawns [`run`] and [`link_loop`] as tasks and gives them its
+//! timer (`sleep`) and its TCP connect; the channels between them are `flume`'s, which
+//! work on every executor. Every input's persist records are committed before the frames
+//! it produced are handed to the link (the host does that), and a prompt never blocks
+//! anything: prompts are shown and answered while the other threads go on.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use a2acp_core::agent::{Command, Input, Prompt};
+use a2acp_core::relay::frame::RelayFrame;
+use a2acp_core::Timestamp;
+use async_tungstenite::tungstenite::{Message, Utf8Bytes};
+use async_tungstenite::WebSocketStream;
+use futures_util::io::{AsyncRead, AsyncWrite};
+use futures_util::{SinkExt, StreamExt};
+use tracing::{debug, info, warn};
+
+use crate::agent_host::{AgentHost, Effect, HostError};
+use crate::control::{Request, Response, MAX_REQUEST_BYTES};
+use crate::prompt::{self, PromptUi, UiOut};
+use crate::race::{never, race};
+use crate::scripted::ScriptedUser;
+use crate::term::{Term, UiKey};
+use crate::ws::ConnectError;
+
+/// Something that happened in an agent, for watchers (the demo, tests).
+// Events are cloned per subscriber and short-lived; boxing the effect would only add an
+// allocation per event.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentEvent {
+    /// The relay link went up (`true`, WebSocket connected) or down.
+    Link(bool),
+    /// An effect the agent executed.
+    Effect(Effect),
+    /// Another connection of this agent took over; the agent stopped reconnecting.
+    Replaced,
+}
+
+/// How to run an agent.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Relay URL (`ws://host:port`).
+    pub relay: String,
+    /// Name in transcript lines.
+    pub name: String,
+    /// Print transcript lines to stdout.
+    pub transcript: bool,
+    /// Time zero of the transcript (`None`: absolute times).
+    pub started: Option<Instant>,
+    /// Answer every prompt with this scripted user.
+    pub auto: Option<ScriptedUser>,
+    /// Answer prompts on this terminal, one keystroke per choice.
+    pub terminal: Option<Term>,
+    /// Print prompts to stdout with the `a2acp answer` command to use.
+    pub print_prompts: bool,
+    /// Serve the control socket at this path.
+    pub control_socket: Option<PathBuf>,
+    /// Shortest reconnection delay.
+    pub backoff_min: Duration,
+    /// Longest reconnection delay.
+    pub backoff_max: Duration,
+}
+
+impl RunOptions {
+    /// Defaults for `relay`.
+    pub fn new(relay: &str, name: &str) -> Self {
+        RunOptions {
+            relay: relay.to_string(),
+            name: name.to_string(),
+            transcript: false,
+            started: None,
+            auto: None,
+            terminal: None,
+            print_prompts: false,
+            control_socket: None,
+            backoff_min: Duration::from_millis(250),
+            backoff_max: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Why an agent stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The host failed (store, restore…).
+    #[error(transparent)]
+    Host(#[from] HostError),
+    /// The control socket could not be served.
+    #[error("control socket {path}: {message}")]
+    Control {
+        /// The socket.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// The agent task is gone.
+    #[error("the agent has stopped")]
+    Gone,
+}
+
+/// A request to the agent loop, from its handle or the control socket.
+pub enum Ctl {
+    /// A control request and where to answer.
+    Request(Request, flume::Sender<Response>),
+    /// A user command, acknowledged once handled.
+    Command(Command, flume::Sender<()>),
+    /// Stop (state is already committed).
+    Stop,
+}
+
+impl std::fmt::Debug for Ctl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Ctl")
+    }
+}
+
+/// What the relay link tells the agent loop.
+#[derive(Debug)]
+pub enum LinkEvent {
+    /// Connected: write frames through this channel.
+    Up(flume::Sender<LinkOut>),
+    /// A frame from the relay.
+    Frame(Vec<u8>),
+    /// The connection ended; the link reconnects.
+    Down,
+    /// Another connection of this agent took over; the link gave up.
+    Replaced,
+}
+
+/// What the agent loop asks the relay link to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LinkOut {
+    /// One frame (a WebSocket text message).
+    Frame(Vec<u8>),
+    /// Close the connection.
+    Close,
+}
+
+/// Sends a control request to an agent loop and waits for its answer.
+pub async fn request(ctl: &flume::Sender<Ctl>, req: Request) -> Result<Response, AgentError> {
+    let (tx, rx) = flume::bounded(1);
+    ctl.send_async(Ctl::Request(req, tx))
+        .await
+        .map_err(|_| AgentError::Gone)?;
+    rx.recv_async().await.map_err(|_| AgentError::Gone)
+}
+
+/// Gives an agent loop a user command and waits until it is handled.
+pub async fn command(ctl: &flume::Sender<Ctl>, c: Command) -> Result<(), AgentError> {
+    let (tx, rx) = flume::bounded(1);
+    ctl.send_async(Ctl::Command(c, tx))
+        .await
+        .map_err(|_| AgentError::Gone)?;
+    rx.recv_async().await.map_err(|_| AgentError::Gone)
+}
+
+/// Runs the agent until it is stopped (a [`Ctl::Stop`], every control sender dropped, or
+/// the user quitting the terminal) or its host fails. `first`: the effects of opening the
+/// host; `emit`: receives every [`AgentEvent`]; `sleep`: the executor's timer. On the way
+/// out the WebSocket is closed properly (the link task ends when it cannot report).
+pub async fn run<S, F>(
+    host: AgentHost,
+    first: Vec<Effect>,
+    mut opts: RunOptions,
+    emit: Box<dyn Fn(AgentEvent) + Send>,
+    ctl: flume::Receiver<Ctl>,
+    link: flume::Receiver<LinkEvent>,
+    sleep: S,
+) -> Result<(), AgentError>
+where
+    S: Fn(Duration) -> F,
+    F: Future<Output = ()>,
+{
+    let keys = opts.terminal.as_mut().and_then(|t| t.take_keys());
+    let mut d = Driver {
+        host,
+        opts,
+        emit,
+        link: None,
+        ui: PromptUi::new(),
+        pending: Vec::new(),
+    };
+    let r = d.run_loop(first, &ctl, &link, keys, sleep).await;
+    if let Some(l) = d.link.take() {
+        let _ = l.send(LinkOut::Close);
+    }
+    r
+}
+
+enum Ev {
+    Link(Option<LinkEvent>),
+    Ctl(Option<Ctl>),
+    Key(Option<UiKey>),
+    Timer,
+}
+
+struct Driver {
+    host: AgentHost,
+    opts: RunOptions,
+    emit: Box<dyn Fn(AgentEvent) + Send>,
+    link: Option<flume::Sender<LinkOut>>,
+    ui: PromptUi,
+    pending: Vec<Command>,
+}
+
+impl Driver {
+    fn now(&self) -> Timestamp {
+        crate::now()
+    }
+
+    async fn run_loop<S, F>(
+        &mut self,
+        first: Vec<Effect>,
+        ctl: &flume::Receiver<Ctl>,
+        link: &flume::Receiver<LinkEvent>,
+        keys: Option<flume::Receiver<UiKey>>,
+        sleep: S,
+    ) -> Result<(), AgentError>
+    where
+        S: Fn(Duration) -> F,
+        F: Future<Output = ()>,
+    {
+        self.execute(first);
+        let mut link_open = true;
+        let mut turn = false;
+        loop {
+            while let Some(c) = self.pending.pop() {
+                let e = self.host.handle(self.now(), Input::Command(c))?;
+                self.execute(e);
+            }
+            let wait = self.host.poll_timeout().map(|t| {
+                Duration::from_millis(t.as_millis().saturating_sub(self.now().as_millis()))
+            });
+            let ev = {
+                let from_link = async {
+                    if link_open {
+                        Ev::Link(link.recv_async().await.ok())
+                    } else {
+                        never().await
+                    }
+                };
+                let from_ctl = async { Ev::Ctl(ctl.recv_async().await.ok()) };
+                let from_keys = async {
+                    match &keys {
+                        Some(k) => Ev::Key(k.recv_async().await.ok()),
+                        None => never().await,
+                    }
+                };
+                let timer = async {
+                    match wait {
+                        Some(w) => {
+                            sleep(w).await;
+                            Ev::Timer
+                        }
+                        None => never().await,
+                    }
+                };
+                // Whichever is ready first wins; the order alternates so that a busy
+                // relay link cannot starve control requests, keys or the timer.
+                turn = !turn;
+                if turn {
+                    race(race(from_link, from_ctl), race(from_keys, timer)).await
+                } else {
+                    race(race(from_ctl, from_link), race(timer, from_keys)).await
+                }
+            };
+            match ev {
+                Ev::Link(Some(l)) => self.on_link(l)?,
+                // The link task gave up (replaced): the agent goes on offline.
+                Ev::Link(None) => link_open = false,
+                Ev::Ctl(None | Some(Ctl::Stop)) => return Ok(()),
+                Ev::Ctl(Some(Ctl::Request(req, reply))) => {
+                    let (resp, e) = self.host.control(self.now(), req)?;
+                    self.sync_ui_after_answer();
+                    self.execute(e);
+                    let _ = reply.send(resp);
+                }
+                Ev::Ctl(Some(Ctl::Command(c, reply))) => {
+                    let e = self.host.handle(self.now(), Input::Command(c))?;
+                    self.sync_ui_after_answer();
+                    self.execute(e);
+                    let _ = reply.send(());
+                }
+                Ev::Key(Some(UiKey::Key(k))) => {
+                    let outs = self.ui.key(k);
+                    self.ui_out(outs);
+                }
+                Ev::Key(Some(UiKey::Quit) | None) => return Ok(()),
+                Ev::Timer => {
+                    let e = self.host.handle_timeout(self.now())?;
+                    self.execute(e);
+                }
+            }
+        }
+    }
+
+    /// Prompts answered through the control socket leave the terminal's queue too.
+    fn sync_ui_after_answer(&mut self) {
+        let open: Vec<u64> = self.ui.open().map(|p| p.id).collect();
+        for id in open {
+            if !self.host.prompts().contains_key(&id) {
+                let outs = self.ui.close(id);
+                self.ui_out(outs);
+            }
+        }
+    }
+
+    fn on_link(&mut self, l: LinkEvent) -> Result<(), AgentError> {
+        let now = self.now();
+        match l {
+            LinkEvent::Up(tx) => {
+                self.link = Some(tx);
+                (self.emit)(AgentEvent::Link(true));
+                let e = self.host.handle(now, Input::Connected)?;
+                self.execute(e);
+            }
+            LinkEvent::Frame(b) => {
+                let e = self.host.handle(now, Input::Bytes(b))?;
+                self.execute(e);
+            }
+            LinkEvent::Down => {
+                self.link = None;
+                (self.emit)(AgentEvent::Link(false));
+                let e = self.host.handle(now, Input::Disconnected)?;
+                self.execute(e);
+            }
+            LinkEvent::Replaced => {
+                self.link = None;
+                (self.emit)(AgentEvent::Replaced);
+                let e = self.host.handle(now, Input::Disconnected)?;
+                self.execute(e);
+                self.say(&format!(
+                    "another connection of {} took over at the relay; this agent stays offline (run it again to take over)",
+                    self.host.agent().address()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn say(&self, text: &str) {
+        match &self.opts.terminal {
+            Some(t) => t.println(text),
+            None => {
+                if self.opts.transcript {
+                    println!("{}", self.line('|', text));
+                } else {
+                    info!("{text}");
+                }
+            }
+        }
+    }
+
+    fn line(&self, mark: char, text: &str) -> String {
+        let t = match self.opts.started {
+            Some(s) => {
+                let d = s.elapsed();
+                format!("{:>4}.{:03}s", d.as_secs(), d.subsec_millis())
+            }
+            None => self.now().to_string(),
+        };
+        format!("{t} {:<5} {mark} {text}", self.opts.name)
+    }
+
+    fn execute(&mut self, effects: Vec<Effect>) {
+        if self.opts.transcript {
+            // What was received first, then what the agent did, then what the user sees.
+            let mut lines: Vec<(u8, String)> = effects
+                .iter()
+                .filter_map(|e| {
+                    let (mark, text) = crate::transcript::describe(self.host.agent(), e)?;
+                    let cat = match (mark, e) {
+                        ('<', _) => 0,
+                        (_, Effect::Audit(_)) | ('>', _) => 1,
+                        _ => 2,
+                    };
+                    Some((cat, self.line(mark, &text)))
+                })
+                .collect();
+            lines.sort_by_key(|(c, _)| *c);
+            for (_, l) in lines {
+                match &self.opts.terminal {
+                    Some(t) => t.println(&l),
+                    None => println!("{l}"),
+                }
+            }
+        }
+        for e in effects {
+            match &e {
+                Effect::Send(b) => {
+                    if let Some(l) = &self.link {
+                        if l.send(LinkOut::Frame(b.clone())).is_err() {
+                            self.link = None;
+                        }
+                    }
+                }
+                Effect::CloseConnection => {
+                    if let Some(l) = self.link.take() {
+                        let _ = l.send(LinkOut::Close);
+                    }
+                }
+                Effect::Prompt(p) => self.show_prompt(p),
+                Effect::ClosePrompt(id) => {
+                    let outs = self.ui.close(*id);
+                    self.ui_out(outs);
+                }
+                Effect::Notify(n) => {
+                    if !self.opts.transcript {
+                        info!(kind = ?n.kind, thread = n.thread_id.as_deref().unwrap_or("-"), "{}", n.text);
+                    }
+                }
+                Effect::Audit(a) => debug!(
+                    thread = a.thread_id.as_deref().unwrap_or("-"),
+                    "{}", a.event
+                ),
+                Effect::Action(_) => {}
+            }
+            (self.emit)(AgentEvent::Effect(e));
+        }
+    }
+
+    fn show_prompt(&mut self, p: &Prompt) {
+        if let Some(u) = &self.opts.auto {
+            self.pending.insert(0, u.answer(p));
+            return;
+        }
+        if self.opts.terminal.is_some() {
+            let outs = self.ui.show(p.clone());
+            self.ui_out(outs);
+            return;
+        }
+        if self.opts.print_prompts {
+            println!(
+                "{}\n   (answer with `a2acp answer {} ...`: {})",
+                prompt::render(p),
+                p.id,
+                prompt::help(p)
+            );
+        }
+    }
+
+    fn ui_out(&mut self, outs: Vec<UiOut>) {
+        for o in outs {
+            match o {
+                UiOut::Print(s) => {
+                    if let Some(t) = &self.opts.terminal {
+                        t.println(&s);
+                    }
+                }
+                UiOut::Echo(s) => {
+                    if let Some(t) = &self.opts.terminal {
+                        t.echo(&s);
+                    }
+                }
+                UiOut::Answer(c) => self.pending.insert(0, c),
+            }
+        }
+    }
+}
+
+/// Exponential reconnection backoff with jitter: `min`, doubling up to `max`, each wait
+/// plus a random fraction of up to half of it.
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    min: Duration,
+    max: Duration,
+    cur: Duration,
+}
+
+impl Backoff {
+    /// Starts at `min`.
+    pub fn new(min: Duration, max: Duration) -> Self {
+        Backoff { min, max, cur: min }
+    }
+
+    /// The next wait (and doubles the one after).
+    pub fn next_wait(&mut self) -> Duration {
+        let jitter = {
+            let mut b = [0u8; 8];
+            let _ = getrandom::fill(&mut b);
+            let r = u64::from_le_bytes(b);
+            let half = (self.cur.as_millis() as u64 / 2).max(1);
+            Duration::from_millis(r % half)
+        };
+        let wait = self.cur + jitter;
+        self.cur = (self.cur * 2).min(self.max);
+        wait
+    }
+
+    /// Back to `min` (after a connection that lasted).
+    pub fn reset(&mut self) {
+        self.cur = self.min;
+    }
+}
+
+/// Keeps a WebSocket to the relay at `url` for the agent loop: connects with `connect`
+/// (the binding's TCP connect, Nagle off, then [`crate::ws::handshake`]), reports
+/// [`LinkEvent::Up`], moves frames both ways, reports [`LinkEvent::Down`] and reconnects
+/// after a [`Backoff`] wait (`sleep`: the binding's timer). Returns when the agent loop is
+/// gone or another connection of the agent took over ([`LinkEvent::Replaced`]).
+pub async fn link_loop<St, C, CF, S, SF>(
+    url: String,
+    to_agent: flume::Sender<LinkEvent>,
+    min: Duration,
+    max: Duration,
+    connect: C,
+    sleep: S,
+) where
+    St: AsyncRead + AsyncWrite + Unpin,
+    C: Fn(String) -> CF,
+    CF: Future<Output = Result<WebSocketStream<St>, ConnectError>>,
+    S: Fn(Duration) -> SF,
+    SF: Future<Output = ()>,
+{
+    let mut backoff = Backoff::new(min, max);
+    loop {
+        match connect(url.clone()).await {
+            Ok(ws) => {
+                let started = Instant::now();
+                let (tx, rx) = flume::unbounded();
+                if to_agent.send_async(LinkEvent::Up(tx)).await.is_err() {
+                    return;
+                }
+                let replaced = pump(ws, rx, &to_agent).await;
+                if replaced {
+                    let _ = to_agent.send_async(LinkEvent::Replaced).await;
+                    return;
+                }
+                if to_agent.send_async(LinkEvent::Down).await.is_err() {
+                    return;
+                }
+                if started.elapsed() > Duration::from_secs(10) {
+                    backoff.reset();
+                }
+            }
+            Err(e) => warn!(error = %e, "relay unreachable"),
+        }
+        if to_agent.is_disconnected() {
+            return;
+        }
+        let wait = backoff.next_wait();
+        info!(
+            retry_in_ms = wait.as_millis() as u64,
+            "reconnecting to the relay"
+        );
+        sleep(wait).await;
+    }
+}
+
+/// Moves frames both ways until the connection ends; `true` if the relay said another
+/// connection replaced this one.
+async fn pump<St>(
+    ws: WebSocketStream<St>,
+    rx: flume::Receiver<LinkOut>,
+    to_agent: &flume::Sender<LinkEvent>,
+) -> bool
+where
+    St: AsyncRead + AsyncWrite + Unpin,
+{
+    let (mut sink, mut source) = ws.split();
+    let mut replaced = false;
+    let reader = async {
+        while let Some(m) = source.next().await {
+            let bytes: Vec<u8> = match m {
+                Ok(Message::Text(t)) => t.as_bytes().to_vec(),
+                Ok(Message::Binary(b)) => b.to_vec(),
+                Ok(Message::Close(f)) => {
+                    debug!(frame = ?f, "relay closed the connection");
+                    break;
+                }
+                Ok(_) => continue,
+                Err(e) => {
+                    debug!(error = %e, "relay connection lost");
+                    break;
+                }
+            };
+            if bytes.len() < 64
+                && matches!(RelayFrame::from_bytes(&bytes), Ok(RelayFrame::Replaced))
+            {
+                replaced = true;
+            }
+            if to_agent.send_async(LinkEvent::Frame(bytes)).await.is_err() {
+                break;
+            }
+        }
+    };
+    let writer = async {
+        while let Ok(first) = rx.recv_async().await {
+            let mut next = Some(first);
+            while let Some(o) = next.take() {
+                match o {
+                    LinkOut::Frame(b) => {
+                        let Ok(t) = Utf8Bytes::try_from(b) else {
+                            continue;
+                        };
+                        if sink.feed(Message::Text(t)).await.is_err() {
+                            return;
+                        }
+                    }
+                    LinkOut::Close => {
+                        let _ = sink.close(None).await;
+                        return;
+                    }
+                }
+                next = rx.try_recv().ok();
+            }
+            if sink.flush().await.is_err() {
+                return;
+            }
+        }
+        let _ = sink.close(None).await;
+    };
+    race(reader, writer).await;
+    replaced
+}
+
+/// Removes the control socket's file when dropped.
+#[derive(Debug)]
+pub struct SocketFile(PathBuf);
+
+impl Drop for SocketFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Binds the control socket at `path` (mode 0600), refusing if another agent answers on
+/// it and replacing a stale file. The binding wraps the listener for its executor; the
+/// returned guard removes the file when the agent stops.
+pub fn bind_control(
+    path: &Path,
+) -> Result<(std::os::unix::net::UnixListener, SocketFile), AgentError> {
+    let err = |message: String| AgentError::Control {
+        path: path.to_path_buf(),
+        message,
+    };
+    if path.exists() {
+        match std::os::unix::net::UnixStream::connect(path) {
+            Ok(_) => return Err(err("another agent is running on this home".into())),
+            Err(_) => {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+    let l = std::os::unix::net::UnixListener::bind(path).map_err(|e| err(e.to_string()))?;
+    l.set_nonblocking(true).map_err(|e| err(e.to_string()))?;
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+    Ok((l, SocketFile(path.to_path_buf())))
+}
+
+/// The answer to one control-socket request line, as bytes to write back (one JSON line).
+/// `read`: what reading the line returned (the reader is limited to
+/// [`MAX_REQUEST_BYTES`]` + 1` bytes); `None` when the client sent nothing.
+pub async fn answer_control_line(
+    read: std::io::Result<usize>,
+    line: &str,
+    ctl: &flume::Sender<Ctl>,
+) -> Option<Vec<u8>> {
+    let resp = match read {
+        Ok(_) if line.len() > MAX_REQUEST_BYTES => Response::err("request too large"),
+        Ok(0) => return None,
+        Ok(_) => match serde_json::from_str::<Request>(line.trim()) {
+            Ok(req) => request(ctl, req)
+                .await
+                .unwrap_or_else(|_| Response::err("the agent is stopping")),
+            Err(e) => Response::err(format!("bad request: {e}")),
+        },
+        Err(e) => Response::err(format!("bad request: {e}")),
+    };
+    let mut out = serde_json::to_vec(&resp).unwrap_or_default();
+    out.push(b'\n');
+    Some(out)
+}
+
+/// What a client of the control socket makes of the agent's answer line.
+pub fn parse_control_answer(line: &str) -> Result<Response, String> {
+    serde_json::from_str(line).map_err(|e| format!("bad answer from the agent: {e}"))
+}
+
+/// The message when no agent answers on `path`.
+pub fn no_agent(path: &Path, e: &std::io::Error) -> String {
+    format!(
+        "no agent is running on {} ({e}); start it with `a2acp agent run`",
+        path.display()
+    )
+}

@@ -1,0 +1,160 @@
+//! The WebSocket side of both ends, on any executor: the settings ([`config`]), the
+//! client handshake over an already connected stream ([`handshake`]), and the relay's
+//! per-connection loop ([`serve_relay_link`]). A binding supplies the TCP stream (as a
+//! `futures-io` `AsyncRead + AsyncWrite`, Nagle off), the spawning and the timers.
+
+use std::net::SocketAddr;
+
+use async_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use async_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
+use async_tungstenite::tungstenite::{Bytes, Message, Utf8Bytes};
+use async_tungstenite::WebSocketStream;
+use futures_util::io::{AsyncRead, AsyncWrite};
+use futures_util::{SinkExt, StreamExt};
+use tracing::{debug, warn};
+
+use crate::relay_service::{ConnOut, RelayHandle};
+
+/// Largest protocol frame (SPEC-NOTES relay link §1: 128 KiB).
+pub const MAX_FRAME_BYTES: usize = 131_072;
+
+/// The WebSocket settings of both ends, sized deliberately:
+///
+/// - read buffer 4 KiB instead of tungstenite's eagerly allocated 128 KiB: an idle
+///   connection costs a few KiB, and a 2 KB packet still arrives in one read (the buffer
+///   grows for the rare large frame and is reused);
+/// - write buffer 16 KiB: frames queued together go out in one write, flushed explicitly;
+/// - largest message and frame 256 KiB, twice the protocol's 128 KiB limit, so a frame
+///   between the two gets the relay's `too_large` error frame (and the connection lives on),
+///   while anything larger is cut off by the WebSocket layer (close 1009) before it is
+///   buffered whole.
+pub fn config() -> WebSocketConfig {
+    WebSocketConfig::default()
+        .read_buffer_size(4096)
+        .write_buffer_size(16 * 1024)
+        .max_write_buffer_size(4 * 1024 * 1024)
+        .max_message_size(Some(2 * MAX_FRAME_BYTES))
+        .max_frame_size(Some(2 * MAX_FRAME_BYTES))
+}
+
+/// Why a connection to a relay failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The URL is not `ws://host:port`.
+    #[error("{0}")]
+    Url(String),
+    /// TCP failed.
+    #[error("cannot connect to {addr}: {source}")]
+    Tcp {
+        /// host:port.
+        addr: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The WebSocket handshake failed.
+    #[error("WebSocket handshake with {url} failed: {source}")]
+    Handshake {
+        /// The URL.
+        url: String,
+        /// The error.
+        #[source]
+        source: Box<async_tungstenite::tungstenite::Error>,
+    },
+    /// It took too long.
+    #[error("connecting to {0} timed out")]
+    Timeout(String),
+}
+
+/// The client handshake with the relay at `url` over `stream`, with [`config`].
+pub async fn handshake<S>(url: &str, stream: S) -> Result<WebSocketStream<S>, ConnectError>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let (ws, _) = async_tungstenite::client_async_with_config(url, stream, Some(config()))
+        .await
+        .map_err(|e| ConnectError::Handshake {
+            url: url.to_string(),
+            source: Box::new(e),
+        })?;
+    Ok(ws)
+}
+
+/// Serves one accepted agent link (after the server handshake) until it ends: every text
+/// or binary message goes to the relay service, and what the service releases for this
+/// connection (only after the batch that produced it is committed) is written back, queued
+/// frames in one flush. Reports the disconnection to the service before it returns.
+pub async fn serve_relay_link<S>(ws: WebSocketStream<S>, peer: SocketAddr, handle: RelayHandle)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let Ok((conn, out)) = handle.connect().await else {
+        return;
+    };
+    debug!(%peer, conn = conn.0, "connected");
+    let (mut sink, mut source) = ws.split();
+    let reader = async {
+        while let Some(msg) = source.next().await {
+            let bytes: Vec<u8> = match msg {
+                Ok(Message::Text(t)) => Bytes::from(t).into(),
+                Ok(Message::Binary(b)) => b.into(),
+                Ok(Message::Close(_)) => break,
+                Ok(_) => continue,
+                Err(async_tungstenite::tungstenite::Error::Capacity(e)) => {
+                    warn!(%peer, conn = conn.0, error = %e, "frame beyond the WebSocket limit: connection closed");
+                    break;
+                }
+                Err(e) => {
+                    debug!(%peer, conn = conn.0, error = %e, "connection lost");
+                    break;
+                }
+            };
+            if handle.bytes(conn, bytes).await.is_err() {
+                break;
+            }
+        }
+    };
+    let writer = async {
+        while let Ok(first) = out.recv_async().await {
+            let mut next = Some(first);
+            let mut close = None;
+            while let Some(o) = next.take() {
+                match o {
+                    ConnOut::Frame(b) => {
+                        let Ok(text) = Utf8Bytes::try_from(b) else {
+                            continue;
+                        };
+                        if sink.feed(Message::Text(text)).await.is_err() {
+                            return;
+                        }
+                    }
+                    ConnOut::Close(code) => {
+                        close = Some(code);
+                        break;
+                    }
+                }
+                next = out.try_recv().ok();
+            }
+            if sink.flush().await.is_err() {
+                return;
+            }
+            if let Some(code) = close {
+                let frame = match code {
+                    Some(c) => CloseFrame {
+                        code: CloseCode::Policy,
+                        reason: c.as_str().into(),
+                    },
+                    None => CloseFrame {
+                        code: CloseCode::Away,
+                        reason: "relay shutting down".into(),
+                    },
+                };
+                let _ = sink.send(Message::Close(Some(frame))).await;
+                return;
+            }
+        }
+    };
+    crate::race::race(reader, writer).await;
+    handle.disconnected(conn).await;
+    debug!(%peer, conn = conn.0, "disconnected");
+}

@@ -1,0 +1,330 @@
+//! The `a2acp-sim` command line: run a scenario, run a swarm, list scenarios, bench.
+#![forbid(unsafe_code)]
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use a2acp_sim::scenario::{self, SHIPPED};
+use a2acp_sim::swarm::{self, Params};
+use a2acp_sim::world::{Sim, Stopwatch};
+use a2acp_sim::{html, SimError};
+use clap::{Parser, Subcommand};
+
+/// Deterministic simulator for a2acp: seeded faults, user and LLM models, invariant checkers.
+#[derive(Parser)]
+#[command(name = "a2acp-sim", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run one scenario (a shipped name, a TOML file, or `swarm`) and print its transcript.
+    Run {
+        /// Shipped scenario name, path to a TOML file, or `swarm` (a world drawn from the seed).
+        scenario: String,
+        /// The seed: same scenario and seed, same run, byte for byte.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Write a self-contained HTML page with the sequence diagram.
+        #[arg(long, value_name = "FILE")]
+        html: Option<String>,
+        /// For `swarm`: agents.
+        #[arg(long, default_value_t = 4)]
+        agents: usize,
+        /// For `swarm`: threads.
+        #[arg(long, default_value_t = 6)]
+        threads: usize,
+        /// For `swarm`: no faults.
+        #[arg(long)]
+        no_faults: bool,
+        /// For `swarm`: calm users and an in-order network (see `swarm --calm`).
+        #[arg(long)]
+        calm: bool,
+        /// For `swarm`: devices are shut for at most an hour.
+        #[arg(long)]
+        short_offline: bool,
+        /// Print only the result line and violations.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Run many seeded worlds (every fault drawn from the seed) and check every invariant.
+    Swarm {
+        /// Seeds: `A..B` (B excluded), `A..=B`, or one seed.
+        #[arg(long, default_value = "0..100")]
+        seeds: String,
+        /// Agents per world.
+        #[arg(long, default_value_t = 4)]
+        agents: usize,
+        /// Threads per world.
+        #[arg(long, default_value_t = 6)]
+        threads: usize,
+        /// No faults (clean network, no crashes).
+        #[arg(long)]
+        no_faults: bool,
+        /// Calm users (approve and confirm everything, no cancellations) and no frame
+        /// reordering; every other fault stays.
+        #[arg(long)]
+        calm: bool,
+        /// Devices are shut for at most an hour (shorter simulated spans).
+        #[arg(long)]
+        short_offline: bool,
+        /// Hide the progress bar.
+        #[arg(long)]
+        no_progress: bool,
+    },
+    /// List the shipped scenarios.
+    List,
+    /// Measure the simulator: events/s, sim-to-wall ratio, overhead, a large swarm, and
+    /// round trips and prompts per thread against §11.2.
+    Bench {
+        /// Agents of the large swarm.
+        #[arg(long, default_value_t = 1000)]
+        agents: usize,
+        /// Threads of the large swarm.
+        #[arg(long, default_value_t = 10_000)]
+        threads: usize,
+        /// Seed of the large swarm.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+}
+
+struct Wall(Instant);
+
+impl Stopwatch for Wall {
+    fn nanos(&mut self) -> u64 {
+        self.0.elapsed().as_nanos() as u64
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match dispatch(cli.cmd) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
+    match cmd {
+        Cmd::List => {
+            for (name, text) in SHIPPED {
+                let s = scenario::parse(text, name)?;
+                println!("{name:<22} {}", s.summary);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Run {
+            scenario: name,
+            seed,
+            html: html_file,
+            agents,
+            threads,
+            no_faults,
+            calm,
+            short_offline,
+            quiet,
+        } => {
+            let mut spec = if name == "swarm" {
+                if agents < 2 {
+                    return Err(SimError::Usage("--agents must be at least 2".into()));
+                }
+                swarm::generate(
+                    seed,
+                    Params {
+                        agents,
+                        threads,
+                        faults: !no_faults,
+                        long_offline: !short_offline,
+                        calm,
+                    },
+                )
+            } else {
+                scenario::load(&name)?
+            };
+            spec.transcript = true;
+            let (report, text, lines) = Sim::new(spec.clone(), seed).run();
+            if !quiet {
+                print!("{text}");
+            }
+            if let Some(f) = html_file {
+                let page = html::page(&spec, seed, &lines, &report);
+                std::fs::write(&f, page).map_err(|e| SimError::Io {
+                    path: f.clone(),
+                    reason: e.to_string(),
+                })?;
+                eprintln!("wrote {f}");
+            }
+            if report.passed() {
+                if quiet {
+                    println!("{} seed {}: all checks passed", report.name, seed);
+                }
+                Ok(ExitCode::SUCCESS)
+            } else {
+                for v in &report.violations {
+                    eprintln!("VIOLATION {v}");
+                }
+                Ok(ExitCode::from(1))
+            }
+        }
+        Cmd::Swarm {
+            seeds,
+            agents,
+            threads,
+            no_faults,
+            calm,
+            short_offline,
+            no_progress,
+        } => {
+            let range = swarm::parse_seeds(&seeds).ok_or_else(|| {
+                SimError::Usage(format!(
+                    "--seeds `{seeds}` is not `A..B`, `A..=B` or a number (with A < B)"
+                ))
+            })?;
+            if agents < 2 {
+                return Err(SimError::Usage("--agents must be at least 2".into()));
+            }
+            let p = Params {
+                agents,
+                threads,
+                faults: !no_faults,
+                long_offline: !short_offline,
+                calm,
+            };
+            let bar = if no_progress {
+                indicatif::ProgressBar::hidden()
+            } else {
+                indicatif::ProgressBar::new(range.end - range.start)
+            };
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{bar:40} {pos}/{len} seeds, {msg} [{elapsed_precise}, eta {eta}]",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            let t0 = Instant::now();
+            let mut failed = Vec::new();
+            let mut events = 0u64;
+            for seed in range.clone() {
+                let spec = swarm::generate(seed, p);
+                let (report, _, _) = Sim::new(spec, seed).run();
+                events += report.stats.events;
+                if !report.passed() {
+                    bar.suspend(|| {
+                        eprintln!("seed {seed} FAILED:");
+                        for v in report.violations.iter().take(5) {
+                            eprintln!("  {v}");
+                        }
+                        eprintln!("  reproduce: {}", swarm::reproduce_command(seed, p));
+                    });
+                    failed.push(seed);
+                }
+                bar.inc(1);
+                bar.set_message(format!("{} failed", failed.len()));
+            }
+            bar.finish_and_clear();
+            let n = range.end - range.start;
+            let wall = t0.elapsed().as_secs_f64();
+            println!(
+                "{} passed, {} failed ({n} seeds, {events} events, {wall:.1} s)",
+                n - failed.len() as u64,
+                failed.len()
+            );
+            if failed.is_empty() {
+                Ok(ExitCode::SUCCESS)
+            } else {
+                Ok(ExitCode::from(1))
+            }
+        }
+        Cmd::Bench {
+            agents,
+            threads,
+            seed,
+        } => {
+            bench(agents, threads, seed)?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn bench(agents: usize, threads: usize, seed: u64) -> Result<(), SimError> {
+    println!("# a2acp-sim bench (wall-clock figures of this machine)");
+    // 1. Throughput and overhead on a mid-size swarm with faults.
+    let p = Params {
+        agents: 50,
+        threads: 500,
+        faults: true,
+        long_offline: false,
+        calm: false,
+    };
+    let spec = swarm::generate(seed, p);
+    let t0 = Instant::now();
+    let (r, _, _) = Sim::new(spec.clone(), seed)
+        .with_stopwatch(Box::new(Wall(Instant::now())))
+        .run();
+    let wall = t0.elapsed().as_secs_f64();
+    let core = r.stats.core_nanos as f64 / 1e9;
+    println!(
+        "swarm 50 agents / 500 threads, faults: {} events in {wall:.2} s = {:.0} events/s; simulated {:.0} s = {:.0}x real time",
+        r.stats.events,
+        r.stats.events as f64 / wall,
+        r.stats.sim_time.as_secs_f64(),
+        r.stats.sim_time.as_secs_f64() / wall
+    );
+    println!(
+        "  time in the core (agents + relay, crypto included): {core:.2} s; simulator overhead (network, models, checkers, bookkeeping): {:.0}%",
+        100.0 * (wall - core).max(0.0) / wall
+    );
+    println!(
+        "  checks: {}",
+        if r.passed() {
+            "all passed".to_string()
+        } else {
+            format!("{} violations", r.violations.len())
+        }
+    );
+    // 2. The large swarm.
+    let p = Params {
+        agents,
+        threads,
+        faults: true,
+        long_offline: false,
+        calm: false,
+    };
+    let spec = swarm::generate(seed, p);
+    let t0 = Instant::now();
+    let (r, _, _) = Sim::new(spec, seed)
+        .with_stopwatch(Box::new(Wall(Instant::now())))
+        .run();
+    let wall = t0.elapsed().as_secs_f64();
+    let core = r.stats.core_nanos as f64 / 1e9;
+    println!(
+        "swarm {agents} agents / {threads} threads, faults: {wall:.1} s wall, {} events ({:.0}/s), {} packets, {:.0} s simulated, overhead {:.0}%, checks {}",
+        r.stats.events,
+        r.stats.events as f64 / wall,
+        r.stats.packets_sent,
+        r.stats.sim_time.as_secs_f64(),
+        100.0 * (wall - core).max(0.0) / wall,
+        if r.passed() { "all passed".to_string() } else { format!("{} violations", r.violations.len()) }
+    );
+    // 3. §11.2: first contact vs established relationship.
+    for (name, claim) in [
+        ("dinner", "4 round trips + 1 prompt"),
+        ("established", "1 round trip + 0 prompts"),
+    ] {
+        let spec = scenario::load(name)?;
+        let (r, _, _) = Sim::new(spec, 1).run();
+        for (t, packets, prompts) in &r.first_resolution {
+            println!(
+                "§11.2 {name} thread {}: {packets} packets up to the resolution, {prompts} consent prompt(s) (spec: {claim})",
+                t + 1
+            );
+        }
+    }
+    Ok(())
+}

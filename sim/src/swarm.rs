@@ -1,0 +1,474 @@
+//! Swarm runs: whole worlds drawn from a seed — agents, profiles, permissions, users, LLMs,
+//! links, threads and every fault (loss, duplication, reordering, partitions, relay and
+//! agent crashes, devices shut for hours or days, clock skew).
+//!
+//! `generate(seed, params)` is a pure function: the same seed gives the same world, and
+//! `a2acp-sim run swarm --seed N --agents K --threads T` replays it with a transcript.
+
+use std::time::Duration;
+
+use a2acp_core::agent::{AgentConfig, RelationshipOverride};
+use a2acp_core::packet::{Context, Intent};
+use a2acp_core::relay::RelayConfig;
+use a2acp_core::{Address, Timestamp};
+use serde_json::{json, Value};
+
+use crate::model::{
+    ActionModel, ConsentPolicy, KeyChangePolicy, LinkModel, LlmAnswer, LlmModel, ResolutionPolicy,
+    UserModel,
+};
+use crate::scenario::{
+    AgentSpec, CommandSpec, Direction, Outage, Partition, RelaySpec, ScriptAction, Spec, ThreadSpec,
+};
+use crate::util::Rng;
+
+/// The size of a swarm and whether faults are injected.
+#[derive(Debug, Clone, Copy)]
+pub struct Params {
+    /// Agents.
+    pub agents: usize,
+    /// Threads.
+    pub threads: usize,
+    /// Inject faults (off: a clean network, for throughput figures).
+    pub faults: bool,
+    /// Allow devices shut for days (long simulated spans).
+    pub long_offline: bool,
+    /// Calm users and gentler faults: users approve and confirm (no declines, excuses,
+    /// cancellations or unanswered prompts), frames are never reordered, relay queues keep
+    /// their default size and agents crash only between steps. Every other fault stays
+    /// (loss, duplication, partitions, relay crashes mid-step, agent crashes and restarts,
+    /// devices shut, clock skew, LLM failures, failing actions). Used by the CI swarm while the core issues that the full
+    /// swarm finds (reported in SPEC-NOTES) are open.
+    pub calm: bool,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            agents: 4,
+            threads: 6,
+            faults: true,
+            long_offline: true,
+            calm: false,
+        }
+    }
+}
+
+const ZONES: &[&str] = &[
+    "Europe/London",
+    "Europe/Paris",
+    "America/New_York",
+    "Asia/Tokyo",
+    "UTC",
+];
+const DATES: &[&str] = &[
+    "2026-03-23",
+    "2026-03-24",
+    "2026-03-25",
+    "2026-03-26",
+    "2026-03-27",
+];
+const WINDOWS: &[&str] = &[
+    "18:00-21:00",
+    "18:30-21:30",
+    "19:00-22:00",
+    "12:00-14:00",
+    "11:30-13:30",
+    "09:00-12:00",
+    "14:00-17:00",
+];
+const EVENTS: &[(&str, &str)] = &[
+    ("dinner", "Dinner"),
+    ("lunch", "Lunch"),
+    ("coffee", "Coffee"),
+    ("video call", "Video call"),
+    ("drinks", "Drinks"),
+];
+
+fn ms(d: u64) -> Duration {
+    Duration::from_millis(d)
+}
+
+fn ctx(v: Value) -> Context {
+    v.as_object().cloned().unwrap_or_default()
+}
+
+/// The world of `seed`.
+pub fn generate(seed: u64, p: Params) -> Spec {
+    let mut r = Rng::new(seed, "swarm");
+    let domain = "a2acp.io";
+    let n = p.agents.max(2);
+    let run_for = Duration::from_secs(3600);
+    let faults = p.faults;
+    let names: Vec<String> = (0..n).map(|i| format!("a{i:04}")).collect();
+    let addr = |i: usize| {
+        Address::new(&names[i], domain).expect("generated names (a0000…) are valid addresses")
+    };
+
+    let mut relay_config = RelayConfig {
+        domain: domain.into(),
+        ..RelayConfig::default()
+    };
+    if faults && !p.calm && r.chance(0.2) {
+        relay_config.queue_per_thread = *r.pick(&[2, 3, 5]);
+    }
+    let mut relay_crashes = Vec::new();
+    if faults {
+        for _ in 0..r.below(3) {
+            relay_crashes.push(Outage {
+                at: ms(r.between(1_000, 3_000_000)),
+                length: ms(r.between(1_000, 600_000)),
+            });
+        }
+    }
+
+    let mut agents = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        let mut config = AgentConfig::new(addr(i));
+        let zone = *r.pick(ZONES);
+        let mut profile = ctx(json!({
+            "name": format!("User {i}"),
+            "timezone": zone,
+            "transport_mode": *r.pick(&["driving", "walking", "cycling", "train"]),
+            "cuisine_preference": *r.pick(&["Italian", "Thai", "Japanese", "Mexican"]),
+            "health_info": format!("SECRET-health-{seed}-{i}"),
+        }));
+        if r.chance(0.7) {
+            let w: Vec<String> = (0..=r.below(2))
+                .map(|_| format!("{} {}", r.pick(DATES), r.pick(WINDOWS)))
+                .collect();
+            profile.insert("time_windows".into(), json!(w));
+        }
+        if r.chance(0.5) {
+            profile.insert(
+                "dietary".into(),
+                json!([*r.pick(&["none", "vegetarian", "vegan", "gluten-free"])]),
+            );
+        }
+        if r.chance(0.3) {
+            profile.insert(
+                "medications".into(),
+                json!(format!("SECRET-meds-{seed}-{i}")),
+            );
+        }
+        config.profile = profile;
+        if faults && r.chance(0.1) {
+            config.supported_versions = vec!["0.1".into()];
+        }
+        if r.chance(0.3) {
+            config
+                .permissions
+                .always_share
+                .insert("specific_availability".into());
+        }
+        // Relationship overrides with a few other agents.
+        for _ in 0..r.below(3) {
+            let j = r.below(n as u64) as usize;
+            if j != i {
+                config.overrides.insert(
+                    addr(j),
+                    RelationshipOverride {
+                        label: "friend".into(),
+                        promote_to_always_share: ["specific_availability", "dietary"]
+                            .iter()
+                            .map(|s| s.to_string())
+                            .collect(),
+                        ..Default::default()
+                    },
+                );
+            }
+        }
+        config.use_llm = r.chance(0.15);
+        let llm = LlmModel {
+            latency: (300, r.between(500, 5000)),
+            answers: vec![LlmAnswer::Random],
+            fail_rate: if faults { r.unit() * 0.4 } else { 0.0 },
+            malformed_rate: if faults { r.unit() * 0.3 } else { 0.0 },
+        };
+        let lo = r.between(500, 30_000);
+        let rare_consent = if r.chance(0.3) {
+            ConsentPolicy::Never
+        } else {
+            ConsentPolicy::Approve
+        };
+        let consent = *r.pick(&[
+            ConsentPolicy::Random,
+            ConsentPolicy::Random,
+            ConsentPolicy::Approve,
+            ConsentPolicy::ApproveSome,
+            ConsentPolicy::DeclineAll,
+            rare_consent,
+        ]);
+        let rare_resolution = if r.chance(0.3) {
+            ResolutionPolicy::Never
+        } else {
+            ResolutionPolicy::Excuse
+        };
+        let resolution = *r.pick(&[
+            ResolutionPolicy::Random,
+            ResolutionPolicy::Random,
+            ResolutionPolicy::Confirm,
+            ResolutionPolicy::Confirm,
+            rare_resolution,
+        ]);
+        let (consent, resolution) = if p.calm {
+            (ConsentPolicy::Approve, ResolutionPolicy::Confirm)
+        } else {
+            (consent, resolution)
+        };
+        let user = UserModel {
+            delay: (lo, lo + r.between(0, 600_000)),
+            consent: vec![consent],
+            resolution: vec![resolution],
+            excuse_reason: Some(format!("SECRET-reason-{seed}-{i}: can't stand them")),
+            key_change: KeyChangePolicy::Accept,
+        };
+        let actions = ActionModel {
+            latency: (50, r.between(100, 5000)),
+            fail_first: if faults && r.chance(0.2) {
+                ["book_table".to_string()].into_iter().collect()
+            } else {
+                Default::default()
+            },
+            fail_rate: if faults { r.unit() * 0.1 } else { 0.0 },
+        };
+        let lat_lo = r.between(2, 60);
+        let link = LinkModel {
+            latency: (lat_lo, lat_lo + r.between(0, 500)),
+            exponential: r.chance(0.5),
+            loss: if faults && r.chance(0.5) {
+                r.unit() * 0.02
+            } else {
+                0.0
+            },
+            duplicate: if faults && r.chance(0.3) {
+                r.unit() * 0.05
+            } else {
+                0.0
+            },
+            reorder: if faults && !p.calm && r.chance(0.3) {
+                r.unit() * 0.05
+            } else {
+                0.0
+            },
+            reorder_window: r.between(10, 500),
+        };
+        let skew_ms = if faults && r.chance(0.5) {
+            r.between(0, 480_000) as i64 - 240_000
+        } else {
+            0
+        };
+        let mut offline = Vec::new();
+        let mut crashes = Vec::new();
+        if faults {
+            if r.chance(0.15) {
+                let long = p.long_offline && r.chance(0.3);
+                offline.push(Outage {
+                    at: ms(r.between(0, 3_000_000)),
+                    length: if long {
+                        ms(r.between(3_600_000, 2 * 86_400_000))
+                    } else {
+                        ms(r.between(10_000, 3_600_000))
+                    },
+                });
+            }
+            if r.chance(0.2) {
+                for _ in 0..=r.below(2) {
+                    crashes.push(Outage {
+                        at: ms(r.between(0, 3_400_000)),
+                        length: ms(r.between(500, 300_000)),
+                    });
+                }
+            }
+        }
+        agents.push(AgentSpec {
+            name: name.clone(),
+            config,
+            skew_ms,
+            user,
+            llm,
+            actions,
+            link,
+            offline,
+            crashes,
+        });
+    }
+
+    let mut partitions = Vec::new();
+    if faults {
+        for _ in 0..r.below(1 + n as u64 / 2).min(8) {
+            partitions.push(Partition {
+                agent: r.below(n as u64) as usize,
+                when: Outage {
+                    at: ms(r.between(0, 3_000_000)),
+                    length: ms(r.between(5_000, 900_000)),
+                },
+                direction: *r.pick(&[Direction::Both, Direction::ToRelay, Direction::FromRelay]),
+            });
+        }
+    }
+
+    let mut threads = Vec::new();
+    for _ in 0..p.threads {
+        let from = r.below(n as u64) as usize;
+        let mut to = r.below(n as u64 - 1) as usize;
+        if to >= from {
+            to += 1;
+        }
+        let at = ms(r.between(1_000, run_for.as_millis() as u64 / 2));
+        let (intent, context) = if r.chance(0.85) {
+            let (ev, label) = *r.pick(EVENTS);
+            let date = *r.pick(DATES);
+            let mut c = ctx(json!({
+                "event_type": ev,
+                "proposed_date": date,
+                "time_windows": [*r.pick(WINDOWS)],
+            }));
+            if r.chance(0.5) {
+                let f = *r.pick(&["not_flexible", "somewhat_flexible", "flexible"]);
+                c.insert("flexibility".into(), json!(f));
+            }
+            if r.chance(0.4) {
+                c.insert("location_preference".into(), json!("central Reading"));
+            }
+            if r.chance(0.3) {
+                c.insert("budget_range".into(), json!("£20-40pp"));
+            }
+            if r.chance(0.05) {
+                // The user mentions something never_share: it must not leave.
+                c.insert("health_info".into(), json!(format!("SECRET-typed-{seed}")));
+            }
+            let urgency = *r.pick(&["low", "normal", "normal", "high"]);
+            (
+                Intent {
+                    category: "scheduling".into(),
+                    summary: format!("{label} on {date}"),
+                    urgency: Some(urgency.into()),
+                    scope_change: None,
+                },
+                c,
+            )
+        } else {
+            let k = r.between(1, 7);
+            let wanted: Vec<String> = (0..k).map(|x| format!("detail_{x}")).collect();
+            (
+                Intent {
+                    category: "information".into(),
+                    summary: "Exchange details".into(),
+                    urgency: None,
+                    scope_change: None,
+                },
+                ctx(json!({"wanted_fields": wanted, "topic": "club directory"})),
+            )
+        };
+        threads.push(ThreadSpec {
+            from,
+            to,
+            at,
+            intent,
+            context,
+        });
+    }
+    let mut commands = Vec::new();
+    for (k, t) in threads.iter().enumerate() {
+        if p.calm {
+            break;
+        }
+        if r.chance(0.04) {
+            commands.push(CommandSpec {
+                at: t.at + ms(r.between(1_000, 1_800_000)),
+                agent: t.from,
+                action: ScriptAction::Cancel { thread: k },
+            });
+        } else if r.chance(0.04) {
+            commands.push(CommandSpec {
+                at: t.at + ms(r.between(1_000, 1_800_000)),
+                agent: t.from,
+                action: ScriptAction::UpdateContext {
+                    thread: k,
+                    context: ctx(json!({"party_size": r.between(2, 6)})),
+                },
+            });
+        }
+    }
+    Spec {
+        name: "swarm".into(),
+        summary: format!(
+            "swarm world of seed {seed}: {n} agents, {} threads, faults {}",
+            p.threads,
+            if faults { "on" } else { "off" }
+        ),
+        start: Timestamp::parse_rfc3339("2026-03-21T09:00:00Z").unwrap_or(Timestamp::ZERO),
+        relay: RelaySpec {
+            config: relay_config,
+            crashes: relay_crashes,
+        },
+        agents,
+        partitions,
+        threads,
+        commands,
+        key_changes: Vec::new(),
+        run_for,
+        settle: Duration::from_secs(3600),
+        expect: Vec::new(),
+        transcript: false,
+        known_issues: Vec::new(),
+        crash_mid_step: !p.calm,
+    }
+}
+
+/// Parses `A..B` (B excluded), `A..=B` or a single `A`.
+pub fn parse_seeds(s: &str) -> Option<std::ops::Range<u64>> {
+    if let Some((a, b)) = s.split_once("..=") {
+        let (a, b): (u64, u64) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+        if a > b {
+            return None;
+        }
+        return Some(a..b.checked_add(1)?);
+    }
+    if let Some((a, b)) = s.split_once("..") {
+        let (a, b): (u64, u64) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+        return (a < b).then_some(a..b);
+    }
+    let a: u64 = s.trim().parse().ok()?;
+    Some(a..a.checked_add(1)?)
+}
+
+/// The command that reproduces one swarm world with its transcript.
+pub fn reproduce_command(seed: u64, p: Params) -> String {
+    format!(
+        "a2acp-sim run swarm --seed {seed} --agents {} --threads {}{}{}{}",
+        p.agents,
+        p.threads,
+        if p.faults { "" } else { " --no-faults" },
+        if p.calm { " --calm" } else { "" },
+        if p.long_offline {
+            ""
+        } else {
+            " --short-offline"
+        }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_parse() {
+        assert_eq!(parse_seeds("3..7"), Some(3..7));
+        assert_eq!(parse_seeds("3..=7"), Some(3..8));
+        assert_eq!(parse_seeds("5"), Some(5..6));
+        assert_eq!(parse_seeds("7..3"), None);
+        assert_eq!(parse_seeds("x..3"), None);
+    }
+
+    #[test]
+    fn worlds_are_a_function_of_the_seed() {
+        let a = generate(42, Params::default());
+        let b = generate(42, Params::default());
+        assert_eq!(format!("{a:?}"), format!("{b:?}"));
+        let c = generate(43, Params::default());
+        assert_ne!(format!("{a:?}"), format!("{c:?}"));
+    }
+}

@@ -1,0 +1,71 @@
+//! Swarms of seeded worlds with every invariant checked.
+//!
+//! `swarm_ci` runs 500 seeds (override with `A2ACP_SWARM_SEEDS=N`) of the calm profile:
+//! calm users and no frame reordering, agent crashes between steps, every other fault on.
+//! One core issue still shows there and is matched precisely (see `known_core_issue`);
+//! anything else fails the test. `swarm_full` is the full fault model; it finds the core
+//! issues listed in its ignore reason and is run with `--ignored` until they are fixed.
+
+use a2acp_sim::check::Violation;
+use a2acp_sim::swarm::{self, Params};
+use a2acp_sim::world::Sim;
+
+fn seeds(default: u64) -> u64 {
+    std::env::var("A2ACP_SWARM_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Core issue 6 (reported to the lead): a first packet waiting for the peer's key is
+/// never sent when the key gets pinned from an incoming envelope instead of the lookup
+/// answer (the lookup was lost with a connection reset). Signature: a one-sided thread
+/// still INITIATED and waiting for its peer.
+fn known_core_issue(v: &Violation) -> bool {
+    let sides = v.detail.rsplit("healed: ").next().unwrap_or("");
+    v.check == "liveness" && sides.ends_with(" INITIATED waiting Peer") && !sides.contains(", ")
+}
+
+fn run_swarm(p: Params, n: u64, tolerate: fn(&Violation) -> bool) {
+    let mut failures = Vec::new();
+    let mut known = 0;
+    for seed in 0..n {
+        let (r, _, _) = Sim::new(swarm::generate(seed, p), seed).run();
+        let bad: Vec<&Violation> = r.violations.iter().filter(|v| !tolerate(v)).collect();
+        known += r.violations.len() - bad.len();
+        if !bad.is_empty() {
+            failures.push(format!(
+                "seed {seed}: {}\n  reproduce: {}",
+                bad.iter()
+                    .map(|v| v.to_string())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                swarm::reproduce_command(seed, p)
+            ));
+        }
+    }
+    if known > 0 {
+        eprintln!(
+            "{known} violation(s) of the known core issue (a first packet waiting for a key)"
+        );
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn swarm_ci() {
+    let p = Params {
+        agents: 4,
+        threads: 6,
+        faults: true,
+        long_offline: false,
+        calm: true,
+    };
+    run_swarm(p, seeds(500), known_core_issue);
+}
+
+#[test]
+#[ignore = "finds open core issues 1-6 (stale decline read as a cancel, execution_report before the confirmation, cancel after the peer confirmed, consent answers of escalated threads, consolidation storm past the round-trip limit, pending first packet after a pin); run with --ignored"]
+fn swarm_full() {
+    run_swarm(Params::default(), seeds(500), |_| false);
+}

@@ -1,0 +1,72 @@
+//! The dinner negotiation of the spec (§4–§9) between two **tokio** agents through a
+//! **smol** relay, over real loopback WebSockets, each agent with its own SQLite file —
+//! and the smol relay's `/healthz` and `/metrics` on the same port.
+
+use std::io::{Read, Write};
+
+use a2acp_runtime::agent_host::Effect;
+use a2acp_runtime::scripted::{dinner_configs, ScriptedUser};
+use a2acp_tests::*;
+use a2acp_tokio::agent::AgentEvent;
+
+/// `GET path` on the relay's port, the whole answer.
+fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nhost: localhost\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dinner_tokio_agents_through_smol_relay() {
+    let dir = tmp();
+    let relay = relay_smol("127.0.0.1:0", &dir.path().join("relay")).await;
+    let (alice_cfg, bob_cfg) = dinner_configs("localhost").unwrap();
+    let bob_addr = bob_cfg.address.clone();
+    let ha = init_home(&dir.path().join("alice"), &alice_cfg, &relay.url());
+    let hb = init_home(&dir.path().join("bob"), &bob_cfg, &relay.url());
+    let alice = run_agent(&ha, "alice", Some(ScriptedUser::dinner()));
+    let bob = run_agent(&hb, "bob", Some(ScriptedUser::dinner()));
+    wait_online(&alice).await;
+    wait_online(&bob).await;
+    let mut events = alice.subscribe();
+
+    dinner_completes(&alice, &bob, &hb, bob_addr).await;
+
+    let mut shown = 0;
+    while let Ok(e) = events.try_recv() {
+        if let AgentEvent::Effect(Effect::Prompt(_)) = e {
+            shown += 1;
+        }
+    }
+    assert_eq!(shown, 2, "one consent prompt, one resolution prompt");
+    let snap = relay.snapshot().await.unwrap();
+    assert_eq!(snap.stats.routed_total, 8);
+    eventually(5, "everything acknowledged", || async {
+        (relay.snapshot().await.unwrap().stats.queued == 0).then_some(())
+    })
+    .await;
+
+    let addr = relay.addr();
+    let (health, metrics) = tokio::task::spawn_blocking(move || {
+        (http_get(addr, "/healthz"), http_get(addr, "/metrics"))
+    })
+    .await
+    .unwrap();
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("a2acp_relay_packets_routed_total 8")),
+        "{metrics}"
+    );
+
+    alice.stop().await.unwrap();
+    bob.stop().await.unwrap();
+    relay.stop(true).await.unwrap();
+    assert_no_dinner_plaintext(&dir.path().join("relay"));
+}
