@@ -2,7 +2,6 @@
 //! sim-time column, who, `>` sent / `<` received / `|` state change or local event, and
 //! random ids (`thr_…`, `pkt_…`) replaced by stable names in order of first appearance.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use a2acp_core::agent::{
@@ -101,55 +100,7 @@ pub fn render_with(
     out
 }
 
-/// Replaces `thr_…`/`pkt_…` ids by `thr#1`, `pkt#1`… in order of first appearance.
-#[derive(Default)]
-pub struct IdNames {
-    map: BTreeMap<String, String>,
-    counts: BTreeMap<&'static str, usize>,
-}
-
-impl IdNames {
-    /// The stable name of one id.
-    pub fn name(&mut self, id: &str) -> String {
-        self.scrub(id)
-    }
-
-    /// `text` with every id replaced.
-    pub fn scrub(&mut self, text: &str) -> String {
-        let mut out = String::with_capacity(text.len());
-        let mut rest = text;
-        loop {
-            let next = ["thr_", "pkt_"]
-                .iter()
-                .filter_map(|p| rest.find(p).map(|i| (i, *p)))
-                .min();
-            let Some((i, prefix)) = next else {
-                out.push_str(rest);
-                return out;
-            };
-            out.push_str(&rest[..i]);
-            let tail = &rest[i + 4..];
-            let len = tail
-                .bytes()
-                .take_while(|b| b.is_ascii_alphanumeric())
-                .count();
-            let id = &rest[i..i + 4 + len];
-            let kind: &'static str = if prefix == "thr_" { "thr" } else { "pkt" };
-            let name = match self.map.get(id) {
-                Some(n) => n.clone(),
-                None => {
-                    let c = self.counts.entry(kind).or_insert(0);
-                    *c += 1;
-                    let n = format!("{kind}#{c}");
-                    self.map.insert(id.to_string(), n.clone());
-                    n
-                }
-            };
-            out.push_str(&name);
-            rest = &rest[i + 4 + len..];
-        }
-    }
-}
+pub use a2acp_core::harness::IdNames;
 
 /// The user part of an address text.
 pub fn short(addr: &str) -> String {

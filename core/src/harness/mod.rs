@@ -602,15 +602,22 @@ impl LowerKind for String {
     }
 }
 
-/// Replaces `thr_…`/`pkt_…` ids by `thr#1`, `pkt#1`… in order of first appearance.
+/// Replaces `thr_…`/`pkt_…` ids by `thr#1`, `pkt#1`… in order of first appearance, so
+/// transcripts do not depend on the random ids (one instance per rendered transcript).
 #[derive(Default)]
-struct IdNames {
+pub struct IdNames {
     map: BTreeMap<String, String>,
     counts: BTreeMap<&'static str, usize>,
 }
 
 impl IdNames {
-    fn scrub(&mut self, text: &str) -> String {
+    /// The stable name of one id.
+    pub fn name(&mut self, id: &str) -> String {
+        self.scrub(id)
+    }
+
+    /// `text` with every id replaced.
+    pub fn scrub(&mut self, text: &str) -> String {
         let mut out = String::with_capacity(text.len());
         let mut rest = text;
         loop {
