@@ -563,26 +563,25 @@ impl Agent {
             self.malformed(&p.from, format!("thread id {} already in use", p.thread_id));
             return false;
         }
-        let (intent, parent) = match &p.body {
-            Body::Context(b) => match &b.intent {
-                Some(i) => (i.clone(), None),
-                None => {
-                    self.malformed(&p.from, "first packet of a thread has no intent".into());
-                    return false;
-                }
-            },
-            _ => match self.fork_child_intent(&p.from, &p.thread_id) {
-                Some((i, parent)) => (i, Some(parent)),
-                None => {
-                    self.malformed(
-                        &p.from,
-                        format!("a thread cannot start with {}", p.body.type_name()),
-                    );
-                    return false;
-                }
-            },
+        // Children of a fork are created when the `thread_fork` arrives, so every other
+        // unknown thread must start with a `context` carrying its intent.
+        let intent = match &p.body {
+            Body::Context(ContextBody {
+                intent: Some(i), ..
+            }) => i.clone(),
+            Body::Context(_) => {
+                self.malformed(&p.from, "first packet of a thread has no intent".into());
+                return false;
+            }
+            _ => {
+                self.malformed(
+                    &p.from,
+                    format!("a thread cannot start with {}", p.body.type_name()),
+                );
+                return false;
+            }
         };
-        let mut t = blank_thread(
+        let t = blank_thread(
             &p.thread_id,
             &p.from,
             false,
@@ -591,7 +590,6 @@ impl Agent {
             self.now,
             &p.from,
         );
-        t.parent = parent;
         self.tags.insert(
             (p.from.clone(), thread_tag(&p.thread_id)),
             p.thread_id.clone(),
@@ -599,10 +597,6 @@ impl Agent {
         self.threads.insert(p.thread_id.clone(), t);
         self.audit(Some(&p.thread_id), format!("thread opened by {}", p.from));
         true
-    }
-
-    fn fork_child_intent(&self, _peer: &Address, _id: &str) -> Option<(Intent, String)> {
-        None
     }
 
     fn malformed(&mut self, peer: &Address, why: String) {
@@ -629,18 +623,6 @@ impl Agent {
         if let Some(t) = self.threads.get_mut(id) {
             if counts_as_exchange(&p.body) {
                 t.round_trips += 1;
-            }
-            if t.needs_consolidation && t.round_trips < self.config.limits.max_round_trips {
-                t.needs_consolidation = false;
-                let ctx = t.shared.clone();
-                let _ = self.send_packet(
-                    id,
-                    Body::Context(ContextBody {
-                        context: ctx,
-                        reason: Some("consolidated summary after a queue overflow".into()),
-                        ..Default::default()
-                    }),
-                );
             }
         }
         match p.body {
@@ -913,20 +895,14 @@ impl Agent {
     }
 
     fn answer_consent(&mut self, prompt_id: u64, answer: ConsentAnswer) {
-        let Some(id) = self
-            .threads
-            .values()
-            .find(|t| {
+        let Some(id) = self.thread_where(
+            |t| {
                 t.consent
                     .as_ref()
                     .is_some_and(|c| c.prompt_id == prompt_id && prompt_id != 0)
-            })
-            .map(|t| t.id.clone())
-        else {
-            self.audit(
-                None,
-                format!("answer to unknown or closed prompt {prompt_id} ignored"),
-            );
+            },
+            format!("answer to unknown or closed prompt {prompt_id} ignored"),
+        ) else {
             return;
         };
         let Some(t) = self.threads.get_mut(&id) else {
@@ -1005,6 +981,20 @@ impl Agent {
         }
     }
 
+    /// The id of the thread `pred` picks; `None` (and an audit line `what`) if none does:
+    /// answers to closed prompts, late action or LLM results are normal and ignored.
+    fn thread_where(&mut self, pred: impl Fn(&Thread) -> bool, what: String) -> Option<String> {
+        let id = self
+            .threads
+            .values()
+            .find(|t| pred(t))
+            .map(|t| t.id.clone());
+        if id.is_none() {
+            self.audit(None, what);
+        }
+        id
+    }
+
     // ===== evaluate and act =====
 
     /// The Receive-Evaluate-Act cycle (§5.2) for one thread, once its inputs changed.
@@ -1038,7 +1028,7 @@ impl Agent {
             return;
         }
         if self.config.use_llm {
-            self.ask_llm(id, 1, None, turn);
+            self.ask_llm(id, 1, None);
             return;
         }
         let decision = {
@@ -1444,20 +1434,14 @@ impl Agent {
     }
 
     fn answer_resolution(&mut self, prompt_id: u64, answer: ResolutionAnswer) {
-        let Some(id) = self
-            .threads
-            .values()
-            .find(|t| {
+        let Some(id) = self.thread_where(
+            |t| {
                 t.resolution
                     .as_ref()
                     .is_some_and(|r| r.prompt_id == Some(prompt_id))
-            })
-            .map(|t| t.id.clone())
-        else {
-            self.audit(
-                None,
-                format!("answer to unknown or closed prompt {prompt_id} ignored"),
-            );
+            },
+            format!("answer to unknown or closed prompt {prompt_id} ignored"),
+        ) else {
             return;
         };
         let me = self.config.address.clone();
@@ -1810,21 +1794,15 @@ impl Agent {
     }
 
     pub(super) fn on_action_result(&mut self, action_id: u64, result: Result<(), String>) {
-        let Some(id) = self
-            .threads
-            .values()
-            .find(|t| {
+        let Some(id) = self.thread_where(
+            |t| {
                 t.execution
                     .as_ref()
                     .and_then(|e| e.in_flight)
                     .is_some_and(|(a, _, _)| a == action_id)
-            })
-            .map(|t| t.id.clone())
-        else {
-            self.audit(
-                None,
-                format!("result of unknown action {action_id} ignored"),
-            );
+            },
+            format!("result of unknown action {action_id} ignored"),
+        ) else {
             return;
         };
         let Some(t) = self.threads.get_mut(&id) else {
@@ -2365,7 +2343,7 @@ impl Agent {
                 let attempt = l.attempt + 1;
                 let err = l.last_error.clone();
                 t.llm = None;
-                self.ask_llm(id, attempt, err, Turn::Free);
+                self.ask_llm(id, attempt, err);
                 return;
             }
         }
@@ -2469,7 +2447,7 @@ impl Agent {
                     if let Some(t) = self.threads.get_mut(&id) {
                         t.llm = None;
                     }
-                    self.ask_llm(&id, attempt, err, Turn::Free);
+                    self.ask_llm(&id, attempt, err);
                 }
             }
         }
@@ -2477,7 +2455,7 @@ impl Agent {
 
     // ===== LLM (§5, §13.3) =====
 
-    fn ask_llm(&mut self, id: &str, attempt: u32, previous_error: Option<String>, _turn: Turn) {
+    fn ask_llm(&mut self, id: &str, attempt: u32, previous_error: Option<String>) {
         let rid = self.meta.next_llm;
         self.meta.next_llm += 1;
         self.dirty.meta = true;
@@ -2555,20 +2533,14 @@ impl Agent {
     }
 
     pub(super) fn on_llm_result(&mut self, request_id: u64, result: Result<String, String>) {
-        let Some(id) = self
-            .threads
-            .values()
-            .find(|t| {
+        let Some(id) = self.thread_where(
+            |t| {
                 t.llm
                     .as_ref()
                     .is_some_and(|l| l.request_id == request_id && l.retry_at.is_none())
-            })
-            .map(|t| t.id.clone())
-        else {
-            self.audit(
-                None,
-                format!("LLM answer {request_id} ignored: not waited for"),
-            );
+            },
+            format!("LLM answer {request_id} ignored: not waited for"),
+        ) else {
             return;
         };
         let attempts = self.config.limits.llm_attempts;
@@ -2612,7 +2584,7 @@ impl Agent {
                         if let Some(t) = self.threads.get_mut(&id) {
                             t.llm = None;
                         }
-                        self.ask_llm(&id, attempt + 1, Some(e), turn);
+                        self.ask_llm(&id, attempt + 1, Some(e));
                     }
                     Err(e) => {
                         self.audit(
@@ -2727,7 +2699,6 @@ fn blank_thread(
         history: Vec::new(),
         session,
         halted: false,
-        needs_consolidation: false,
         llm: None,
         parent: None,
         forked_into: Vec::new(),

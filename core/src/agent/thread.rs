@@ -259,8 +259,6 @@ pub struct Thread {
     pub session: ThreadSession,
     /// Halted because the peer's key changed (§16).
     pub halted: bool,
-    /// The queue of this thread at the relay overflowed: send a consolidated packet.
-    pub needs_consolidation: bool,
     /// LLM request in flight.
     pub llm: Option<LlmPending>,
     /// Parent thread, for forks.
