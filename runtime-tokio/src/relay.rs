@@ -11,13 +11,9 @@ use std::time::Duration;
 
 use a2acp_runtime::http::{self, Route};
 use a2acp_runtime::relay_service::{
-    ConnOut, RelayHandle, RelayService, RelaySnapshot, ServiceConfig, ServiceError,
+    RelayHandle, RelayService, RelaySnapshot, ServiceConfig, ServiceError,
 };
 use async_tungstenite::tokio::accept_async_with_config;
-use async_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use async_tungstenite::tungstenite::protocol::CloseFrame;
-use async_tungstenite::tungstenite::{Message, Utf8Bytes};
-use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
@@ -201,83 +197,5 @@ async fn connection(stream: TcpStream, peer: SocketAddr, handle: RelayHandle) {
             return;
         }
     };
-    let Ok((conn, out)) = handle.connect().await else {
-        return;
-    };
-    debug!(%peer, conn = conn.0, "connected");
-    let (mut sink, mut source) = ws.split();
-    let reader = async {
-        while let Some(msg) = source.next().await {
-            let bytes: Vec<u8> = match msg {
-                Ok(Message::Text(t)) => {
-                    let b: bytes_compat::Bytes = t.into();
-                    b.into()
-                }
-                Ok(Message::Binary(b)) => b.into(),
-                Ok(Message::Close(_)) => break,
-                Ok(_) => continue,
-                Err(async_tungstenite::tungstenite::Error::Capacity(e)) => {
-                    warn!(%peer, conn = conn.0, error = %e, "frame beyond the WebSocket limit: connection closed");
-                    break;
-                }
-                Err(e) => {
-                    debug!(%peer, conn = conn.0, error = %e, "connection lost");
-                    break;
-                }
-            };
-            if handle.bytes(conn, bytes).await.is_err() {
-                break;
-            }
-        }
-    };
-    let writer = async {
-        while let Ok(first) = out.recv_async().await {
-            let mut next = Some(first);
-            let mut close = None;
-            while let Some(o) = next.take() {
-                match o {
-                    ConnOut::Frame(b) => {
-                        let Ok(text) = Utf8Bytes::try_from(b) else {
-                            continue;
-                        };
-                        if sink.feed(Message::Text(text)).await.is_err() {
-                            return;
-                        }
-                    }
-                    ConnOut::Close(code) => {
-                        close = Some(code);
-                        break;
-                    }
-                }
-                next = out.try_recv().ok();
-            }
-            if sink.flush().await.is_err() {
-                return;
-            }
-            if let Some(code) = close {
-                let frame = match code {
-                    Some(c) => CloseFrame {
-                        code: CloseCode::Policy,
-                        reason: c.as_str().into(),
-                    },
-                    None => CloseFrame {
-                        code: CloseCode::Away,
-                        reason: "relay shutting down".into(),
-                    },
-                };
-                let _ = sink.send(Message::Close(Some(frame))).await;
-                return;
-            }
-        }
-    };
-    tokio::select! {
-        _ = reader => {}
-        _ = writer => {}
-    }
-    handle.disconnected(conn).await;
-    debug!(%peer, conn = conn.0, "disconnected");
-}
-
-mod bytes_compat {
-    pub use async_tungstenite::tungstenite::Bytes;
+    a2acp_runtime::ws::serve_relay_link(ws, peer, handle).await;
 }
