@@ -114,8 +114,11 @@ pub fn spawn(
         {
             link.abort();
         }
+        // Waits until the control task is gone, so its socket file is removed before
+        // `stop` returns (as on smol): an aborted task is dropped later, by the runtime.
         if let Some(c) = control {
             c.abort();
+            let _ = c.await;
         }
         r
     });
