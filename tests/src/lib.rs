@@ -17,8 +17,9 @@ use a2acp_core::Address;
 use a2acp_runtime::agent_host::AgentHost;
 use a2acp_runtime::config::{context_to_toml, AgentFile};
 use a2acp_runtime::control::{Request, Response, ThreadSummary};
+use a2acp_runtime::daemon::AgentEvent;
 use a2acp_runtime::home::Home;
-use a2acp_runtime::relay_service::ServiceConfig;
+use a2acp_runtime::relay_service::{RelaySnapshot, ServiceConfig};
 use a2acp_runtime::scripted::ScriptedUser;
 use a2acp_runtime::store::Durability;
 use a2acp_tokio::agent::{AgentHandle, RunOptions};
@@ -132,7 +133,17 @@ pub async fn relay_with(listen: &str, data: &Path, relay: RelayConfig) -> Runnin
 
 /// Starts a relay on smol on `listen` with its database in `data`.
 pub async fn relay_smol(listen: &str, data: &Path) -> a2acp_smol::relay::RunningRelay {
+    relay_smol_with(listen, data, RelayConfig::default()).await
+}
+
+/// Starts a relay on smol with settings.
+pub async fn relay_smol_with(
+    listen: &str,
+    data: &Path,
+    relay: RelayConfig,
+) -> a2acp_smol::relay::RunningRelay {
     let cfg = ServiceConfig {
+        relay,
         data: Some(data.to_path_buf()),
         durability: Durability::Normal,
         ..ServiceConfig::default()
@@ -144,6 +155,199 @@ pub async fn relay_smol(listen: &str, data: &Path) -> a2acp_smol::relay::Running
         }
     }
     panic!("smol relay could not start on {listen}");
+}
+
+/// An executor binding the relay and agent daemon run on: the tests that are about the
+/// runtimes' behaviour (restart, offline queue, kill, refusals, replacement) run once per
+/// runtime, through [`per_runtime!`](crate::per_runtime), with the same body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runtime {
+    /// `a2acp-tokio` (the `a2acp` binary).
+    Tokio,
+    /// `a2acp-smol` (the `a2acp-smol` binary).
+    Smol,
+}
+
+impl Runtime {
+    /// Its name (`tokio`, `smol`), as in the environment of child processes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Runtime::Tokio => "tokio",
+            Runtime::Smol => "smol",
+        }
+    }
+
+    /// The runtime named `name` (see [`Runtime::name`]).
+    pub fn from_name(name: &str) -> Option<Runtime> {
+        match name {
+            "tokio" => Some(Runtime::Tokio),
+            "smol" => Some(Runtime::Smol),
+            _ => None,
+        }
+    }
+
+    /// Starts a relay on this runtime on `listen` with its database in `data`.
+    pub async fn relay(self, listen: &str, data: &Path) -> Relay {
+        self.relay_with(listen, data, RelayConfig::default()).await
+    }
+
+    /// Starts a relay on this runtime with settings.
+    pub async fn relay_with(self, listen: &str, data: &Path, relay: RelayConfig) -> Relay {
+        match self {
+            Runtime::Tokio => Relay::Tokio(relay_with(listen, data, relay).await),
+            Runtime::Smol => Relay::Smol(relay_smol_with(listen, data, relay).await),
+        }
+    }
+
+    /// Runs the agent of `home` in this process on this runtime (control socket in the
+    /// home, fast reconnection).
+    pub fn agent(self, home: &Home, name: &str, auto: Option<ScriptedUser>) -> RtAgent {
+        match self {
+            Runtime::Tokio => RtAgent::Tokio(run_agent(home, name, auto)),
+            Runtime::Smol => RtAgent::Smol(run_agent_smol(home, name, auto)),
+        }
+    }
+}
+
+/// Defines, for an `async fn NAME(rt: Runtime)` test body, a module `NAME` with two
+/// tests, `NAME::tokio` and `NAME::smol`, each running the body once on its runtime (the
+/// test itself is driven from a tokio runtime; what runs on smol is the relay and agents).
+#[macro_export]
+macro_rules! per_runtime {
+    ($($body:ident),+ $(,)?) => {$(
+        mod $body {
+            #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn tokio() {
+                super::$body($crate::Runtime::Tokio).await
+            }
+            #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn smol() {
+                super::$body($crate::Runtime::Smol).await
+            }
+        }
+    )+};
+}
+
+/// A running relay on either runtime.
+#[derive(Debug)]
+pub enum Relay {
+    /// On tokio.
+    Tokio(RunningRelay),
+    /// On smol.
+    Smol(a2acp_smol::relay::RunningRelay),
+}
+
+impl Relay {
+    /// The address listened on.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        match self {
+            Relay::Tokio(r) => r.addr(),
+            Relay::Smol(r) => r.addr(),
+        }
+    }
+
+    /// `ws://addr`.
+    pub fn url(&self) -> String {
+        match self {
+            Relay::Tokio(r) => r.url(),
+            Relay::Smol(r) => r.url(),
+        }
+    }
+
+    /// Current counters (panics if the service stopped).
+    pub async fn snapshot(&self) -> RelaySnapshot {
+        match self {
+            Relay::Tokio(r) => r.snapshot().await,
+            Relay::Smol(r) => r.snapshot().await,
+        }
+        .expect("relay service running")
+    }
+
+    /// Stops it: `graceful` with close frames, otherwise as by a crash (panics on error).
+    pub async fn stop(self, graceful: bool) {
+        match self {
+            Relay::Tokio(r) => r.stop(graceful).await,
+            Relay::Smol(r) => r.stop(graceful).await,
+        }
+        .expect("relay stopped cleanly")
+    }
+}
+
+/// A running agent on either runtime.
+#[derive(Debug)]
+pub enum RtAgent {
+    /// On tokio.
+    Tokio(AgentHandle),
+    /// On smol.
+    Smol(a2acp_smol::agent::AgentHandle),
+}
+
+/// The events of an [`RtAgent`].
+#[derive(Debug)]
+pub enum Events {
+    /// Of a tokio agent.
+    Tokio(tokio::sync::broadcast::Receiver<AgentEvent>),
+    /// Of a smol agent.
+    Smol(flume::Receiver<AgentEvent>),
+}
+
+impl Events {
+    /// The next event, or `None` once the agent is gone (a slow reader skips what it
+    /// missed).
+    pub async fn next(&mut self) -> Option<AgentEvent> {
+        match self {
+            Events::Tokio(rx) => loop {
+                match rx.recv().await {
+                    Ok(e) => return Some(e),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                }
+            },
+            Events::Smol(rx) => rx.recv_async().await.ok(),
+        }
+    }
+}
+
+impl RtAgent {
+    /// Events from now on.
+    pub fn subscribe(&self) -> Events {
+        match self {
+            RtAgent::Tokio(h) => Events::Tokio(h.subscribe()),
+            RtAgent::Smol(h) => Events::Smol(h.subscribe()),
+        }
+    }
+
+    /// Stops the agent and waits for it (panics on error).
+    pub async fn stop(self) {
+        match self {
+            RtAgent::Tokio(h) => h.stop().await,
+            RtAgent::Smol(h) => h.stop().await,
+        }
+        .expect("agent stopped cleanly")
+    }
+
+    /// Waits until the agent ends by itself.
+    pub async fn wait(self) -> Result<(), a2acp_runtime::daemon::AgentError> {
+        match self {
+            RtAgent::Tokio(h) => h.wait().await,
+            RtAgent::Smol(h) => h.wait().await,
+        }
+    }
+}
+
+impl Agent for RtAgent {
+    async fn ask(&self, req: Request) -> Response {
+        match self {
+            RtAgent::Tokio(h) => h.ask(req).await,
+            RtAgent::Smol(h) => h.ask(req).await,
+        }
+    }
+    async fn tell(&self, c: Command) {
+        match self {
+            RtAgent::Tokio(h) => h.tell(c).await,
+            RtAgent::Smol(h) => h.tell(c).await,
+        }
+    }
 }
 
 /// Creates an agent home (key, config) like `a2acp agent init --offline`.
@@ -416,8 +620,16 @@ impl Raw {
     }
 }
 
-/// Installs a tracing subscriber that copies every log line into the returned buffer.
+/// Installs a tracing subscriber that copies every log line of the process into the
+/// returned buffer (the same buffer on every call: with nextest each test is a process of
+/// its own, so it holds that test's lines only).
 pub fn capture_logs() -> std::sync::Arc<std::sync::Mutex<Vec<u8>>> {
+    use std::sync::{Arc, Mutex, OnceLock};
+    static BUF: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    BUF.get_or_init(install_log_capture).clone()
+}
+
+fn install_log_capture() -> std::sync::Arc<std::sync::Mutex<Vec<u8>>> {
     use std::sync::{Arc, Mutex};
     #[derive(Clone)]
     struct W(Arc<Mutex<Vec<u8>>>);

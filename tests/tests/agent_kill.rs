@@ -1,9 +1,11 @@
 //! An agent killed with SIGKILL between receiving a request and answering it: after a
-//! restart it shows the open consent prompt again, answers, and the thread completes.
+//! restart it shows the open consent prompt again, answers, and the thread completes — with
+//! the agent daemon (and the relay) on tokio and on smol.
 //!
 //! Alice's agent runs in a child process (this test binary re-executed with
-//! `A2ACP_TEST_CHILD_HOME` set, running only `child_agent`), so the kill is a real
-//! `kill -9`; the test talks to it through its control socket, as the `a2acp` CLI does.
+//! `A2ACP_TEST_CHILD_HOME` and `A2ACP_TEST_CHILD_RUNTIME` set, running only `child_agent`),
+//! so the kill is a real `kill -9`; the test talks to it through its control socket, as the
+//! `a2acp` CLI does.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -15,6 +17,7 @@ use a2acp_runtime::scripted::{dinner_configs, next_friday, start_dinner, Scripte
 use a2acp_tests::*;
 
 const CHILD_ENV: &str = "A2ACP_TEST_CHILD_HOME";
+const CHILD_RUNTIME_ENV: &str = "A2ACP_TEST_CHILD_RUNTIME";
 
 /// Not a test by itself: the body of the child process.
 #[test]
@@ -22,21 +25,25 @@ fn child_agent() {
     let Some(home) = std::env::var_os(CHILD_ENV) else {
         return;
     };
+    let name = std::env::var(CHILD_RUNTIME_ENV).expect("the child's runtime");
+    let runtime = Runtime::from_name(&name).expect("a known runtime");
+    // (A smol agent runs on smol's global executor: this runtime only waits for it.)
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
-        let h = run_agent(&Home::new(home), "alice", None);
+        let h = runtime.agent(&Home::new(home), "alice", None);
         let _ = h.wait().await;
     });
 }
 
-fn spawn_child(home: &Path) -> Child {
+fn spawn_child(rt: Runtime, home: &Path) -> Child {
     Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "child_agent", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, home)
+        .env(CHILD_RUNTIME_ENV, rt.name())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -63,18 +70,19 @@ async fn child_online(home: &Home) {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigkill_between_request_and_answer() {
+per_runtime!(sigkill_between_request_and_answer);
+
+async fn sigkill_between_request_and_answer(rt: Runtime) {
     let dir = tmp();
-    let relay = relay("127.0.0.1:0", &dir.path().join("relay")).await;
+    let relay = rt.relay("127.0.0.1:0", &dir.path().join("relay")).await;
     let (alice_cfg, bob_cfg) = dinner_configs("localhost").unwrap();
     let bob_addr = bob_cfg.address.clone();
     let ha = init_home(&dir.path().join("alice"), &alice_cfg, &relay.url());
     let hb = init_home(&dir.path().join("bob"), &bob_cfg, &relay.url());
-    let bob = run_agent(&hb, "bob", Some(ScriptedUser::dinner()));
+    let bob = rt.agent(&hb, "bob", Some(ScriptedUser::dinner()));
     wait_online(&bob).await;
 
-    let mut child = spawn_child(ha.dir());
+    let mut child = spawn_child(rt, ha.dir());
     child_online(&ha).await;
     let AgentCommand::StartThread {
         to,
@@ -107,7 +115,7 @@ async fn sigkill_between_request_and_answer() {
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
 
-    let mut child = spawn_child(ha.dir());
+    let mut child = spawn_child(rt, ha.dir());
     let after = eventually(20, "the consent prompt shown again", || async {
         child_prompts(&ha).await?.into_iter().next()
     })
@@ -150,6 +158,6 @@ async fn sigkill_between_request_and_answer() {
     .await;
     child.kill().unwrap();
     child.wait().unwrap();
-    bob.stop().await.unwrap();
-    relay.stop(true).await.unwrap();
+    bob.stop().await;
+    relay.stop(true).await;
 }

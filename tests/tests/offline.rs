@@ -1,45 +1,48 @@
 //! A recipient offline when a packet is sent gets it when it connects; the 101st packet
-//! queued in one thread is refused with an overflow notice to its sender (§13.2).
+//! queued in one thread is refused with an overflow notice to its sender (§13.2) — on
+//! tokio and on smol.
 
 use a2acp_core::relay::frame::{ClientFrame, RelayFrame};
 use a2acp_runtime::scripted::{dinner_configs, next_friday, start_dinner, ScriptedUser};
 use a2acp_tests::*;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn offline_recipient_gets_it_on_connect() {
+per_runtime!(
+    offline_recipient_gets_it_on_connect,
+    hundred_and_first_packet_overflows
+);
+
+async fn offline_recipient_gets_it_on_connect(rt: Runtime) {
     let dir = tmp();
-    let relay = relay("127.0.0.1:0", &dir.path().join("relay")).await;
+    let relay = rt.relay("127.0.0.1:0", &dir.path().join("relay")).await;
     let (alice_cfg, bob_cfg) = dinner_configs("localhost").unwrap();
     let bob_addr = bob_cfg.address.clone();
     let ha = init_home(&dir.path().join("alice"), &alice_cfg, &relay.url());
     let hb = init_home(&dir.path().join("bob"), &bob_cfg, &relay.url());
     // Bob registers, then goes offline.
-    let bob = run_agent(&hb, "bob", Some(ScriptedUser::dinner()));
+    let bob = rt.agent(&hb, "bob", Some(ScriptedUser::dinner()));
     wait_online(&bob).await;
-    bob.stop().await.unwrap();
-    let alice = run_agent(&ha, "alice", Some(ScriptedUser::dinner()));
+    bob.stop().await;
+    let alice = rt.agent(&ha, "alice", Some(ScriptedUser::dinner()));
     wait_online(&alice).await;
     alice
-        .command(start_dinner(bob_addr, &next_friday(a2acp_runtime::now())))
-        .await
-        .unwrap();
+        .tell(start_dinner(bob_addr, &next_friday(a2acp_runtime::now())))
+        .await;
     eventually(10, "the first packet queued at the relay", || async {
-        let s = relay.snapshot().await.unwrap();
+        let s = relay.snapshot().await;
         (s.stats.queued == 1 && s.stats.routed_total == 1).then_some(())
     })
     .await;
-    let bob = run_agent(&hb, "bob", Some(ScriptedUser::dinner()));
+    let bob = rt.agent(&hb, "bob", Some(ScriptedUser::dinner()));
     wait_state(&bob, "COMPLETED", 30).await;
     wait_state(&alice, "COMPLETED", 30).await;
-    alice.stop().await.unwrap();
-    bob.stop().await.unwrap();
-    relay.stop(true).await.unwrap();
+    alice.stop().await;
+    bob.stop().await;
+    relay.stop(true).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hundred_and_first_packet_overflows() {
+async fn hundred_and_first_packet_overflows(rt: Runtime) {
     let dir = tmp();
-    let relay = relay("127.0.0.1:0", &dir.path().join("relay")).await;
+    let relay = rt.relay("127.0.0.1:0", &dir.path().join("relay")).await;
     let url = relay.url();
     // Bob registers and leaves.
     let bob = Raw::register(&url, "agent:bob@localhost", 2).await;
@@ -76,7 +79,7 @@ async fn hundred_and_first_packet_overflows() {
         alice.recv().await,
         RelayFrame::Accepted { seq: 102, .. }
     ));
-    let s = relay.snapshot().await.unwrap();
+    let s = relay.snapshot().await;
     assert_eq!((s.stats.queued, s.stats.overflows), (101, 1));
     // Bob comes back and gets them in order.
     let mut bob = Raw::connect(&url, "agent:bob@localhost", 2).await;
@@ -98,8 +101,8 @@ async fn hundred_and_first_packet_overflows() {
         }
     }
     eventually(5, "queue drained", || async {
-        (relay.snapshot().await.unwrap().stats.queued == 0).then_some(())
+        (relay.snapshot().await.stats.queued == 0).then_some(())
     })
     .await;
-    relay.stop(true).await.unwrap();
+    relay.stop(true).await;
 }

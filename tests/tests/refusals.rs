@@ -1,6 +1,7 @@
 //! Misbehaving clients — malformed frames, oversized frames, bad signatures, a replayed
 //! or foreign auth response, a flood past the rate limit — are each refused with a clear
-//! error frame and a log line, while the relay keeps serving everyone else.
+//! error frame and a log line, while the relay keeps serving everyone else — on tokio and
+//! on smol.
 
 use a2acp_core::relay::frame::{ClientFrame, ErrorCode, RelayFrame};
 use a2acp_core::relay::RelayConfig;
@@ -22,20 +23,22 @@ fn expect_error(f: RelayFrame, code: ErrorCode) -> Option<u64> {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_refusal_has_an_error_frame_and_a_log_line() {
+per_runtime!(every_refusal_has_an_error_frame_and_a_log_line);
+
+async fn every_refusal_has_an_error_frame_and_a_log_line(rt: Runtime) {
     let logs = capture_logs();
     let dir = tmp();
-    let relay = relay_with(
-        "127.0.0.1:0",
-        &dir.path().join("relay"),
-        RelayConfig {
-            rate_per_sec: 5,
-            rate_burst: 20,
-            ..RelayConfig::default()
-        },
-    )
-    .await;
+    let relay = rt
+        .relay_with(
+            "127.0.0.1:0",
+            &dir.path().join("relay"),
+            RelayConfig {
+                rate_per_sec: 5,
+                rate_burst: 20,
+                ..RelayConfig::default()
+            },
+        )
+        .await;
     let url = relay.url();
     // Two well-behaved agents.
     let good1 = Raw::register(&url, "agent:good1@localhost", 11).await;
@@ -164,7 +167,7 @@ async fn every_refusal_has_an_error_frame_and_a_log_line() {
     }
     drop(good1);
 
-    let snap = relay.snapshot().await.unwrap();
+    let snap = relay.snapshot().await;
     for code in [
         ErrorCode::Malformed,
         ErrorCode::TooLarge,
@@ -179,7 +182,7 @@ async fn every_refusal_has_an_error_frame_and_a_log_line() {
             "{code:?} not counted"
         );
     }
-    relay.stop(true).await.unwrap();
+    relay.stop(true).await;
     let text = String::from_utf8_lossy(&logs.lock().unwrap()).to_string();
     for code in [
         "malformed",
