@@ -36,6 +36,9 @@ pub struct RelayArgs {
     /// Token bucket size per address.
     #[arg(long, default_value_t = 200)]
     pub rate_burst: u32,
+    /// Threads parsing frames and verifying envelope signatures (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    pub verifiers: usize,
 }
 
 impl RelayArgs {
@@ -57,6 +60,7 @@ impl RelayArgs {
             relay,
             data: Some(self.data.clone()),
             durability: self.sync,
+            verifiers: self.verifiers,
             ..ServiceConfig::default()
         })
     }

@@ -11,8 +11,11 @@
 //! - [`agent_host`]: an [`agent_host::AgentHost`] — the agent state machine, its store, its
 //!   open prompts and its (simulated) action executor — turning each input into a list of
 //!   [`agent_host::Effect`]s for the binding to execute;
-//! - [`relay_service`]: the relay state machine on its own OS thread, fed through a channel,
-//!   committing every batch to SQLite before it releases the frames that reveal it;
+//! - [`relay_service`]: the relay on OS threads, a pipeline: verifier threads (one per core
+//!   by default, `--verifiers`) parse frames and batch-verify envelope signatures, one
+//!   thread runs the relay state machine, and a commit thread writes each batch of persist
+//!   records to SQLite in one transaction (group commit) before it releases the frames
+//!   that reveal them;
 //! - [`config`], [`keys`], [`home`]: the agent's TOML configuration, its identity key file
 //!   (mode 0600) and where its files live;
 //! - [`daemon`]: the agent daemon's loop around an [`agent_host::AgentHost`], its relay

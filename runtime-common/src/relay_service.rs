@@ -37,7 +37,8 @@ use a2acp_core::crypto::{PublicKey, ENVELOPE_VERSION};
 use a2acp_core::persist::PersistOp;
 use a2acp_core::relay::frame::{ClientFrame, ErrorCode};
 use a2acp_core::relay::{
-    self, ConnId, FrameError, Relay, RelayConfig, RelayEvent, RelayOutput, RelayStats, Verified,
+    self, ConnId, FrameError, ParsedFrame, Relay, RelayConfig, RelayEvent, RelayOutput, RelayStats,
+    Verified,
 };
 use ed25519_dalek::{Signature, VerifyingKey};
 use tracing::{debug, error, info, warn};
@@ -153,7 +154,7 @@ enum Msg {
 // A frame is short-lived and travels in a `Vec`; boxing it would only add an allocation.
 #[allow(clippy::large_enum_variant)]
 enum Item {
-    Frame(ConnId, Result<ClientFrame, FrameError>, Verified),
+    Frame(ConnId, Result<ParsedFrame, FrameError>, Verified),
     Disconnected(ConnId),
 }
 
@@ -607,7 +608,9 @@ impl VerifyState {
                 VerifyIn::Bytes(conn, b) => {
                     let parsed = relay::parse_frame(&b, self.max_frame);
                     drop(b);
-                    if let Ok(ClientFrame::Send { env, .. }) = &parsed {
+                    if let Some(ClientFrame::Send { env, .. }) =
+                        parsed.as_ref().ok().map(|p| p.frame())
+                    {
                         if env.v == ENVELOPE_VERSION
                             && self.may_verify(conn, &env.from_key, now)
                             && self.ensure_key(&env.from_key)
@@ -678,10 +681,11 @@ impl VerifyState {
     }
 
     fn verify_one(&self, item: &mut Item) {
-        let Item::Frame(_, Ok(frame), v) = item else {
+        let Item::Frame(_, Ok(parsed), v) = item else {
             return;
         };
-        let ClientFrame::Send { env, .. } = &*frame else {
+        let frame = parsed.frame();
+        let ClientFrame::Send { env, .. } = frame else {
             return;
         };
         if let Some(Some(k)) = self.keys.get(&env.from_key) {
@@ -694,7 +698,10 @@ impl VerifyState {
 
 fn send_env(item: &Item) -> Option<&a2acp_core::crypto::Envelope> {
     match item {
-        Item::Frame(_, Ok(ClientFrame::Send { env, .. }), _) => Some(env),
+        Item::Frame(_, Ok(p), _) => match p.frame() {
+            ClientFrame::Send { env, .. } => Some(env),
+            _ => None,
+        },
         _ => None,
     }
 }

@@ -10,6 +10,12 @@
 //!
 //! The file is opened in exclusive locking mode: a second process opening the same store
 //! gets [`StoreError::Busy`] instead of corrupting the first one's state.
+//!
+//! Records live in `kv(key TEXT NOT NULL UNIQUE, value BLOB NOT NULL)`, a rowid table
+//! (the values — a relay's queued packets are ~3 KB — fit in the table's leaf pages,
+//! where a `WITHOUT ROWID` table, meant for small rows, spilled each to overflow pages).
+//! A store written by an earlier version, whose `kv` was `WITHOUT ROWID`, is migrated on
+//! open, in one transaction, keeping every record.
 
 use std::path::{Path, PathBuf};
 
@@ -71,7 +77,7 @@ impl std::fmt::Debug for Store {
 }
 
 const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS kv (key TEXT NOT NULL UNIQUE, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS audit (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     at INTEGER NOT NULL,
@@ -113,18 +119,53 @@ impl Store {
             Durability::Full => "FULL",
             Durability::Normal => "NORMAL",
         };
+        // A 64 MiB page cache keeps a busy relay's queue and index in memory; checkpoints
+        // every 4096 WAL pages (16 MiB) instead of 1000 merge the many rewrites of the
+        // same pages (a queued packet is usually deleted soon after it was written).
         let setup = format!(
-            "PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=WAL; PRAGMA synchronous={sync}; {SCHEMA}"
+            "PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=WAL; PRAGMA synchronous={sync}; \
+             PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY; PRAGMA wal_autocheckpoint=4096;"
         );
         conn.busy_timeout(std::time::Duration::from_millis(200))
             .map_err(|e| wrap(&path, e))?;
         if let Err(e) = conn.execute_batch(&setup) {
             return Err(wrap(&path, e));
         }
+        Self::migrate(&conn).map_err(|e| wrap(&path, e))?;
+        if let Err(e) = conn.execute_batch(SCHEMA) {
+            return Err(wrap(&path, e));
+        }
         // Take the exclusive lock now (it is held until the connection closes).
         conn.execute_batch("BEGIN EXCLUSIVE; COMMIT;")
             .map_err(|e| wrap(&path, e))?;
         Ok(Store { conn, path })
+    }
+
+    /// Rewrites a `kv` table of the earlier `WITHOUT ROWID` schema as the rowid table of
+    /// [`SCHEMA`], with every record, in one transaction (nothing to do otherwise).
+    fn migrate(conn: &Connection) -> rusqlite::Result<()> {
+        let sql: Option<String> = conn
+            .query_row(
+                "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'kv'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let old = sql.is_some_and(|s| s.to_ascii_uppercase().contains("WITHOUT ROWID"));
+        if !old {
+            return Ok(());
+        }
+        conn.execute_batch(
+            "BEGIN IMMEDIATE;
+             CREATE TABLE kv_migrated (key TEXT NOT NULL UNIQUE, value BLOB NOT NULL);
+             INSERT INTO kv_migrated (key, value) SELECT key, value FROM kv ORDER BY key;
+             DROP TABLE kv;
+             ALTER TABLE kv_migrated RENAME TO kv;
+             COMMIT;",
+        )
+        .inspect_err(|_| {
+            let _ = conn.execute_batch("ROLLBACK;");
+        })
     }
 
     /// The database file.
@@ -178,7 +219,10 @@ impl Store {
         let tx = self.conn.transaction().map_err(|e| wrap(&path, e))?;
         {
             let mut put = tx
-                .prepare_cached("INSERT OR REPLACE INTO kv (key, value) VALUES (?1, ?2)")
+                .prepare_cached(
+                    "INSERT INTO kv (key, value) VALUES (?1, ?2) \
+                     ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                )
                 .map_err(|e| wrap(&path, e))?;
             let mut del = tx
                 .prepare_cached("DELETE FROM kv WHERE key = ?1")
@@ -311,6 +355,85 @@ mod tests {
         assert_eq!(
             all,
             vec![("a".into(), b"2".to_vec()), ("b".into(), b"3".to_vec())]
+        );
+    }
+
+    #[test]
+    fn old_without_rowid_store_is_migrated() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let big = vec![7u8; 3300];
+        {
+            // What the previous version created and wrote.
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(
+                "PRAGMA journal_mode=WAL;
+                 CREATE TABLE kv (key TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL) WITHOUT ROWID;
+                 CREATE TABLE audit (seq INTEGER PRIMARY KEY AUTOINCREMENT, at INTEGER NOT NULL, thread TEXT, event TEXT NOT NULL);",
+            )
+            .unwrap();
+            for i in 0..500u32 {
+                let v = if i % 2 == 0 {
+                    big.clone()
+                } else {
+                    i.to_string().into_bytes()
+                };
+                c.execute(
+                    "INSERT INTO kv (key, value) VALUES (?1, ?2)",
+                    params![format!("q/agent:a@x/{i:020}"), v],
+                )
+                .unwrap();
+            }
+            c.execute(
+                "INSERT INTO audit (at, thread, event) VALUES (1, 't', 'e')",
+                [],
+            )
+            .unwrap();
+        }
+        let want: Vec<(String, Vec<u8>)> = (0..500u32)
+            .map(|i| {
+                let v = if i % 2 == 0 {
+                    big.clone()
+                } else {
+                    i.to_string().into_bytes()
+                };
+                (format!("q/agent:a@x/{i:020}"), v)
+            })
+            .collect();
+        {
+            let mut s = Store::open(&path, Durability::Full).unwrap();
+            assert_eq!(s.load_all().unwrap(), want);
+            assert_eq!(s.audit_tail(None, 10).unwrap().len(), 1);
+            // The new table: upserts and deletes by key work as before.
+            s.apply(
+                &[
+                    put("q/agent:a@x/00000000000000000001", "new"),
+                    PersistOp::Delete {
+                        key: "q/agent:a@x/00000000000000000002".into(),
+                    },
+                ],
+                &[],
+            )
+            .unwrap();
+        }
+        let s = Store::open(&path, Durability::Full).unwrap();
+        let sql: String = s
+            .conn
+            .query_row("SELECT sql FROM sqlite_master WHERE name = 'kv'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert!(!sql.to_ascii_uppercase().contains("WITHOUT ROWID"), "{sql}");
+        let all = s.load_all().unwrap();
+        assert_eq!(all.len(), 499);
+        assert_eq!(
+            s.get("q/agent:a@x/00000000000000000001").unwrap(),
+            Some(b"new".to_vec())
+        );
+        assert_eq!(s.get("q/agent:a@x/00000000000000000002").unwrap(), None);
+        assert_eq!(
+            s.get("q/agent:a@x/00000000000000000000").unwrap(),
+            Some(big)
         );
     }
 

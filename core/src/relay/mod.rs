@@ -140,9 +140,72 @@ pub enum Verified {
     EnvelopeSignature,
 }
 
+/// A parsed client frame. For a `send`, it also keeps the envelope's JSON exactly as
+/// received, so that the relay persists and delivers those bytes instead of serialising
+/// the envelope again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedFrame {
+    frame: ClientFrame,
+    /// A `send`'s `env` member, byte for byte (`None`: serialise `env` when needed).
+    env_json: Option<Box<str>>,
+}
+
+impl ParsedFrame {
+    /// The frame.
+    pub fn frame(&self) -> &ClientFrame {
+        &self.frame
+    }
+
+    /// The envelope's JSON text as received, for a `send` parsed from bytes.
+    pub fn env_json(&self) -> Option<&str> {
+        self.env_json.as_deref()
+    }
+}
+
+impl From<ClientFrame> for ParsedFrame {
+    /// A frame built in memory: a `send`'s envelope is serialised when the relay needs its
+    /// JSON.
+    fn from(frame: ClientFrame) -> Self {
+        ParsedFrame {
+            frame,
+            env_json: None,
+        }
+    }
+}
+
+/// The members of a frame the fast path reads: a `send` is parsed in one pass, its
+/// envelope kept as raw JSON and parsed from that.
+#[derive(serde::Deserialize)]
+struct Head<'a> {
+    #[serde(borrow)]
+    t: std::borrow::Cow<'a, str>,
+    #[serde(default)]
+    seq: Option<u64>,
+    #[serde(borrow, default)]
+    env: Option<&'a serde_json::value::RawValue>,
+}
+
+/// A `send` frame read in one pass, or `None` when the bytes are not one (or are not
+/// valid: the general parser then says why).
+fn parse_send(bytes: &[u8]) -> Option<ParsedFrame> {
+    let head: Head<'_> = serde_json::from_slice(bytes).ok()?;
+    if head.t != "send" {
+        return None;
+    }
+    let raw = head.env?;
+    let env: Envelope = serde_json::from_str(raw.get()).ok()?;
+    Some(ParsedFrame {
+        frame: ClientFrame::Send {
+            seq: head.seq?,
+            env,
+        },
+        env_json: Some(raw.get().into()),
+    })
+}
+
 /// Parses one frame, refusing one longer than `max_frame_bytes` before reading it. Pure:
 /// runtimes may call it on any thread and hand the result to [`Relay::handle_frame`].
-pub fn parse_frame(bytes: &[u8], max_frame_bytes: usize) -> Result<ClientFrame, FrameError> {
+pub fn parse_frame(bytes: &[u8], max_frame_bytes: usize) -> Result<ParsedFrame, FrameError> {
     if bytes.len() > max_frame_bytes {
         return Err(FrameError {
             code: ErrorCode::TooLarge,
@@ -152,20 +215,25 @@ pub fn parse_frame(bytes: &[u8], max_frame_bytes: usize) -> Result<ClientFrame, 
             ),
         });
     }
-    ClientFrame::from_bytes(bytes).map_err(|e| {
-        let mut msg = e.to_string();
-        if msg.len() > MAX_REASON {
-            let mut end = MAX_REASON;
-            while !msg.is_char_boundary(end) {
-                end -= 1;
+    if let Some(p) = parse_send(bytes) {
+        return Ok(p);
+    }
+    ClientFrame::from_bytes(bytes)
+        .map(ParsedFrame::from)
+        .map_err(|e| {
+            let mut msg = e.to_string();
+            if msg.len() > MAX_REASON {
+                let mut end = MAX_REASON;
+                while !msg.is_char_boundary(end) {
+                    end -= 1;
+                }
+                msg.truncate(end);
             }
-            msg.truncate(end);
-        }
-        FrameError {
-            code: ErrorCode::Malformed,
-            message: msg,
-        }
-    })
+            FrameError {
+                code: ErrorCode::Malformed,
+                message: msg,
+            }
+        })
 }
 
 /// Checks a `send` frame's envelope signature under the key the envelope names
@@ -530,9 +598,8 @@ impl Relay {
                 let (addr, id) = rest
                     .rsplit_once('/')
                     .ok_or_else(|| bad("key lacks an id".into()))?;
-                let item: StoredItem =
-                    serde_json::from_slice(&value).map_err(|e| bad(e.to_string()))?;
-                if item.env.to.as_str() != addr || format!("{:020}", item.id) != id {
+                let (item, _) = StoredItem::from_record(&value).map_err(|e| bad(e.to_string()))?;
+                if item.to.as_str() != addr || format!("{:020}", item.id) != id {
                     return Err(bad("recipient or id differs from the key".into()));
                 }
                 items.push((key.clone(), item));
@@ -542,7 +609,7 @@ impl Relay {
             }
         }
         for (key, item) in items {
-            if !relay.registry.contains_key(&item.env.to) {
+            if !relay.registry.contains_key(&item.to) {
                 return Err(RelayRestoreError::BadRecord {
                     key,
                     reason: "recipient is not registered".into(),
@@ -596,7 +663,7 @@ impl Relay {
         &mut self,
         now: Timestamp,
         conn: ConnId,
-        parsed: Result<ClientFrame, FrameError>,
+        parsed: Result<ParsedFrame, FrameError>,
         verified: Verified,
     ) {
         let Some(c) = self.conns.get_mut(&conn) else {
@@ -616,7 +683,7 @@ impl Relay {
                     self.refuse(conn, ErrorCode::RateLimited, "too many frames".into(), None);
                     return;
                 }
-                let Some(frame) = self.parsed(conn, parsed) else {
+                let Some(ParsedFrame { frame, .. }) = self.parsed(conn, parsed) else {
                     return;
                 };
                 match frame {
@@ -647,13 +714,13 @@ impl Relay {
             }
             Phase::Authed { address, .. } => {
                 let address = address.clone();
-                let Some(frame) = self.parsed(conn, parsed) else {
+                let Some(ParsedFrame { frame, env_json }) = self.parsed(conn, parsed) else {
                     self.bucket(now, &address).drain_one(now, rate, burst);
                     return;
                 };
                 match frame {
                     ClientFrame::Send { seq, env } => {
-                        self.on_send(now, conn, address, seq, env, verified)
+                        self.on_send(now, conn, address, seq, (env, env_json), verified)
                     }
                     ClientFrame::Ack { id } => self.on_ack(conn, &address, id),
                     ClientFrame::Lookup { address: who } => {
@@ -934,7 +1001,7 @@ impl Relay {
         conn: ConnId,
         from: Address,
         seq: u64,
-        env: Envelope,
+        (env, env_json): (Envelope, Option<Box<str>>),
         verified: Verified,
     ) {
         let (rate, burst) = (self.config.rate_per_sec, self.config.rate_burst);
@@ -1028,12 +1095,19 @@ impl Relay {
         }
         self.next_id = next;
         let to = env.to.clone();
+        let env_json =
+            env_json.unwrap_or_else(|| serde_json::to_string(&env).unwrap_or_default().into());
         let item = StoredItem {
             id,
             accepted_at: now,
-            env,
+            to: to.clone(),
+            thread: env.thread,
+            env: env_json,
         };
-        self.persist_put(queue_key(&to, id), &item);
+        self.out.push_back(RelayOutput::Persist(PersistOp::Put {
+            key: queue_key(&to, id),
+            value: item.record(),
+        }));
         self.queues.insert(item);
         self.counters.routed = self.counters.routed.saturating_add(1);
         self.send(conn, &RelayFrame::Accepted { seq, id });
@@ -1083,13 +1157,9 @@ impl Relay {
             if in_flight.len() >= max {
                 break;
             }
-            let frame = RelayFrame::Deliver {
-                id,
-                env: item.env.clone(),
-            };
             self.out.push_back(RelayOutput::Send {
                 conn,
-                bytes: frame.to_bytes(),
+                bytes: item.deliver_frame(),
             });
             self.out
                 .push_back(RelayOutput::Event(RelayEvent::Delivered {
@@ -1108,8 +1178,8 @@ impl Relay {
     fn parsed(
         &mut self,
         conn: ConnId,
-        parsed: Result<ClientFrame, FrameError>,
-    ) -> Option<ClientFrame> {
+        parsed: Result<ParsedFrame, FrameError>,
+    ) -> Option<ParsedFrame> {
         match parsed {
             Ok(f) => Some(f),
             Err(e) => {

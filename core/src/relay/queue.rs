@@ -3,12 +3,15 @@
 //! Record keys (SPEC-NOTES "Relay link", persistence):
 //!
 //! - `reg/<address>` → [`RegRecord`] JSON;
-//! - `q/<recipient>/<id, 20 decimal digits zero-padded>` → [`StoredItem`] JSON;
+//! - `q/<recipient>/<id, 20 decimal digits zero-padded>` →
+//!   `{"id":<id>,"accepted_at":<ms>,"env":<the envelope's JSON exactly as received>}`
+//!   (see [`StoredItem::record`]);
 //! - `meta/next_id` → JSON number: every delivery id below it may have been handed out.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use crate::address::Address;
 use crate::crypto::envelope::Envelope;
@@ -44,15 +47,86 @@ pub(crate) struct RegRecord {
     pub(crate) registered_at: Timestamp,
 }
 
-/// A persisted queued packet: the envelope and what the relay decided about it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A queued packet: what the relay decided about it, the two header fields it routes by,
+/// and the envelope's JSON exactly as the sender sent it. The relay never serialises an
+/// envelope again: the persisted record and every `deliver` frame splice these bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct StoredItem {
     /// Delivery id.
     pub(crate) id: u64,
     /// When the relay accepted it.
     pub(crate) accepted_at: Timestamp,
-    /// The sealed packet, exactly as received.
-    pub(crate) env: Envelope,
+    /// The envelope's recipient.
+    pub(crate) to: Address,
+    /// The envelope's thread tag.
+    pub(crate) thread: [u8; 16],
+    /// The envelope's JSON text, byte for byte as received (a JSON object).
+    pub(crate) env: Box<str>,
+}
+
+/// The persisted record, as read back (`env` borrowed from the record's bytes).
+#[derive(Deserialize)]
+struct RecordIn<'a> {
+    id: u64,
+    accepted_at: Timestamp,
+    #[serde(borrow)]
+    env: &'a RawValue,
+}
+
+impl StoredItem {
+    /// The persisted record: `{"id":<id>,"accepted_at":<ms>,"env":<env>}`.
+    pub(crate) fn record(&self) -> Vec<u8> {
+        splice(
+            &[
+                "{\"id\":",
+                &self.id.to_string(),
+                ",\"accepted_at\":",
+                &self.accepted_at.as_millis().to_string(),
+                ",\"env\":",
+            ],
+            &self.env,
+        )
+    }
+
+    /// The `deliver` frame: `{"t":"deliver","id":<id>,"env":<env>}`.
+    pub(crate) fn deliver_frame(&self) -> Vec<u8> {
+        splice(
+            &[
+                "{\"t\":\"deliver\",\"id\":",
+                &self.id.to_string(),
+                ",\"env\":",
+            ],
+            &self.env,
+        )
+    }
+
+    /// Reads a persisted record (also those written before the envelope was kept as
+    /// received: the format is the same JSON object). Returns the item and its parsed
+    /// envelope.
+    pub(crate) fn from_record(bytes: &[u8]) -> Result<(StoredItem, Envelope), serde_json::Error> {
+        let rec: RecordIn<'_> = serde_json::from_slice(bytes)?;
+        let env: Envelope = serde_json::from_str(rec.env.get())?;
+        let item = StoredItem {
+            id: rec.id,
+            accepted_at: rec.accepted_at,
+            to: env.to.clone(),
+            thread: env.thread,
+            env: rec.env.get().into(),
+        };
+        Ok((item, env))
+    }
+}
+
+/// `parts` then `env` then `}`, in one allocation.
+fn splice(parts: &[&str], env: &str) -> Vec<u8> {
+    let len = parts.iter().map(|p| p.len()).sum::<usize>() + env.len() + 1;
+    let mut out = Vec::with_capacity(len);
+    for p in parts {
+        out.extend_from_slice(p.as_bytes());
+    }
+    out.extend_from_slice(env.as_bytes());
+    out.push(b'}');
+    out
 }
 
 /// The packets queued for one recipient.
@@ -95,10 +169,10 @@ impl Queues {
 
     /// Adds a packet (replacing one with the same id, which only a corrupt store has).
     pub(crate) fn insert(&mut self, item: StoredItem) {
-        let q = self.by_recipient.entry(item.env.to.clone()).or_default();
-        let thread = item.env.thread;
+        let q = self.by_recipient.entry(item.to.clone()).or_default();
+        let thread = item.thread;
         if let Some(old) = q.items.insert(item.id, item) {
-            Self::uncount(q, &old.env.thread);
+            Self::uncount(q, &old.thread);
         } else {
             self.total = self.total.saturating_add(1);
         }
@@ -110,7 +184,7 @@ impl Queues {
     pub(crate) fn remove(&mut self, recipient: &Address, id: u64) -> Option<StoredItem> {
         let q = self.by_recipient.get_mut(recipient)?;
         let item = q.items.remove(&id)?;
-        Self::uncount(q, &item.env.thread);
+        Self::uncount(q, &item.thread);
         self.total = self.total.saturating_sub(1);
         if q.items.is_empty() {
             self.by_recipient.remove(recipient);
