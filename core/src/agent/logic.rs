@@ -131,8 +131,12 @@ impl Agent {
         rec.key = Some(new);
         self.keys.insert(peer.clone(), pk);
         self.dirty.peers.insert(peer.clone());
-        // Threads halted by the change stay closed: their sessions were agreed with the
-        // old key. The user starts new ones.
+        self.audit(None, format!("user accepted the new key of {peer}"));
+        // Threads halted by the change close: what was negotiated was agreed with the old
+        // key, and the user starts new ones. The peer is told with a cancel sealed under the
+        // new key, so its side closes too (SPEC-NOTES "Key changes"). A resolution both
+        // users confirmed is honoured instead: its thread resumes, and a gap request makes
+        // the peer re-send what was dropped while it was halted (§13.1).
         let ids: Vec<String> = self
             .threads
             .values()
@@ -140,10 +144,31 @@ impl Agent {
             .map(|t| t.id.clone())
             .collect();
         for id in ids {
+            let Some(t) = self.threads.get_mut(&id) else {
+                continue;
+            };
+            t.halted = false;
+            self.dirty.threads.insert(id.clone());
+            if t.execution.is_some() {
+                self.send_thread_state(&id);
+                continue;
+            }
+            let rid = t.resolution.as_ref().map(|r| r.packet_id.clone());
+            let _ = self.send_packet(
+                &id,
+                Body::ResolutionResponse(ResolutionResponseBody {
+                    resolution_id: rid,
+                    status: ResolutionStatus::Declined,
+                    reason_class: Some("user_declined".into()),
+                    message_to_other_agent: Some(
+                        "Your agent's identity key changed; my user accepted the new key. Let's start this one again."
+                            .into(),
+                    ),
+                }),
+            );
             self.close_prompts(&id);
             self.set_state(&id, ThreadState::Declined, "halted after a key change");
         }
-        self.audit(None, format!("user accepted the new key of {peer}"));
     }
 
     fn open_thread(&mut self, to: Address, intent: Intent, context: Context) {
