@@ -1382,9 +1382,20 @@ impl Agent {
             prompt_id: Some(pid),
         });
         t.escalated = false;
+        let early: Vec<(Address, ResolutionResponseBody)> = std::mem::take(&mut t.early_answers);
         self.set_state(id, ThreadState::Proposed, "resolution proposed");
         self.set_waiting(id, Waiting::User);
         self.show_resolution_prompt(id, false);
+        let pid = self
+            .threads
+            .get(id)
+            .and_then(|t| t.resolution.as_ref())
+            .map(|r| r.packet_id.clone());
+        for (from, b) in early {
+            if b.resolution_id.is_some() && b.resolution_id == pid {
+                self.on_resolution_response(id, &from, b);
+            }
+        }
     }
 
     fn show_resolution_prompt(&mut self, id: &str, reminder: bool) {
@@ -1563,6 +1574,21 @@ impl Agent {
         };
         let is_cancel = b.status == ResolutionStatus::Declined
             && matches!(b.reason_class.as_deref(), None | Some("user_declined"));
+        if !is_cancel
+            && b.resolution_id.as_ref().is_some_and(|x| {
+                t.resolution.as_ref().is_none_or(|r| &r.packet_id != x)
+                    && !t.received_ids.contains(x)
+                    && !t.sent_ids.contains(x)
+            })
+        {
+            // An answer to a resolution that has not arrived yet (the network reordered
+            // them): kept and applied when it opens, or the confirmation is lost for good.
+            if t.early_answers.len() < 4 {
+                t.early_answers.push((from.clone(), b));
+                self.dirty.threads.insert(id.to_string());
+            }
+            return;
+        }
         let Some(r) = t.resolution.as_mut() else {
             // Only a cancel closes a thread without an open resolution; a late answer to
             // a resolution already re-opened (a counter, an excuse) is stale.
@@ -2731,6 +2757,7 @@ fn blank_thread(
         deferred_needs: Vec::new(),
         deferred_resolution: None,
         early_report: None,
+        early_answers: Vec::new(),
         ended_at: None,
     }
 }
