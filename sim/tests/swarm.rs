@@ -72,13 +72,14 @@ fn swarm_full() {
     run_swarm(Params::default(), seeds(60), |_| false);
 }
 
-/// Full-fault seeds that found core bugs, kept as regression tests: 113 (an initiator
+/// Full-fault seeds that found core bugs, kept as regression tests: 75 (a cancel that
+/// arrived while a failed execution was being undone was ignored), 113 (an initiator
 /// whose peer declined every field waited forever), 206 (a confirmation that arrived
 /// before its resolution was dropped, so one side expired while the other executed).
 #[test]
 fn swarm_full_regressions() {
     let p = Params::default();
-    for seed in [113, 206] {
+    for seed in [75, 113, 206] {
         let (r, _, _) = Sim::new(swarm::generate(seed, p), seed).run();
         assert!(
             r.violations.is_empty(),

@@ -1629,6 +1629,20 @@ impl Agent {
             self.start_rollback(id);
             return;
         }
+        if current && is_cancel && matches!(t.state, ThreadState::Failed | ThreadState::Rollback) {
+            // The other user withdrew while this side undoes a failed execution: close
+            // once the undo is done instead of re-negotiating (swarm seed 75).
+            if let Some(ex) = t.execution.as_mut() {
+                ex.cancelled = true;
+                self.dirty.threads.insert(id.to_string());
+                self.notify(
+                    Some(id.into()),
+                    NotifyKind::Declined,
+                    format!("{from} withdrew; the thread closes once the undo is done."),
+                );
+                return;
+            }
+        }
         if is_cancel && t.state == ThreadState::Proposed {
             // `user_declined` closes the sender's side whatever resolution it answered.
             self.close_prompts(id);
