@@ -131,8 +131,12 @@ impl Agent {
         rec.key = Some(new);
         self.keys.insert(peer.clone(), pk);
         self.dirty.peers.insert(peer.clone());
-        // Threads halted by the change stay closed: their sessions were agreed with the
-        // old key. The user starts new ones.
+        self.audit(None, format!("user accepted the new key of {peer}"));
+        // Threads halted by the change close: what was negotiated was agreed with the old
+        // key, and the user starts new ones. The peer is told with a cancel sealed under the
+        // new key, so its side closes too (SPEC-NOTES "Key changes"). A resolution both
+        // users confirmed is honoured instead: its thread resumes, and a gap request makes
+        // the peer re-send what was dropped while it was halted (§13.1).
         let ids: Vec<String> = self
             .threads
             .values()
@@ -140,10 +144,31 @@ impl Agent {
             .map(|t| t.id.clone())
             .collect();
         for id in ids {
+            let Some(t) = self.threads.get_mut(&id) else {
+                continue;
+            };
+            t.halted = false;
+            self.dirty.threads.insert(id.clone());
+            if t.execution.is_some() {
+                self.send_thread_state(&id);
+                continue;
+            }
+            let rid = t.resolution.as_ref().map(|r| r.packet_id.clone());
+            let _ = self.send_packet(
+                &id,
+                Body::ResolutionResponse(ResolutionResponseBody {
+                    resolution_id: rid,
+                    status: ResolutionStatus::Declined,
+                    reason_class: Some("user_declined".into()),
+                    message_to_other_agent: Some(
+                        "Your agent's identity key changed; my user accepted the new key. Let's start this one again."
+                            .into(),
+                    ),
+                }),
+            );
             self.close_prompts(&id);
             self.set_state(&id, ThreadState::Declined, "halted after a key change");
         }
-        self.audit(None, format!("user accepted the new key of {peer}"));
     }
 
     fn open_thread(&mut self, to: Address, intent: Intent, context: Context) {
@@ -1357,9 +1382,20 @@ impl Agent {
             prompt_id: Some(pid),
         });
         t.escalated = false;
+        let early: Vec<(Address, ResolutionResponseBody)> = std::mem::take(&mut t.early_answers);
         self.set_state(id, ThreadState::Proposed, "resolution proposed");
         self.set_waiting(id, Waiting::User);
         self.show_resolution_prompt(id, false);
+        let pid = self
+            .threads
+            .get(id)
+            .and_then(|t| t.resolution.as_ref())
+            .map(|r| r.packet_id.clone());
+        for (from, b) in early {
+            if b.resolution_id.is_some() && b.resolution_id == pid {
+                self.on_resolution_response(id, &from, b);
+            }
+        }
     }
 
     fn show_resolution_prompt(&mut self, id: &str, reminder: bool) {
@@ -1538,6 +1574,21 @@ impl Agent {
         };
         let is_cancel = b.status == ResolutionStatus::Declined
             && matches!(b.reason_class.as_deref(), None | Some("user_declined"));
+        if !is_cancel
+            && b.resolution_id.as_ref().is_some_and(|x| {
+                t.resolution.as_ref().is_none_or(|r| &r.packet_id != x)
+                    && !t.received_ids.contains(x)
+                    && !t.sent_ids.contains(x)
+            })
+        {
+            // An answer to a resolution that has not arrived yet (the network reordered
+            // them): kept and applied when it opens, or the confirmation is lost for good.
+            if t.early_answers.len() < 4 {
+                t.early_answers.push((from.clone(), b));
+                self.dirty.threads.insert(id.to_string());
+            }
+            return;
+        }
         let Some(r) = t.resolution.as_mut() else {
             // Only a cancel closes a thread without an open resolution; a late answer to
             // a resolution already re-opened (a counter, an excuse) is stale.
@@ -1577,6 +1628,20 @@ impl Agent {
             self.set_state(id, ThreadState::Failed, "the other user withdrew");
             self.start_rollback(id);
             return;
+        }
+        if current && is_cancel && matches!(t.state, ThreadState::Failed | ThreadState::Rollback) {
+            // The other user withdrew while this side undoes a failed execution: close
+            // once the undo is done instead of re-negotiating (swarm seed 75).
+            if let Some(ex) = t.execution.as_mut() {
+                ex.cancelled = true;
+                self.dirty.threads.insert(id.to_string());
+                self.notify(
+                    Some(id.into()),
+                    NotifyKind::Declined,
+                    format!("{from} withdrew; the thread closes once the undo is done."),
+                );
+                return;
+            }
         }
         if is_cancel && t.state == ThreadState::Proposed {
             // `user_declined` closes the sender's side whatever resolution it answered.
@@ -2706,6 +2771,7 @@ fn blank_thread(
         deferred_needs: Vec::new(),
         deferred_resolution: None,
         early_report: None,
+        early_answers: Vec::new(),
         ended_at: None,
     }
 }

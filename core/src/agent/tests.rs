@@ -624,3 +624,42 @@ fn a_countered_generic_proposal_is_not_proposed_again() {
     }
     assert!(notified(&net, a, NotifyKind::Escalated) || notified(&net, b, NotifyKind::Escalated));
 }
+
+/// Bob's agent is re-installed with a new identity key (records kept) and the relay
+/// re-binds his address; Alice's agent halts the thread on his next packet. When Alice
+/// accepts the new key, both sides close: her cancel is sealed under the new key.
+#[test]
+fn accepting_a_changed_key_closes_the_halted_thread_on_both_sides() {
+    let (mut net, a, b) = net();
+    let id = to_proposed(&mut net, a, b);
+    net.disconnect(b);
+    let new_identity = IdentityKey::from_seed([77; 32]);
+    let reg = format!("reg/{}", net.address(b));
+    let mut rec: serde_json::Value = serde_json::from_slice(&net.relay_store[&reg]).unwrap();
+    rec["key"] = json!(crate::encoding::b64_encode(
+        &new_identity.public().to_bytes()
+    ));
+    net.relay_store
+        .insert(reg, serde_json::to_vec(&rec).unwrap());
+    net.crash_relay();
+    net.restart_relay();
+    let mut bob = dinner::bob("a2acp.io");
+    bob.supported_versions = vec!["0.1".into(), "0.2".into()];
+    let records = net.nodes[b].store.clone();
+    net.nodes[b].agent = Agent::restore(bob, new_identity, [78; 32], records).unwrap();
+    net.connect(a);
+    net.connect(b);
+    net.settle();
+    assert!(notified(&net, a, NotifyKind::Security));
+    assert!(net.nodes[a].agent.thread(&id).unwrap().halted);
+    let to = net.address(b);
+    net.command(a, Command::AcceptKeyChange { address: to });
+    net.settle();
+    assert_eq!(state(&net, a, &id), ThreadState::Declined);
+    assert_eq!(
+        state(&net, b, &id),
+        ThreadState::Declined,
+        "{}",
+        net.render(None)
+    );
+}

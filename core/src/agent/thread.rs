@@ -276,6 +276,9 @@ pub struct Thread {
     /// The peer's execution report, arrived before this side saw every confirmation.
     #[serde(default)]
     pub early_report: Option<crate::packet::ExecutionReport>,
+    /// The peer's answers to a resolution not seen yet (reordering): applied when it opens.
+    #[serde(default)]
+    pub early_answers: Vec<(Address, crate::packet::ResolutionResponseBody)>,
     /// When the thread reached a terminal state; its ephemeral secret is erased a grace
     /// period later (SPEC-NOTES "forward secrecy").
     #[serde(default)]

@@ -19,7 +19,7 @@ fn no_values(ctx: &Context) -> bool {
 
 /// The generic decision.
 pub(super) fn decide(view: &View) -> Decision {
-    if view.i_am_initiator && no_values(view.theirs) {
+    if view.i_am_initiator && no_values(view.theirs) && view.unavailable.is_empty() {
         return Decision::Wait;
     }
     let specs = needs::wanted_fields(view.intent, view.mine);

@@ -593,7 +593,7 @@ pub(super) fn decide(view: &View) -> Decision {
     if let Some(alts) = view.theirs.get("proposed_alternatives") {
         return evaluate_alternatives(&f, alts);
     }
-    if view.i_am_initiator && no_values(view.theirs) {
+    if view.i_am_initiator && no_values(view.theirs) && view.unavailable.is_empty() {
         return Decision::Wait;
     }
     let specs = needs::scheduling_fields(&f.event, view.mine);

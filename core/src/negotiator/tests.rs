@@ -296,6 +296,26 @@ fn initiator_waits_until_the_peer_answers() {
     assert!(p.reasoning.contains("declined"), "{}", p.reasoning);
 }
 
+/// Swarm seed 113: the peer's only answer declined everything. The initiator must not
+/// wait for values that will never come: it works without them (§7.5).
+#[test]
+fn initiator_does_not_wait_when_the_peer_declined_everything() {
+    let mut t = Thread::new(
+        "scheduling",
+        "Coordinate dinner on Friday",
+        true,
+        alice_context(),
+        json!({}),
+    );
+    t.asked = set(&["time_windows", "location_preference"]);
+    t.unavailable = set(&["time_windows", "location_preference"]);
+    assert_ne!(t.decide(), Decision::Wait);
+    let mut g = Thread::new("project_update", "Colours", true, json!({}), json!({}));
+    g.asked = set(&["favourite_colour"]);
+    g.unavailable = set(&["favourite_colour"]);
+    assert_ne!(g.decide(), Decision::Wait);
+}
+
 #[test]
 fn cross_timezone_london_and_new_york() {
     let alice = json!({
