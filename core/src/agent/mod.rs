@@ -664,15 +664,13 @@ impl Agent {
         self.dirty.meta = true;
         self.audit(None, "relay authenticated".to_string());
         // Replay the local queue in order (§13.1).
-        let items: Vec<OutboxItem> = self.outbox.values().cloned().collect();
         for o in self.outbox.values_mut() {
             o.parked_until = None;
-        }
-        for o in items {
-            self.send_frame(&ClientFrame::Send {
+            let f = ClientFrame::Send {
                 seq: o.seq,
-                env: o.env,
-            });
+                env: o.env.clone(),
+            };
+            self.buf.send.push(Output::Send(f.to_bytes()));
         }
         let lookups: Vec<Address> = self
             .peers
