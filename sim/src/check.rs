@@ -283,9 +283,9 @@ impl Checker {
         self.handled.insert(node, set);
         let ids: Vec<(usize, String)> = self
             .threads
-            .keys()
-            .filter(|(n, _)| *n == node)
-            .cloned()
+            .range((node, String::new())..)
+            .take_while(|((n, _), _)| *n == node)
+            .map(|(k, _)| k.clone())
             .collect();
         for k in ids {
             self.threads.remove(&k);

@@ -252,8 +252,94 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
     }
 }
 
+/// On-CPU time of this (the simulating) thread, from Linux's `/proc/thread-self/schedstat`;
+/// `None` elsewhere. Wall time counts the time other processes had the core too.
+fn cpu_nanos() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+/// One measured swarm run.
+struct Measured {
+    events: u64,
+    packets: u64,
+    simulated: f64,
+    /// Wall seconds: generating the world, the run and its final checks.
+    wall: f64,
+    /// On-CPU seconds of the same span, if known.
+    cpu: Option<f64>,
+    /// Wall seconds inside the core's state machines (agents and relay, crypto included).
+    core: f64,
+    verdict: String,
+}
+
+impl Measured {
+    fn run(p: Params, seed: u64) -> Measured {
+        let c0 = cpu_nanos();
+        let t0 = Instant::now();
+        let spec = swarm::generate(seed, p);
+        let (r, _, _) = Sim::new(spec, seed)
+            .with_stopwatch(Box::new(Wall(Instant::now())))
+            .run();
+        let wall = t0.elapsed().as_secs_f64();
+        let cpu = c0
+            .zip(cpu_nanos())
+            .map(|(a, b)| b.saturating_sub(a) as f64 / 1e9);
+        Measured {
+            events: r.stats.events,
+            packets: r.stats.packets_sent,
+            simulated: r.stats.sim_time.as_secs_f64(),
+            wall,
+            cpu,
+            core: r.stats.core_nanos as f64 / 1e9,
+            verdict: if r.passed() {
+                "all passed".to_string()
+            } else {
+                format!("{} violations", r.violations.len())
+            },
+        }
+    }
+
+    fn print(&self, what: &str) {
+        let overhead = (self.wall - self.core).max(0.0) / self.wall;
+        println!("{what}, with faults:");
+        println!(
+            "  {} events, {} packets, {:.0} s simulated in {:.2} s wall{}",
+            self.events,
+            self.packets,
+            self.simulated,
+            self.wall,
+            self.cpu
+                .map(|c| format!(" ({c:.2} s on the CPU)"))
+                .unwrap_or_default()
+        );
+        let on = |secs: f64| {
+            format!(
+                "{:.0} events/s, {:.0}x real time",
+                self.events as f64 / secs,
+                self.simulated / secs
+            )
+        };
+        print!("  wall: {}", on(self.wall));
+        if let Some(c) = self.cpu {
+            print!("; CPU: {}", on(c));
+        }
+        println!();
+        println!(
+            "  protocol work (the core's agents and relay, crypto included): {:.2} s = {:.0}%; simulator overhead (world generation, network, models, checkers, bookkeeping): {:.0}%",
+            self.core,
+            100.0 * (1.0 - overhead),
+            100.0 * overhead
+        );
+        println!("  checks: {}", self.verdict);
+    }
+}
+
 fn bench(agents: usize, threads: usize, seed: u64) -> Result<(), SimError> {
-    println!("# a2acp-sim bench (wall-clock figures of this machine)");
+    println!("# a2acp-sim bench (figures of this machine; wall time includes other processes sharing the core, CPU time does not)");
+    println!(
+        "# the protocol/overhead split is measured in wall time around every call into the core"
+    );
     // 1. Throughput and overhead on a mid-size swarm with faults.
     let p = Params {
         agents: 50,
@@ -262,32 +348,7 @@ fn bench(agents: usize, threads: usize, seed: u64) -> Result<(), SimError> {
         long_offline: false,
         calm: false,
     };
-    let spec = swarm::generate(seed, p);
-    let t0 = Instant::now();
-    let (r, _, _) = Sim::new(spec.clone(), seed)
-        .with_stopwatch(Box::new(Wall(Instant::now())))
-        .run();
-    let wall = t0.elapsed().as_secs_f64();
-    let core = r.stats.core_nanos as f64 / 1e9;
-    println!(
-        "swarm 50 agents / 500 threads, faults: {} events in {wall:.2} s = {:.0} events/s; simulated {:.0} s = {:.0}x real time",
-        r.stats.events,
-        r.stats.events as f64 / wall,
-        r.stats.sim_time.as_secs_f64(),
-        r.stats.sim_time.as_secs_f64() / wall
-    );
-    println!(
-        "  time in the core (agents + relay, crypto included): {core:.2} s; simulator overhead (network, models, checkers, bookkeeping): {:.0}%",
-        100.0 * (wall - core).max(0.0) / wall
-    );
-    println!(
-        "  checks: {}",
-        if r.passed() {
-            "all passed".to_string()
-        } else {
-            format!("{} violations", r.violations.len())
-        }
-    );
+    Measured::run(p, seed).print("swarm 50 agents / 500 threads");
     // 2. The large swarm.
     let p = Params {
         agents,
@@ -296,22 +357,7 @@ fn bench(agents: usize, threads: usize, seed: u64) -> Result<(), SimError> {
         long_offline: false,
         calm: false,
     };
-    let spec = swarm::generate(seed, p);
-    let t0 = Instant::now();
-    let (r, _, _) = Sim::new(spec, seed)
-        .with_stopwatch(Box::new(Wall(Instant::now())))
-        .run();
-    let wall = t0.elapsed().as_secs_f64();
-    let core = r.stats.core_nanos as f64 / 1e9;
-    println!(
-        "swarm {agents} agents / {threads} threads, faults: {wall:.1} s wall, {} events ({:.0}/s), {} packets, {:.0} s simulated, overhead {:.0}%, checks {}",
-        r.stats.events,
-        r.stats.events as f64 / wall,
-        r.stats.packets_sent,
-        r.stats.sim_time.as_secs_f64(),
-        100.0 * (wall - core).max(0.0) / wall,
-        if r.passed() { "all passed".to_string() } else { format!("{} violations", r.violations.len()) }
-    );
+    Measured::run(p, seed).print(&format!("swarm {agents} agents / {threads} threads"));
     // 3. §11.2: first contact vs established relationship.
     for (name, claim) in [
         ("dinner", "4 round trips + 1 prompt"),

@@ -20,7 +20,7 @@ use a2acp_core::agent::{
 };
 use a2acp_core::crypto::IdentityKey;
 use a2acp_core::harness::summarize_packet;
-use a2acp_core::persist::{apply, PersistOp};
+use a2acp_core::persist::PersistOp;
 use a2acp_core::relay::{ConnId, Relay, RelayEvent, RelayOutput};
 use a2acp_core::{Address, Timestamp};
 
@@ -965,7 +965,19 @@ impl Sim {
             }
         }
         let cut = if self.nodes[i].crash_armed.is_some() && !outs.is_empty() {
-            Some(self.faults.between(0, outs.len() as u64) as usize)
+            // A thread's new history records come right before its thread record and are
+            // drawn with it: the crash falls before the same records as when the history
+            // was inside the thread record (so seeds keep their faults), and a cut just
+            // before a thread record leaves its history records written, uncommitted.
+            // The transcript counts outputs the same way.
+            let records: Vec<usize> = (0..outs.len())
+                .filter(|&k| !is_history_put(&outs[k]))
+                .collect();
+            let k = self.faults.between(0, records.len() as u64) as usize;
+            Some((
+                records.get(k).copied().unwrap_or(outs.len()),
+                (k, records.len()),
+            ))
         } else {
             None
         };
@@ -973,10 +985,10 @@ impl Sim {
         let first = self.transcript.len();
         let mut cats: Vec<u8> = Vec::new();
         for (k, o) in outs.into_iter().enumerate() {
-            if cut == Some(k) {
+            if let Some((_, point)) = cut.filter(|c| c.0 == k) {
                 self.sort_lines(first, &cats);
                 let r = self.nodes[i].crash_armed.take().unwrap_or_default();
-                self.crash_agent(i, r, Some((k, total)));
+                self.crash_agent(i, r, Some(point));
                 return;
             }
             let before = self.transcript.len();
@@ -984,9 +996,9 @@ impl Sim {
             cats.extend(std::iter::repeat_n(cat, self.transcript.len() - before));
         }
         self.sort_lines(first, &cats);
-        if cut == Some(total) {
+        if let Some((_, point)) = cut.filter(|c| c.0 == total) {
             let r = self.nodes[i].crash_armed.take().unwrap_or_default();
-            self.crash_agent(i, r, Some((total, total)));
+            self.crash_agent(i, r, Some(point));
             return;
         }
         if self.nodes[i].agent.as_ref().is_some_and(Agent::is_online) {
@@ -1016,7 +1028,7 @@ impl Sim {
                         self.checker.outbox_put(i, value);
                     }
                 }
-                apply(&mut self.nodes[i].store, &op);
+                store(&mut self.nodes[i].store, op);
                 2
             }
             Output::Send(bytes) => {
@@ -1602,7 +1614,7 @@ impl Sim {
                         .and_then(|a| self.by_address.get(&a).copied());
                     self.checker.relay_put(at, key, value, recipient);
                 }
-                apply(&mut self.relay_store, &op);
+                store(&mut self.relay_store, op);
             }
             RelayOutput::Send { conn, bytes } => {
                 if self.conns.get(&conn).is_some_and(|c| c.relay_open) {
@@ -2107,6 +2119,24 @@ impl Sim {
             self.checker.fail(at, "expect", u);
         }
     }
+}
+
+/// Applies `op` to `records` as [`a2acp_core::persist::apply`] does, moving the key and
+/// value in instead of copying them.
+fn store(records: &mut BTreeMap<String, Vec<u8>>, op: PersistOp) {
+    match op {
+        PersistOp::Put { key, value } => {
+            records.insert(key, value);
+        }
+        PersistOp::Delete { key } => {
+            records.remove(&key);
+        }
+    }
+}
+
+/// A put of one entry of a thread's history (`history/<thread>/<n>`).
+fn is_history_put(o: &Output) -> bool {
+    matches!(o, Output::Persist(PersistOp::Put { key, .. }) if key.starts_with("history/"))
 }
 
 fn b64url(b: &[u8]) -> String {

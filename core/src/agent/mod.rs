@@ -253,9 +253,31 @@ pub struct Agent {
     now: Timestamp,
     keys: BTreeMap<Address, PublicKey>,
     tags: BTreeMap<(Address, [u8; 16]), String>,
+    /// How many history entries of each thread are stored as `history/` records (a
+    /// thread restored from an old-format record has none until it is next stored).
+    hist_stored: BTreeMap<String, usize>,
     buf: Buffers,
     dirty: Dirty,
     out: VecDeque<Output>,
+}
+
+/// The stored `thread/<id>` record: the thread without its history (written as `[]`), and
+/// how many `history/<id>/<n>` records belong to it. The thread record is written after
+/// its new history records, so it is the commit point: records from `history_len` on are
+/// leftovers of a step a crash cut, and are ignored.
+#[derive(Serialize)]
+struct ThreadRecord<'a> {
+    #[serde(flatten)]
+    thread: &'a Thread,
+    history_len: usize,
+}
+
+/// The part of a `thread/<id>` record that says where its history is. Records written
+/// before the history was split out have no `history_len`: their history is inside.
+#[derive(Deserialize)]
+struct HistoryLen {
+    #[serde(default)]
+    history_len: Option<usize>,
 }
 
 const META: &str = "meta";
@@ -292,6 +314,7 @@ impl Agent {
             now: Timestamp::ZERO,
             keys: BTreeMap::new(),
             tags: BTreeMap::new(),
+            hist_stored: BTreeMap::new(),
             buf: Buffers::default(),
             dirty: Dirty::default(),
             out: VecDeque::new(),
@@ -322,6 +345,10 @@ impl Agent {
         let mut a = Agent::new(config, identity, seed);
         a.out.clear();
         a.dirty = Dirty::default();
+        // history/<thread id>/<n> records, by thread id and n.
+        let mut hist: BTreeMap<String, BTreeMap<u64, (String, Vec<u8>)>> = BTreeMap::new();
+        // Threads whose record says how many history records it has.
+        let mut lens: BTreeMap<String, (String, usize)> = BTreeMap::new();
         for (key, value) in records {
             if key == META {
                 let m: Meta = de(&key, &value)?;
@@ -343,11 +370,35 @@ impl Agent {
                 a.peers.insert(addr, rec);
             } else if key.starts_with("thread/") {
                 let t: Thread = de(&key, &value)?;
+                if let Some(n) = de::<HistoryLen>(&key, &value)?.history_len {
+                    lens.insert(t.id.clone(), (key.clone(), n));
+                }
                 a.threads.insert(t.id.clone(), t);
+            } else if let Some((id, n)) = key.strip_prefix("history/").and_then(parse_history) {
+                let id = id.to_string();
+                hist.entry(id).or_default().insert(n, (key, value));
             } else if key.starts_with("outbox/") {
                 let o: OutboxItem = de(&key, &value)?;
                 a.outbox.insert(o.seq, o);
             }
+        }
+        for (id, (key, n)) in lens {
+            let Some(t) = a.threads.get_mut(&id) else {
+                continue;
+            };
+            let mut entries = hist.remove(&id).unwrap_or_default();
+            let mut history = Vec::with_capacity(n);
+            for i in 0..n {
+                let Some((hkey, v)) = entries.remove(&(i as u64)) else {
+                    return Err(RestoreError::Corrupt {
+                        key,
+                        reason: format!("history record {i} of {n} is missing"),
+                    });
+                };
+                history.push(de(&hkey, &v)?);
+            }
+            t.history = history;
+            a.hist_stored.insert(id, n);
         }
         for (addr, rec) in &a.peers {
             if let Some(k) = rec.key.and_then(|k| PublicKey::from_bytes(&k).ok()) {
@@ -613,15 +664,13 @@ impl Agent {
         self.dirty.meta = true;
         self.audit(None, "relay authenticated".to_string());
         // Replay the local queue in order (§13.1).
-        let items: Vec<OutboxItem> = self.outbox.values().cloned().collect();
         for o in self.outbox.values_mut() {
             o.parked_until = None;
-        }
-        for o in items {
-            self.send_frame(&ClientFrame::Send {
+            let f = ClientFrame::Send {
                 seq: o.seq,
-                env: o.env,
-            });
+                env: o.env.clone(),
+            };
+            self.buf.send.push(Output::Send(f.to_bytes()));
         }
         let lookups: Vec<Address> = self
             .peers
@@ -949,8 +998,21 @@ impl Agent {
             }
         }
         for id in &d.threads {
-            if let Some(t) = self.threads.get(id) {
-                self.out.push_back(put(format!("thread/{id}"), t));
+            if let Some(t) = self.threads.get_mut(id) {
+                // The history is append-only: only its new entries are written, each as
+                // its own record, before the thread record that counts them.
+                let stored = self.hist_stored.get(id).copied().unwrap_or(0);
+                for (i, h) in t.history.iter().enumerate().skip(stored) {
+                    self.out.push_back(put(history_key(id, i), h));
+                }
+                let history = std::mem::take(&mut t.history);
+                let record = ThreadRecord {
+                    thread: t,
+                    history_len: history.len(),
+                };
+                self.out.push_back(put(format!("thread/{id}"), &record));
+                self.hist_stored.insert(id.clone(), history.len());
+                t.history = history;
             }
         }
         for op in d.ops {
@@ -999,6 +1061,21 @@ fn put<T: Serialize>(key: String, v: &T) -> Output {
 
 fn outbox_key(seq: u64) -> String {
     format!("outbox/{seq:020}")
+}
+
+/// The key of entry `n` of a thread's history. Thread ids may contain `/`; the entry
+/// number is always the last 20 digits.
+fn history_key(thread_id: &str, n: usize) -> String {
+    format!("history/{thread_id}/{n:020}")
+}
+
+/// (thread id, entry number) of a history key without its `history/` prefix.
+fn parse_history(rest: &str) -> Option<(&str, u64)> {
+    let (id, n) = rest.rsplit_once('/')?;
+    if id.is_empty() || n.len() != 20 || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((id, n.parse().ok()?))
 }
 
 /// A fresh thread session from the agent's generator.

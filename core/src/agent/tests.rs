@@ -663,3 +663,153 @@ fn accepting_a_changed_key_closes_the_halted_thread_on_both_sides() {
         net.render(None)
     );
 }
+
+// ----- persisted records: the history is split out of the thread record -----
+
+fn restore_alice(store: &BTreeMap<String, Vec<u8>>) -> Result<Agent, RestoreError> {
+    Agent::restore(
+        dinner::alice("a2acp.io"),
+        IdentityKey::from_seed([1; 32]),
+        [99; 32],
+        store.clone(),
+    )
+}
+
+/// The store as an agent from before the split wrote it: each thread record holds its
+/// whole history, and there are no `history/` records.
+fn old_format(store: &BTreeMap<String, Vec<u8>>) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut hist: BTreeMap<String, Vec<serde_json::Value>> = BTreeMap::new();
+    for (k, v) in store {
+        if let Some((id, _)) = k.strip_prefix("history/").and_then(parse_history) {
+            hist.entry(id.to_string())
+                .or_default()
+                .push(serde_json::from_slice(v).unwrap());
+        } else {
+            out.insert(k.clone(), v.clone());
+        }
+    }
+    for (k, v) in out.iter_mut() {
+        if let Some(id) = k.strip_prefix("thread/") {
+            let mut t: serde_json::Value = serde_json::from_slice(v).unwrap();
+            let m = t.as_object_mut().unwrap();
+            m.remove("history_len");
+            m.insert(
+                "history".into(),
+                serde_json::Value::Array(hist.remove(id).unwrap_or_default()),
+            );
+            *v = serde_json::to_vec(&t).unwrap();
+        }
+    }
+    out
+}
+
+#[test]
+fn a_step_stores_only_the_new_history_entries() {
+    let (mut net, a, b) = net();
+    let id = to_proposed(&mut net, a, b);
+    let t = net.nodes[a].agent.thread(&id).unwrap().clone();
+    assert!(t.history.len() >= 3);
+    let store = &net.nodes[a].store;
+    let rec = String::from_utf8(store[&format!("thread/{id}")].clone()).unwrap();
+    assert!(rec.contains("\"history\":[]"));
+    assert!(rec.contains(&format!("\"history_len\":{}", t.history.len())));
+    let hist: Vec<&String> = store.keys().filter(|k| k.starts_with("history/")).collect();
+    assert_eq!(hist.len(), t.history.len());
+    assert_eq!(hist[0], &format!("history/{id}/{:020}", 0));
+    // The next step writes the thread record and its one new entry, nothing older.
+    let before = net.nodes[a].agent.thread(&id).unwrap().history.len();
+    let p = net.prompt(a).unwrap();
+    net.nodes[a].agent.handle(
+        net.now,
+        Input::Command(Command::AnswerResolution {
+            prompt_id: p.id,
+            answer: ResolutionAnswer::Confirm,
+        }),
+    );
+    let mut puts = Vec::new();
+    while let Some(o) = net.nodes[a].agent.poll_output() {
+        if let Output::Persist(PersistOp::Put { key, .. }) = o {
+            puts.push(key);
+        }
+    }
+    let after = net.nodes[a].agent.thread(&id).unwrap().history.len();
+    let hist_puts: Vec<&String> = puts.iter().filter(|k| k.starts_with("history/")).collect();
+    assert_eq!(hist_puts.len(), after - before, "{puts:?}");
+    for (k, n) in hist_puts.iter().zip(before..) {
+        assert_eq!(**k, format!("history/{id}/{n:020}"));
+    }
+}
+
+#[test]
+fn restore_reads_the_split_records_and_the_old_format() {
+    let (mut net, a, b) = net();
+    let id = to_proposed(&mut net, a, b);
+    let live = net.nodes[a].agent.threads().clone();
+    let store = net.nodes[a].store.clone();
+    // New format.
+    let r = restore_alice(&store).unwrap();
+    assert_eq!(r.threads(), &live);
+    // Old format: same state; the next store of the thread moves its history out.
+    let old = old_format(&store);
+    assert!(old.keys().all(|k| !k.starts_with("history/")));
+    assert!(String::from_utf8_lossy(&old[&format!("thread/{id}")]).contains("\"history\":[{"));
+    let mut r = restore_alice(&old).unwrap();
+    assert_eq!(r.threads(), &live);
+    let mut migrated = old.clone();
+    while let Some(o) = r.poll_output() {
+        if let Output::Persist(op) = o {
+            crate::persist::apply(&mut migrated, &op);
+        }
+    }
+    let p = r
+        .threads()
+        .get(&id)
+        .and_then(|t| t.resolution.as_ref())
+        .and_then(|res| res.prompt_id)
+        .unwrap();
+    r.handle(
+        net.now,
+        Input::Command(Command::AnswerResolution {
+            prompt_id: p,
+            answer: ResolutionAnswer::Confirm,
+        }),
+    );
+    while let Some(o) = r.poll_output() {
+        if let Output::Persist(op) = o {
+            crate::persist::apply(&mut migrated, &op);
+        }
+    }
+    let n = r.thread(&id).unwrap().history.len();
+    assert_eq!(
+        migrated
+            .keys()
+            .filter(|k| k.starts_with(&format!("history/{id}/")))
+            .count(),
+        n
+    );
+    let again = restore_alice(&migrated).unwrap();
+    assert_eq!(again.threads(), r.threads());
+}
+
+#[test]
+fn uncommitted_history_records_are_ignored_and_missing_ones_are_corrupt() {
+    let (mut net, a, b) = net();
+    let id = to_proposed(&mut net, a, b);
+    let live = net.nodes[a].agent.threads().clone();
+    let n = live[&id].history.len();
+    // A crash after a step's history records but before its thread record.
+    let mut store = net.nodes[a].store.clone();
+    let extra = serde_json::to_vec(&live[&id].history[0]).unwrap();
+    store.insert(format!("history/{id}/{n:020}"), extra);
+    assert_eq!(restore_alice(&store).unwrap().threads(), &live);
+    // A thread id with slashes in it does not confuse the keys.
+    assert_eq!(parse_history(&format!("a/b/{:020}", 7)), Some(("a/b", 7)));
+    assert_eq!(parse_history("a/b/7"), None);
+    // A committed entry missing.
+    store.remove(&format!("history/{id}/{:020}", 1));
+    assert!(matches!(
+        restore_alice(&store),
+        Err(RestoreError::Corrupt { .. })
+    ));
+}

@@ -198,7 +198,8 @@ pub struct LlmPending {
     pub last_error: Option<String>,
 }
 
-/// Everything an agent keeps about one thread. Persisted as `thread/<id>`.
+/// Everything an agent keeps about one thread. Persisted as `thread/<id>`, its history as
+/// one `history/<id>/<n>` record per entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Thread {
     /// Thread id.
