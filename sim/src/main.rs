@@ -10,6 +10,12 @@ use a2acp_sim::world::{Sim, Stopwatch};
 use a2acp_sim::{html, SimError};
 use clap::{Parser, Subcommand};
 
+/// The binary's allocator: mimalloc instead of the system malloc, 3–9 % less CPU per
+/// simulated event with the same results (README, "The simulator"). The binary only: the
+/// library leaves the choice to embedders.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Deterministic simulator for a2acp: seeded faults, user and LLM models, invariant checkers.
 #[derive(Parser)]
 #[command(name = "a2acp-sim", version, about)]
