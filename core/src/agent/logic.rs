@@ -1449,6 +1449,20 @@ impl Agent {
             self.audit(Some(id), format!("resolution ignored in state {}", t.state));
             return;
         }
+        if t.initiator
+            && t.state == ThreadState::Proposed
+            && t.resolution.as_ref().is_some_and(|r| r.proposer == me)
+        {
+            // Both sides proposed at once (their answers to each other's requests
+            // crossed). Each side would otherwise open the other's resolution and answer
+            // one the other no longer holds; the initiator's stands on both (§8.1), so
+            // the responder's is dropped here and superseded there (swarm seed 110).
+            self.audit(
+                Some(id),
+                "crossed resolution of the responder ignored; the initiator's stands".into(),
+            );
+            return;
+        }
         if let Some(c) = self.threads.get_mut(id).and_then(|t| t.consent.take()) {
             if c.prompt_id != 0 {
                 self.buf.prompt.push(Output::ClosePrompt(c.prompt_id));
