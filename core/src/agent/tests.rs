@@ -752,3 +752,52 @@ fn crossed_resolutions_settle_on_the_initiators() {
     assert_eq!(t.state, ThreadState::Negotiating, "{}", net.render(None));
     assert!(t.resolution.is_none());
 }
+
+/// A confirmation sent in time reaches the proposer only after its deadline (its device
+/// was off, swarm seed 142): the proposer expired, so it answers with its state and the
+/// other side, already executing, undoes what it did and expires as well.
+#[test]
+fn a_confirmation_that_arrives_after_expiry_expires_both_sides() {
+    let (mut net, a, b) = net();
+    let id = to_proposed(&mut net, a, b);
+    let pb = net.prompt(b).unwrap();
+    net.answer_resolution(b, pb.id, ResolutionAnswer::Confirm);
+    net.settle();
+    net.disconnect(b);
+    let pa = net.prompt(a).unwrap();
+    net.answer_resolution(a, pa.id, ResolutionAnswer::Confirm);
+    net.settle();
+    assert_eq!(
+        state(&net, a, &id),
+        ThreadState::Executing,
+        "{}",
+        net.render(None)
+    );
+    let done = net
+        .finish_action(a, Ok(()))
+        .expect("Alice's calendar entry");
+    assert!(!done.undo);
+    net.settle();
+    net.run_for(Duration::from_secs(25 * 3600));
+    assert_eq!(
+        state(&net, b, &id),
+        ThreadState::Expired,
+        "{}",
+        net.render(None)
+    );
+    assert_eq!(state(&net, a, &id), ThreadState::Executing);
+    net.connect(b);
+    net.settle();
+    let undo = net
+        .finish_action(a, Ok(()))
+        .expect("Alice undoes her entry");
+    assert!(undo.undo);
+    net.settle();
+    assert_eq!(
+        state(&net, a, &id),
+        ThreadState::Expired,
+        "{}",
+        net.render(None)
+    );
+    assert!(notified(&net, a, NotifyKind::Expired));
+}
