@@ -558,6 +558,7 @@ impl Agent {
         t.last_activity = self.now;
         self.dirty.threads.insert(id.clone());
         let inactive = t.halted || t.state.is_terminal();
+        let expired = !t.halted && t.state == ThreadState::Expired;
         self.audit(
             Some(&id),
             format!(
@@ -570,6 +571,12 @@ impl Agent {
             // An ended thread still answers gap requests during the grace period (§13.1).
             if let Body::ThreadState(s) = packet.body {
                 self.on_thread_state(&id, s);
+            } else if expired {
+                // A late packet (a confirmation sent in time that reached this device
+                // after the deadline): the sender still thinks the thread is open, so
+                // it is told this side expired (§8.3 "both users are notified"; swarm
+                // seed 142).
+                self.send_thread_state(&id);
             }
             return;
         }
@@ -1449,6 +1456,20 @@ impl Agent {
             self.audit(Some(id), format!("resolution ignored in state {}", t.state));
             return;
         }
+        if t.initiator
+            && t.state == ThreadState::Proposed
+            && t.resolution.as_ref().is_some_and(|r| r.proposer == me)
+        {
+            // Both sides proposed at once (their answers to each other's requests
+            // crossed). Each side would otherwise open the other's resolution and answer
+            // one the other no longer holds; the initiator's stands on both (§8.1), so
+            // the responder's is dropped here and superseded there (swarm seed 110).
+            self.audit(
+                Some(id),
+                "crossed resolution of the responder ignored; the initiator's stands".into(),
+            );
+            return;
+        }
         if let Some(c) = self.threads.get_mut(id).and_then(|t| t.consent.take()) {
             if c.prompt_id != 0 {
                 self.buf.prompt.push(Output::ClosePrompt(c.prompt_id));
@@ -1742,6 +1763,7 @@ impl Agent {
                 reported: false,
                 failure: None,
                 cancelled: false,
+                expired: false,
             });
         }
         self.set_state(id, ThreadState::Executing, "executing actions");
@@ -2022,6 +2044,12 @@ impl Agent {
             self.set_state(id, ThreadState::Declined, &failure);
             return;
         }
+        if t.execution.as_ref().is_some_and(|e| e.expired) {
+            t.execution = None;
+            self.dirty.threads.insert(id.to_string());
+            self.set_state(id, ThreadState::Expired, &failure);
+            return;
+        }
         t.execution = None;
         let proposer = t.resolution.as_ref().map(|r| r.proposer.clone());
         if let Some(r) = t.resolution.take() {
@@ -2072,6 +2100,49 @@ impl Agent {
                 ),
             );
             self.seal_and_queue(id, &h.packet_id, h.json.as_bytes());
+        }
+        if s.state == ThreadState::Expired.as_str() {
+            self.peer_expired(id);
+        }
+    }
+
+    /// The peer's side of the thread expired (§8.3) while this side still had it open
+    /// (its confirmations reached the peer too late): this side ends EXPIRED as well,
+    /// undoing first what it already did.
+    fn peer_expired(&mut self, id: &str) {
+        let Some(t) = self.threads.get_mut(id) else {
+            return;
+        };
+        let text = "The proposal expired on the other side before every confirmation reached it.";
+        match t.state {
+            ThreadState::Proposed | ThreadState::Negotiating | ThreadState::Stalled => {
+                // Negotiating/stalled: this side's late counter or excuse re-opened a
+                // resolution the peer had already let expire; it will never answer again.
+                self.close_prompts(id);
+                self.set_state(id, ThreadState::Expired, "expired on the other side");
+                self.notify(Some(id.into()), NotifyKind::Expired, text.into());
+            }
+            ThreadState::Confirmed | ThreadState::Executing => {
+                if let Some(ex) = t.execution.as_mut() {
+                    ex.failure = Some("expired on the other side".into());
+                    ex.expired = true;
+                }
+                self.dirty.threads.insert(id.to_string());
+                self.notify(
+                    Some(id.into()),
+                    NotifyKind::Expired,
+                    format!("{text} Undoing what was done here."),
+                );
+                self.set_state(id, ThreadState::Failed, "expired on the other side");
+                self.start_rollback(id);
+            }
+            ThreadState::Failed | ThreadState::Rollback => {
+                if let Some(ex) = t.execution.as_mut() {
+                    ex.expired = true;
+                    self.dirty.threads.insert(id.to_string());
+                }
+            }
+            _ => {}
         }
     }
 

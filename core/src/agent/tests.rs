@@ -813,3 +813,141 @@ fn uncommitted_history_records_are_ignored_and_missing_ones_are_corrupt() {
         Err(RestoreError::Corrupt { .. })
     ));
 }
+
+/// Both agents propose at once (swarm seed 110): with both devices offline, Alice (the
+/// initiator) proposes after new context from her user, and so does Bob after his user
+/// turned down his own proposal and gave new context; the two resolutions cross. Both
+/// sides must end up holding the initiator's, so the next answer is understood.
+#[test]
+fn crossed_resolutions_settle_on_the_initiators() {
+    let (mut net, a, b) = net();
+    let id = to_proposed(&mut net, a, b);
+    let update = |net: &mut Net, i: usize, note: &str| {
+        let mut extra = Context::new();
+        extra.insert("note".into(), json!(note));
+        net.command(
+            i,
+            Command::UpdateContext {
+                thread_id: id.clone(),
+                context: extra,
+            },
+        );
+        net.settle();
+    };
+    let excuse = |net: &mut Net, i: usize| {
+        let p = net.prompt(i).expect("resolution prompt");
+        net.answer_resolution(
+            i,
+            p.id,
+            ResolutionAnswer::MakeExcuse {
+                actual_reason: None,
+            },
+        );
+    };
+    // Alice's agent first learns everything it wants from Bob.
+    excuse(&mut net, a);
+    update(&mut net, a, "either day works");
+    let consent = net.nodes[b]
+        .prompts
+        .values()
+        .find(|p| matches!(p.kind, PromptKind::Consent { .. }))
+        .map(|p| p.id)
+        .expect("Bob is asked for consent");
+    net.answer_consent(b, consent, ConsentAnswer::DeclineAll);
+    net.settle();
+    assert_eq!(
+        state(&net, a, &id),
+        ThreadState::Proposed,
+        "{}",
+        net.render(None)
+    );
+    // Offline, each side moves on.
+    net.disconnect(a);
+    net.disconnect(b);
+    excuse(&mut net, a);
+    update(&mut net, a, "any evening");
+    assert_eq!(
+        state(&net, a, &id),
+        ThreadState::Proposed,
+        "{}",
+        net.render(None)
+    );
+    excuse(&mut net, b);
+    update(&mut net, b, "weekends too");
+    assert_eq!(
+        state(&net, b, &id),
+        ThreadState::Proposed,
+        "{}",
+        net.render(None)
+    );
+    net.connect(a);
+    net.connect(b);
+    net.settle();
+    let held = |net: &Net, i: usize| {
+        let r = net.nodes[i]
+            .agent
+            .thread(&id)
+            .unwrap()
+            .resolution
+            .clone()
+            .unwrap();
+        (r.packet_id, r.proposer)
+    };
+    assert_eq!(held(&net, a), held(&net, b), "{}", net.render(None));
+    assert_eq!(held(&net, a).1, net.address(a));
+    // The next answer is understood: Bob's excuse rules Alice's proposal out on her side.
+    excuse(&mut net, b);
+    net.settle();
+    let t = net.nodes[a].agent.thread(&id).unwrap();
+    assert_eq!(t.state, ThreadState::Negotiating, "{}", net.render(None));
+    assert!(t.resolution.is_none());
+}
+
+/// A confirmation sent in time reaches the proposer only after its deadline (its device
+/// was off, swarm seed 142): the proposer expired, so it answers with its state and the
+/// other side, already executing, undoes what it did and expires as well.
+#[test]
+fn a_confirmation_that_arrives_after_expiry_expires_both_sides() {
+    let (mut net, a, b) = net();
+    let id = to_proposed(&mut net, a, b);
+    let pb = net.prompt(b).unwrap();
+    net.answer_resolution(b, pb.id, ResolutionAnswer::Confirm);
+    net.settle();
+    net.disconnect(b);
+    let pa = net.prompt(a).unwrap();
+    net.answer_resolution(a, pa.id, ResolutionAnswer::Confirm);
+    net.settle();
+    assert_eq!(
+        state(&net, a, &id),
+        ThreadState::Executing,
+        "{}",
+        net.render(None)
+    );
+    let done = net
+        .finish_action(a, Ok(()))
+        .expect("Alice's calendar entry");
+    assert!(!done.undo);
+    net.settle();
+    net.run_for(Duration::from_secs(25 * 3600));
+    assert_eq!(
+        state(&net, b, &id),
+        ThreadState::Expired,
+        "{}",
+        net.render(None)
+    );
+    assert_eq!(state(&net, a, &id), ThreadState::Executing);
+    net.connect(b);
+    net.settle();
+    let undo = net
+        .finish_action(a, Ok(()))
+        .expect("Alice undoes her entry");
+    assert!(undo.undo);
+    net.settle();
+    assert_eq!(
+        state(&net, a, &id),
+        ThreadState::Expired,
+        "{}",
+        net.render(None)
+    );
+    assert!(notified(&net, a, NotifyKind::Expired));
+}

@@ -50,6 +50,7 @@ pub const TRANSITIONS: &[(ThreadState, ThreadState)] = &[
     (Negotiating, Proposed),
     (Negotiating, Stalled),
     (Negotiating, Declined),
+    (Negotiating, Expired),
     (Proposed, Confirmed),
     (Proposed, Negotiating),
     (Proposed, Declined),
@@ -60,9 +61,11 @@ pub const TRANSITIONS: &[(ThreadState, ThreadState)] = &[
     (Failed, Rollback),
     (Rollback, Negotiating),
     (Rollback, Declined),
+    (Rollback, Expired),
     (Stalled, Negotiating),
     (Stalled, Proposed),
     (Stalled, Declined),
+    (Stalled, Expired),
 ];
 
 impl ThreadState {
@@ -170,6 +173,10 @@ pub struct Execution {
     /// The other user withdrew: after the rollback the thread closes (DECLINED).
     #[serde(default)]
     pub cancelled: bool,
+    /// The peer's side expired before it saw every confirmation: after the rollback the
+    /// thread ends EXPIRED, as on the other side.
+    #[serde(default)]
+    pub expired: bool,
 }
 
 /// One packet of the thread's history.
