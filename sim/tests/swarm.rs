@@ -79,7 +79,7 @@ fn swarm_full() {
 #[test]
 fn swarm_full_regressions() {
     let p = Params::default();
-    for seed in [75, 113, 206, 110, 115, 142, 246, 271] {
+    for seed in [75, 113, 206, 110, 115, 142, 246, 271, 70, 94, 179, 210] {
         let (r, _, _) = Sim::new(swarm::generate(seed, p), seed).run();
         assert!(
             r.violations.is_empty(),

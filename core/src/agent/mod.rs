@@ -690,9 +690,29 @@ impl Agent {
                 .map(|t| t.id.clone())
                 .collect();
             for id in ids {
+                // One summary in flight per thread: a summary the relay has not accepted
+                // yet was just replayed above; another would only pile up behind it (a
+                // full peer queue parks them all, and every re-connection added one).
+                if self.summary_pending(&id) {
+                    continue;
+                }
                 self.send_thread_state(&id);
             }
         }
+    }
+
+    /// Whether a `thread_state` of thread `id` waits in the outbox.
+    fn summary_pending(&self, id: &str) -> bool {
+        let Some(t) = self.threads.get(id) else {
+            return false;
+        };
+        self.outbox.values().any(|o| {
+            o.thread_id == id
+                && t.history
+                    .iter()
+                    .rev()
+                    .any(|h| h.outgoing && h.packet_id == o.packet_id && h.kind == "thread_state")
+        })
     }
 
     fn lookup(&mut self, peer: &Address) {

@@ -951,3 +951,60 @@ fn a_confirmation_that_arrives_after_expiry_expires_both_sides() {
     );
     assert!(notified(&net, a, NotifyKind::Expired));
 }
+
+#[test]
+fn re_connections_keep_one_thread_state_per_thread_in_the_outbox() {
+    // Swarm seeds 70, 94, 179, 210: a flapping link re-connected thousands of times while
+    // the peer's relay queue was full; every re-connection queued another `thread_state`,
+    // all parked in the outbox, all replayed on the next one, each listing every packet
+    // sent so far.
+    let mut net = Net::new("a2acp.io", start(), [7; 32]);
+    net.relay = crate::relay::Relay::new(
+        crate::relay::RelayConfig {
+            domain: "a2acp.io".into(),
+            queue_per_thread: 1,
+            ..crate::relay::RelayConfig::default()
+        },
+        [7; 32],
+    );
+    let a = net.add_agent(dinner::alice("a2acp.io"), [1; 32], [11; 32]);
+    let b = net.add_agent(dinner::bob("a2acp.io"), [2; 32], [22; 32]);
+    net.connect(a);
+    net.connect(b);
+    net.settle();
+    let id = start_dinner(&mut net, a, b, "low");
+    assert!(net.nodes[a]
+        .agent
+        .thread(&id)
+        .unwrap()
+        .session
+        .peer_eph()
+        .is_some());
+    net.disconnect(b);
+    for _ in 0..6 {
+        net.disconnect(a);
+        net.connect(a);
+        net.settle();
+    }
+    assert!(
+        net.nodes[a].agent.outbox_len() <= 1,
+        "outbox: {}",
+        net.nodes[a].agent.outbox_len()
+    );
+    let summaries = net.nodes[a]
+        .agent
+        .thread(&id)
+        .unwrap()
+        .history
+        .iter()
+        .filter(|h| h.outgoing && h.kind == "thread_state")
+        .count();
+    assert!(summaries <= 2, "{summaries} thread_state packets sent");
+    // Bob comes back: the summary waiting for him gets through, nothing is stuck.
+    net.connect(b);
+    net.settle();
+    net.disconnect(a);
+    net.connect(a);
+    net.settle();
+    assert_eq!(net.nodes[a].agent.outbox_len(), 0);
+}
