@@ -131,11 +131,6 @@ pub async fn relay_with(listen: &str, data: &Path, relay: RelayConfig) -> Runnin
     panic!("relay could not start on {listen}");
 }
 
-/// Starts a relay on smol on `listen` with its database in `data`.
-pub async fn relay_smol(listen: &str, data: &Path) -> a2acp_smol::relay::RunningRelay {
-    relay_smol_with(listen, data, RelayConfig::default()).await
-}
-
 /// Starts a relay on smol with settings.
 pub async fn relay_smol_with(
     listen: &str,
@@ -304,6 +299,20 @@ impl Events {
                 }
             },
             Events::Smol(rx) => rx.recv_async().await.ok(),
+        }
+    }
+
+    /// The next event already waiting, without waiting for one.
+    pub fn try_next(&mut self) -> Option<AgentEvent> {
+        match self {
+            Events::Tokio(rx) => loop {
+                match rx.try_recv() {
+                    Ok(e) => return Some(e),
+                    Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => {}
+                    Err(_) => return None,
+                }
+            },
+            Events::Smol(rx) => rx.try_recv().ok(),
         }
     }
 }
@@ -567,7 +576,15 @@ impl Raw {
 
     /// Sends text.
     pub async fn send_text(&mut self, s: String) {
-        self.ws.send(Message::Text(s.into())).await.unwrap();
+        self.try_send_text(s).await.unwrap();
+    }
+
+    /// Sends text; the error if the relay cut the connection while it was written.
+    pub async fn try_send_text(
+        &mut self,
+        s: String,
+    ) -> Result<(), async_tungstenite::tungstenite::Error> {
+        self.ws.send(Message::Text(s.into())).await
     }
 
     /// The next frame that is not a ping (5 s at most).
@@ -590,12 +607,21 @@ impl Raw {
         }
     }
 
-    /// The next message of any kind, or `None` if the connection ended (5 s at most).
-    pub async fn next_message(&mut self) -> Option<Message> {
-        match tokio::time::timeout(Duration::from_secs(5), self.ws.next()).await {
-            Ok(Some(Ok(m))) => Some(m),
-            _ => None,
-        }
+    /// Whether the relay closes this connection (a close frame, the end of the stream or a
+    /// reset) within 5 s; frames it sends before that are skipped. A connection still open
+    /// after 5 s is not closed.
+    pub async fn closed_by_relay(&mut self) -> bool {
+        let closed = async {
+            loop {
+                match self.ws.next().await {
+                    None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return,
+                    Some(Ok(_)) => {}
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(5), closed)
+            .await
+            .is_ok()
     }
 
     /// An envelope sealed to `to` in `thread_id`.
