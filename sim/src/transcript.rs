@@ -7,8 +7,7 @@ use std::fmt::Write as _;
 use a2acp_core::agent::{
     Command, ConsentAnswer, FieldChoice, Prompt, PromptKind, ResolutionAnswer,
 };
-use a2acp_core::relay::RelayEvent;
-use a2acp_core::{Address, Timestamp};
+use a2acp_core::Timestamp;
 use serde_json::Value;
 
 /// What a line is about, for the sequence diagram.
@@ -100,18 +99,7 @@ pub fn render_with(
     out
 }
 
-pub use a2acp_core::harness::IdNames;
-
-/// The user part of an address text.
-pub fn short(addr: &str) -> String {
-    Address::parse(addr)
-        .map(|a| a.user().to_string())
-        .unwrap_or_else(|_| addr.to_string())
-}
-
-fn compact(v: &Value) -> String {
-    serde_json::to_string(v).unwrap_or_default()
-}
+pub use a2acp_core::harness::{compact, describe_relay_event, short, IdNames};
 
 /// A prompt as the user sees it.
 pub fn describe_prompt(p: &Prompt) -> String {
@@ -207,32 +195,4 @@ pub fn describe_command(c: &Command) -> String {
         Command::Block(a) => format!("blocks {}", short(a.as_str())),
         other => format!("{other:?}").chars().take(120).collect(),
     }
-}
-
-/// A relay event in words (`None`: not shown).
-pub fn describe_relay_event(e: &RelayEvent) -> Option<String> {
-    Some(match e {
-        RelayEvent::Registered { address } => format!("registered {address}"),
-        RelayEvent::Authenticated { address, .. } => format!("authenticated {address}"),
-        RelayEvent::Routed { from, to, id } => format!(
-            "queued #{id} {} -> {}",
-            short(from.as_str()),
-            short(to.as_str())
-        ),
-        RelayEvent::Delivered { id, to } => format!("delivered #{id} to {}", short(to.as_str())),
-        RelayEvent::Acked { id } => format!("acked #{id}"),
-        RelayEvent::Refused { code, message, .. } => {
-            format!("refused ({}): {message}", code.as_str())
-        }
-        RelayEvent::Replaced { address, .. } => {
-            format!("new connection replaced the old one for {address}")
-        }
-        RelayEvent::Overflow { from, to } => format!(
-            "queue full: overflow notice to {} for {}",
-            short(from.as_str()),
-            short(to.as_str())
-        ),
-        RelayEvent::ConnectionDead { .. } => "connection dead (missed heartbeats)".to_string(),
-        RelayEvent::AckIgnored { .. } => return None,
-    })
 }

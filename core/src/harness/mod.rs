@@ -653,13 +653,15 @@ impl IdNames {
     }
 }
 
-fn short(addr: &str) -> String {
+/// The user part of an address text (the text itself if it is not an address).
+pub fn short(addr: &str) -> String {
     Address::parse(addr)
         .map(|a| a.user().to_string())
         .unwrap_or_else(|_| addr.to_string())
 }
 
-fn compact(v: &Value) -> String {
+/// A JSON value on one line.
+pub fn compact(v: &Value) -> String {
     serde_json::to_string(v).unwrap_or_default()
 }
 
@@ -838,7 +840,8 @@ fn describe_command(c: &Command) -> String {
     }
 }
 
-fn describe_relay_event(e: &RelayEvent) -> Option<String> {
+/// A relay event in words (`None`: not shown in transcripts).
+pub fn describe_relay_event(e: &RelayEvent) -> Option<String> {
     Some(match e {
         RelayEvent::Registered { address } => format!("registered {address}"),
         RelayEvent::Authenticated { address, .. } => format!("authenticated {address}"),
