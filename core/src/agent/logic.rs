@@ -409,9 +409,11 @@ impl Agent {
     }
 
     pub(super) fn send_thread_state(&mut self, id: &str) {
-        let Some(t) = self.threads.get(id) else {
+        let Some(t) = self.threads.get_mut(id) else {
             return;
         };
+        t.summarised = Some(t.summary_mark());
+        self.dirty.threads.insert(id.to_string());
         let body = Body::ThreadState(ThreadStateBody {
             state: t.state.as_str().to_string(),
             packets_sent: t.sent_ids.clone(),
@@ -2844,6 +2846,7 @@ fn blank_thread(
         early_report: None,
         early_answers: Vec::new(),
         ended_at: None,
+        summarised: None,
     }
 }
 

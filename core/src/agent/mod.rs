@@ -696,6 +696,16 @@ impl Agent {
                 if self.summary_pending(&id) {
                     continue;
                 }
+                // Nothing new since the last summary: the relay accepted that one (it is
+                // not pending), so the peer gets it; the same summary again tells it
+                // nothing (a flapping link otherwise sent one per thread per re-connection).
+                if self
+                    .threads
+                    .get(&id)
+                    .is_some_and(|t| t.summarised == Some(t.summary_mark()))
+                {
+                    continue;
+                }
                 self.send_thread_state(&id);
             }
         }

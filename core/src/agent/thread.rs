@@ -291,6 +291,25 @@ pub struct Thread {
     /// period later (SPEC-NOTES "forward secrecy").
     #[serde(default)]
     pub ended_at: Option<Timestamp>,
+    /// What the last `thread_state` summary this agent sent covered (see
+    /// [`Thread::summary_mark`]); a re-connection sends a new summary only when the mark
+    /// moved (SPEC-NOTES §13.1).
+    #[serde(default)]
+    pub summarised: Option<(ThreadState, usize)>,
+}
+
+impl Thread {
+    /// The thread's state and how many packets other than `thread_state` summaries it
+    /// sent and received: what a summary of it reports. Summaries themselves do not count,
+    /// so two agents never answer each other's summaries with new ones.
+    pub fn summary_mark(&self) -> (ThreadState, usize) {
+        let packets = self
+            .history
+            .iter()
+            .filter(|h| h.kind != "thread_state")
+            .count();
+        (self.state, packets)
+    }
 }
 
 /// A refused transition: a bug in the caller, never caused by peer input alone.
