@@ -4,17 +4,18 @@
 //!
 //! 1. `session_{1,4}KiB`: [`ThreadSession::seal`] + [`ThreadSession::open`] of a 1 KiB /
 //!    4 KiB packet in "ee" mode with the derived keys cached (after the first exchange)
-//!    vs 1 AEAD seal + 1 AEAD open + 2 Ed25519 signs (inner, outer) + 2 `verify_strict`
-//!    (the recipient's outer and inner checks).
+//!    vs 1 AEAD seal + 1 AEAD open + 1 Ed25519 sign (the recipient, holding the sender's
+//!    ephemeral key, does not verify: the AEAD authenticates, SPEC-NOTES "Opening").
 //! 2. `relay_route`: one relay routing step — `handle_bytes(send{seq, env})`, draining
 //!    the outputs, then the recipient's `ack` and its outputs — vs the one
 //!    `verify_strict` ([`verify_envelope`]) the relay performs on the same envelope.
 //! 3. `pipeline_2KiB`: `Packet::to_bytes` → seal → relay `verify_envelope` → recipient
-//!    open → `Packet::parse` vs the bare crypto of the same (AEAD seal + 2 signs +
-//!    3 verifies + AEAD open).
+//!    open → `Packet::parse` vs the bare crypto of the same (AEAD seal + 1 sign +
+//!    1 verify, the relay's + AEAD open).
 //! 4. `dinner`: the spec's dinner negotiation end to end over [`Net`] (as
 //!    `tests/dinner.rs` drives it) vs the bare crypto it performs: per routed packet the
-//!    bare ops of (3) at that packet's size, plus the handshake crypto (key generation,
+//!    bare ops of (3) at that packet's size (plus the recipient's verify for the first
+//!    envelope it opens from each side), plus the handshake crypto (key generation,
 //!    registration signatures, key validation, ephemeral keys, key agreements).
 //!
 //! After criterion, a summary times each pair again with `std::time::Instant` (single
@@ -232,10 +233,7 @@ impl BareKeys {
 /// Inputs of the bare operations for one packet, each exactly as long as what the
 /// envelope code signs, encrypts and authenticates for an "ee" envelope.
 struct BareMsg {
-    /// Inner signature input: label, lp(from), lp(to), to_key, thread, dir, eph,
-    /// lp(thread_id), lp(packet).
-    inner: Vec<u8>,
-    /// Plaintext: inner_sig, lp(thread_id), packet.
+    /// Plaintext: lp(thread_id), packet.
     pt: Vec<u8>,
     /// AEAD associated data ("ee": `peer_eph` present).
     ad: Vec<u8>,
@@ -246,15 +244,12 @@ struct BareMsg {
 
 impl BareMsg {
     fn new(packet_len: usize, from_len: usize, to_len: usize, tid_len: usize) -> Self {
-        let pt_len = 64 + 4 + tid_len + packet_len;
-        let inner_len =
-            15 + 4 + from_len + 4 + to_len + 32 + 16 + 1 + 32 + 4 + tid_len + 4 + packet_len;
+        let pt_len = 4 + tid_len + packet_len;
         let ad_len = 12 + 1 + 4 + from_len + 4 + to_len + 32 + 32 + 16 + 1 + 32 + 1 + 32;
         let outer_len =
             18 + 1 + 4 + from_len + 4 + to_len + 32 + 16 + 1 + 32 + 1 + 32 + 24 + 4 + pt_len + 16;
         let fill = |n: usize, b: u8| (0..n).map(|i| b.wrapping_add(i as u8)).collect::<Vec<u8>>();
         BareMsg {
-            inner: fill(inner_len, 1),
             pt: fill(pt_len, 2),
             ad: fill(ad_len, 3),
             outer: fill(outer_len, 4),
@@ -281,15 +276,13 @@ impl BareMsg {
             env.signed_bytes().len(),
             "outer signed length"
         );
-        assert_eq!(self.pt.len() - 64 - 4 - THREAD_ID.len(), packet_len);
+        assert_eq!(self.pt.len() - 4 - THREAD_ID.len(), packet_len);
     }
 }
 
-/// The bare crypto of one packet: inner sign, AEAD seal, outer sign, `verifies - 1`
-/// outer `verify_strict` (the relay's and/or the recipient's), AEAD open, inner
-/// `verify_strict`.
+/// The bare crypto of one packet: AEAD seal, sign, `verifies` `verify_strict` (the
+/// relay's and/or the recipient's), AEAD open.
 fn bare_packet(k: &BareKeys, m: &BareMsg, verifies: usize) {
-    let inner_sig = k.sk.sign(&m.inner);
     let ct = k
         .cipher
         .encrypt(
@@ -301,7 +294,7 @@ fn bare_packet(k: &BareKeys, m: &BareMsg, verifies: usize) {
         )
         .expect("seal");
     let outer_sig = k.sk.sign(&m.outer);
-    for _ in 1..verifies {
+    for _ in 0..verifies {
         k.vk.verify_strict(&m.outer, &outer_sig)
             .expect("outer verify");
     }
@@ -315,9 +308,7 @@ fn bare_packet(k: &BareKeys, m: &BareMsg, verifies: usize) {
             },
         )
         .expect("open");
-    k.vk.verify_strict(&m.inner, &inner_sig)
-        .expect("inner verify");
-    black_box((pt, inner_sig, outer_sig));
+    black_box((pt, outer_sig));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -354,7 +345,7 @@ fn bench_session(c: &mut Criterion, keys: &BareKeys) {
         g.throughput(Throughput::Elements(1));
         g.bench_function("ThreadSession_seal_open", |b| b.iter(|| case.seal_open()));
         g.bench_function("bare_crypto", |b| {
-            b.iter(|| bare_packet(keys, &case.bare, 2))
+            b.iter(|| bare_packet(keys, &case.bare, 0))
         });
         g.finish();
     }
@@ -563,7 +554,7 @@ fn bench_pipeline(c: &mut Criterion, keys: &BareKeys) {
         b.iter(|| case.run())
     });
     g.bench_function("bare_crypto", |b| {
-        b.iter(|| bare_packet(keys, &case.bare, 3))
+        b.iter(|| bare_packet(keys, &case.bare, 1))
     });
     g.finish();
 }
@@ -578,6 +569,8 @@ struct DinnerRun {
     packets: u64,
     /// Packet sizes from Alice's thread history (both directions).
     sizes: Vec<usize>,
+    /// Whether each of those packets went from Alice to Bob.
+    from_alice: Vec<bool>,
     /// Length of the thread id.
     tid_len: usize,
 }
@@ -606,14 +599,15 @@ fn run_dinner() -> DinnerRun {
     DinnerRun {
         packets: net.relay.stats().routed_total,
         sizes: ta.history.iter().map(|h| h.json.len()).collect(),
+        from_alice: ta.history.iter().map(|h| h.outgoing).collect(),
         tid_len: tid.len(),
     }
 }
 
 /// Inputs of the dinner's bare crypto.
 struct DinnerBare {
-    /// One bare message per routed packet.
-    msgs: Vec<BareMsg>,
+    /// One bare message per routed packet, with the signature checks made on it.
+    msgs: Vec<(BareMsg, usize)>,
     challenge: Vec<u8>,
     pk_bytes: [u8; 32],
     kdf_info: Vec<u8>,
@@ -632,8 +626,21 @@ impl DinnerBare {
             );
         }
         // Packets the history does not show (none in this scenario) count at the mean size.
+        // The relay verifies every packet; a recipient verifies until it holds the sender's
+        // ephemeral key: Alice's `es` first flights (sent before Bob's first answer) and
+        // Bob's first answer.
+        let mut bob_answered = false;
         let msgs = (0..run.packets as usize)
-            .map(|i| BareMsg::new(*run.sizes.get(i).unwrap_or(&mean), from, to, run.tid_len))
+            .map(|i| {
+                let m = BareMsg::new(*run.sizes.get(i).unwrap_or(&mean), from, to, run.tid_len);
+                let from_alice = run.from_alice.get(i).copied().unwrap_or(true);
+                let recipient_verifies = if from_alice {
+                    !bob_answered
+                } else {
+                    !std::mem::replace(&mut bob_answered, true)
+                };
+                (m, 1 + usize::from(recipient_verifies))
+            })
             .collect();
         let nonce = [5u8; 32];
         let pk_bytes = IdentityKey::from_seed(ALICE_SEED).public().to_bytes();
@@ -660,8 +667,9 @@ impl DinnerBare {
     ///   Alice on the lookup answer, Bob on the first envelope;
     /// - 2 thread ephemerals (X25519 base-point multiplication);
     /// - 6 key agreements + HKDF (es and ee for A→B at both ends, ee B→A at both ends);
-    /// - per routed packet: inner sign, AEAD seal, outer sign, relay verify, recipient
-    ///   outer and inner verify, AEAD open.
+    /// - per routed packet: AEAD seal, sign, relay verify, AEAD open, and the
+    ///   recipient's verify on the envelopes opened before it held the sender's ephemeral
+    ///   key.
     fn run(&self, k: &BareKeys) {
         for seed in [ALICE_SEED, BOB_SEED] {
             black_box(IdentityKey::from_seed(black_box(seed)));
@@ -688,8 +696,8 @@ impl DinnerBare {
             hk.expand(&self.kdf_info, &mut okm).expect("hkdf");
             black_box(XChaCha20Poly1305::new(&okm.into()));
         }
-        for m in &self.msgs {
-            bare_packet(k, m, 3);
+        for (m, verifies) in &self.msgs {
+            bare_packet(k, m, *verifies);
         }
     }
 }
@@ -779,7 +787,7 @@ fn summary(keys: &BareKeys, dinner: &DinnerBare) {
             &format!("session ee seal+open {} KiB", size / 1024),
             "packets",
             &mut || case.seal_open(),
-            &mut || bare_packet(keys, &bare, 2),
+            &mut || bare_packet(keys, &bare, 0),
         );
     }
     let mut relay = RelayCase::new(RELAY_PACKET);
@@ -799,7 +807,7 @@ fn summary(keys: &BareKeys, dinner: &DinnerBare) {
         &mut || {
             black_box(case.run());
         },
-        &mut || bare_packet(keys, &bare, 3),
+        &mut || bare_packet(keys, &bare, 1),
     );
     let mut case = PipelineCase::new(PIPELINE_PACKET);
     compare(
@@ -808,7 +816,7 @@ fn summary(keys: &BareKeys, dinner: &DinnerBare) {
         &mut || {
             black_box(case.run_wire());
         },
-        &mut || bare_packet(keys, &bare, 3),
+        &mut || bare_packet(keys, &bare, 1),
     );
     let packets = dinner.msgs.len();
     let (p, b) = compare(

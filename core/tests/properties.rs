@@ -3,7 +3,10 @@
 //! 1. never_share never leaks — random agent setups and negotiations through [`Net`];
 //! 2. packets round-trip — every packet type, unknown context fields and unknown types;
 //! 3. no panic on arbitrary bytes — agents in every link state, and the relay;
-//! 4. tamper — a flipped byte in an envelope changes nothing in the receiving agent;
+//! 4. tamper — a flipped byte in an envelope changes nothing in the receiving agent (the
+//!    envelope is Bob's first answer, whose signature Alice checks; on later `ee`
+//!    envelopes the AEAD authenticates instead and a flipped signature alone opens the same
+//!    packet — `crypto::session` tests that case);
 //! 5. determinism — same seeds and script, byte-identical transcripts and stores.
 //!
 //! Every input type has its own `Arbitrary` with a shrinker, so a failure shrinks to a

@@ -33,8 +33,6 @@ pub const ENVELOPE_VERSION: u8 = 1;
 pub const THREAD_TAG_LABEL: &[u8] = b"A2ACP-THREAD-TAG-V1\0";
 /// Label prefixed to the bytes covered by the outer (relay-visible) envelope signature.
 pub const ENVELOPE_SIG_LABEL: &[u8] = b"A2ACP-ENVELOPE-V1\0";
-/// Label prefixed to the bytes covered by the inner (end-to-end) signature.
-pub const INNER_SIG_LABEL: &[u8] = b"A2ACP-INNER-V1\0";
 /// Label prefixed to the AEAD associated data.
 pub const AD_LABEL: &[u8] = b"A2ACP-AD-V1\0";
 /// HKDF-SHA256 salt used for every envelope key.
@@ -57,9 +55,6 @@ pub enum CryptoError {
     /// strict verification.
     #[error("bad signature")]
     BadSignature,
-    /// The inner end-to-end signature inside the ciphertext failed verification.
-    #[error("bad inner signature")]
-    BadInnerSignature,
     /// An X25519 agreement produced the all-zero output (a low-order point was supplied).
     #[error("non-contributory key agreement (low-order point)")]
     NonContributory,

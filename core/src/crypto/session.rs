@@ -20,7 +20,7 @@ use super::envelope::put_opt32;
 use super::primitives::{agree_with, cipher_from_key, open_with, seal_with};
 use super::{
     check_lp, check_outer_sig, put_lp, thread_tag, CryptoError, Direction, Envelope, IdentityKey,
-    PublicKey, AD_LABEL, ENVELOPE_VERSION, INNER_SIG_LABEL, KDF_SALT,
+    PublicKey, AD_LABEL, ENVELOPE_VERSION, KDF_SALT,
 };
 use crate::address::Address;
 use crate::encoding::{b64_array, b64_encode, b64_opt_array};
@@ -29,14 +29,11 @@ use crate::encoding::{b64_array, b64_encode, b64_opt_array};
 /// two directions).
 const KEY_CACHE_MAX: usize = 8;
 
-/// Length of the inner signature at the start of the plaintext.
-const INNER_SIG_LEN: usize = 64;
-
 /// A successfully opened envelope.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Opened {
-    /// The thread id carried (and signed) inside the ciphertext; its tag equals the
-    /// envelope's `thread`.
+    /// The thread id carried inside the ciphertext; its tag equals the envelope's
+    /// `thread`.
     pub thread_id: String,
     /// The packet bytes.
     pub packet: Vec<u8>,
@@ -113,22 +110,6 @@ impl Ctx<'_> {
         b.push(u8::from(self.dir));
         b.extend_from_slice(&self.eph);
         put_opt32(&mut b, &self.peer_eph);
-        b
-    }
-
-    /// Inner signature input: "A2ACP-INNER-V1\0" || lp(from) || lp(to) || to_key ||
-    /// thread || dir || eph || lp(thread_id) || lp(packet).
-    fn inner_msg(&self, thread_id: &str, packet: &[u8]) -> Vec<u8> {
-        let mut b = Vec::with_capacity(256 + thread_id.len() + packet.len());
-        b.extend_from_slice(INNER_SIG_LABEL);
-        put_lp(&mut b, self.from.as_str().as_bytes());
-        put_lp(&mut b, self.to.as_str().as_bytes());
-        b.extend_from_slice(&self.to_key);
-        b.extend_from_slice(&self.thread);
-        b.push(u8::from(self.dir));
-        b.extend_from_slice(&self.eph);
-        put_lp(&mut b, thread_id.as_bytes());
-        put_lp(&mut b, packet);
         b
     }
 }
@@ -234,9 +215,7 @@ impl ThreadSession {
                 (derive(&ikm, &info)?, true)
             }
         };
-        let inner_sig = me.sign(&ctx.inner_msg(thread_id, packet));
-        let mut pt = Vec::with_capacity(INNER_SIG_LEN + 4 + thread_id.len() + packet.len());
-        pt.extend_from_slice(&inner_sig);
+        let mut pt = Vec::with_capacity(4 + thread_id.len() + packet.len());
         put_lp(&mut pt, thread_id.as_bytes());
         pt.extend_from_slice(packet);
         let ct = seal_with(&cipher, &nonce, &ctx.ad(), &pt)?;
@@ -268,13 +247,19 @@ impl ThreadSession {
     /// expected to travel in direction `expected_dir`.
     ///
     /// Checks, in order: session not erased, `v == 1`, `to == my_address`,
-    /// `from_key == sender_key`, `dir == expected_dir`, the outer signature, that a
-    /// `peer_eph` in the envelope is our ephemeral key, that `eph` equals the peer
-    /// ephemeral key recorded earlier, that the envelope is for the thread this session is
-    /// bound to, the key agreement (contributory), AEAD decryption, the inner signature,
-    /// and that the inner thread id hashes to `thread`. Only when all pass is the peer's
-    /// ephemeral key recorded and the session bound to the thread; on any error the
-    /// session is left exactly unchanged.
+    /// `from_key == sender_key`, `dir == expected_dir`, the outer signature (unless the
+    /// AEAD authenticates the sender, see below), that a `peer_eph` in the envelope is our
+    /// ephemeral key, that `eph` equals the peer ephemeral key recorded earlier, that the
+    /// envelope is for the thread this session is bound to, the key agreement
+    /// (contributory), AEAD decryption, and that the inner thread id hashes to `thread`.
+    /// Only when all pass is the peer's ephemeral key recorded and the session bound to
+    /// the thread; on any error the session is left exactly unchanged.
+    ///
+    /// The outer signature is not checked again for an `ee` envelope once this session
+    /// has recorded the peer's ephemeral key (from an envelope whose signature it
+    /// checked): its key is `X25519` of the two ephemeral secrets, which only the peer and
+    /// this session hold, so a successful AEAD open proves the peer sealed it (the relay
+    /// still checks every signature). SPEC-NOTES "Opening (recipient), in order".
     pub fn open(
         &mut self,
         me: &IdentityKey,
@@ -296,7 +281,9 @@ impl ThreadSession {
         if env.dir != expected_dir {
             return Err(CryptoError::WrongDirection);
         }
-        check_outer_sig(env, sender_key)?;
+        if env.peer_eph.is_none() || self.peer_eph.is_none() {
+            check_outer_sig(env, sender_key)?;
+        }
         if env.peer_eph.is_some_and(|x| x != self.eph_public) {
             return Err(CryptoError::UnknownEphemeral);
         }
@@ -328,12 +315,7 @@ impl ThreadSession {
             }
         };
         let pt = open_with(&cipher, &env.nonce, &ctx.ad(), &env.ct)?;
-        let (inner_sig, rest) =
-            pt.split_first_chunk::<INNER_SIG_LEN>()
-                .ok_or(CryptoError::Malformed(
-                    "plaintext shorter than inner signature",
-                ))?;
-        let (len, rest) = rest
+        let (len, rest) = pt
             .split_first_chunk::<4>()
             .ok_or(CryptoError::Malformed("plaintext has no thread id length"))?;
         let len = usize::try_from(u32::from_be_bytes(*len))
@@ -344,9 +326,6 @@ impl ThreadSession {
         let (thread_id, packet) = rest.split_at(len);
         let thread_id = std::str::from_utf8(thread_id)
             .map_err(|_| CryptoError::Malformed("thread id is not UTF-8"))?;
-        sender_key
-            .verify(&ctx.inner_msg(thread_id, packet), inner_sig)
-            .map_err(|_| CryptoError::BadInnerSignature)?;
         if thread_tag(thread_id) != env.thread {
             return Err(CryptoError::ThreadTagMismatch);
         }
@@ -658,6 +637,12 @@ mod tests {
         dir: Direction,
     ) {
         use CryptoError::*;
+        // The recipient checks the outer signature unless the envelope is `ee` and its
+        // session already recorded the sender's ephemeral key: then the AEAD
+        // authenticates, and a change the signature would have caught is caught by a
+        // later check (named in `or`).
+        let checks_sig = env.peer_eph.is_none() || s.peer_eph.is_none();
+        let sig_or = |later: CryptoError| if checks_sig { BadSignature } else { later };
         let t = |f: &dyn Fn(&mut Envelope)| {
             let mut e = env.clone();
             f(&mut e);
@@ -673,7 +658,7 @@ mod tests {
             from,
             &t(&|e| e.from = other.addr.clone()),
             dir,
-            BadSignature,
+            sig_or(DecryptFailed),
         );
         refused(
             s_,
@@ -696,13 +681,25 @@ mod tests {
         let mut resigned = t(&|e| e.from_key = other.key().to_bytes());
         resigned.sig = other.id.sign(&resigned.signed_bytes());
         refused(s_, me, from, &resigned, dir, WrongSenderKey);
-        // Opened as if from `other`: outer signature fine, AEAD key differs or inner sig.
+        // Opened as if from `other`: outer signature fine, AEAD key differs.
         let r = s_.clone();
         assert!(s_
             .open(&me.id, &me.addr, &resigned, &other.key(), dir)
             .is_err());
         assert_eq!(*s_, r);
-        refused(s_, me, from, &t(&|e| e.thread[0] ^= 1), dir, BadSignature);
+        let tag_err = if s_.thread.is_some() {
+            ThreadTagMismatch
+        } else {
+            DecryptFailed
+        };
+        refused(
+            s_,
+            me,
+            from,
+            &t(&|e| e.thread[0] ^= 1),
+            dir,
+            sig_or(tag_err),
+        );
         refused(
             s_,
             me,
@@ -717,10 +714,17 @@ mod tests {
             from,
             &t(&|e| e.dir = e.dir.reverse()),
             dir.reverse(),
-            BadSignature,
+            sig_or(DecryptFailed),
         );
         refused(s_, me, from, &env.clone(), dir.reverse(), WrongDirection);
-        refused(s_, me, from, &t(&|e| e.eph[3] ^= 0x10), dir, BadSignature);
+        refused(
+            s_,
+            me,
+            from,
+            &t(&|e| e.eph[3] ^= 0x10),
+            dir,
+            sig_or(PeerEphemeralChanged),
+        );
         refused(
             s_,
             me,
@@ -740,11 +744,12 @@ mod tests {
             from,
             &t(&|e| e.peer_eph = Some([9; 32])),
             dir,
-            BadSignature,
+            sig_or(UnknownEphemeral),
         );
-        refused(s_, me, from, &t(&|e| e.nonce[23] ^= 1), dir, BadSignature);
-        refused(s_, me, from, &t(&|e| e.nonce[0] ^= 1), dir, BadSignature);
-        refused(s_, me, from, &t(&|e| e.ct[0] ^= 1), dir, BadSignature);
+        let aead = sig_or(DecryptFailed);
+        refused(s_, me, from, &t(&|e| e.nonce[23] ^= 1), dir, aead.clone());
+        refused(s_, me, from, &t(&|e| e.nonce[0] ^= 1), dir, aead.clone());
+        refused(s_, me, from, &t(&|e| e.ct[0] ^= 1), dir, aead.clone());
         refused(
             s_,
             me,
@@ -753,12 +758,27 @@ mod tests {
                 e.ct.pop();
             }),
             dir,
-            BadSignature,
+            aead.clone(),
         );
-        refused(s_, me, from, &t(&|e| e.ct.push(0)), dir, BadSignature);
-        refused(s_, me, from, &t(&|e| e.ct.clear()), dir, BadSignature);
-        refused(s_, me, from, &t(&|e| e.sig[0] ^= 1), dir, BadSignature);
-        refused(s_, me, from, &t(&|e| e.sig[63] ^= 0x80), dir, BadSignature);
+        refused(s_, me, from, &t(&|e| e.ct.push(0)), dir, aead.clone());
+        refused(s_, me, from, &t(&|e| e.ct.clear()), dir, aead);
+        for flip in [
+            |e: &mut Envelope| e.sig[0] ^= 1,
+            |e: &mut Envelope| e.sig[63] ^= 0x80,
+        ] {
+            if checks_sig {
+                refused(s_, me, from, &t(&flip), dir, BadSignature);
+            } else {
+                // Only the signature changed and the recipient does not check it here:
+                // the (authentic) packet opens as the original does.
+                let mut copy = s_.clone();
+                assert_eq!(
+                    open(&mut copy, me, from, &t(&flip), dir).unwrap(),
+                    open(&mut s_.clone(), me, from, env, dir).unwrap()
+                );
+                assert_eq!(copy, *s_);
+            }
+        }
         // Wrong identity / address on our side.
         let r = s_.clone();
         assert_eq!(
@@ -1045,49 +1065,83 @@ mod tests {
         let mut sa = ThreadSession::new([41; 32]);
         let e = seal(&mut sa, &a, &b, "thr_1", FI, b"for bob only");
         let pt = plaintext_at(&b, &e);
-        assert_eq!(&pt[68..], b"thr_1for bob only");
+        assert_eq!(&pt[..], b"\0\0\0\x05thr_1for bob only");
 
-        // C (given B's plaintext) re-encrypts it to itself as if from A. It cannot sign
-        // as A: the outer signature fails.
+        // B (or C, given B's plaintext) re-encrypts it to C as if from A. Only A can sign
+        // an envelope from A, and the signature covers the new ciphertext, whose AD names
+        // C's key: refused whoever signs it.
         let mut sc = ThreadSession::new([42; 32]);
         let forged = rewrap(&pt, &e, &a.addr, &a.key(), &c, [43; 32], &c.id);
         refused(&mut sc, &c, &a, &forged, FI, CryptoError::BadSignature);
         let forged = rewrap(&pt, &e, &a.addr, &a.key(), &c, [43; 32], &b.id);
         refused(&mut sc, &c, &a, &forged, FI, CryptoError::BadSignature);
-
-        // Even if the outer signature could be had (simulated here by signing with A's
-        // key), the inner signature binds recipient address and key: refused.
-        let forged = rewrap(&pt, &e, &a.addr, &a.key(), &c, [43; 32], &a.id);
-        refused(&mut sc, &c, &a, &forged, FI, CryptoError::BadInnerSignature);
-
-        // B forwarding A's signed plaintext under its own name: inner signature is A's.
-        let forged = rewrap(&pt, &e, &b.addr, &b.key(), &c, [44; 32], &b.id);
-        refused(&mut sc, &c, &b, &forged, FI, CryptoError::BadInnerSignature);
+        // A's envelope itself, redirected to C: the signature covers `to`.
+        let mut redirected = e.clone();
+        redirected.to = c.addr.clone();
+        refused(&mut sc, &c, &a, &redirected, FI, CryptoError::BadSignature);
         assert_eq!(sc, ThreadSession::new([42; 32]));
+    }
+
+    #[test]
+    fn ee_envelopes_are_authenticated_by_the_aead() {
+        use CryptoError::*;
+        let (a, b, c) = parties();
+        let mut sa = ThreadSession::new([81; 32]);
+        let mut sb = ThreadSession::new([82; 32]);
+        let e = seal(&mut sa, &a, &b, "thr_1", FI, b"hello");
+        open(&mut sb, &b, &a, &e, FI).unwrap();
+        let r = seal(&mut sb, &b, &a, "thr_1", FR, b"reply");
+        // A learns B's ephemeral key from this envelope: its signature is checked.
+        let mut bad = r.clone();
+        bad.sig[5] ^= 1;
+        refused(&mut sa, &a, &b, &bad, FR, BadSignature);
+        open(&mut sa, &a, &b, &r, FR).unwrap();
+
+        // From now on A does not check B's signature on `ee` envelopes. C knows both
+        // ephemeral public keys but neither secret: whatever key it seals under, A's
+        // agreement X25519(A eph, B eph) differs.
+        let c_secret = StaticSecret::from([83; 32]);
+        let ctx = Ctx {
+            from: &b.addr,
+            to: &a.addr,
+            from_key: b.key().to_bytes(),
+            to_key: a.key().to_bytes(),
+            thread: r.thread,
+            dir: FR,
+            eph: r.eph,
+            peer_eph: r.peer_eph,
+        };
+        let ikm = agree_with(&c_secret, &r.peer_eph.unwrap()).unwrap();
+        let cipher = derive(&ikm, &ctx.kdf_info()).unwrap();
+        let mut pt = Vec::new();
+        put_lp(&mut pt, b"thr_1");
+        pt.extend_from_slice(b"forged");
+        let mut forged = r.clone();
+        forged.nonce = nonce_for(7);
+        forged.ct = seal_with(&cipher, &forged.nonce, &ctx.ad(), &pt).unwrap();
+        forged.sig = c.id.sign(&forged.signed_bytes());
+        refused(&mut sa, &a, &b, &forged, FR, DecryptFailed);
+        // With its own ephemeral key (so that it could derive the key): not B's.
+        let mut own = forged.clone();
+        own.eph = x25519_dalek::PublicKey::from(&c_secret).to_bytes();
+        own.sig = c.id.sign(&own.signed_bytes());
+        refused(&mut sa, &a, &b, &own, FR, PeerEphemeralChanged);
+        // In `es` mode anyone can derive a key to A's static key: the signature is checked.
+        let es = rewrap(&pt, &r, &b.addr, &b.key(), &a, [84; 32], &c.id);
+        refused(&mut sa, &a, &b, &es, FR, BadSignature);
+        // B's real envelopes keep opening.
+        let r2 = seal(&mut sb, &b, &a, "thr_1", FR, b"reply 2");
+        assert_eq!(open(&mut sa, &a, &b, &r2, FR).unwrap().packet, b"reply 2");
     }
 
     #[test]
     fn inner_thread_id_must_match_tag() {
         let (a, b, _) = parties();
-        // A buggy or malicious sender signs a plaintext whose thread id does not hash to
+        // A buggy or malicious sender seals a plaintext whose thread id does not hash to
         // the envelope's tag.
         let orig = seal(&mut ThreadSession::new([51; 32]), &a, &b, "thr_1", FI, b"p");
-        let ctx = Ctx {
-            from: &a.addr,
-            to: &b.addr,
-            from_key: a.key().to_bytes(),
-            to_key: b.key().to_bytes(),
-            thread: orig.thread,
-            dir: FI,
-            eph: [0; 32],
-            peer_eph: None,
-        };
-        let _ = ctx;
-        let mut pt = Vec::new();
         let eph_secret = [52u8; 32];
-        let eph = x25519_dalek::PublicKey::from(&StaticSecret::from(eph_secret)).to_bytes();
-        let ctx = Ctx { eph, ..ctx };
-        pt.extend_from_slice(&a.id.sign(&ctx.inner_msg("thr_2", b"p")));
+        let mut pt = Vec::new();
         put_lp(&mut pt, b"thr_2");
         pt.extend_from_slice(b"p");
         let env = rewrap(&pt, &orig, &a.addr, &a.key(), &b, eph_secret, &a.id);
@@ -1096,16 +1150,15 @@ mod tests {
 
         // Malformed plaintexts.
         for bad in [
-            vec![0u8; 10],
-            vec![0u8; 67],
+            vec![],
+            vec![0u8; 3],
             {
-                let mut v = vec![0u8; 64];
-                v.extend_from_slice(&100u32.to_be_bytes());
+                let mut v = 100u32.to_be_bytes().to_vec();
                 v.extend_from_slice(b"short");
                 v
             },
             {
-                let mut v = vec![0u8; 64];
+                let mut v = Vec::new();
                 put_lp(&mut v, &[0xff, 0xfe]);
                 v
             },
@@ -1314,6 +1367,9 @@ mod kat {
                 .unwrap();
             k
         };
+        let mut plaintext_at_alice_to_bob = Vec::new();
+        put_lp(&mut plaintext_at_alice_to_bob, tid.as_bytes());
+        plaintext_at_alice_to_bob.extend_from_slice(p1);
         let lines = [
             ("alice_ed25519_pk", hex(&alice.public().to_bytes())),
             ("alice_x25519_pk", hex(&alice.public().to_x25519())),
@@ -1328,7 +1384,7 @@ mod kat {
             ("m1_key", hex(&okm(&ikm1, &ctx1.kdf_info()))),
             ("m1_nonce", hex(&e1.nonce)),
             ("m1_ad", hex(&ctx1.ad())),
-            ("m1_inner_msg", hex(&ctx1.inner_msg(tid, p1))),
+            ("m1_plaintext", hex(&plaintext_at_alice_to_bob)),
             ("m1_ct", hex(&e1.ct)),
             ("m1_signed", hex(&e1.signed_bytes())),
             ("m1_sig", hex(&e1.sig)),
@@ -1340,7 +1396,7 @@ mod kat {
             ("m2_ct", hex(&e2.ct)),
             ("m2_sig", hex(&e2.sig)),
         ];
-        // `cargo test worked_example -- --nocapture` prints the table of NOTES-crypto.md.
+        // `cargo test worked_example -- --nocapture` prints the values of SPEC-NOTES's worked example.
         for (k, v) in &lines {
             println!("{k} = {v}");
         }
@@ -1367,8 +1423,8 @@ mod kat {
                 r#""thread":"edJWsrEETRIKiyCfEECeog","dir":0,"#,
                 r#""eph":"eaYx7t4b-cmPEgMs3q3Q56B5OY_HhriMyEbsia-FpRo","#,
                 r#""nonce":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA","#,
-                r#""ct":"-OuvnbZlfcNAxjSp_fKNvItygiyWdglksk3gPNQW-zGJNsMjDEtJBT9j97mKbl5_AEJ1wuw1O8yKz4_WSadEqCR4t3vtlf0sjuVnYYlvKByc-FMxlFT_VBnkYcidQSc3fv9c4IrxORgW2SNS","#,
-                r#""sig":"3mt8e9j6hzcKT_5RQM-SbPw2e8wu9DUVu2xq4pjOtT885T3Yh9DbyvWl4tKN5730U8dkMyLH2aZwaPOe4f81Ag"}"#
+                r#""ct":"GuUMPBwJf0K4yTHDNyK7AKSb-BlxE2e1avRsh7W3yohakwvY6g7v3YzZ8gY","#,
+                r#""sig":"2aWt1ktqV-5JAW0NegqDkxJ2iS9Bw5Zfq1RH30VL8k951K1UBjrF4Pisr_N_hhgbyhw3LDCUbPGYb5nbndgvDw"}"#
             )
         );
         assert_eq!(
@@ -1380,8 +1436,8 @@ mod kat {
                 r#""eph":"Z13VdO13iTELPS52gfN5C0ZsdzsVIf7PNld5WDcepS8","#,
                 r#""peer_eph":"eaYx7t4b-cmPEgMs3q3Q56B5OY_HhriMyEbsia-FpRo","#,
                 r#""nonce":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAB","#,
-                r#""ct":"zykUIv_3M_H0QBtLAg8v7S8ieeyf6FAmBaHH4sORRtClW1U-4agR8yE3J3cHi2UdegmlnhjpHGj0SfoDIQNE-74C4etV938KEye3yEjJ_Y-kgQIieNoclRdksArmYlbnB8Povbhid8Ir6A","#,
-                r#""sig":"e259cqcBKbwJ-YVKJB4wOaiDMkO6PtK498sRd-Qym9-YTwESLpPoOE43PA_FBcCrwHOA-SrTGLycaE_pkMrjAQ"}"#
+                r#""ct":"RIgDQGv2mbEos9_yHhoxuQrLshEp_YTglnba2MToTzYUyirgcp5T7XiB","#,
+                r#""sig":"xfWyxeYjVRrZmcsJooBRDYNX1YzkG2r47c5D67aL-2BdOe9p_XkMTFB-qtrcxcJ7hcJd_gATXcakHkKA_rYYDA"}"#
             )
         );
     }
