@@ -5,7 +5,8 @@
 //! counter for nonces. While the peer's ephemeral key is unknown, envelopes are sealed to
 //! the recipient's static X25519 key ("es" mode); afterwards to the peer's ephemeral key
 //! ("ee" mode). Derived keys are cached (not persisted) so one agreement happens per
-//! thread, direction and mode, not per packet.
+//! thread, direction and mode, not per packet (and one `ee` agreement gives the keys of
+//! both directions).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -114,6 +115,35 @@ impl Ctx<'_> {
     }
 }
 
+/// The key of `ctx` from its agreement `ikm`, and the keys to cache: that one and, in
+/// `ee` mode, the other direction's, which comes from the same agreement (X25519 of the
+/// two ephemeral keys) — one agreement per thread for both `ee` directions.
+#[allow(clippy::type_complexity)]
+fn derive_keys(
+    ikm: &[u8; 32],
+    ctx: &Ctx<'_>,
+) -> Result<(XChaCha20Poly1305, Vec<(Vec<u8>, XChaCha20Poly1305)>), CryptoError> {
+    let info = ctx.kdf_info();
+    let cipher = derive(ikm, &info)?;
+    let mut learnt = vec![(info, cipher.clone())];
+    if let Some(peer_eph) = ctx.peer_eph {
+        let reverse = Ctx {
+            from: ctx.to,
+            to: ctx.from,
+            from_key: ctx.to_key,
+            to_key: ctx.from_key,
+            thread: ctx.thread,
+            dir: ctx.dir.reverse(),
+            eph: peer_eph,
+            peer_eph: Some(ctx.eph),
+        }
+        .kdf_info();
+        let other = derive(ikm, &reverse)?;
+        learnt.push((reverse, other));
+    }
+    Ok((cipher, learnt))
+}
+
 /// HKDF-SHA256(salt = "A2ACP-KDF-V1", ikm, info) → 32-byte XChaCha20-Poly1305 key.
 fn derive(ikm: &[u8; 32], info: &[u8]) -> Result<XChaCha20Poly1305, CryptoError> {
     let hk = Hkdf::<Sha256>::new(Some(KDF_SALT), ikm);
@@ -204,15 +234,14 @@ impl ThreadSession {
             eph: self.eph_public,
             peer_eph: self.peer_eph,
         };
-        let info = ctx.kdf_info();
-        let (cipher, fresh) = match self.keys.get(&info) {
-            Some(c) => (c.clone(), false),
+        let (cipher, learnt) = match self.keys.get(&ctx.kdf_info()) {
+            Some(c) => (c.clone(), Vec::new()),
             None => {
                 let ikm = match &self.peer_eph {
                     None => agree_with(secret, &to_key.to_x25519())?,
                     Some(p) => agree_with(secret, p)?,
                 };
-                (derive(&ikm, &info)?, true)
+                derive_keys(&ikm, &ctx)?
             }
         };
         let mut pt = Vec::with_capacity(4 + thread_id.len() + packet.len());
@@ -237,7 +266,7 @@ impl ThreadSession {
         // Commit.
         self.send_counter = next;
         self.thread = Some(tag);
-        if fresh {
+        for (info, cipher) in learnt {
             self.remember(info, cipher);
         }
         Ok(env)
@@ -303,15 +332,14 @@ impl ThreadSession {
             eph: env.eph,
             peer_eph: env.peer_eph,
         };
-        let info = ctx.kdf_info();
-        let (cipher, fresh) = match self.keys.get(&info) {
-            Some(c) => (c.clone(), false),
+        let (cipher, learnt) = match self.keys.get(&ctx.kdf_info()) {
+            Some(c) => (c.clone(), Vec::new()),
             None => {
                 let ikm = match env.peer_eph {
                     None => agree_with(&me.x25519_secret(), &env.eph)?,
                     Some(_) => agree_with(secret, &env.eph)?,
                 };
-                (derive(&ikm, &info)?, true)
+                derive_keys(&ikm, &ctx)?
             }
         };
         let pt = open_with(&cipher, &env.nonce, &ctx.ad(), &env.ct)?;
@@ -338,7 +366,7 @@ impl ThreadSession {
             self.peer_eph = Some(env.eph);
         }
         self.thread = Some(env.thread);
-        if fresh {
+        for (info, cipher) in learnt {
             self.remember(info, cipher);
         }
         Ok(opened)
@@ -554,7 +582,8 @@ mod tests {
         let r2 = seal(&mut sb, &b, &a, "thr_1", FR, b"");
         assert_eq!(r1.peer_eph, Some(sa.my_eph_public()));
         assert_eq!(r1.eph, sb.my_eph_public());
-        assert_eq!(sb.keys.len(), 2);
+        // es A->B, and both ee keys from one agreement of the two ephemeral keys.
+        assert_eq!(sb.keys.len(), 3);
         assert_eq!(open(&mut sa, &a, &b, &r1, FR).unwrap().packet, b"hi alice");
         assert_eq!(sa.peer_eph(), Some(sb.my_eph_public()));
         assert_eq!(open(&mut sa, &a, &b, &r2, FR).unwrap().packet, b"");
@@ -589,11 +618,14 @@ mod tests {
         let ka: Vec<_> = sa.keys.keys().cloned().collect();
         let kb: Vec<_> = sb.keys.keys().cloned().collect();
         assert_eq!(ka.len(), 1);
-        assert_eq!(kb.len(), 2);
+        assert_eq!(kb.len(), 3);
         // Both sides derived the same A->B key; B->A has its own.
         assert!(kb.contains(&ka[0]));
-        let b_to_a = kb.iter().find(|k| **k != ka[0]).unwrap();
-        assert_eq!(&b_to_a[..3], b"ee\x01");
+        let b_to_a = kb.iter().find(|k| k.starts_with(b"ee\x01")).unwrap();
+        // B's one ee agreement also gave the A->B ee key, which A derives on opening.
+        let a_to_b_ee = kb.iter().find(|k| k.starts_with(b"ee\x00")).unwrap();
+        open(&mut sa, &a, &b, &r, FR).unwrap();
+        assert!(sa.keys.contains_key(a_to_b_ee) && sa.keys.contains_key(b_to_a));
         assert_eq!(&ka[0][..3], b"es\x00");
         let k_ab = &sa.keys[&ka[0]];
         let k_ba = &sb.keys[b_to_a];
