@@ -1008,3 +1008,32 @@ fn re_connections_keep_one_thread_state_per_thread_in_the_outbox() {
     net.settle();
     assert_eq!(net.nodes[a].agent.outbox_len(), 0);
 }
+
+/// Swarm seed 713: the first packet to a new peer waits for the peer's key; the lookup
+/// was lost with the connection and the agent crashed before it re-connected. The stored
+/// peer record said a lookup was on its way, so the restored agent never asked again and
+/// the packet never left.
+#[test]
+fn a_key_lookup_lost_in_a_crash_is_asked_again() {
+    let (mut net, a, b) = net();
+    let to = net.address(b);
+    net.command(
+        a,
+        Command::StartThread {
+            to,
+            intent: dinner_intent("low"),
+            context: dinner::context(),
+        },
+    );
+    let id = net.nodes[a].agent.threads().keys().last().cloned().unwrap();
+    // The lookup is still on the wire when Alice's connection drops and she crashes.
+    net.crash_and_restart_agent(a, [99; 32]);
+    net.settle();
+    net.connect(a);
+    net.settle();
+    assert!(
+        net.nodes[b].agent.thread(&id).is_some(),
+        "Bob never got the thread\n{}",
+        net.render(None)
+    );
+}
