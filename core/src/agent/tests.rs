@@ -1037,3 +1037,27 @@ fn a_key_lookup_lost_in_a_crash_is_asked_again() {
         net.render(None)
     );
 }
+
+/// Swarm seed 612: Bob was away while Alice's thread stalled. Back, he answered her
+/// request and then read her stall notice, which marked his side escalated: from then on
+/// he ignored her packets, and both waited for each other. The notice only informs him;
+/// the thread goes on once Alice hears from him.
+#[test]
+fn a_stall_notice_does_not_stop_the_negotiation() {
+    let (mut net, a, b) = net();
+    net.disconnect(b);
+    let id = start_dinner(&mut net, a, b, "low");
+    net.run_for(Duration::from_secs(49 * 3600));
+    assert_eq!(state(&net, a, &id), ThreadState::Stalled);
+    net.connect(b);
+    net.settle();
+    assert!(notified(&net, b, NotifyKind::Escalated));
+    consent_share_transport(&mut net, a);
+    assert_eq!(
+        state(&net, a, &id),
+        ThreadState::Proposed,
+        "{}",
+        net.render(None)
+    );
+    assert_eq!(state(&net, b, &id), ThreadState::Proposed);
+}
