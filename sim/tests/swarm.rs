@@ -75,11 +75,16 @@ fn swarm_full() {
 /// Full-fault seeds that found core bugs, kept as regression tests: 75 (a cancel that
 /// arrived while a failed execution was being undone was ignored), 113 (an initiator
 /// whose peer declined every field waited forever), 206 (a confirmation that arrived
-/// before its resolution was dropped, so one side expired while the other executed).
+/// before its resolution was dropped, so one side expired while the other executed),
+/// 612, 619, 754 (the peer's stall notice marked the thread escalated, so later packets
+/// were ignored and both sides waited), 713 (a key lookup lost in a crash was never asked
+/// again, so a first packet never left).
 #[test]
 fn swarm_full_regressions() {
     let p = Params::default();
-    for seed in [75, 113, 206, 110, 115, 142, 246, 271, 70, 94, 179, 210] {
+    for seed in [
+        75, 113, 206, 110, 115, 142, 246, 271, 70, 94, 179, 210, 612, 619, 754, 713,
+    ] {
         let (r, _, _) = Sim::new(swarm::generate(seed, p), seed).run();
         assert!(
             r.violations.is_empty(),

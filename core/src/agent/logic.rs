@@ -22,6 +22,17 @@ use crate::packet::{
 /// How long an ended thread keeps its ephemeral secret to answer late gap requests.
 const ERASE_GRACE: std::time::Duration = std::time::Duration::from_secs(7 * 86_400);
 
+/// How the `reason` of a stall notice starts (§6.4; SPEC-NOTES "Negotiation").
+const STALL_REASON: &str = "stalled";
+
+/// Whether an escalation is the peer's stall notice: it tells this side's user that the
+/// peer waited too long for this side, and asks nothing of the negotiation.
+fn is_stall_notice(e: &Escalation) -> bool {
+    e.reason
+        .strip_prefix(STALL_REASON)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(':'))
+}
+
 /// What triggered an evaluation: it decides whether a proposal may be made this turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Turn {
@@ -772,10 +783,16 @@ impl Agent {
         }
         let has_alternatives = b.context.contains_key("proposed_alternatives");
         if let (Some(e), false) = (&b.escalation, has_alternatives) {
-            if let Some(t) = self.threads.get_mut(id) {
-                t.escalated = true;
+            // The peer's stall notice (§6.4) only tells this user: the peer stalled waiting
+            // for this side, and this side's next packet resumes it there. It hands nothing
+            // to the humans here, so the thread keeps negotiating; marked escalated, it
+            // ignored every later packet and both sides waited forever (swarm seed 612).
+            if !is_stall_notice(e) {
+                if let Some(t) = self.threads.get_mut(id) {
+                    t.escalated = true;
+                }
+                self.set_waiting(id, Waiting::User);
             }
-            self.set_waiting(id, Waiting::User);
             let mut text = format!("The other agent needs you: {}", e.reason);
             if let Some(s) = &e.suggested_prompt {
                 text = format!("{text} — {s}");
@@ -2532,7 +2549,7 @@ impl Agent {
             let body = Body::Context(ContextBody {
                 escalation: Some(Escalation {
                     recommend: "surface_to_users".into(),
-                    reason: "stalled: no answer within the staleness timeout".into(),
+                    reason: format!("{STALL_REASON}: no answer within the staleness timeout"),
                     suggested_prompt: None,
                 }),
                 ..Default::default()

@@ -189,7 +189,10 @@ struct PeerRecord {
     flagged: bool,
     /// Packets waiting for the key lookup.
     pending: Vec<PendingPlain>,
-    /// A lookup is on its way.
+    /// A lookup is on its way on the current connection. Not persisted: an agent
+    /// restored from its records has no connection, so no lookup can be on its way, and
+    /// a stored `true` kept it from ever asking again (swarm seed 713).
+    #[serde(skip)]
     lookup_sent: bool,
     /// How often the user approved each field for this agent (§7.2 suggestions).
     approvals: BTreeMap<String, u32>,

@@ -1047,3 +1047,56 @@ fn re_connections_send_a_summary_only_when_the_thread_moved() {
     flap(&mut net, a);
     assert_eq!(summaries(&net, a), 2, "{}", net.render(None));
 }
+
+/// Swarm seed 713: the first packet to a new peer waits for the peer's key; the lookup
+/// was lost with the connection and the agent crashed before it re-connected. The stored
+/// peer record said a lookup was on its way, so the restored agent never asked again and
+/// the packet never left.
+#[test]
+fn a_key_lookup_lost_in_a_crash_is_asked_again() {
+    let (mut net, a, b) = net();
+    let to = net.address(b);
+    net.command(
+        a,
+        Command::StartThread {
+            to,
+            intent: dinner_intent("low"),
+            context: dinner::context(),
+        },
+    );
+    let id = net.nodes[a].agent.threads().keys().last().cloned().unwrap();
+    // The lookup is still on the wire when Alice's connection drops and she crashes.
+    net.crash_and_restart_agent(a, [99; 32]);
+    net.settle();
+    net.connect(a);
+    net.settle();
+    assert!(
+        net.nodes[b].agent.thread(&id).is_some(),
+        "Bob never got the thread\n{}",
+        net.render(None)
+    );
+}
+
+/// Swarm seed 612: Bob was away while Alice's thread stalled. Back, he answered her
+/// request and then read her stall notice, which marked his side escalated: from then on
+/// he ignored her packets, and both waited for each other. The notice only informs him;
+/// the thread goes on once Alice hears from him.
+#[test]
+fn a_stall_notice_does_not_stop_the_negotiation() {
+    let (mut net, a, b) = net();
+    net.disconnect(b);
+    let id = start_dinner(&mut net, a, b, "low");
+    net.run_for(Duration::from_secs(49 * 3600));
+    assert_eq!(state(&net, a, &id), ThreadState::Stalled);
+    net.connect(b);
+    net.settle();
+    assert!(notified(&net, b, NotifyKind::Escalated));
+    consent_share_transport(&mut net, a);
+    assert_eq!(
+        state(&net, a, &id),
+        ThreadState::Proposed,
+        "{}",
+        net.render(None)
+    );
+    assert_eq!(state(&net, b, &id), ThreadState::Proposed);
+}
