@@ -75,11 +75,17 @@ fn swarm_full() {
 /// Full-fault seeds that found core bugs, kept as regression tests: 75 (a cancel that
 /// arrived while a failed execution was being undone was ignored), 113 (an initiator
 /// whose peer declined every field waited forever), 206 (a confirmation that arrived
-/// before its resolution was dropped, so one side expired while the other executed).
+/// before its resolution was dropped, so one side expired while the other executed),
+/// 467 (a cancel of the next proposal, arrived during the undo of the failed one, was
+/// dropped), 627 (a user who cancelled during execution was left waiting for the other
+/// side's report), 810 and 817 (a cancel that reached an offline side after its
+/// deadline: DECLINED against EXPIRED).
 #[test]
 fn swarm_full_regressions() {
     let p = Params::default();
-    for seed in [75, 113, 206, 110, 115, 142, 246, 271, 70, 94, 179, 210] {
+    for seed in [
+        75, 113, 206, 110, 115, 142, 246, 271, 70, 94, 179, 210, 467, 627, 810, 817,
+    ] {
         let (r, _, _) = Sim::new(swarm::generate(seed, p), seed).run();
         assert!(
             r.violations.is_empty(),
