@@ -78,12 +78,17 @@ fn swarm_full() {
 /// before its resolution was dropped, so one side expired while the other executed),
 /// 612, 619, 754 (the peer's stall notice marked the thread escalated, so later packets
 /// were ignored and both sides waited), 713 (a key lookup lost in a crash was never asked
-/// again, so a first packet never left).
+/// again, so a first packet never left),
+/// 467 (a cancel of the next proposal, arrived during the undo of the failed one, was
+/// dropped), 627 (a user who cancelled during execution was left waiting for the other
+/// side's report), 810 and 817 (a cancel that reached an offline side after its
+/// deadline: DECLINED against EXPIRED).
 #[test]
 fn swarm_full_regressions() {
     let p = Params::default();
     for seed in [
-        75, 113, 206, 110, 115, 142, 246, 271, 70, 94, 179, 210, 612, 619, 754, 713,
+        75, 113, 206, 110, 115, 142, 246, 271, 70, 94, 179, 210, 612, 619, 754, 713, 467, 627, 810,
+        817,
     ] {
         let (r, _, _) = Sim::new(swarm::generate(seed, p), seed).run();
         assert!(

@@ -19,6 +19,10 @@ use crate::packet::{
     ResolutionResponseBody, ResolutionStatus, ThreadStateBody, Unavailable,
 };
 
+/// At most this many missing packet ids are remembered per thread as asked for (a
+/// peer's summary can list anything; each packet is asked for once).
+const MAX_GAP_ASKED: usize = 256;
+
 /// How long an ended thread keeps its ephemeral secret to answer late gap requests.
 const ERASE_GRACE: std::time::Duration = std::time::Duration::from_secs(7 * 86_400);
 
@@ -584,6 +588,28 @@ impl Agent {
             // An ended thread still answers gap requests during the grace period (§13.1).
             if let Body::ThreadState(s) = packet.body {
                 self.on_thread_state(&id, s);
+            } else if let (true, Body::ResolutionResponse(b)) = (expired, &packet.body) {
+                if b.status == ResolutionStatus::Declined
+                    && matches!(b.reason_class.as_deref(), None | Some("user_declined"))
+                {
+                    // The other user closed the thread before it expired here; only the
+                    // cancel came late (this device was off). The sender ended DECLINED
+                    // and stays so, so this side ends DECLINED too instead of answering
+                    // EXPIRED (§8.3; swarm seeds 810, 817).
+                    let msg = b.message_to_other_agent.clone().unwrap_or_default();
+                    self.set_state(
+                        &id,
+                        ThreadState::Declined,
+                        "the other user had declined before it expired",
+                    );
+                    self.notify(
+                        Some(id.clone()),
+                        NotifyKind::Declined,
+                        format!("{peer} had declined before the proposal expired. {msg}"),
+                    );
+                } else {
+                    self.send_thread_state(&id);
+                }
             } else if expired {
                 // A late packet (a confirmation sent in time that reached this device
                 // after the deadline): the sender still thinks the thread is open, so
@@ -1347,6 +1373,18 @@ impl Agent {
         let Some(t) = self.threads.get(id) else {
             return;
         };
+        if !matches!(
+            t.state,
+            ThreadState::Initiated | ThreadState::Negotiating | ThreadState::Stalled
+        ) {
+            // A decision taken for an earlier state of the thread (a resolution is open
+            // or being carried out): proposing now would replace what both sides hold.
+            self.audit(
+                Some(id),
+                format!("proposal dropped: the thread is {}", t.state),
+            );
+            return;
+        }
         let mut confirmers = vec![me.clone(), t.peer.clone()];
         if !t.initiator {
             confirmers.reverse();
@@ -1494,6 +1532,18 @@ impl Agent {
                 self.buf.prompt.push(Output::ClosePrompt(c.prompt_id));
             }
         }
+        if let Some(l) = self.threads.get_mut(id).and_then(|t| t.llm.take()) {
+            // The model was asked what to do next while negotiating; the resolution
+            // answers that. Its late answer would propose over the one just opened here
+            // (large swarm, seed 1).
+            self.audit(
+                Some(id),
+                format!(
+                    "LLM request {} dropped: the other side's resolution came first",
+                    l.request_id
+                ),
+            );
+        }
         if self
             .threads
             .get(id)
@@ -1616,13 +1666,19 @@ impl Agent {
             && matches!(b.reason_class.as_deref(), None | Some("user_declined"));
         if !is_cancel
             && b.resolution_id.as_ref().is_some_and(|x| {
-                t.resolution.as_ref().is_none_or(|r| &r.packet_id != x)
-                    && !t.received_ids.contains(x)
-                    && !t.sent_ids.contains(x)
+                let deferred = t
+                    .deferred_resolution
+                    .as_ref()
+                    .is_some_and(|(p, _, _)| p == x);
+                deferred
+                    || (t.resolution.as_ref().is_none_or(|r| &r.packet_id != x)
+                        && !t.received_ids.contains(x)
+                        && !t.sent_ids.contains(x))
             })
         {
             // An answer to a resolution that has not arrived yet (the network reordered
-            // them): kept and applied when it opens, or the confirmation is lost for good.
+            // them), or that waits for this side's undo to finish: kept and applied when
+            // it opens, or the confirmation is lost for good.
             if t.early_answers.len() < 4 {
                 t.early_answers.push((from.clone(), b));
                 self.dirty.threads.insert(id.to_string());
@@ -1649,10 +1705,9 @@ impl Agent {
             return;
         };
         let current = b.resolution_id.as_deref().is_none_or(|x| x == r.packet_id);
-        if current
-            && is_cancel
-            && matches!(t.state, ThreadState::Confirmed | ThreadState::Executing)
-        {
+        // A cancel closes its sender's side for good, whichever resolution it answers
+        // (the one executing here, or a newer one this side has not opened yet).
+        if is_cancel && matches!(t.state, ThreadState::Confirmed | ThreadState::Executing) {
             // The other user withdrew after this side saw every confirmation: undo what
             // was done here and close, as the other side did.
             if let Some(ex) = t.execution.as_mut() {
@@ -1669,9 +1724,11 @@ impl Agent {
             self.start_rollback(id);
             return;
         }
-        if current && is_cancel && matches!(t.state, ThreadState::Failed | ThreadState::Rollback) {
+        if is_cancel && matches!(t.state, ThreadState::Failed | ThreadState::Rollback) {
             // The other user withdrew while this side undoes a failed execution: close
-            // once the undo is done instead of re-negotiating (swarm seed 75).
+            // once the undo is done instead of re-negotiating (swarm seed 75), also when
+            // the cancel answers the proposer's next resolution, which waits for the undo
+            // (swarm seed 467).
             if let Some(ex) = t.execution.as_mut() {
                 ex.cancelled = true;
                 self.dirty.threads.insert(id.to_string());
@@ -2059,12 +2116,16 @@ impl Agent {
             .unwrap_or_else(|| "an action failed".into());
         if t.execution.as_ref().is_some_and(|e| e.cancelled) {
             t.execution = None;
+            t.deferred_resolution = None;
+            t.early_answers.clear();
             self.dirty.threads.insert(id.to_string());
             self.set_state(id, ThreadState::Declined, &failure);
             return;
         }
         if t.execution.as_ref().is_some_and(|e| e.expired) {
             t.execution = None;
+            t.deferred_resolution = None;
+            t.early_answers.clear();
             self.dirty.threads.insert(id.to_string());
             self.set_state(id, ThreadState::Expired, &failure);
             return;
@@ -2122,6 +2183,47 @@ impl Agent {
         }
         if s.state == ThreadState::Expired.as_str() {
             self.peer_expired(id);
+        }
+        // The summary also lists what the peer sent. A packet of it that never arrived
+        // here (its sender crashed after storing the thread but before queuing the
+        // packet, so only a summary from this side would make it re-send it) is asked
+        // for with this side's own summary, once per packet; an EXPIRED side answers
+        // the summary of a side that still has the thread open, as any late packet
+        // (§13.1, §8.3; large swarm, seed 1).
+        let Some(t) = self.threads.get_mut(id) else {
+            return;
+        };
+        if t.halted {
+            return;
+        }
+        let answer = if t.state.is_terminal() {
+            t.state == ThreadState::Expired
+                && ThreadState::from_wire(&s.state).is_some_and(|x| !x.is_terminal())
+        } else {
+            let lacking: Vec<String> = s
+                .packets_sent
+                .into_iter()
+                .filter(|p| !t.received_ids.contains(p) && !t.gap_asked.contains(p))
+                .take(MAX_GAP_ASKED)
+                .collect();
+            let ask = !lacking.is_empty() && t.gap_asked.len() < MAX_GAP_ASKED;
+            if ask {
+                self.audit(
+                    Some(id),
+                    format!(
+                        "{} packet(s) the other side sent never arrived: asking for them",
+                        lacking.len()
+                    ),
+                );
+                if let Some(t) = self.threads.get_mut(id) {
+                    t.gap_asked.extend(lacking);
+                }
+                self.dirty.threads.insert(id.to_string());
+            }
+            ask
+        };
+        if answer && !self.summary_pending(id) {
+            self.send_thread_state(id);
         }
     }
 
@@ -2341,6 +2443,30 @@ impl Agent {
         if t.state.is_terminal() {
             return;
         }
+        let state = t.state;
+        let busy = matches!(
+            state,
+            ThreadState::Executing
+                | ThreadState::Confirmed
+                | ThreadState::Failed
+                | ThreadState::Rollback
+        );
+        if matches!(state, ThreadState::Executing | ThreadState::Confirmed)
+            && t.execution.as_ref().is_some_and(|e| e.reported)
+        {
+            // This side reported its part done: the other side may already have
+            // completed, and a COMPLETED thread cannot be undone by a cancel, so calling
+            // it off here would leave the two sides disagreeing (swarm seed 627). The
+            // thread ends with the other side's report.
+            self.notify(
+                Some(id.into()),
+                NotifyKind::Info,
+                "Everything agreed is already done on this side; the thread ends with the \
+                 other side's report. To call it off now, undo it with the other person."
+                    .into(),
+            );
+            return;
+        }
         let rid = t.resolution.as_ref().map(|r| r.packet_id.clone());
         let _ = self.send_packet(
             id,
@@ -2352,20 +2478,27 @@ impl Agent {
             }),
         );
         self.close_prompts(id);
-        if matches!(
-            self.threads.get(id).map(|t| t.state),
-            Some(
-                ThreadState::Executing
-                    | ThreadState::Confirmed
-                    | ThreadState::Failed
-                    | ThreadState::Rollback
-            )
-        ) {
+        if busy {
+            // The other side withdraws on this cancel (undoes what it did, then
+            // DECLINED); this side does the same once its running action reports,
+            // instead of finishing and waiting for a report that never comes (swarm seed
+            // 627).
+            if let Some(ex) = self.threads.get_mut(id).and_then(|t| t.execution.as_mut()) {
+                ex.cancelled = true;
+                if ex.failure.is_none() {
+                    ex.failure = Some("cancelled by the user".into());
+                }
+            }
+            self.dirty.threads.insert(id.to_string());
             self.notify(
                 Some(id.into()),
                 NotifyKind::Info,
-                "Actions are under way; the thread closes when they finish.".into(),
+                "Undoing what was done here; the thread closes when that is finished.".into(),
             );
+            if state == ThreadState::Executing {
+                self.set_state(id, ThreadState::Failed, "cancelled by the user");
+                self.start_rollback(id);
+            }
             return;
         }
         self.set_state(id, ThreadState::Declined, "cancelled by the user");
@@ -2862,6 +2995,7 @@ fn blank_thread(
         deferred_resolution: None,
         early_report: None,
         early_answers: Vec::new(),
+        gap_asked: BTreeSet::new(),
         ended_at: None,
         summarised: None,
     }

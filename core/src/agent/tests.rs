@@ -1100,3 +1100,286 @@ fn a_stall_notice_does_not_stop_the_negotiation() {
     );
     assert_eq!(state(&net, b, &id), ThreadState::Proposed);
 }
+
+/// Drives the dinner to Alice undoing her calendar entry after Bob's booking failed, with
+/// Bob's next proposal already sent: it reaches Alice while she is in ROLLBACK and waits
+/// for the undo to finish. Returns the thread id; Alice's undo is still running.
+fn to_rollback_with_the_next_proposal(net: &mut Net, a: usize, b: usize) -> String {
+    let id = to_proposed(net, a, b);
+    confirm_both(net, a, b);
+    assert!(!net.finish_action(a, Ok(())).unwrap().undo);
+    net.settle();
+    let booking = net.finish_action(b, Err("fully booked".into())).unwrap();
+    assert_eq!(booking.action.action, "book_table");
+    net.settle();
+    assert_eq!(
+        state(net, a, &id),
+        ThreadState::Rollback,
+        "{}",
+        net.render(None)
+    );
+    assert_eq!(state(net, b, &id), ThreadState::Proposed);
+    assert!(net.nodes[a]
+        .agent
+        .thread(&id)
+        .unwrap()
+        .deferred_resolution
+        .is_some());
+    id
+}
+
+/// Swarm seed 467: the proposer's user turns down the next proposal while the other
+/// side still undoes the failed one; the cancel answers a resolution that side has not
+/// opened yet. It was dropped as "an older resolution", so the undo opened the proposal
+/// and Alice was asked about a thread Bob had closed.
+#[test]
+fn a_cancel_of_the_next_proposal_during_rollback_closes_after_the_undo() {
+    let (mut net, a, b) = net();
+    let id = to_rollback_with_the_next_proposal(&mut net, a, b);
+    let p = net.prompt(b).expect("Bob's prompt for his next proposal");
+    net.answer_resolution(b, p.id, ResolutionAnswer::Decline);
+    net.settle();
+    assert_eq!(state(&net, b, &id), ThreadState::Declined);
+    assert!(net.finish_action(a, Ok(())).expect("Alice's undo").undo);
+    net.settle();
+    assert_eq!(
+        state(&net, a, &id),
+        ThreadState::Declined,
+        "{}",
+        net.render(None)
+    );
+    assert!(net.prompt(a).is_none(), "no prompt for a closed thread");
+}
+
+/// The same race with a confirmation: Bob confirms his next proposal while Alice still
+/// undoes. His answer must wait for the proposal to open on her side, or her own
+/// confirmation leaves the thread waiting for one that was dropped.
+#[test]
+fn a_confirmation_of_the_next_proposal_during_rollback_is_kept() {
+    let (mut net, a, b) = net();
+    let id = to_rollback_with_the_next_proposal(&mut net, a, b);
+    let p = net.prompt(b).expect("Bob's prompt for his next proposal");
+    net.answer_resolution(b, p.id, ResolutionAnswer::Confirm);
+    net.settle();
+    assert!(net.finish_action(a, Ok(())).expect("Alice's undo").undo);
+    net.settle();
+    assert_eq!(state(&net, a, &id), ThreadState::Proposed);
+    let p = net
+        .prompt(a)
+        .expect("Alice is asked about the next proposal");
+    net.answer_resolution(a, p.id, ResolutionAnswer::Confirm);
+    net.settle();
+    assert_eq!(
+        state(&net, a, &id),
+        ThreadState::Executing,
+        "{}",
+        net.render(None)
+    );
+    assert_eq!(state(&net, b, &id), ThreadState::Executing);
+}
+
+/// Swarm seed 627: a user cancels while the agreed actions run. The other side withdraws
+/// (undoes and closes); this side used to finish its actions, report them done and wait
+/// forever for the other side's report. It now undoes and closes as well.
+#[test]
+fn a_cancel_during_execution_undoes_and_closes_both_sides() {
+    let (mut net, a, b) = net();
+    let id = to_proposed(&mut net, a, b);
+    confirm_both(&mut net, a, b);
+    net.command(
+        a,
+        Command::CancelThread {
+            thread_id: id.clone(),
+        },
+    );
+    net.settle();
+    assert_eq!(state(&net, b, &id), ThreadState::Failed);
+    // Each side's running action reports, then is undone.
+    for i in [a, b] {
+        assert!(!net.finish_action(i, Ok(())).unwrap().undo);
+        net.settle();
+        assert!(net.finish_action(i, Ok(())).expect("the undo").undo);
+        net.settle();
+    }
+    assert_eq!(
+        state(&net, a, &id),
+        ThreadState::Declined,
+        "{}",
+        net.render(None)
+    );
+    assert_eq!(state(&net, b, &id), ThreadState::Declined);
+}
+
+/// Once this side has reported its part done, the other side may complete at any moment
+/// and a COMPLETED thread cannot be cancelled: the cancel is refused, and the thread ends
+/// with the other side's report.
+#[test]
+fn a_cancel_after_reporting_done_is_refused() {
+    let (mut net, a, b) = net();
+    let id = to_proposed(&mut net, a, b);
+    confirm_both(&mut net, a, b);
+    assert!(!net.finish_action(a, Ok(())).unwrap().undo);
+    net.settle();
+    let sent = net.nodes[a].agent.thread(&id).unwrap().history.len();
+    net.command(
+        a,
+        Command::CancelThread {
+            thread_id: id.clone(),
+        },
+    );
+    net.settle();
+    assert_eq!(net.nodes[a].agent.thread(&id).unwrap().history.len(), sent);
+    while net.finish_action(b, Ok(())).is_some() {
+        net.settle();
+    }
+    assert_eq!(
+        state(&net, a, &id),
+        ThreadState::Completed,
+        "{}",
+        net.render(None)
+    );
+    assert_eq!(state(&net, b, &id), ThreadState::Completed);
+}
+
+/// Swarm seeds 810, 817: the proposer's user declines his own proposal while the other
+/// device is off for longer than the confirmation timeout. That side expires when it is
+/// back, before the relay hands it the cancel; the cancel was sent in time, so it ends
+/// DECLINED as the sender did, instead of answering EXPIRED to a closed thread.
+#[test]
+fn a_cancel_that_arrives_after_expiry_declines_the_expired_side() {
+    let (mut net, a, b) = net();
+    let id = to_proposed(&mut net, a, b);
+    net.disconnect(a);
+    let p = net.prompt(b).unwrap();
+    net.answer_resolution(b, p.id, ResolutionAnswer::Decline);
+    net.settle();
+    assert_eq!(state(&net, b, &id), ThreadState::Declined);
+    net.run_for(Duration::from_secs(25 * 3600));
+    assert_eq!(state(&net, a, &id), ThreadState::Expired);
+    net.connect(a);
+    net.settle();
+    assert_eq!(
+        state(&net, a, &id),
+        ThreadState::Declined,
+        "{}",
+        net.render(None)
+    );
+    assert_eq!(state(&net, b, &id), ThreadState::Declined);
+    assert!(notified(&net, a, NotifyKind::Declined));
+}
+
+/// Large swarm, seed 1: the responder's model was still thinking when the initiator's
+/// resolution arrived and opened. Its late "propose" replaced the initiator's resolution
+/// on the responder's side only (the initiator ignores a crossed one), so each side held
+/// a different resolution and every answer was dropped as one to an older resolution.
+#[test]
+fn a_late_llm_proposal_does_not_replace_the_peers_open_resolution() {
+    let (mut net, a, b) = net_with(Setup {
+        bob_llm: true,
+        ..Setup::default()
+    });
+    let id = start_dinner(&mut net, a, b, "low");
+    let answer = |net: &mut Net, v: serde_json::Value| {
+        net.answer_llm(b, Ok(v.to_string()))
+            .expect("Bob's model asked");
+    };
+    answer(
+        &mut net,
+        json!({"decision": "ask", "needs": [{"field": "transport_mode", "reason": "distance", "priority": "helpful"}]}),
+    );
+    net.settle();
+    consent_share_transport(&mut net, a);
+    // Alice's user adds context: she asks Bob for the fields that refine a proposal.
+    let update = |net: &mut Net, i: usize| {
+        let mut extra = Context::new();
+        extra.insert("note".into(), json!("any evening"));
+        net.command(
+            i,
+            Command::UpdateContext {
+                thread_id: id.clone(),
+                context: extra,
+            },
+        );
+    };
+    update(&mut net, a);
+    net.settle();
+    let consent = net.prompt(b).expect("Bob is asked for consent");
+    net.answer_consent(b, consent.id, ConsentAnswer::DeclineAll);
+    answer(&mut net, json!({"decision": "wait"}));
+    // Bob's declines are on their way to Alice, whose free turn will propose; Bob's user
+    // adds context, and his model is asked again before her resolution arrives.
+    update(&mut net, b);
+    net.settle();
+    assert!(net.nodes[b].llm.front().is_some(), "{}", net.render(None));
+    assert_eq!(
+        state(&net, b, &id),
+        ThreadState::Proposed,
+        "{}",
+        net.render(None)
+    );
+    let propose = json!({"decision": "propose", "proposal": {"summary": "Dinner at Bob's", "reasoning": "fits"}, "actions": []});
+    net.answer_llm(b, Ok(propose.to_string())).unwrap();
+    net.settle();
+    let held = |net: &Net, i: usize| {
+        net.nodes[i]
+            .agent
+            .thread(&id)
+            .unwrap()
+            .resolution
+            .as_ref()
+            .map(|r| (r.packet_id.clone(), r.proposer.clone()))
+    };
+    assert_eq!(held(&net, b), held(&net, a), "{}", net.render(None));
+    assert_eq!(held(&net, a).unwrap().1, net.address(a));
+    assert!(!net.nodes[b]
+        .agent
+        .thread(&id)
+        .unwrap()
+        .history
+        .iter()
+        .any(|h| h.outgoing && h.kind == "resolution"));
+}
+
+/// Large swarm, seed 1: an agent crashed after storing the thread with its answer but
+/// before queuing the packet, so the answer never left; the other side was connected
+/// throughout and never asked for it, and both waited until the proposal expired. The
+/// sender's next summary lists the answer as sent: the receiver asks for it with its own
+/// summary, and the sender re-sends it.
+#[test]
+fn a_packet_listed_as_sent_but_never_received_is_asked_for() {
+    let (mut net, a, b) = net();
+    let id = to_proposed(&mut net, a, b);
+    // Alice's answer is stored but its outbox record is lost in a crash (simulated by
+    // restoring from the store without the record).
+    net.disconnect(a);
+    let p = net.prompt(a).unwrap();
+    net.answer_resolution(
+        a,
+        p.id,
+        ResolutionAnswer::MakeExcuse {
+            actual_reason: None,
+        },
+    );
+    net.settle();
+    assert_eq!(state(&net, a, &id), ThreadState::Negotiating);
+    let store: BTreeMap<String, Vec<u8>> = net.nodes[a]
+        .store
+        .iter()
+        .filter(|(k, _)| !k.starts_with("outbox/"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    net.nodes[a].store = store;
+    net.crash_and_restart_agent(a, [1; 32]);
+    net.connect(a);
+    net.settle();
+    // Bob got the excuse: he ruled his proposal out and proposed the next option.
+    let tb = net.nodes[b].agent.thread(&id).unwrap();
+    assert_eq!(tb.rejected.len(), 1, "{}", net.render(None));
+    assert_eq!(tb.state, ThreadState::Proposed);
+    let ta = net.nodes[a].agent.thread(&id).unwrap();
+    assert_eq!(ta.state, ThreadState::Proposed);
+    assert_eq!(
+        ta.resolution.as_ref().map(|r| &r.packet_id),
+        tb.resolution.as_ref().map(|r| &r.packet_id)
+    );
+}

@@ -66,6 +66,9 @@ pub const TRANSITIONS: &[(ThreadState, ThreadState)] = &[
     (Stalled, Proposed),
     (Stalled, Declined),
     (Stalled, Expired),
+    // The peer's cancel, sent before the deadline, arrived after it (§8.3): the user's
+    // decision stands over the timeout, as on the peer's side.
+    (Expired, Declined),
 ];
 
 impl ThreadState {
@@ -74,9 +77,30 @@ impl ThreadState {
         TRANSITIONS.contains(&(self, to))
     }
 
-    /// Terminal states: nothing leaves them.
+    /// Terminal states: nothing leaves them, except EXPIRED → DECLINED when the peer's
+    /// cancel arrives after the deadline.
     pub fn is_terminal(self) -> bool {
         matches!(self, Completed | Declined | Expired)
+    }
+
+    /// Every state.
+    pub const ALL: [ThreadState; 11] = [
+        Initiated,
+        Negotiating,
+        Proposed,
+        Confirmed,
+        Executing,
+        Completed,
+        Declined,
+        Failed,
+        Rollback,
+        Stalled,
+        Expired,
+    ];
+
+    /// The state of a wire name (`NEGOTIATING`), if it is one.
+    pub fn from_wire(name: &str) -> Option<ThreadState> {
+        Self::ALL.into_iter().find(|s| s.as_str() == name)
     }
 
     /// The wire name (`NEGOTIATING`).
@@ -287,6 +311,10 @@ pub struct Thread {
     /// The peer's answers to a resolution not seen yet (reordering): applied when it opens.
     #[serde(default)]
     pub early_answers: Vec<(Address, crate::packet::ResolutionResponseBody)>,
+    /// Packets the peer's `thread_state` listed as sent that never arrived here, already
+    /// asked for with this side's own summary (each is asked for once).
+    #[serde(default)]
+    pub gap_asked: BTreeSet<String>,
     /// When the thread reached a terminal state; its ephemeral secret is erased a grace
     /// period later (SPEC-NOTES "forward secrecy").
     #[serde(default)]
@@ -355,23 +383,14 @@ mod tests {
     #[test]
     fn table_is_consistent() {
         for (a, b) in TRANSITIONS {
-            assert!(!a.is_terminal(), "{a} is terminal but leaves to {b}");
+            // The one exception: a late cancel turns an expiry into the decline it was.
+            if (*a, *b) != (Expired, Declined) {
+                assert!(!a.is_terminal(), "{a} is terminal but leaves to {b}");
+            }
             assert_ne!(a, b);
         }
-        let all = [
-            Initiated,
-            Negotiating,
-            Proposed,
-            Confirmed,
-            Executing,
-            Completed,
-            Declined,
-            Failed,
-            Rollback,
-            Stalled,
-            Expired,
-        ];
-        for s in all {
+        for s in ThreadState::ALL {
+            assert_eq!(ThreadState::from_wire(s.as_str()), Some(s));
             if !s.is_terminal() {
                 assert!(
                     TRANSITIONS.iter().any(|(a, _)| *a == s),
