@@ -301,7 +301,11 @@ impl Measured {
             verdict: if r.passed() {
                 "all passed".to_string()
             } else {
-                format!("{} violations", r.violations.len())
+                format!(
+                    "{} violations (see them: {})",
+                    r.violations.len(),
+                    swarm::reproduce_command(seed, p)
+                )
             },
         }
     }

@@ -530,7 +530,7 @@ impl Agent {
         };
         // Authentic from here on: pin on first contact (§16).
         if self.peers.get(&peer).and_then(|r| r.key).is_none()
-            && self.pin(&peer, env.from_key).is_err()
+            && self.pin_key(&peer, sender_key.clone()).is_err()
         {
             return;
         }

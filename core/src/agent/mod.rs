@@ -404,7 +404,8 @@ impl Agent {
             a.hist_stored.insert(id, n);
         }
         for (addr, rec) in &a.peers {
-            if let Some(k) = rec.key.and_then(|k| PublicKey::from_bytes(&k).ok()) {
+            // Keys in the agent's own store were validated before they were pinned.
+            if let Some(k) = rec.key.and_then(|k| PublicKey::from_stored_bytes(&k).ok()) {
                 a.keys.insert(addr.clone(), k);
             }
         }
@@ -781,6 +782,12 @@ impl Agent {
             return Ok(());
         }
         let pk = PublicKey::from_bytes(&key).map_err(|_| ())?;
+        self.pin_key(peer, pk)
+    }
+
+    /// [`Agent::pin`] with a key already validated.
+    pub(super) fn pin_key(&mut self, peer: &Address, pk: PublicKey) -> Result<(), ()> {
+        let key = pk.to_bytes();
         let rec = self.peers.entry(peer.clone()).or_default();
         match rec.key {
             Some(_) => {

@@ -208,6 +208,15 @@ impl PublicKey {
         Ok(Self::from_verifying_key(vk))
     }
 
+    /// A key read back from this agent's (or relay's) own store, validated with
+    /// [`PublicKey::from_bytes`] before it was stored: decompressed, not validated again
+    /// (the torsion check is a full scalar multiplication). Never use it for bytes that
+    /// came from the network.
+    pub fn from_stored_bytes(b: &[u8; 32]) -> Result<Self, CryptoError> {
+        let vk = VerifyingKey::from_bytes(b).map_err(|_| CryptoError::InvalidPublicKey)?;
+        Ok(Self::from_verifying_key(vk))
+    }
+
     fn from_verifying_key(vk: VerifyingKey) -> Self {
         PublicKey {
             bytes: vk.to_bytes(),

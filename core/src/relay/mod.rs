@@ -585,7 +585,8 @@ impl Relay {
                         relay.config.domain
                     )));
                 }
-                let key = PublicKey::from_bytes(&rec.key)
+                // Validated (`PublicKey::from_bytes`) when the agent registered.
+                let key = PublicKey::from_stored_bytes(&rec.key)
                     .map_err(|_| bad("invalid public key".into()))?;
                 relay.registry.insert(
                     rec.address,
