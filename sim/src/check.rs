@@ -294,16 +294,23 @@ impl Checker {
 
     /// An agent persisted an outbox record (a sealed packet): remember its signature.
     pub fn outbox_put(&mut self, node: usize, value: &[u8]) {
-        let Ok(v) = serde_json::from_slice::<Value>(value) else {
-            return;
-        };
-        let pid = v.get("packet_id").and_then(Value::as_str);
-        let sig = v
-            .get("env")
-            .and_then(|e| e.get("sig"))
-            .and_then(Value::as_str);
-        if let (Some(pid), Some(sig)) = (pid, sig) {
-            self.sigs.insert(sig.to_string(), (node, pid.to_string()));
+        /// The two fields of an outbox record the audit needs (the rest is skipped
+        /// without being built).
+        #[derive(serde::Deserialize)]
+        struct Record<'a> {
+            #[serde(borrow)]
+            packet_id: std::borrow::Cow<'a, str>,
+            #[serde(borrow)]
+            env: Env<'a>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Env<'a> {
+            #[serde(borrow)]
+            sig: std::borrow::Cow<'a, str>,
+        }
+        if let Ok(r) = serde_json::from_slice::<Record>(value) {
+            self.sigs
+                .insert(r.env.sig.into_owned(), (node, r.packet_id.into_owned()));
         }
     }
 
