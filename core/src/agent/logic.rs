@@ -574,6 +574,7 @@ impl Agent {
         });
         t.last_activity = self.now;
         self.dirty.threads.insert(id.clone());
+        let halted = t.halted;
         let inactive = t.halted || t.state.is_terminal();
         let expired = !t.halted && t.state == ThreadState::Expired;
         self.audit(
@@ -610,11 +611,14 @@ impl Agent {
                 } else {
                     self.send_thread_state(&id);
                 }
-            } else if expired {
+            } else if !halted && !self.summary_pending(&id) {
                 // A late packet (a confirmation sent in time that reached this device
                 // after the deadline): the sender still thinks the thread is open, so
-                // it is told this side expired (§8.3 "both users are notified"; swarm
-                // seed 142).
+                // it is told how the thread ended here (§8.3 "both users are notified";
+                // swarm seed 142). The summary lists this side's packets, so a closing
+                // packet the peer never took in (a cancel that overtook the thread's
+                // first packet, refused for opening no thread) is asked for and
+                // re-sent (§13.1; large swarm, seed 1).
                 self.send_thread_state(&id);
             }
             return;
@@ -816,6 +820,19 @@ impl Agent {
             if !is_stall_notice(e) {
                 if let Some(t) = self.threads.get_mut(id) {
                     t.escalated = true;
+                }
+                // The humans decide now: a question to the model in flight (or waiting
+                // to be retried) is withdrawn, or its answer would go on negotiating
+                // past the escalation and leave both sides waiting on each other
+                // (large swarm, seed 1).
+                if let Some(l) = self.threads.get_mut(id).and_then(|t| t.llm.take()) {
+                    self.audit(
+                        Some(id),
+                        format!(
+                            "LLM request {} dropped: the thread was escalated to the users",
+                            l.request_id
+                        ),
+                    );
                 }
                 self.set_waiting(id, Waiting::User);
             }
@@ -1094,6 +1111,14 @@ impl Agent {
             return;
         }
         if t.llm.is_some() {
+            // The model was asked about the thread as it was; what just came in is
+            // looked at when it answers (large swarm, seed 1).
+            if let Some(l) = self.threads.get_mut(id).and_then(|t| t.llm.as_mut()) {
+                if !l.stale {
+                    l.stale = true;
+                    self.dirty.threads.insert(id.to_string());
+                }
+            }
             return;
         }
         if !matches!(
@@ -2628,10 +2653,16 @@ impl Agent {
         if let Some(l) = t.llm.as_mut() {
             if l.retry_at.is_some_and(|r| r <= now) {
                 l.retry_at = None;
-                let attempt = l.attempt + 1;
-                let err = l.last_error.clone();
-                t.llm = None;
-                self.ask_llm(id, attempt, err);
+                if self.llm_superseded(id) {
+                    return;
+                }
+                let Some(t) = self.threads.get_mut(id) else {
+                    return;
+                };
+                let Some(l) = t.llm.take() else {
+                    return;
+                };
+                self.ask_llm(id, l.attempt + 1, l.last_error);
                 return;
             }
         }
@@ -2729,9 +2760,13 @@ impl Agent {
                     }));
                 }
             }
-            if let Some(l) = &t.llm {
-                if l.retry_at.is_none() {
-                    let (attempt, err) = (l.attempt, l.last_error.clone());
+            let lost = t
+                .llm
+                .as_ref()
+                .filter(|l| l.retry_at.is_none())
+                .map(|l| (l.attempt, l.last_error.clone()));
+            if let Some((attempt, err)) = lost {
+                if !self.llm_superseded(&id) {
                     if let Some(t) = self.threads.get_mut(&id) {
                         t.llm = None;
                     }
@@ -2765,6 +2800,7 @@ impl Agent {
                 attempt,
                 retry_at: None,
                 last_error: previous_error,
+                stale: false,
             });
         }
         self.set_waiting(id, Waiting::Llm);
@@ -2831,22 +2867,15 @@ impl Agent {
         ) else {
             return;
         };
+        if self.llm_superseded(&id) {
+            return;
+        }
         let attempts = self.config.limits.llm_attempts;
         let Some(t) = self.threads.get(&id) else {
             return;
         };
         let attempt = t.llm.as_ref().map(|l| l.attempt).unwrap_or(1);
-        let turn = if t
-            .history
-            .iter()
-            .rev()
-            .find(|h| !h.outgoing)
-            .is_some_and(|h| h.kind == "context_request")
-        {
-            Turn::AnsweringRequest
-        } else {
-            Turn::Free
-        };
+        let turn = self.llm_turn(&id);
         match result {
             Ok(text) => {
                 let parsed = {
@@ -2931,6 +2960,55 @@ impl Agent {
                 };
                 self.act(&id, decision, turn);
             }
+        }
+    }
+
+    /// Whether the pending LLM request of thread `id` was overtaken by new input (see
+    /// [`LlmPending::stale`]). If so it is dropped and the thread evaluated afresh: the
+    /// model is asked again about the thread as it is now, unless the thread now waits
+    /// for its user or left negotiation. Acting on the answer instead proposed or asked
+    /// on an outdated view and never looked at what had come in (large swarm, seed 1).
+    fn llm_superseded(&mut self, id: &str) -> bool {
+        let Some(t) = self.threads.get_mut(id) else {
+            return false;
+        };
+        let Some(l) = t.llm.take_if(|l| l.stale) else {
+            return false;
+        };
+        self.dirty.threads.insert(id.to_string());
+        self.audit(
+            Some(id),
+            format!(
+                "LLM request {} superseded: the thread changed while the model was asked",
+                l.request_id
+            ),
+        );
+        if self
+            .threads
+            .get(id)
+            .is_some_and(|t| t.waiting == Waiting::Llm)
+        {
+            self.set_waiting(id, Waiting::Nothing);
+        }
+        let turn = self.llm_turn(id);
+        self.evaluate(id, turn);
+        true
+    }
+
+    /// The turn of thread `id` when its LLM answers: answering if the peer's latest
+    /// packet was a request.
+    fn llm_turn(&self, id: &str) -> Turn {
+        let asked = self.threads.get(id).is_some_and(|t| {
+            t.history
+                .iter()
+                .rev()
+                .find(|h| !h.outgoing)
+                .is_some_and(|h| h.kind == "context_request")
+        });
+        if asked {
+            Turn::AnsweringRequest
+        } else {
+            Turn::Free
         }
     }
 

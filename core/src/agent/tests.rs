@@ -1383,3 +1383,84 @@ fn a_packet_listed_as_sent_but_never_received_is_asked_for() {
         tb.resolution.as_ref().map(|r| &r.packet_id)
     );
 }
+
+/// Large swarm, seed 1: the initiator's user cancelled a thread right after starting it
+/// and the cancel overtook the thread's first packet, so the responder refused it (it
+/// opened no thread) and then negotiated on alone; the initiator, DECLINED, dropped every
+/// packet of it. An ended thread answers a late packet with its summary: the responder
+/// asks for the cancel it never took in, gets it again and ends DECLINED too.
+#[test]
+fn a_cancel_that_overtook_the_first_packet_still_ends_the_thread() {
+    let (mut net, a, b) = net();
+    net.disconnect(b);
+    let id = start_dinner(&mut net, a, b, "low");
+    net.command(
+        a,
+        Command::CancelThread {
+            thread_id: id.clone(),
+        },
+    );
+    net.settle();
+    assert_eq!(state(&net, a, &id), ThreadState::Declined);
+    net.connect(b);
+    let mut steps = 0;
+    while net.in_flight_to(b) < 2 && steps < 10_000 {
+        net.run_for(Duration::from_millis(1));
+        steps += 1;
+    }
+    assert!(net.swap_last_two_to(b), "{}", net.render(None));
+    net.settle();
+    net.run_for(Duration::from_secs(60));
+    assert_eq!(
+        state(&net, b, &id),
+        ThreadState::Declined,
+        "{}",
+        net.render(None)
+    );
+    assert_eq!(state(&net, a, &id), ThreadState::Declined);
+}
+
+/// Large swarm, seed 1: the model was asked about the thread as it stood; the peer's
+/// packet (its alternatives) arrived while it was thinking and was not looked at, and the
+/// model's "wait" left the thread NEGOTIATING, waiting on nothing. An answer overtaken by
+/// new input is not acted on: the model is asked again about the thread as it is now.
+#[test]
+fn an_llm_answer_overtaken_by_a_peer_packet_is_not_acted_on() {
+    let (mut net, a, b) = net_with(Setup {
+        bob_llm: true,
+        ..Setup::default()
+    });
+    let id = start_dinner(&mut net, a, b, "low");
+    assert!(net.nodes[b].llm.front().is_some(), "{}", net.render(None));
+    // Alice's user adds context while Bob's model is thinking.
+    let mut extra = Context::new();
+    extra.insert("note".into(), json!("any evening"));
+    net.command(
+        a,
+        Command::UpdateContext {
+            thread_id: id.clone(),
+            context: extra,
+        },
+    );
+    net.settle();
+    let first = net
+        .answer_llm(b, Ok(json!({"decision": "wait"}).to_string()))
+        .unwrap();
+    net.settle();
+    let again = net.nodes[b]
+        .llm
+        .front()
+        .cloned()
+        .expect("the model is asked again");
+    assert!(again.id > first.id);
+    assert!(
+        again
+            .layers
+            .iter()
+            .any(|l| l.content.contains("any evening")),
+        "{:?}",
+        again.layers
+    );
+    let t = net.nodes[b].agent.thread(&id).unwrap();
+    assert_eq!(t.waiting, Waiting::Llm, "{}", net.render(None));
+}

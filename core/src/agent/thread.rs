@@ -227,6 +227,11 @@ pub struct LlmPending {
     pub retry_at: Option<Timestamp>,
     /// Why the last attempt failed.
     pub last_error: Option<String>,
+    /// The thread took in new input (a packet, an answer of the user) after the model
+    /// was asked: its answer is about a thread that no longer exists and is not acted
+    /// on; the thread is evaluated afresh instead.
+    #[serde(default)]
+    pub stale: bool,
 }
 
 /// Everything an agent keeps about one thread. Persisted as `thread/<id>`, its history as

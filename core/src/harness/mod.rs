@@ -314,6 +314,34 @@ impl Net {
         }
     }
 
+    /// How many frames are in flight to agent `i`.
+    pub fn in_flight_to(&self, i: usize) -> usize {
+        self.wire
+            .values()
+            .filter(|h| matches!(h, Hop::ToAgent(j, _, _) if *j == i))
+            .count()
+    }
+
+    /// Swaps the last two frames in flight to agent `i`, as a network that reorders
+    /// would; returns whether there were two.
+    pub fn swap_last_two_to(&mut self, i: usize) -> bool {
+        let keys: Vec<(Timestamp, u64)> = self
+            .wire
+            .iter()
+            .filter(|(_, h)| matches!(h, Hop::ToAgent(j, _, _) if *j == i))
+            .map(|(k, _)| *k)
+            .collect();
+        let [.., x, y] = keys[..] else {
+            return false;
+        };
+        let (Some(hx), Some(hy)) = (self.wire.remove(&x), self.wire.remove(&y)) else {
+            return false;
+        };
+        self.wire.insert(x, hy);
+        self.wire.insert(y, hx);
+        true
+    }
+
     /// Lets `d` of virtual time pass, delivering frames and firing timers on the way.
     pub fn run_for(&mut self, d: Duration) {
         let end = self.now.add(d);
