@@ -37,8 +37,8 @@ pub struct Params {
     /// cancellations or unanswered prompts), frames are never reordered, relay queues keep
     /// their default size and agents crash only between steps. Every other fault stays
     /// (loss, duplication, partitions, relay crashes mid-step, agent crashes and restarts,
-    /// devices shut, clock skew, LLM failures, failing actions). Used by the CI swarm while the core issues that the full
-    /// swarm finds (reported in SPEC-NOTES) are open.
+    /// devices shut, clock skew, LLM failures, failing actions). Calm runs reach execution
+    /// and completion more often than the full model's.
     pub calm: bool,
 }
 
