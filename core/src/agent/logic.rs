@@ -825,15 +825,7 @@ impl Agent {
                 // to be retried) is withdrawn, or its answer would go on negotiating
                 // past the escalation and leave both sides waiting on each other
                 // (large swarm, seed 1).
-                if let Some(l) = self.threads.get_mut(id).and_then(|t| t.llm.take()) {
-                    self.audit(
-                        Some(id),
-                        format!(
-                            "LLM request {} dropped: the thread was escalated to the users",
-                            l.request_id
-                        ),
-                    );
-                }
+                self.withdraw_llm(id, "the thread was escalated to the users");
                 self.set_waiting(id, Waiting::User);
             }
             let mut text = format!("The other agent needs you: {}", e.reason);
@@ -1557,18 +1549,10 @@ impl Agent {
                 self.buf.prompt.push(Output::ClosePrompt(c.prompt_id));
             }
         }
-        if let Some(l) = self.threads.get_mut(id).and_then(|t| t.llm.take()) {
-            // The model was asked what to do next while negotiating; the resolution
-            // answers that. Its late answer would propose over the one just opened here
-            // (large swarm, seed 1).
-            self.audit(
-                Some(id),
-                format!(
-                    "LLM request {} dropped: the other side's resolution came first",
-                    l.request_id
-                ),
-            );
-        }
+        // The model was asked what to do next while negotiating; the resolution answers
+        // that. Its late answer would propose over the one just opened here (large swarm,
+        // seed 1).
+        self.withdraw_llm(id, "the other side's resolution came first");
         if self
             .threads
             .get(id)
@@ -2181,6 +2165,19 @@ impl Agent {
         } else {
             self.set_waiting(id, Waiting::Peer);
         }
+    }
+
+    /// Withdraws the thread's model request (in flight or waiting to be retried): its
+    /// answer, if it still comes, matches no request and is ignored.
+    fn withdraw_llm(&mut self, id: &str, why: &str) {
+        let Some(l) = self.threads.get_mut(id).and_then(|t| t.llm.take()) else {
+            return;
+        };
+        self.dirty.threads.insert(id.to_string());
+        self.audit(
+            Some(id),
+            format!("LLM request {} dropped: {why}", l.request_id),
+        );
     }
 
     // ===== gaps, forks, user updates =====
