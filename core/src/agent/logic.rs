@@ -1719,18 +1719,14 @@ impl Agent {
         if is_cancel && matches!(t.state, ThreadState::Confirmed | ThreadState::Executing) {
             // The other user withdrew after this side saw every confirmation: undo what
             // was done here and close, as the other side did.
-            if let Some(ex) = t.execution.as_mut() {
-                ex.failure = Some(format!("{from} withdrew"));
-                ex.cancelled = true;
-            }
-            self.dirty.threads.insert(id.to_string());
-            self.notify(
-                Some(id.into()),
+            self.withdraw_execution(
+                id,
+                format!("{from} withdrew"),
+                |ex| ex.cancelled = true,
                 NotifyKind::Declined,
                 format!("{from} withdrew. Undoing what was done here."),
+                "the other user withdrew",
             );
-            self.set_state(id, ThreadState::Failed, "the other user withdrew");
-            self.start_rollback(id);
             return;
         }
         if is_cancel && matches!(t.state, ThreadState::Failed | ThreadState::Rollback) {
@@ -2091,6 +2087,28 @@ impl Agent {
         }
     }
 
+    /// The other side ended the thread while this side was carrying it out: record why
+    /// (`failure`) and how the thread ends after the undo (`mark`), tell the user, and
+    /// undo what was done here (FAILED, then ROLLBACK).
+    fn withdraw_execution(
+        &mut self,
+        id: &str,
+        failure: String,
+        mark: impl FnOnce(&mut Execution),
+        kind: NotifyKind,
+        notice: String,
+        why: &str,
+    ) {
+        if let Some(ex) = self.threads.get_mut(id).and_then(|t| t.execution.as_mut()) {
+            ex.failure = Some(failure);
+            mark(ex);
+        }
+        self.dirty.threads.insert(id.to_string());
+        self.notify(Some(id.into()), kind, notice);
+        self.set_state(id, ThreadState::Failed, why);
+        self.start_rollback(id);
+    }
+
     fn start_rollback(&mut self, id: &str) {
         let Some(t) = self.threads.get_mut(id) else {
             return;
@@ -2265,20 +2283,14 @@ impl Agent {
                 self.set_state(id, ThreadState::Expired, "expired on the other side");
                 self.notify(Some(id.into()), NotifyKind::Expired, text.into());
             }
-            ThreadState::Confirmed | ThreadState::Executing => {
-                if let Some(ex) = t.execution.as_mut() {
-                    ex.failure = Some("expired on the other side".into());
-                    ex.expired = true;
-                }
-                self.dirty.threads.insert(id.to_string());
-                self.notify(
-                    Some(id.into()),
-                    NotifyKind::Expired,
-                    format!("{text} Undoing what was done here."),
-                );
-                self.set_state(id, ThreadState::Failed, "expired on the other side");
-                self.start_rollback(id);
-            }
+            ThreadState::Confirmed | ThreadState::Executing => self.withdraw_execution(
+                id,
+                "expired on the other side".into(),
+                |ex| ex.expired = true,
+                NotifyKind::Expired,
+                format!("{text} Undoing what was done here."),
+                "expired on the other side",
+            ),
             ThreadState::Failed | ThreadState::Rollback => {
                 if let Some(ex) = t.execution.as_mut() {
                     ex.expired = true;

@@ -83,24 +83,10 @@ impl ThreadState {
         matches!(self, Completed | Declined | Expired)
     }
 
-    /// Every state.
-    pub const ALL: [ThreadState; 11] = [
-        Initiated,
-        Negotiating,
-        Proposed,
-        Confirmed,
-        Executing,
-        Completed,
-        Declined,
-        Failed,
-        Rollback,
-        Stalled,
-        Expired,
-    ];
-
     /// The state of a wire name (`NEGOTIATING`), if it is one.
     pub fn from_wire(name: &str) -> Option<ThreadState> {
-        Self::ALL.into_iter().find(|s| s.as_str() == name)
+        use serde::de::value::{Error, StrDeserializer};
+        ThreadState::deserialize(StrDeserializer::<Error>::new(name)).ok()
     }
 
     /// The wire name (`NEGOTIATING`).
@@ -385,6 +371,27 @@ impl Thread {
 mod tests {
     use super::*;
 
+    /// Every state.
+    const ALL: [ThreadState; 11] = [
+        Initiated,
+        Negotiating,
+        Proposed,
+        Confirmed,
+        Executing,
+        Completed,
+        Declined,
+        Failed,
+        Rollback,
+        Stalled,
+        Expired,
+    ];
+
+    #[test]
+    fn unknown_wire_names_are_no_state() {
+        assert_eq!(ThreadState::from_wire("negotiating"), None);
+        assert_eq!(ThreadState::from_wire("DONE"), None);
+    }
+
     #[test]
     fn table_is_consistent() {
         for (a, b) in TRANSITIONS {
@@ -394,7 +401,8 @@ mod tests {
             }
             assert_ne!(a, b);
         }
-        for s in ThreadState::ALL {
+        for s in ALL {
+            // The wire names `as_str` writes are the ones serde reads.
             assert_eq!(ThreadState::from_wire(s.as_str()), Some(s));
             if !s.is_terminal() {
                 assert!(
