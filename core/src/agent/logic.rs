@@ -2141,20 +2141,19 @@ impl Agent {
             .as_ref()
             .and_then(|e| e.failure.clone())
             .unwrap_or_else(|| "an action failed".into());
-        if t.execution.as_ref().is_some_and(|e| e.cancelled) {
+        // A cancel or an expiry on the other side ends the thread once the undo is done;
+        // anything waiting for the next proposal goes with it.
+        let end = match t.execution.as_ref() {
+            Some(e) if e.cancelled => Some(ThreadState::Declined),
+            Some(e) if e.expired => Some(ThreadState::Expired),
+            _ => None,
+        };
+        if let Some(end) = end {
             t.execution = None;
             t.deferred_resolution = None;
             t.early_answers.clear();
             self.dirty.threads.insert(id.to_string());
-            self.set_state(id, ThreadState::Declined, &failure);
-            return;
-        }
-        if t.execution.as_ref().is_some_and(|e| e.expired) {
-            t.execution = None;
-            t.deferred_resolution = None;
-            t.early_answers.clear();
-            self.dirty.threads.insert(id.to_string());
-            self.set_state(id, ThreadState::Expired, &failure);
+            self.set_state(id, end, &failure);
             return;
         }
         t.execution = None;
