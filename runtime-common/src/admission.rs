@@ -9,9 +9,9 @@
 //!   place of the **oldest connection still in its HTTP phase** (not yet upgraded to a
 //!   WebSocket), which is closed: connections that hold a slot without finishing their
 //!   request cannot lock out `/healthz`, `/metrics` or an agent connecting. A connection
-//!   keeps its slot until its task has closed it, and at most [`MAX_CLOSING`] are being
-//!   closed at once, so at most `max_connections + MAX_CLOSING` descriptors are ever held
-//!   by connections.
+//!   keeps its slot until its task has closed it, and while [`MAX_CLOSING`] are being
+//!   closed the accept loop waits for one of them to end ([`Admission::room`]), so at most
+//!   `max_connections + MAX_CLOSING` descriptors are ever held by connections.
 //! - **One deadline for the whole HTTP phase.** [`serve_connection`] reads the request
 //!   head (up to [`http::MAX_HEAD`] bytes), answers `/healthz`, `/metrics` and anything
 //!   else with one response and closes, or completes the WebSocket handshake — all within
@@ -58,9 +58,10 @@ pub const LOG_INTERVAL: Duration = Duration::from_secs(10);
 pub const MAX_ACCEPT_PAUSE: Duration = Duration::from_secs(1);
 /// Shortest pause after a failed accept.
 pub const MIN_ACCEPT_PAUSE: Duration = Duration::from_millis(10);
-/// Most connections told to close to make room at the total cap and not closed yet: past
-/// it, a new connection is refused instead.
-pub const MAX_CLOSING: usize = 16;
+/// Most connections told to close to make room at the total cap and not closed yet: at
+/// it, the accept loop waits ([`Admission::room`]) until one of them is closed, and new
+/// connections wait in the listen backlog.
+pub const MAX_CLOSING: usize = 32;
 
 /// What a refused connection is sent (once, if the socket takes it at once) before it is
 /// closed.
@@ -187,6 +188,9 @@ pub struct Admission {
     cfg: AdmissionConfig,
     slots: Mutex<Slots>,
     counters: Counters,
+    /// A token each time a connection told to close ends (at most one waiting).
+    closed_tx: flume::Sender<()>,
+    closed_rx: flume::Receiver<()>,
 }
 
 static REFUSED_LOG: LogLimiter = LogLimiter::new(LOG_INTERVAL);
@@ -196,11 +200,23 @@ impl Admission {
     /// Admission with these settings (a total cap of 0 is taken as 1).
     pub fn new(mut cfg: AdmissionConfig) -> Arc<Self> {
         cfg.max_connections = cfg.max_connections.max(1);
+        let (closed_tx, closed_rx) = flume::bounded(1);
         Arc::new(Admission {
             cfg,
             slots: Mutex::new(Slots::default()),
             counters: Counters::default(),
+            closed_tx,
+            closed_rx,
         })
+    }
+
+    /// Waits while [`MAX_CLOSING`] connections told to close to make room are still open
+    /// (the binding calls it before each accept; new connections wait in the listen
+    /// backlog meanwhile).
+    pub async fn room(&self) {
+        while self.slots().closing >= MAX_CLOSING {
+            let _ = self.closed_rx.recv_async().await;
+        }
     }
 
     /// The settings.
@@ -356,6 +372,7 @@ impl Drop for Ticket {
         // A ticket neither upgraded nor pending was told to close to make room.
         if !self.upgraded && s.pending.remove(&self.id).is_none() {
             s.closing = s.closing.saturating_sub(1);
+            let _ = self.admission.closed_tx.try_send(());
         }
         s.release(self.ip);
     }
@@ -408,7 +425,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Prefixed<S> {
     }
 }
 
-/// How a connection's HTTP phase ended.
+/// How a connection's HTTP phase ended (short-lived, moved once: not boxed).
+#[allow(clippy::large_enum_variant)]
 enum HttpPhase<S> {
     /// The client closed, the head was unusable, or an HTTP request was answered.
     Done,
@@ -614,9 +632,12 @@ mod tests {
         }
         assert_eq!(a.stats().evicted as usize, MAX_CLOSING);
         assert_eq!(a.stats().open as usize, cap + MAX_CLOSING);
+        assert!(futures_util::FutureExt::now_or_never(a.room()).is_none());
         assert_eq!(a.admit(ip(200)).unwrap_err(), Refusal::Total);
         // The closed ones end: room again.
-        drop(held.drain(..MAX_CLOSING));
+        drop(held.drain(..1));
+        assert!(futures_util::FutureExt::now_or_never(a.room()).is_some());
+        drop(held.drain(..MAX_CLOSING - 1));
         let s = a.stats();
         assert_eq!((s.open as usize, s.pending as usize), (cap, cap));
         held.push(a.admit(ip(201)).unwrap());

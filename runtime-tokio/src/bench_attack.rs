@@ -979,7 +979,7 @@ pub fn test_options() -> AttackOptions {
 /// its problems ([`AttackReport::problems`]) with the table row.
 pub async fn check_attack(exe: &Path, attack: Attack) -> Result<AttackReport, BenchError> {
     let r = run_attack(exe, attack, &test_options()).await?;
-    eprint!("{TABLE_HEADER}{}\n", r.row());
+    eprintln!("{TABLE_HEADER}{}", r.row());
     let p = r.problems();
     if p.is_empty() {
         Ok(r)

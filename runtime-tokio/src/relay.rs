@@ -84,6 +84,7 @@ pub async fn start_with(
     let timeout = conns.upgrade_timeout;
     let accept = tokio::spawn(async move {
         loop {
+            adm.room().await;
             match listener.accept().await {
                 Ok((stream, peer)) => match adm.admit(peer.ip()) {
                     Ok(ticket) => {
