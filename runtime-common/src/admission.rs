@@ -3,12 +3,13 @@
 //!
 //! - **Caps.** [`Admission::admit`] is asked once per accepted TCP connection, before
 //!   anything is read or spawned: past `max_connections_per_ip` open connections from its
-//!   source address, or past `max_connections` in total with no connection still in its
-//!   HTTP phase to close instead, the connection is refused ([`REFUSED`], best effort, then
+//!   source address, or past `max_connections` in total with no connection with an
+//!   incomplete request head to close instead, the connection is refused ([`REFUSED`], best effort, then
 //!   closed) and costs nothing but the accept. At the total cap, a new connection takes the
-//!   place of the **oldest connection still in its HTTP phase** (not yet upgraded to a
-//!   WebSocket), which is closed: connections that hold a slot without finishing their
-//!   request cannot lock out `/healthz`, `/metrics` or an agent connecting. A connection
+//!   place of a connection whose request head is still incomplete — **the oldest of the
+//!   source address with the most of them** — which is closed: connections that hold a slot without finishing their request cannot lock out
+//!   `/healthz`, `/metrics` or an agent connecting (once its head is complete, a
+//!   connection is answered or upgraded under the same deadline, and keeps its slot). A connection
 //!   keeps its slot until its task has closed it, and while [`MAX_CLOSING`] are being
 //!   closed the accept loop waits for one of them to end ([`Admission::room`]), so at most
 //!   `max_connections + MAX_CLOSING` descriptors are ever held by connections.
@@ -27,11 +28,11 @@
 //! A binding owns the listener, the spawning and the timer; it calls [`Admission::admit`]
 //! after each accept and spawns [`serve_connection`] with the ticket and a timer future.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -131,13 +132,14 @@ pub enum Refusal {
 pub struct AdmissionStats {
     /// TCP connections open (every phase).
     pub open: u64,
-    /// Of which still in their HTTP phase.
+    /// Of which with their request head still incomplete (the ones that can be closed to
+    /// make room).
     pub pending: u64,
     /// Refused at the total cap.
     pub refused_total: u64,
     /// Refused at the per-source cap.
     pub refused_per_ip: u64,
-    /// Connections in their HTTP phase closed to make room at the total cap.
+    /// Connections with an incomplete request head closed to make room at the total cap.
     pub evicted: u64,
     /// Connections closed by the HTTP-phase deadline.
     pub upgrade_timeouts: u64,
@@ -160,9 +162,11 @@ struct Counters {
 struct Slots {
     total: usize,
     per_ip: HashMap<IpAddr, usize>,
-    /// Connections in their HTTP phase, oldest first: ticket number → source and the
-    /// signal that closes it.
+    /// Connections whose request head is incomplete, oldest first: ticket number → source
+    /// and the signal that closes it.
     pending: BTreeMap<u64, (IpAddr, flume::Sender<()>)>,
+    /// The same, by source address.
+    pending_of: HashMap<IpAddr, BTreeSet<u64>>,
     /// Connections told to close to make room whose tasks have not ended yet (counted in
     /// `total` until then).
     closing: usize,
@@ -170,6 +174,33 @@ struct Slots {
 }
 
 impl Slots {
+    fn add_pending(&mut self, id: u64, ip: IpAddr, close: flume::Sender<()>) {
+        self.pending.insert(id, (ip, close));
+        self.pending_of.entry(ip).or_default().insert(id);
+    }
+
+    fn remove_pending(&mut self, id: u64) -> Option<(IpAddr, flume::Sender<()>)> {
+        let (ip, close) = self.pending.remove(&id)?;
+        if let Some(ids) = self.pending_of.get_mut(&ip) {
+            ids.remove(&id);
+            if ids.is_empty() {
+                self.pending_of.remove(&ip);
+            }
+        }
+        Some((ip, close))
+    }
+
+    /// The connection to close to make room: among the source addresses with the most
+    /// connections whose head is incomplete, the oldest such connection (so that a source
+    /// holding many slots loses them first, and a lone honest client is the last to go).
+    fn pick_evicted(&self) -> Option<u64> {
+        self.pending_of
+            .values()
+            .filter_map(|ids| Some((ids.len(), std::cmp::Reverse(*ids.first()?))))
+            .max()
+            .map(|(_, std::cmp::Reverse(id))| id)
+    }
+
     fn release(&mut self, ip: IpAddr) {
         self.total = self.total.saturating_sub(1);
         if let Some(n) = self.per_ip.get_mut(&ip) {
@@ -232,9 +263,9 @@ impl Admission {
     }
 
     /// Admits a connection just accepted from `ip`, or says why not (the caller sends
-    /// [`REFUSED`] if the socket takes it at once, and closes). At the total cap, the
-    /// oldest connection still in its HTTP phase is told to close and the new one takes
-    /// its place. Refusals are logged at most once per [`LOG_INTERVAL`].
+    /// [`REFUSED`] if the socket takes it at once, and closes). At the total cap, a
+    /// connection whose request head is incomplete (the oldest of the source with the most
+    /// of them) is told to close and the new one takes its place. Refusals are logged at most once per [`LOG_INTERVAL`].
     pub fn admit(self: &Arc<Self>, ip: IpAddr) -> Result<Ticket, Refusal> {
         self.counters.accept_pause_ms.store(0, Ordering::Relaxed);
         let mut s = self.slots();
@@ -246,12 +277,12 @@ impl Admission {
             // descriptors are open until their tasks run, so at most
             // `max_connections + MAX_CLOSING` are open at any time.
             let evicted = if s.closing < MAX_CLOSING {
-                s.pending.pop_first()
+                s.pick_evicted().and_then(|id| s.remove_pending(id))
             } else {
                 None
             };
             match evicted {
-                Some((_, (_, close))) => {
+                Some((_, close)) => {
                     s.closing += 1;
                     let _ = close.try_send(());
                     self.counters.evicted.fetch_add(1, Ordering::Relaxed);
@@ -272,13 +303,13 @@ impl Admission {
         let id = s.next;
         s.next += 1;
         let (close, closed) = flume::bounded(1);
-        s.pending.insert(id, (ip, close));
+        s.add_pending(id, ip, close);
         Ok(Ticket {
             admission: self.clone(),
             id,
             ip,
             closed,
-            upgraded: false,
+            claimed: AtomicBool::new(false),
         })
     }
 
@@ -345,32 +376,37 @@ pub struct Ticket {
     id: u64,
     ip: IpAddr,
     closed: flume::Receiver<()>,
-    upgraded: bool,
+    /// Its request head is complete: it can no longer be closed to make room.
+    claimed: AtomicBool,
 }
 
 impl Ticket {
-    /// Waits until this connection is closed to make room (it was the oldest in its HTTP
-    /// phase at the total cap).
+    /// Waits until this connection is told to close to make room (it was the oldest with
+    /// an incomplete request head at the total cap); never, once claimed.
     async fn evicted(&self) {
-        let _ = self.closed.recv_async().await;
+        if self.closed.recv_async().await.is_err() {
+            std::future::pending::<()>().await;
+        }
     }
 
-    /// The connection is now an agent link: it keeps its slot and can no longer be closed
-    /// to make room. `false`: it was closed to make room meanwhile.
-    fn upgraded(&mut self) -> bool {
-        let mut s = self.admission.slots();
-        if s.pending.remove(&self.id).is_some() {
-            self.upgraded = true;
+    /// The request head is complete: from now on the connection keeps its slot (its
+    /// answer or handshake is short, under the same deadline, and an agent link is never
+    /// closed to make room). `false`: it was told to close meanwhile.
+    fn claim(&self) -> bool {
+        if !self.claimed.load(Ordering::Relaxed)
+            && self.admission.slots().remove_pending(self.id).is_some()
+        {
+            self.claimed.store(true, Ordering::Relaxed);
         }
-        self.upgraded
+        self.claimed.load(Ordering::Relaxed)
     }
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
         let mut s = self.admission.slots();
-        // A ticket neither upgraded nor pending was told to close to make room.
-        if !self.upgraded && s.pending.remove(&self.id).is_none() {
+        // Neither claimed nor pending: it was told to close to make room.
+        if !self.claimed.load(Ordering::Relaxed) && s.remove_pending(self.id).is_none() {
             s.closing = s.closing.saturating_sub(1);
             let _ = self.admission.closed_tx.try_send(());
         }
@@ -463,7 +499,7 @@ async fn read_head<S: AsyncRead + Unpin>(stream: &mut S) -> Option<(Vec<u8>, Rou
 async fn http_phase<S>(
     mut stream: S,
     handle: &RelayHandle,
-    admission: &Admission,
+    ticket: &Ticket,
     peer: SocketAddr,
 ) -> HttpPhase<S>
 where
@@ -472,12 +508,15 @@ where
     let Some((head, route)) = read_head(&mut stream).await else {
         return HttpPhase::Done;
     };
+    if !ticket.claim() {
+        return HttpPhase::Evicted;
+    }
     if route != Route::WebSocket {
         let snap = match route {
             Route::Healthz | Route::Metrics => handle.snapshot().await,
             _ => None,
         };
-        let conns = admission.stats();
+        let conns = ticket.admission.stats();
         let _ = stream
             .write_all(&http::answer(&route, snap.as_ref(), &conns))
             .await;
@@ -507,7 +546,7 @@ pub async fn serve_connection<S, D>(
     stream: S,
     peer: SocketAddr,
     handle: RelayHandle,
-    mut ticket: Ticket,
+    ticket: Ticket,
     deadline: D,
 ) where
     S: AsyncRead + AsyncWrite + Unpin,
@@ -515,7 +554,7 @@ pub async fn serve_connection<S, D>(
 {
     let admission = ticket.admission.clone();
     let phase = crate::race::race(
-        crate::race::race(http_phase(stream, &handle, &admission, peer), async {
+        crate::race::race(http_phase(stream, &handle, &ticket, peer), async {
             ticket.evicted().await;
             HttpPhase::Evicted
         }),
@@ -526,11 +565,7 @@ pub async fn serve_connection<S, D>(
     )
     .await;
     match phase {
-        HttpPhase::Upgraded(ws) => {
-            if ticket.upgraded() {
-                crate::ws::serve_relay_link(ws, peer, handle).await;
-            }
-        }
+        HttpPhase::Upgraded(ws) => crate::ws::serve_relay_link(ws, peer, handle).await,
         HttpPhase::TimedOut => {
             admission
                 .counters
@@ -588,8 +623,8 @@ mod tests {
     #[test]
     fn total_cap_closes_the_oldest_http_phase_connection_then_refuses() {
         let a = adm(2, 0);
-        let mut link = a.admit(ip(2)).unwrap();
-        assert!(link.upgraded());
+        let link = a.admit(ip(2)).unwrap();
+        assert!(link.claim());
         let old = a.admit(ip(3)).unwrap();
         // Full: the pending one makes room.
         let new = a.admit(ip(4)).unwrap();
@@ -601,8 +636,7 @@ mod tests {
         assert_eq!(a.stats().open, 3, "until its task closes it");
         drop(old);
         assert_eq!(a.stats().open, 2);
-        let mut new = new;
-        assert!(new.upgraded());
+        assert!(new.claim());
         // Only agent links left: refused.
         assert_eq!(a.admit(ip(5)).unwrap_err(), Refusal::Total);
         assert_eq!(a.stats().refused_total, 1);
@@ -613,11 +647,25 @@ mod tests {
     }
 
     #[test]
+    fn room_is_taken_from_the_source_with_the_most_incomplete_heads() {
+        let a = adm(4, 0);
+        let honest = a.admit(ip(1)).unwrap();
+        let heavy: Vec<Ticket> = (0..3).map(|_| a.admit(ip(9)).unwrap()).collect();
+        let _new = a.admit(ip(7)).unwrap();
+        assert!(honest.closed.try_recv().is_err(), "the lone client stays");
+        assert!(
+            heavy[0].closed.try_recv().is_ok(),
+            "the heavy source's oldest goes"
+        );
+        assert!(heavy[1].closed.try_recv().is_err());
+    }
+
+    #[test]
     fn an_evicted_ticket_cannot_upgrade() {
         let a = adm(1, 0);
-        let mut old = a.admit(ip(2)).unwrap();
+        let old = a.admit(ip(2)).unwrap();
         let _new = a.admit(ip(3)).unwrap();
-        assert!(!old.upgraded());
+        assert!(!old.claim());
         drop(old);
         assert_eq!(a.stats().open, 1);
     }

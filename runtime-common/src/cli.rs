@@ -41,8 +41,9 @@ pub struct RelayArgs {
     /// Threads parsing frames and verifying envelope signatures (0: one per core).
     #[arg(long, default_value_t = 0)]
     pub verifiers: usize,
-    /// Open connections in total, every phase; past it the oldest connection not yet
-    /// upgraded to a WebSocket is closed to make room, or the new one is refused.
+    /// Open connections in total, every phase; past it a connection whose request head is
+    /// incomplete (the oldest of the source with the most) is closed to make room, or the
+    /// new one is refused.
     /// Default: the open-files limit (ulimit -n) less an eighth (at least 64), e.g. 896
     /// under 1024.
     #[arg(long)]

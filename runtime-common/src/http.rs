@@ -185,7 +185,7 @@ pub fn render_connection_metrics(c: &AdmissionStats) -> String {
     metric(
         "a2acp_relay_http_phase_connections",
         "gauge",
-        "Open TCP connections not yet upgraded to a WebSocket.",
+        "Open TCP connections whose request head is incomplete.",
         c.pending,
     );
     metric(
@@ -203,7 +203,7 @@ pub fn render_connection_metrics(c: &AdmissionStats) -> String {
     metric(
         "a2acp_relay_connections_evicted_total",
         "counter",
-        "Connections in their HTTP phase closed to make room at the total cap.",
+        "Connections with an incomplete request head closed to make room at the total cap.",
         c.evicted,
     );
     metric(
