@@ -231,6 +231,23 @@ impl Admission {
     /// Admission with these settings (a total cap of 0 is taken as 1).
     pub fn new(mut cfg: AdmissionConfig) -> Arc<Self> {
         cfg.max_connections = cfg.max_connections.max(1);
+        let fd_limit = fd_soft_limit();
+        info!(
+            max_connections = cfg.max_connections,
+            max_connections_per_ip = cfg.max_per_ip,
+            upgrade_timeout_ms = cfg.upgrade_timeout.as_millis() as u64,
+            fd_limit,
+            "connection caps"
+        );
+        if let Some(limit) = fd_limit {
+            if (cfg.max_connections + MAX_CLOSING) as u64 + 32 > limit {
+                warn!(
+                    max_connections = cfg.max_connections,
+                    fd_limit = limit,
+                    "--max-connections leaves too few of the open-files limit (ulimit -n) for the database and the listener: accepts may fail"
+                );
+            }
+        }
         let (closed_tx, closed_rx) = flume::bounded(1);
         Arc::new(Admission {
             cfg,
@@ -565,7 +582,9 @@ pub async fn serve_connection<S, D>(
     )
     .await;
     match phase {
-        HttpPhase::Upgraded(ws) => crate::ws::serve_relay_link(ws, peer, handle).await,
+        // Boxed: a connection task still in its HTTP phase does not reserve the link's
+        // (larger) state.
+        HttpPhase::Upgraded(ws) => Box::pin(crate::ws::serve_relay_link(ws, peer, handle)).await,
         HttpPhase::TimedOut => {
             admission
                 .counters

@@ -10,7 +10,12 @@
 //!
 //! The integration tests of both binaries run the same attacks ([`run_attack`]) and
 //! assert on the [`AttackReport`] ([`AttackReport::problems`]). Adding an attack is one
-//! [`Attack`] variant: its name, and what one hostile connection does ([`Attack::drive`]).
+//! [`Attack`] variant and its arms in this file: its name and place in [`Attack::ALL`],
+//! its source address and relay flags, what one hostile connection does with its
+//! connected TCP stream in `Attack::drive` (a frame-level attack completes the WebSocket
+//! handshake over it, e.g. with `a2acp_runtime::ws::handshake` over a `TokioAdapter`), and
+//! the defence expected of the relay in [`AttackReport::problems`]; the harness does the
+//! rest (reconnecting, measuring, probing, the honest negotiation, the table).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -586,6 +591,8 @@ pub struct AttackReport {
     pub log_secs: f64,
     /// `/metrics` after the attack.
     pub metrics: Vec<(String, f64)>,
+    /// Why `/metrics` could not be read after the attack.
+    pub metrics_error: Option<BenchError>,
     /// The relay's `--upgrade-timeout` and `--auth-timeout`.
     pub deadline: Duration,
 }
@@ -631,6 +638,9 @@ impl AttackReport {
                 "the log grew {} bytes in {:.1} s",
                 self.log_bytes, self.log_secs
             ));
+        }
+        if let Some(e) = &self.metrics_error {
+            p.push(format!("after the attack: {e}"));
         }
         let m = |n: &str| metric(&self.metrics, n);
         let met = match self.attack {
@@ -790,10 +800,16 @@ pub async fn run_attack(
     let healthz = prober.await.map_err(|e| e.to_string())?;
 
     // The attacker sends nothing more but keeps its sockets: the relay must close them.
+    // A legacy relay has its fixed 10 s deadlines.
+    let deadline = if o.legacy {
+        Duration::from_secs(10)
+    } else {
+        o.deadline
+    };
     let (settled_in, after) = settle(
         &relay,
         Some(before.fds + FD_SLACK),
-        o.deadline + Duration::from_secs(5),
+        deadline + Duration::from_secs(5),
     )
     .await;
     let log_bytes = relay.log_bytes() - log0;
@@ -803,7 +819,10 @@ pub async fn run_attack(
         let _ = tokio::time::timeout(Duration::from_secs(5), a).await;
     }
     let after_negotiation = negotiate(&relay.url, 2, limit).await;
-    let metrics = relay.metrics().await?;
+    let (metrics, metrics_error) = match relay.metrics().await {
+        Ok(m) => (m, None),
+        Err(e) => (Vec::new(), Some(e)),
+    };
     relay.kill().await;
     Ok(AttackReport {
         attack,
@@ -821,7 +840,8 @@ pub async fn run_attack(
         log_bytes,
         log_secs,
         metrics,
-        deadline: o.deadline,
+        metrics_error,
+        deadline,
     })
 }
 
