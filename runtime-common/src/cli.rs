@@ -3,11 +3,13 @@
 //! service configuration or a ready-to-spawn agent, and the logging set-up.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use a2acp_core::relay::RelayConfig;
 use a2acp_core::Address;
 use clap::Args;
 
+use crate::admission::AdmissionConfig;
 use crate::agent_host::{AgentHost, Effect};
 use crate::daemon::RunOptions;
 use crate::home::Home;
@@ -39,6 +41,40 @@ pub struct RelayArgs {
     /// Threads parsing frames and verifying envelope signatures (0: one per core).
     #[arg(long, default_value_t = 0)]
     pub verifiers: usize,
+    /// Open connections in total, every phase; past it a connection whose request head is
+    /// incomplete (the oldest of the source with the most) is closed to make room, or the
+    /// new one is refused.
+    /// Default: the open-files limit (ulimit -n) less an eighth (at least 64), e.g. 896
+    /// under 1024.
+    #[arg(long)]
+    pub max_connections: Option<usize>,
+    /// Open connections per source IP address (0: no cap); past it a new connection is
+    /// refused.
+    #[arg(long, default_value_t = crate::admission::DEFAULT_MAX_PER_IP)]
+    pub max_connections_per_ip: usize,
+    /// Deadline from the accept for the HTTP request (and its WebSocket handshake), e.g.
+    /// `10s`, `500ms`.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub upgrade_timeout: Duration,
+    /// Deadline from the WebSocket upgrade for `auth` or `register`, e.g. `10s`.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub auth_timeout: Duration,
+}
+
+/// A duration flag: a whole number followed by `ms`, `s` or `m` (`10s`, `500ms`, `2m`).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (n, unit) = s.split_at(split);
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("`{s}`: expected a number and a unit (ms, s, m), e.g. 10s"))?;
+    match unit {
+        "ms" => Ok(Duration::from_millis(n)),
+        "s" => Ok(Duration::from_secs(n)),
+        "m" => Ok(Duration::from_secs(n.saturating_mul(60))),
+        _ => Err(format!("`{s}`: the unit must be ms, s or m, e.g. 10s")),
+    }
 }
 
 impl RelayArgs {
@@ -54,6 +90,7 @@ impl RelayArgs {
             domain: self.domain.clone(),
             rate_per_sec: self.rate_per_sec,
             rate_burst: self.rate_burst.max(1),
+            auth_timeout: self.auth_timeout,
             ..RelayConfig::default()
         };
         Ok(ServiceConfig {
@@ -63,6 +100,16 @@ impl RelayArgs {
             verifiers: self.verifiers,
             ..ServiceConfig::default()
         })
+    }
+
+    /// The listener's connection caps and HTTP-phase deadline.
+    pub fn admission_config(&self) -> AdmissionConfig {
+        let d = AdmissionConfig::default();
+        AdmissionConfig {
+            max_connections: self.max_connections.unwrap_or(d.max_connections).max(1),
+            max_per_ip: self.max_connections_per_ip,
+            upgrade_timeout: self.upgrade_timeout,
+        }
     }
 
     /// The line printed once the relay listens on `url`.
@@ -166,5 +213,20 @@ pub fn init_tracing(default: &str, file: Option<&Path>) {
         None => {
             let _ = b.with_writer(std::io::stderr).try_init();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_duration("10").is_err());
+        assert!(parse_duration("s").is_err());
+        assert!(parse_duration("1h").is_err());
     }
 }

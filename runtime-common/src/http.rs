@@ -6,6 +6,7 @@
 
 use std::fmt::Write as _;
 
+use crate::admission::AdmissionStats;
 use crate::relay_service::RelaySnapshot;
 
 /// Largest request head peeked at before deciding.
@@ -60,16 +61,19 @@ pub fn response(status: &str, content_type: &str, body: &str) -> Vec<u8> {
     .into_bytes()
 }
 
-/// The response for `route` (not for [`Route::WebSocket`]).
-pub fn answer(route: &Route, snapshot: Option<&RelaySnapshot>) -> Vec<u8> {
+/// The response for `route` (not for [`Route::WebSocket`]); `conns`: the listener's
+/// connection counters, for `/metrics`.
+pub fn answer(route: &Route, snapshot: Option<&RelaySnapshot>, conns: &AdmissionStats) -> Vec<u8> {
     match (route, snapshot) {
         (Route::Healthz, Some(_)) => response("200 OK", "text/plain", "ok\n"),
         (Route::Healthz | Route::Metrics, None) => {
             response("503 Service Unavailable", "text/plain", "relay stopping\n")
         }
-        (Route::Metrics, Some(s)) => {
-            response("200 OK", "text/plain; version=0.0.4", &render_metrics(s))
-        }
+        (Route::Metrics, Some(s)) => response(
+            "200 OK",
+            "text/plain; version=0.0.4",
+            &(render_metrics(s) + &render_connection_metrics(conns)),
+        ),
         _ => response(
             "404 Not Found",
             "text/plain",
@@ -162,6 +166,61 @@ pub fn render_metrics(s: &RelaySnapshot) -> String {
     out
 }
 
+/// The Prometheus text exposition of the listener's connection counters
+/// ([`crate::admission`]).
+pub fn render_connection_metrics(c: &AdmissionStats) -> String {
+    let mut out = String::new();
+    let mut metric = |name: &str, kind: &str, help: &str, v: u64| {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+        );
+    };
+    metric(
+        "a2acp_relay_tcp_connections",
+        "gauge",
+        "Open TCP connections, every phase.",
+        c.open,
+    );
+    metric(
+        "a2acp_relay_http_phase_connections",
+        "gauge",
+        "Open TCP connections whose request head is incomplete.",
+        c.pending,
+    );
+    metric(
+        "a2acp_relay_connections_refused_total_cap_total",
+        "counter",
+        "Connections refused at the total cap (--max-connections).",
+        c.refused_total,
+    );
+    metric(
+        "a2acp_relay_connections_refused_per_ip_total",
+        "counter",
+        "Connections refused at the per-source cap (--max-connections-per-ip).",
+        c.refused_per_ip,
+    );
+    metric(
+        "a2acp_relay_connections_evicted_total",
+        "counter",
+        "Connections with an incomplete request head closed to make room at the total cap.",
+        c.evicted,
+    );
+    metric(
+        "a2acp_relay_upgrade_timeouts_total",
+        "counter",
+        "Connections closed by the HTTP-phase deadline (--upgrade-timeout).",
+        c.upgrade_timeouts,
+    );
+    metric(
+        "a2acp_relay_accept_errors_total",
+        "counter",
+        "Failed accepts (out of file descriptors, ...).",
+        c.accept_errors,
+    );
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,5 +259,17 @@ mod tests {
             t.contains("a2acp_relay_refusals_total{reason=\"bad_signature\"} 2"),
             "{t}"
         );
+        let c = AdmissionStats {
+            refused_per_ip: 3,
+            upgrade_timeouts: 4,
+            ..AdmissionStats::default()
+        };
+        let a = String::from_utf8(answer(&Route::Metrics, Some(&s), &c)).unwrap();
+        assert!(
+            a.contains("a2acp_relay_connections_refused_per_ip_total 3"),
+            "{a}"
+        );
+        assert!(a.contains("a2acp_relay_upgrade_timeouts_total 4"), "{a}");
+        assert!(a.contains("a2acp_relay_packets_routed_total 7"), "{a}");
     }
 }

@@ -30,11 +30,15 @@
 //!   keystroke per choice, and the parsing of `a2acp answer` arguments;
 //! - [`control`]: the control-socket protocol (JSON lines over a Unix socket);
 //! - [`http`]: `/healthz` and Prometheus `/metrics`, served on the relay's listener;
+//! - [`admission`]: what a connection may cost before it is an agent link — caps per
+//!   source address and in total, one deadline for the HTTP phase, accept failures;
+//! - [`log_limit`]: log lines a client can cause, at most one per interval;
 //! - [`transcript`]: human-readable lines for the demo and the logs;
 //! - [`scripted`]: the scripted user of the dinner demo.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod admission;
 pub mod agent_host;
 pub mod cli;
 pub mod clock;
@@ -44,6 +48,7 @@ pub mod daemon;
 pub mod home;
 pub mod http;
 pub mod keys;
+pub mod log_limit;
 pub mod prompt;
 pub mod race;
 pub mod relay_service;

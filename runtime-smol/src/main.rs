@@ -94,7 +94,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
 
 async fn run_relay(a: RelayArgs) -> Result<ExitCode, String> {
     let cfg = a.service_config()?;
-    let mut relay = a2acp_smol::relay::start(&a.listen, cfg)
+    let mut relay = a2acp_smol::relay::start_with(&a.listen, cfg, a.admission_config())
         .await
         .map_err(|e| e.to_string())?;
     println!("{}", a.banner(&relay.url()));

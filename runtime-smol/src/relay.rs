@@ -1,23 +1,26 @@
 //! The relay server on smol: an accept loop, one task per connection, and the relay
 //! state machine on the executor-independent service thread of `a2acp-runtime`.
 //!
-//! Each accepted connection (Nagle off) is peeked at: `GET /healthz` and `GET /metrics` are
-//! answered over plain HTTP on the same port; a WebSocket upgrade (with the shared
-//! [`a2acp_runtime::ws::config`]) becomes an agent link, served by the shared
-//! [`a2acp_runtime::ws::serve_relay_link`]: frames go to the service, and what it sends
-//! back is written only after the batch that produced it is committed to SQLite.
+//! Each accepted connection is first admitted or refused by the shared
+//! [`a2acp_runtime::admission`] (caps per source address and in total), then (Nagle off)
+//! served by [`admission::serve_connection`], as on tokio: its HTTP phase under one
+//! deadline (`GET /healthz` and `GET /metrics` are answered over plain HTTP on the same
+//! port; a WebSocket upgrade with the shared [`a2acp_runtime::ws::config`] becomes an agent
+//! link), then the link, served by the shared [`a2acp_runtime::ws::serve_relay_link`]:
+//! frames go to the service, and what it sends back is written only after the batch that
+//! produced it is committed to SQLite.
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
-use a2acp_runtime::http::{self, Route};
+use a2acp_runtime::admission::{self, Admission, AdmissionConfig, AdmissionStats, Ticket};
 use a2acp_runtime::relay_service::{
     RelayHandle, RelayService, RelaySnapshot, ServiceConfig, ServiceError,
 };
-use smol::io::{AsyncReadExt, AsyncWriteExt};
 use smol::net::{TcpListener, TcpStream};
-use smol::Task;
-use tracing::{debug, info, warn};
+use smol::{Async, Task};
+use tracing::info;
 
 /// Why the relay could not start.
 #[derive(Debug, thiserror::Error)]
@@ -44,10 +47,21 @@ pub struct RunningRelay {
     handle: RelayHandle,
     service: Option<RelayService>,
     accept: Option<Task<()>>,
+    admission: Arc<Admission>,
 }
 
-/// Binds `listen` and starts the relay.
+/// Binds `listen` and starts the relay with the default connection caps and deadline
+/// ([`AdmissionConfig::default`]).
 pub async fn start(listen: &str, cfg: ServiceConfig) -> Result<RunningRelay, RelayError> {
+    start_with(listen, cfg, AdmissionConfig::default()).await
+}
+
+/// Binds `listen` and starts the relay with these connection caps and deadline.
+pub async fn start_with(
+    listen: &str,
+    cfg: ServiceConfig,
+    conns: AdmissionConfig,
+) -> Result<RunningRelay, RelayError> {
     let bind_err = |source| RelayError::Bind {
         addr: listen.to_string(),
         source,
@@ -59,15 +73,21 @@ pub async fn start(listen: &str, cfg: ServiceConfig) -> Result<RunningRelay, Rel
     info!(%addr, domain = service.domain(), registered = regs, queued, "relay listening");
     let handle = service.handle();
     let h = handle.clone();
+    let admission = Admission::new(conns);
+    let adm = admission.clone();
+    let timeout = conns.upgrade_timeout;
     let accept = smol::spawn(async move {
         loop {
+            adm.room().await;
             match listener.accept().await {
-                Ok((stream, peer)) => {
-                    smol::spawn(connection(stream, peer, h.clone())).detach();
-                }
+                Ok((stream, peer)) => match adm.admit(peer.ip()) {
+                    Ok(ticket) => {
+                        smol::spawn(connection(stream, peer, h.clone(), ticket, timeout)).detach();
+                    }
+                    Err(_) => refuse(stream),
+                },
                 Err(e) => {
-                    warn!(error = %e, "accept failed");
-                    smol::Timer::after(Duration::from_millis(50)).await;
+                    smol::Timer::after(adm.accept_failed(&e)).await;
                 }
             }
         }
@@ -77,6 +97,7 @@ pub async fn start(listen: &str, cfg: ServiceConfig) -> Result<RunningRelay, Rel
         handle,
         service: Some(service),
         accept: Some(accept),
+        admission,
     })
 }
 
@@ -94,6 +115,11 @@ impl RunningRelay {
     /// Current counters.
     pub async fn snapshot(&self) -> Option<RelaySnapshot> {
         self.handle.snapshot().await
+    }
+
+    /// The listener's connection counters.
+    pub fn connections(&self) -> AdmissionStats {
+        self.admission.stats()
     }
 
     /// Stops accepting and stops the service. `graceful`: every agent gets a close frame;
@@ -130,68 +156,24 @@ impl RunningRelay {
     }
 }
 
-/// What the first bytes of a connection ask for (10 s at most to say it).
-async fn peek_route(stream: &TcpStream) -> Option<Route> {
-    let mut buf = vec![0u8; 1024];
-    let mut last = 0usize;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let peeked = smol::future::or(async { Some(stream.peek(&mut buf).await) }, async {
-            smol::Timer::at(deadline).await;
-            None
-        })
-        .await;
-        let n = peeked?.ok()?;
-        if n == 0 {
-            return None;
-        }
-        if let Some(r) = http::classify(&buf[..n]) {
-            return Some(r);
-        }
-        if n == buf.len() {
-            buf.resize((buf.len() * 2).min(http::MAX_HEAD), 0);
-        } else if n == last {
-            smol::Timer::after(Duration::from_millis(5)).await;
-        }
-        last = n;
-    }
-}
-
-async fn serve_http(mut stream: TcpStream, route: Route, handle: RelayHandle) {
-    let mut head = Vec::new();
-    let mut b = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < http::MAX_HEAD {
-        match stream.read(&mut b).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => head.extend_from_slice(&b[..n]),
-        }
-    }
-    let snap = handle.snapshot().await;
-    let _ = stream.write_all(&http::answer(&route, snap.as_ref())).await;
-    let _ = stream.flush().await;
-    let _ = stream.shutdown(std::net::Shutdown::Write);
-}
-
-async fn connection(stream: TcpStream, peer: SocketAddr, handle: RelayHandle) {
+async fn connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    handle: RelayHandle,
+    ticket: Ticket,
+    timeout: Duration,
+) {
     let _ = stream.set_nodelay(true);
-    let Some(route) = peek_route(&stream).await else {
-        return;
+    let deadline = async {
+        smol::Timer::after(timeout).await;
     };
-    if route != Route::WebSocket {
-        serve_http(stream, route, handle).await;
-        return;
-    }
-    let ws = match async_tungstenite::accept_async_with_config(
-        stream,
-        Some(a2acp_runtime::ws::config()),
-    )
-    .await
-    {
-        Ok(ws) => ws,
-        Err(e) => {
-            debug!(%peer, error = %e, "WebSocket handshake failed");
-            return;
-        }
-    };
-    a2acp_runtime::ws::serve_relay_link(ws, peer, handle).await;
+    admission::serve_connection(stream, peer, handle, ticket, deadline).await;
+}
+
+/// Refuses an accepted connection: [`admission::REFUSED`] if the socket takes it at once
+/// (one non-blocking write), then closed.
+fn refuse(stream: TcpStream) {
+    use std::io::Write as _;
+    let socket: Arc<Async<std::net::TcpStream>> = stream.into();
+    let _ = socket.get_ref().write(admission::REFUSED);
 }

@@ -141,7 +141,7 @@ impl CpuUse {
 }
 
 /// Clock ticks per second of `/proc/*/stat` (USER_HZ: 100 on every Linux ABI a2acp runs on).
-const USER_HZ: f64 = 100.0;
+pub(crate) const USER_HZ: f64 = 100.0;
 
 /// The CPU seconds of each thread of `pid` (`None`: this process) and its kind, by thread id.
 fn cpu_by_thread(pid: Option<u32>) -> HashMap<String, (&'static str, f64)> {
@@ -265,7 +265,7 @@ async fn spawn_child(args: &[&str]) -> Result<(Child, String), BenchError> {
     Ok((child, url))
 }
 
-fn rss_kib(pid: u32) -> Option<u64> {
+pub(crate) fn rss_kib(pid: u32) -> Option<u64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     s.lines()
         .find(|l| l.starts_with("VmRSS:"))?
@@ -410,6 +410,12 @@ pub async fn run(a: BenchArgs) -> Result<(), BenchError> {
         "1000000",
         "--rate-burst",
         "1000000",
+        // Every load-generating agent comes from loopback: no per-source cap, and room
+        // for all of them (the open-files limit still applies).
+        "--max-connections-per-ip",
+        "0",
+        "--max-connections",
+        &(n + a.idle + 64).to_string(),
     ])
     .await?;
     let pid = relay.id().unwrap_or(0);

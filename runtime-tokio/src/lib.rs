@@ -1,7 +1,8 @@
 //! # a2acp-tokio
 //!
 //! a2acp on tokio and async-tungstenite: the relay server ([`relay`]), the agent daemon
-//! ([`agent`]), the one-command demo ([`demo`]) and the relay benchmark ([`bench`]); the
+//! ([`agent`]), the one-command demo ([`demo`]), the relay benchmark ([`bench`]) and the
+//! attack bench ([`bench_attack`]: hostile clients against a relay process); the
 //! `a2acp` binary wraps them. Everything that is not about sockets, tasks and timers —
 //! the SQLite store, the relay's service thread, the agent host, config, prompts, the
 //! control protocol — lives in `a2acp-runtime`, shared with the other executor bindings.
@@ -10,6 +11,7 @@
 
 pub mod agent;
 pub mod bench;
+pub mod bench_attack;
 pub mod demo;
 pub mod relay;
 pub mod term;

@@ -194,6 +194,10 @@ enum MemoryCmd {
 enum BenchCmd {
     /// Load a real relay on loopback with N authenticated agents sending signed packets.
     Relay(a2acp_tokio::bench::BenchArgs),
+    /// Hostile clients (garbage, slowloris, half-open, one-source flood) against a relay
+    /// process under a low open-files limit: its fds, memory and CPU before, during and
+    /// after, and an honest negotiation's time during the attack against its baseline.
+    Attack(a2acp_tokio::bench_attack::AttackArgs),
     /// The bare WebSocket forwarder the relay benchmark compares with (started by it).
     #[command(hide = true)]
     Forwarder(a2acp_tokio::bench::ForwarderArgs),
@@ -282,6 +286,11 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
                 .map_err(|e| e.to_string())?;
             Ok(ExitCode::SUCCESS)
         }
+        Cmd::Bench(BenchCmd::Attack(a)) => {
+            init_tracing("warn", None);
+            a2acp_tokio::bench_attack::run(a).await?;
+            Ok(ExitCode::SUCCESS)
+        }
         Cmd::Bench(BenchCmd::Relay(a)) => {
             init_tracing("warn", None);
             a2acp_tokio::bench::run(a)
@@ -295,7 +304,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
 
 async fn run_relay(a: RelayArgs) -> Result<ExitCode, String> {
     let cfg = a.service_config()?;
-    let mut relay = a2acp_tokio::relay::start(&a.listen, cfg)
+    let mut relay = a2acp_tokio::relay::start_with(&a.listen, cfg, a.admission_config())
         .await
         .map_err(|e| e.to_string())?;
     println!("{}", a.banner(&relay.url()));

@@ -1,23 +1,27 @@
 //! The relay server on tokio: an accept loop, one task per connection, and the relay
 //! state machine on the executor-independent service thread of `a2acp-runtime`.
 //!
-//! Each accepted connection is peeked at: `GET /healthz` and `GET /metrics` are answered
-//! over plain HTTP on the same port; a WebSocket upgrade becomes an agent link. A link task
-//! forwards every text or binary message to the service and writes what the service sends
-//! back (frames are sent only after the batch that produced them is committed to SQLite).
+//! Each accepted connection is first admitted or refused by the shared
+//! [`a2acp_runtime::admission`] (caps per source address and in total), then served by
+//! [`admission::serve_connection`]: its HTTP phase under one deadline (`GET /healthz` and
+//! `GET /metrics` are answered over plain HTTP on the same port; a WebSocket upgrade
+//! becomes an agent link), then the link: every text or binary message goes to the
+//! service, and what the service sends back is written only after the batch that produced
+//! it is committed to SQLite.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use a2acp_runtime::http::{self, Route};
+use std::sync::Arc;
+
+use a2acp_runtime::admission::{self, Admission, AdmissionConfig, AdmissionStats, Ticket};
 use a2acp_runtime::relay_service::{
     RelayHandle, RelayService, RelaySnapshot, ServiceConfig, ServiceError,
 };
-use async_tungstenite::tokio::accept_async_with_config;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use async_tungstenite::tokio::TokioAdapter;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
-use tracing::{debug, info, warn};
+use tracing::info;
 
 /// Why the relay could not start.
 #[derive(Debug, thiserror::Error)]
@@ -43,10 +47,21 @@ pub struct RunningRelay {
     handle: RelayHandle,
     service: Option<RelayService>,
     accept: JoinHandle<()>,
+    admission: Arc<Admission>,
 }
 
-/// Binds `listen` and starts the relay.
+/// Binds `listen` and starts the relay with the default connection caps and deadline
+/// ([`AdmissionConfig::default`]).
 pub async fn start(listen: &str, cfg: ServiceConfig) -> Result<RunningRelay, RelayError> {
+    start_with(listen, cfg, AdmissionConfig::default()).await
+}
+
+/// Binds `listen` and starts the relay with these connection caps and deadline.
+pub async fn start_with(
+    listen: &str,
+    cfg: ServiceConfig,
+    conns: AdmissionConfig,
+) -> Result<RunningRelay, RelayError> {
     let listener = TcpListener::bind(listen)
         .await
         .map_err(|source| RelayError::Bind {
@@ -64,17 +79,23 @@ pub async fn start(listen: &str, cfg: ServiceConfig) -> Result<RunningRelay, Rel
     info!(%addr, domain = service.domain(), registered = regs, queued, "relay listening");
     let handle = service.handle();
     let h = handle.clone();
+    let admission = Admission::new(conns);
+    let adm = admission.clone();
+    let timeout = conns.upgrade_timeout;
     let accept = tokio::spawn(async move {
         loop {
+            adm.room().await;
             match listener.accept().await {
-                Ok((stream, peer)) => {
-                    let h = h.clone();
-                    tokio::spawn(connection(stream, peer, h));
-                }
-                Err(e) => {
-                    warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
+                Ok((stream, peer)) => match adm.admit(peer.ip()) {
+                    Ok(ticket) => {
+                        tokio::spawn(connection(stream, peer, h.clone(), ticket, timeout));
+                    }
+                    Err(_) => {
+                        // Best effort, one non-blocking write; then closed.
+                        let _ = stream.try_write(admission::REFUSED);
+                    }
+                },
+                Err(e) => tokio::time::sleep(adm.accept_failed(&e)).await,
             }
         }
     });
@@ -83,6 +104,7 @@ pub async fn start(listen: &str, cfg: ServiceConfig) -> Result<RunningRelay, Rel
         handle,
         service: Some(service),
         accept,
+        admission,
     })
 }
 
@@ -100,6 +122,11 @@ impl RunningRelay {
     /// Current counters.
     pub async fn snapshot(&self) -> Option<RelaySnapshot> {
         self.handle.snapshot().await
+    }
+
+    /// The listener's connection counters.
+    pub fn connections(&self) -> AdmissionStats {
+        self.admission.stats()
     }
 
     /// Stops accepting and stops the service. `graceful`: every agent gets a close frame;
@@ -143,59 +170,14 @@ impl Drop for RunningRelay {
     }
 }
 
-async fn peek_route(stream: &TcpStream) -> Option<Route> {
-    let mut buf = vec![0u8; 1024];
-    let mut last = 0usize;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let n = tokio::time::timeout_at(deadline, stream.peek(&mut buf))
-            .await
-            .ok()?
-            .ok()?;
-        if n == 0 {
-            return None;
-        }
-        if let Some(r) = http::classify(&buf[..n]) {
-            return Some(r);
-        }
-        if n == buf.len() {
-            buf.resize((buf.len() * 2).min(http::MAX_HEAD), 0);
-        } else if n == last {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        last = n;
-    }
-}
-
-async fn serve_http(mut stream: TcpStream, route: Route, handle: RelayHandle) {
-    let mut head = Vec::new();
-    let mut b = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < http::MAX_HEAD {
-        match stream.read(&mut b).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => head.extend_from_slice(&b[..n]),
-        }
-    }
-    let snap = handle.snapshot().await;
-    let _ = stream.write_all(&http::answer(&route, snap.as_ref())).await;
-    let _ = stream.shutdown().await;
-}
-
-async fn connection(stream: TcpStream, peer: SocketAddr, handle: RelayHandle) {
+async fn connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    handle: RelayHandle,
+    ticket: Ticket,
+    timeout: Duration,
+) {
     let _ = stream.set_nodelay(true);
-    let Some(route) = peek_route(&stream).await else {
-        return;
-    };
-    if route != Route::WebSocket {
-        serve_http(stream, route, handle).await;
-        return;
-    }
-    let ws = match accept_async_with_config(stream, Some(crate::ws::config())).await {
-        Ok(ws) => ws,
-        Err(e) => {
-            debug!(%peer, error = %e, "WebSocket handshake failed");
-            return;
-        }
-    };
-    a2acp_runtime::ws::serve_relay_link(ws, peer, handle).await;
+    let deadline = tokio::time::sleep(timeout);
+    admission::serve_connection(TokioAdapter::new(stream), peer, handle, ticket, deadline).await;
 }
