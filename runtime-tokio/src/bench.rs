@@ -410,6 +410,12 @@ pub async fn run(a: BenchArgs) -> Result<(), BenchError> {
         "1000000",
         "--rate-burst",
         "1000000",
+        "--conn-rate-per-sec",
+        "1000000",
+        "--conn-rate-burst",
+        "1000000",
+        "--registrations-per-source",
+        "1000000",
     ])
     .await?;
     let pid = relay.id().unwrap_or(0);
