@@ -1215,10 +1215,7 @@ impl Core {
     /// connection closed for abuse or with refusals not logged one by one.
     fn conn_ended(&mut self, conn: ConnId, code: Option<ErrorCode>) {
         let c = self.conn_logs.remove(&conn).unwrap_or_default();
-        let abuse = matches!(
-            code,
-            Some(ErrorCode::TooManyRefusals | ErrorCode::TooLarge)
-        );
+        let abuse = matches!(code, Some(ErrorCode::TooManyRefusals | ErrorCode::TooLarge));
         if !abuse && c.unlogged.is_empty() {
             return;
         }
@@ -1301,7 +1298,8 @@ impl LogLimiter {
         let Ok(mut st) = self.state.lock() else {
             return false;
         };
-        let ms = u64::try_from(now.saturating_duration_since(st.last).as_millis()).unwrap_or(u64::MAX);
+        let ms =
+            u64::try_from(now.saturating_duration_since(st.last).as_millis()).unwrap_or(u64::MAX);
         if ms > 0 {
             st.last = now;
         }
@@ -1353,7 +1351,7 @@ impl LogLimiter {
 mod tests {
     use super::*;
     use a2acp_core::crypto::{Direction, IdentityKey, ThreadSession};
-    use a2acp_core::Address;
+    use a2acp_core::relay::frame::RelayFrame;
 
     fn seed(i: u64) -> [u8; 32] {
         let mut s = [9u8; 32];
@@ -1526,7 +1524,7 @@ mod tests {
     /// The whole service on its threads: register, send, deliver, ack, metrics, stop.
     #[test]
     fn routes_through_the_pipeline() {
-        use a2acp_core::relay::frame::{challenge_signed_bytes, RelayFrame, REGISTER_LABEL};
+        use a2acp_core::relay::frame::{challenge_signed_bytes, REGISTER_LABEL};
         let svc = RelayService::start(ServiceConfig {
             verifiers: 2,
             ..ServiceConfig::default()
@@ -1541,7 +1539,7 @@ mod tests {
         };
         let mut conns = Vec::new();
         for i in 0..2u64 {
-            let (conn, rx) = block_on(h.connect()).unwrap();
+            let (conn, rx) = block_on(h.connect(LOCALHOST)).unwrap();
             let RelayFrame::Challenge { nonce, domain, .. } = recv(&rx) else {
                 panic!("no challenge")
             };
@@ -1600,6 +1598,117 @@ mod tests {
             Ok(ConnOut::Close(None)) | Ok(ConnOut::Frame(_))
         ));
         assert!(block_on(h.snapshot()).is_none());
+    }
+
+    const LOCALHOST: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
+    #[test]
+    fn frames_of_connections_the_relay_closed_are_dropped_unparsed() {
+        let mut st = VerifyState::new(131_072, &RelayConfig::default());
+        st.apply(Ctl::Closed(ConnId(1)));
+        let items = st.process(
+            vec![
+                VerifyIn::Bytes(ConnId(1), b"junk".to_vec()),
+                VerifyIn::Oversized(ConnId(1), 10),
+                VerifyIn::Bytes(ConnId(2), b"junk".to_vec()),
+                VerifyIn::Disconnected(ConnId(1)),
+            ]
+            .into_iter(),
+        );
+        assert_eq!(items.len(), 2);
+        assert!(matches!(items[0], Item::Frame(ConnId(2), Err(_), _)));
+        assert!(matches!(items[1], Item::Disconnected(ConnId(1))));
+        assert!(st.closed.is_empty(), "forgotten with its disconnection");
+    }
+
+    #[test]
+    fn the_log_limiter_lets_a_burst_through_then_counts() {
+        let t0 = Instant::now();
+        let l = LogLimiter::new(t0);
+        let allowed = (0..1000).filter(|_| l.allow()).count();
+        // The burst, and whatever the refill gave while the loop ran (well under a second).
+        assert!(
+            (LOG_BURST as usize..LOG_BURST as usize + 3).contains(&allowed),
+            "{allowed}"
+        );
+        assert_eq!(l.total(), 1000 - allowed as u64);
+        l.held_back(5);
+        assert_eq!(l.total(), 1005 - allowed as u64);
+        // A summary clears what it reported, at most every LOG_SUMMARY_EVERY.
+        l.summarise(t0);
+        assert!(l.state.lock().unwrap().held > 0);
+        l.summarise(t0 + LOG_SUMMARY_EVERY);
+        assert_eq!(l.state.lock().unwrap().held, 0);
+    }
+
+    /// A junk flood through the whole service is closed with `too_many_refusals`; an
+    /// oversized message is answered `too_large` and closed with that code.
+    #[test]
+    fn abusive_connections_are_closed_through_the_pipeline() {
+        let svc = RelayService::start(ServiceConfig {
+            verifiers: 2,
+            ..ServiceConfig::default()
+        })
+        .unwrap();
+        let h = svc.handle();
+        let (conn, rx) = block_on(h.connect(LOCALHOST)).unwrap();
+        for _ in 0..500 {
+            block_on(h.bytes(conn, b"junk".to_vec())).unwrap();
+        }
+        let mut malformed = 0;
+        let close = loop {
+            match rx.recv_timeout(Duration::from_secs(5)).unwrap() {
+                ConnOut::Frame(b) => {
+                    if let Ok(RelayFrame::Error {
+                        code: ErrorCode::Malformed,
+                        ..
+                    }) = RelayFrame::from_bytes(&b)
+                    {
+                        malformed += 1;
+                    }
+                }
+                ConnOut::Close(code) => break code,
+            }
+        };
+        assert_eq!(close, Some(ErrorCode::TooManyRefusals));
+        let allowance = RelayConfig::default().refusal_burst;
+        assert!(
+            malformed > allowance && malformed < allowance + 5,
+            "{malformed}"
+        );
+        block_on(h.disconnected(conn));
+
+        let (conn, rx) = block_on(h.connect(LOCALHOST)).unwrap();
+        block_on(h.oversized(conn, 262_144)).unwrap();
+        let mut frames = Vec::new();
+        let close = loop {
+            match rx.recv_timeout(Duration::from_secs(5)).unwrap() {
+                ConnOut::Frame(b) => frames.push(RelayFrame::from_bytes(&b).unwrap()),
+                ConnOut::Close(code) => break code,
+            }
+        };
+        assert_eq!(close, Some(ErrorCode::TooLarge));
+        assert!(matches!(
+            frames.last(),
+            Some(RelayFrame::Error {
+                code: ErrorCode::TooLarge,
+                ..
+            })
+        ));
+        block_on(h.disconnected(conn));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let s = block_on(h.snapshot()).unwrap();
+            if s.stats.connections == 0 {
+                assert_eq!(s.stats.closed_for_refusals, 1);
+                assert_eq!(s.stats.closed_oversized, 1);
+                // 3 refusals of the flood logged, the rest counted (some by the limiter).
+                assert!(s.log_lines_suppressed >= u64::from(allowance) - 2, "{s:?}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "{s:?}");
+        }
+        svc.stop_and_join(true).unwrap();
     }
 
     /// A minimal executor for the handle's futures (flume's async sends on a thread).

@@ -5,12 +5,12 @@
 
 use std::net::SocketAddr;
 
+use a2acp_core::relay::frame::ErrorCode;
 use async_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use async_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use async_tungstenite::tungstenite::{Bytes, Message, Utf8Bytes};
 use async_tungstenite::WebSocketStream;
 use futures_util::io::{AsyncRead, AsyncWrite};
-use a2acp_core::relay::frame::ErrorCode;
 use futures_util::{SinkExt, StreamExt};
 use tracing::debug;
 

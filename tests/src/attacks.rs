@@ -11,6 +11,7 @@ use a2acp_core::crypto::IdentityKey;
 use a2acp_core::relay::frame::{challenge_signed_bytes, ClientFrame, RelayFrame, REGISTER_LABEL};
 use a2acp_core::Address;
 use async_tungstenite::tokio::TokioAdapter;
+use async_tungstenite::tungstenite::protocol::WebSocketConfig;
 use async_tungstenite::tungstenite::Message;
 use futures_util::{SinkExt, StreamExt};
 use tokio::net::{TcpSocket, TcpStream};
@@ -21,29 +22,41 @@ pub type Ws = a2acp_tokio::ws::Ws;
 /// Connects to the relay at `url`, from the local address `bind` if given (on Linux every
 /// 127.0.0.0/8 address is local, so 127.0.0.2 is another source for a relay on 127.0.0.1).
 pub async fn connect_from(url: &str, bind: Option<IpAddr>) -> Ws {
-    let Some(ip) = bind else {
-        return a2acp_tokio::ws::connect(url).await.expect("connect to the relay");
-    };
+    connect_with(url, bind, a2acp_runtime::ws::config()).await
+}
+
+/// [`connect_from`] with WebSocket settings of its own (e.g. to write messages an agent's
+/// settings would refuse to write).
+pub async fn connect_with(url: &str, bind: Option<IpAddr>, config: WebSocketConfig) -> Ws {
     let (host, port) = a2acp_runtime::config::relay_url(url).expect("relay url");
     let addr = tokio::net::lookup_host((host.as_str(), port))
         .await
         .expect("resolve the relay")
         .next()
         .expect("an address");
-    let socket = if ip.is_ipv4() {
-        TcpSocket::new_v4()
-    } else {
-        TcpSocket::new_v6()
-    }
-    .expect("socket");
-    socket
-        .bind(std::net::SocketAddr::new(ip, 0))
-        .expect("bind the source address");
-    let tcp: TcpStream = socket.connect(addr).await.expect("connect to the relay");
+    let tcp: TcpStream = match bind {
+        None => TcpStream::connect(addr)
+            .await
+            .expect("connect to the relay"),
+        Some(ip) => {
+            let socket = if ip.is_ipv4() {
+                TcpSocket::new_v4()
+            } else {
+                TcpSocket::new_v6()
+            }
+            .expect("socket");
+            socket
+                .bind(std::net::SocketAddr::new(ip, 0))
+                .expect("bind the source address");
+            socket.connect(addr).await.expect("connect to the relay")
+        }
+    };
     let _ = tcp.set_nodelay(true);
-    a2acp_runtime::ws::handshake(url, TokioAdapter::new(tcp))
-        .await
-        .expect("WebSocket handshake")
+    let (ws, _) =
+        async_tungstenite::client_async_with_config(url, TokioAdapter::new(tcp), Some(config))
+            .await
+            .expect("WebSocket handshake");
+    ws
 }
 
 /// What one flooding connection saw.
@@ -237,7 +250,8 @@ pub async fn register_from(url: &str, user: &str, seed: u8, bind: Option<IpAddr>
 /// Sends one text message of `bytes` bytes (a `ping` padded to that size) on a fresh
 /// connection, and reads what the relay answers until it ends the connection.
 pub async fn oversized_frame(url: &str, bytes: usize) -> Flood {
-    let mut ws = connect_from(url, None).await;
+    // tungstenite's defaults: no limit on what this side writes.
+    let mut ws = connect_with(url, None, WebSocketConfig::default()).await;
     let head = r#"{"t":"ping","n":1,"pad":""#;
     let pad = bytes.saturating_sub(head.len() + 2);
     let text = format!("{head}{}\"}}", "x".repeat(pad));

@@ -19,7 +19,11 @@ const ALLOWANCE: u64 = 50;
 
 fn closed_for_refusals(f: &Flood) {
     assert!(f.closed, "{f:?}");
-    assert_eq!(f.close, Some((1008, "too_many_refusals".to_string())), "{f:?}");
+    assert_eq!(
+        f.close,
+        Some((1008, "too_many_refusals".to_string())),
+        "{f:?}"
+    );
     assert_eq!(f.last_error.as_deref(), Some("too_many_refusals"), "{f:?}");
     assert_eq!(f.errors.get("too_many_refusals"), Some(&1), "{f:?}");
 }
@@ -83,6 +87,10 @@ async fn junk_flood_is_closed_and_logged_in_bounded_lines_while_agents_negotiate
     // first 3 of a connection, a summary when it is closed, within 20 lines and 2 per
     // second for the whole relay — and the agents' own lines.
     let grown = logs.lock().unwrap().len() - log_before;
+    eprintln!(
+        "junk flood: {CONNS} connections, {malformed} malformed refusals, {} log lines held back, {grown} bytes of log in {secs:.1} s",
+        snap.log_lines_suppressed
+    );
     assert!(
         grown < 16_384 + 1_024 * secs.ceil() as usize,
         "{grown} bytes of log in {secs:.1} s"
@@ -191,7 +199,11 @@ async fn messages_beyond_the_websocket_limit_get_too_large_and_close_1009(rt: Ru
         assert!(f.closed, "{bytes}: {f:?}");
         assert_eq!(f.errors.get("too_large"), Some(&1), "{bytes}: {f:?}");
         assert_eq!(f.answers, 1, "{bytes}: {f:?}");
-        assert_eq!(f.close, Some((1009, "too_large".to_string())), "{bytes}: {f:?}");
+        assert_eq!(
+            f.close,
+            Some((1009, "too_large".to_string())),
+            "{bytes}: {f:?}"
+        );
     }
     // Between the protocol's limit and the WebSocket's: refused, the connection lives.
     let f = attacks::oversized_frame(&url, 200_000).await;

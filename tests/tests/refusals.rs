@@ -191,7 +191,8 @@ async fn every_refusal_has_an_error_frame_and_a_log_line(rt: Runtime) {
     ] {
         assert!(
             text.lines().any(|l| l.contains("refused")
-                && (l.contains(&format!("code=\"{code}\"")) || l.contains(&format!("code={code}")))
+                && (l.contains(&format!("code=\"{code}\""))
+                    || l.contains(&format!("code={code}")))
                 || l.contains("not logged one by one") && l.contains(code)),
             "no log line for {code}:\n{text}"
         );

@@ -818,7 +818,10 @@ impl Relay {
         conn: ConnId,
         parsed: &Result<ParsedFrame, FrameError>,
     ) -> bool {
-        let (rate, burst) = (self.config.conn_rate_per_sec, self.config.conn_rate_burst.max(1));
+        let (rate, burst) = (
+            self.config.conn_rate_per_sec,
+            self.config.conn_rate_burst.max(1),
+        );
         let cost = match parsed.as_ref().map(ParsedFrame::frame) {
             Ok(ClientFrame::Ack { .. } | ClientFrame::Pong { .. }) => CHEAP_FRAME_COST,
             _ => FRAME_COST,
@@ -852,7 +855,10 @@ impl Relay {
     /// Takes the refusals of the frame just handled from the connection's allowance,
     /// closing it when the allowance is exhausted.
     fn settle_strikes(&mut self, now: Timestamp, conn: ConnId) {
-        let (rate, burst) = (self.config.refusals_per_sec, self.config.refusal_burst.max(1));
+        let (rate, burst) = (
+            self.config.refusals_per_sec,
+            self.config.refusal_burst.max(1),
+        );
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
@@ -1208,8 +1214,13 @@ impl Relay {
         if self.sources.len() >= self.config.max_registration_sources.max(1) {
             return false;
         }
-        self.sources
-            .insert(source, SourceWindow { start: now, count: 1 });
+        self.sources.insert(
+            source,
+            SourceWindow {
+                start: now,
+                count: 1,
+            },
+        );
         self.source_windows.insert((now, source));
         true
     }

@@ -43,7 +43,13 @@ impl TokenBucket {
 
     /// Takes `cost` thousandths of a token if they are there; `false` (and nothing taken)
     /// otherwise.
-    pub(crate) fn try_take_milli(&mut self, now: Timestamp, rate: u32, burst: u32, cost: u64) -> bool {
+    pub(crate) fn try_take_milli(
+        &mut self,
+        now: Timestamp,
+        rate: u32,
+        burst: u32,
+        cost: u64,
+    ) -> bool {
         self.refill(now, rate, burst);
         if self.milli >= cost {
             self.milli -= cost;

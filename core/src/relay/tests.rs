@@ -1178,7 +1178,10 @@ fn a_connection_refused_beyond_its_allowance_is_closed() {
             _ => None,
         })
         .collect();
-    assert_eq!(codes, vec![ErrorCode::Malformed, ErrorCode::TooManyRefusals]);
+    assert_eq!(
+        codes,
+        vec![ErrorCode::Malformed, ErrorCode::TooManyRefusals]
+    );
     assert_eq!(h.closed(), vec![(7, ErrorCode::TooManyRefusals)]);
     assert_eq!(h.relay.stats().closed_for_refusals, 1);
 
