@@ -380,7 +380,7 @@ impl RelayCase {
             (CONN_A, ALICE_SEED, alice_addr()),
             (CONN_B, BOB_SEED, bob_addr()),
         ] {
-            relay.handle_connected(now, conn);
+            relay.handle_connected(now, conn, a2acp_core::relay::Source(u128::from(conn.0)));
             let mut challenge = None;
             while let Some(o) = relay.poll_output() {
                 if let RelayOutput::Send { conn: c, bytes } = o {

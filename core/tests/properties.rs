@@ -181,7 +181,11 @@ impl Mini {
     fn connect(&mut self, i: usize) {
         self.agents[i].handle(self.now, Input::Connected);
         self.drain_agent(i);
-        self.relay.handle_connected(self.now, Self::conn(i));
+        self.relay.handle_connected(
+            self.now,
+            Self::conn(i),
+            a2acp_core::relay::Source(i as u128),
+        );
         self.drain_relay();
     }
 

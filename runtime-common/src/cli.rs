@@ -38,6 +38,19 @@ pub struct RelayArgs {
     /// Token bucket size per address.
     #[arg(long, default_value_t = 200)]
     pub rate_burst: u32,
+    /// Frame budget refill per second per connection (every frame costs: an ack or pong
+    /// a quarter, any other frame one).
+    #[arg(long, default_value_t = 100)]
+    pub conn_rate_per_sec: u32,
+    /// Frame budget size per connection.
+    #[arg(long, default_value_t = 400)]
+    pub conn_rate_burst: u32,
+    /// New addresses one source (IPv4 address or IPv6 /64) may register per window.
+    #[arg(long, default_value_t = 20)]
+    pub registrations_per_source: u32,
+    /// The window of --registrations-per-source, in seconds.
+    #[arg(long, default_value_t = 3600)]
+    pub registration_window_secs: u64,
     /// Threads parsing frames and verifying envelope signatures (0: one per core).
     #[arg(long, default_value_t = 0)]
     pub verifiers: usize,
@@ -91,6 +104,10 @@ impl RelayArgs {
             rate_per_sec: self.rate_per_sec,
             rate_burst: self.rate_burst.max(1),
             auth_timeout: self.auth_timeout,
+            conn_rate_per_sec: self.conn_rate_per_sec,
+            conn_rate_burst: self.conn_rate_burst.max(1),
+            registrations_per_source: self.registrations_per_source.max(1),
+            registration_window: std::time::Duration::from_secs(self.registration_window_secs),
             ..RelayConfig::default()
         };
         Ok(ServiceConfig {

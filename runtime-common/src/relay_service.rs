@@ -25,8 +25,18 @@
 //!
 //! A connection whose outgoing channel is full (it does not read) is dropped as a slow
 //! consumer; its unacknowledged packets stay queued for its next connection.
+//!
+//! **Logs a client can cause are rate-limited** ([`LogLimiter`]): of each connection's
+//! refusals, the first [`LOGGED_REFUSALS_PER_CONN`] are logged (WARN) and the others
+//! counted and summarised in one line when the connection ends; and every line a client
+//! can cause (refusals, those summaries, connections closed for abuse, replaced, silent
+//! or slow) goes through one token bucket for the whole relay ([`LOG_BURST`] lines, then
+//! [`LOG_LINES_PER_SEC`] per second). Lines past it are counted, and summarised in one
+//! line at most every [`LOG_SUMMARY_EVERY`]. However many clients misbehave, the relay
+//! writes at most a few hundred bytes of such lines per second.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -38,8 +48,9 @@ use a2acp_core::persist::PersistOp;
 use a2acp_core::relay::frame::{ClientFrame, ErrorCode};
 use a2acp_core::relay::{
     self, ConnId, FrameError, ParsedFrame, Relay, RelayConfig, RelayEvent, RelayOutput, RelayStats,
-    Verified,
+    Source, Verified,
 };
+use a2acp_core::Address;
 use ed25519_dalek::{Signature, VerifyingKey};
 use tracing::{debug, error, info, warn};
 
@@ -129,6 +140,9 @@ pub struct RelaySnapshot {
     pub commits: u64,
     /// Batches handled.
     pub batches: u64,
+    /// Log lines about clients (refusals, closed connections) not written because of the
+    /// log's rate limits (module documentation); they are counted in summaries instead.
+    pub log_lines_suppressed: u64,
 }
 
 /// Most frames a verifier takes at once (and most signatures in one batch verification).
@@ -141,10 +155,21 @@ const KEY_CACHE_MAX: usize = 65_536;
 const COMMIT_QUEUE: usize = 4;
 /// How often idle threads look at the stop flag.
 const IDLE_WAKE: Duration = Duration::from_millis(250);
+/// Refusals of one connection logged one by one; the rest are summarised when it ends.
+pub const LOGGED_REFUSALS_PER_CONN: u32 = 3;
+/// Lines about clients the relay may log at once (the log limiter's capacity).
+pub const LOG_BURST: u32 = 20;
+/// Lines about clients the relay may log per second after the burst.
+pub const LOG_LINES_PER_SEC: u32 = 2;
+/// Least time between two summaries of the lines the log limiter held back.
+pub const LOG_SUMMARY_EVERY: Duration = Duration::from_secs(10);
+/// Connections a verifier remembers as closed by the relay (their frames are dropped
+/// unparsed) before it starts over.
+const CLOSED_MAX: usize = 65_536;
 
 /// An input of the state machine.
 enum Msg {
-    Connected(ConnId, flume::Sender<ConnOut>),
+    Connected(ConnId, flume::Sender<ConnOut>, Source),
     /// Frames and disconnections of one verifier's connections, in their order.
     Items(Vec<Item>),
     Snapshot(flume::Sender<RelaySnapshot>),
@@ -155,12 +180,15 @@ enum Msg {
 #[allow(clippy::large_enum_variant)]
 enum Item {
     Frame(ConnId, Result<ParsedFrame, FrameError>, Verified),
+    /// A frame beyond the transport's limit (its size limit).
+    Oversized(ConnId, usize),
     Disconnected(ConnId),
 }
 
 /// An input of a verifier.
 enum VerifyIn {
     Bytes(ConnId, Vec<u8>),
+    Oversized(ConnId, usize),
     Disconnected(ConnId),
     Wake,
 }
@@ -170,8 +198,11 @@ enum VerifyIn {
 enum Ctl {
     /// The connection authenticated as an address registered with this key.
     Authed(ConnId, [u8; 32]),
-    /// The connection is gone.
+    /// The connection is gone (its disconnection went through the verifier already).
     Forget(ConnId),
+    /// The relay closed the connection: frames still coming from it are dropped unparsed
+    /// until its disconnection.
+    Closed(ConnId),
 }
 
 struct Shard {
@@ -218,16 +249,31 @@ impl std::fmt::Debug for RelayHandle {
 }
 
 impl RelayHandle {
-    /// A new connection: its id and the channel of what to send on it (the challenge
-    /// comes first).
-    pub async fn connect(&self) -> Result<(ConnId, flume::Receiver<ConnOut>), Stopped> {
+    /// A new connection from `source` (the peer's IP address: registrations are limited
+    /// per source, see [`Source::from_ip`]): its id and the channel of what to send on it
+    /// (the challenge comes first).
+    pub async fn connect(
+        &self,
+        source: IpAddr,
+    ) -> Result<(ConnId, flume::Receiver<ConnOut>), Stopped> {
         let conn = ConnId(self.shared.next.fetch_add(1, Ordering::Relaxed));
         let (tx, rx) = flume::bounded(self.conn_queue);
         self.tx
-            .send_async(Msg::Connected(conn, tx))
+            .send_async(Msg::Connected(conn, tx, Source::from_ip(source)))
             .await
             .map_err(|_| Stopped)?;
         Ok((conn, rx))
+    }
+
+    /// A frame arrived on `conn` that the transport could not read because it exceeds its
+    /// `limit` in bytes: the relay answers `error too_large` and closes the connection
+    /// with close reason `too_large` (the connection task keeps writing until then).
+    pub async fn oversized(&self, conn: ConnId, limit: usize) -> Result<(), Stopped> {
+        shard_of(&self.shards, conn)
+            .tx
+            .send_async(VerifyIn::Oversized(conn, limit))
+            .await
+            .map_err(|_| Stopped)
     }
 
     /// A frame arrived on `conn` (waits while the relay is saturated).
@@ -355,6 +401,7 @@ impl RelayService {
 
         let (commit_tx, commit_rx) = flume::bounded(COMMIT_QUEUE);
         let (dropped_tx, dropped_rx) = flume::unbounded();
+        let log = Arc::new(LogLimiter::new(Instant::now()));
         let committer = Committer {
             store,
             rx: commit_rx,
@@ -362,6 +409,7 @@ impl RelayService {
             dropped: dropped_tx,
             core: tx.downgrade(),
             shared: shared.clone(),
+            log: log.clone(),
         };
         let committer = std::thread::Builder::new()
             .name("a2acp-commit".into())
@@ -378,6 +426,8 @@ impl RelayService {
             pending: Commit::default(),
             committer: commit_tx,
             dropped: dropped_rx,
+            log,
+            conn_logs: HashMap::new(),
         };
         let thread = std::thread::Builder::new()
             .name("a2acp-relay".into())
@@ -544,6 +594,8 @@ struct VerifyState {
     burst: u32,
     conns: HashMap<ConnId, AuthedConn>,
     keys: HashMap<[u8; 32], Option<CachedKey>>,
+    /// Connections the relay closed and whose disconnection has not come through yet.
+    closed: HashSet<ConnId>,
 }
 
 impl VerifyState {
@@ -554,6 +606,7 @@ impl VerifyState {
             burst: cfg.rate_burst.max(1),
             conns: HashMap::new(),
             keys: HashMap::new(),
+            closed: HashSet::new(),
         }
     }
 
@@ -568,6 +621,13 @@ impl VerifyState {
             }
             Ctl::Forget(conn) => {
                 self.conns.remove(&conn);
+            }
+            Ctl::Closed(conn) => {
+                self.conns.remove(&conn);
+                if self.closed.len() >= CLOSED_MAX {
+                    self.closed.clear();
+                }
+                self.closed.insert(conn);
             }
         }
     }
@@ -605,6 +665,9 @@ impl VerifyState {
         let now = Instant::now();
         for m in input {
             match m {
+                VerifyIn::Bytes(conn, _) | VerifyIn::Oversized(conn, _)
+                    if self.closed.contains(&conn) => {}
+                VerifyIn::Oversized(conn, limit) => items.push(Item::Oversized(conn, limit)),
                 VerifyIn::Bytes(conn, b) => {
                     let parsed = relay::parse_frame(&b, self.max_frame);
                     drop(b);
@@ -622,6 +685,7 @@ impl VerifyState {
                 }
                 VerifyIn::Disconnected(conn) => {
                     self.conns.remove(&conn);
+                    self.closed.remove(&conn);
                     items.push(Item::Disconnected(conn));
                 }
                 VerifyIn::Wake => {}
@@ -787,6 +851,9 @@ struct Core {
     committer: flume::Sender<ToCommitter>,
     /// Connections the committer dropped as slow consumers.
     dropped: flume::Receiver<ConnId>,
+    log: Arc<LogLimiter>,
+    /// Refusals of open connections, for their logging.
+    conn_logs: HashMap<ConnId, ConnLog>,
 }
 
 impl Core {
@@ -833,14 +900,15 @@ impl Core {
             let now = crate::clock::now();
             while let Ok(conn) = self.dropped.try_recv() {
                 self.relay.handle_disconnected(now, conn);
-                self.ctl(Ctl::Forget(conn));
+                self.ctl(Ctl::Closed(conn));
+                self.conn_ended(conn, None);
                 self.collect();
             }
             for m in batch.drain(..) {
                 match m {
-                    Msg::Connected(conn, tx) => {
+                    Msg::Connected(conn, tx, source) => {
                         self.pending.connected.push((conn, tx));
-                        self.relay.handle_connected(now, conn);
+                        self.relay.handle_connected(now, conn, source);
                         self.collect();
                     }
                     Msg::Items(items) => {
@@ -849,12 +917,16 @@ impl Core {
                                 Item::Frame(conn, parsed, verified) => {
                                     self.relay.handle_frame(now, conn, parsed, verified)
                                 }
+                                Item::Oversized(conn, limit) => {
+                                    self.relay.handle_oversized(now, conn, limit)
+                                }
                                 Item::Disconnected(conn) => {
                                     self.pending.disconnected.push(conn);
                                     self.relay.handle_disconnected(now, conn);
                                     // Its verifier may have learnt of its authentication
                                     // after it saw the disconnection.
                                     self.ctl(Ctl::Forget(conn));
+                                    self.conn_ended(conn, None);
                                 }
                             }
                             self.collect();
@@ -868,6 +940,7 @@ impl Core {
                 self.relay.handle_timeout(now);
                 self.collect();
             }
+            self.log.summarise(Instant::now());
             self.batches += 1;
             for tx in snapshots.drain(..) {
                 let snap = RelaySnapshot {
@@ -875,6 +948,7 @@ impl Core {
                     slow_consumers: 0,
                     commits: 0,
                     batches: self.batches,
+                    log_lines_suppressed: 0,
                 };
                 self.pending.replies.push((tx, snap));
             }
@@ -891,10 +965,15 @@ impl Core {
     /// Stops the committer (after it committed and executed every batch handed to it)
     /// and the verifiers.
     fn finish(
-        self,
+        mut self,
         committer: JoinHandle<Result<(), ServiceError>>,
         verifiers: Vec<JoinHandle<()>>,
     ) -> Result<(), ServiceError> {
+        // The refusals of connections still open, not logged one by one.
+        let open: Vec<ConnId> = self.conn_logs.keys().copied().collect();
+        for conn in open {
+            self.conn_ended(conn, None);
+        }
         let graceful = self.shared.graceful.load(Ordering::SeqCst);
         let _ = self.committer.send(ToCommitter::Shutdown { graceful });
         drop(self.committer);
@@ -920,7 +999,7 @@ impl Core {
 
     fn ctl(&self, c: Ctl) {
         let conn = match c {
-            Ctl::Authed(conn, _) | Ctl::Forget(conn) => conn,
+            Ctl::Authed(conn, _) | Ctl::Forget(conn) | Ctl::Closed(conn) => conn,
         };
         if let Ok(mut g) = shard_of(&self.shards, conn).ctl.lock() {
             g.push(c);
@@ -939,10 +1018,11 @@ impl Core {
                             self.ctl(Ctl::Authed(*conn, key));
                         }
                     }
-                    log_event(&e);
+                    self.log_event(e);
                 }
-                RelayOutput::Close { conn, .. } => {
-                    self.ctl(Ctl::Forget(conn));
+                RelayOutput::Close { conn, code } => {
+                    self.ctl(Ctl::Closed(conn));
+                    self.conn_ended(conn, Some(code));
                     self.pending.actions.push(o);
                 }
                 RelayOutput::Send { .. } => self.pending.actions.push(o),
@@ -968,6 +1048,7 @@ struct Committer {
     /// To wake the state machine (weak: it must not keep the channel open).
     core: flume::WeakSender<Msg>,
     shared: Arc<Shared>,
+    log: Arc<LogLimiter>,
 }
 
 impl Committer {
@@ -1034,10 +1115,12 @@ impl Committer {
                     match tx.try_send(ConnOut::Frame(bytes)) {
                         Ok(()) => {}
                         Err(flume::TrySendError::Full(_)) => {
-                            warn!(
-                                conn = conn.0,
-                                "connection does not read its frames: dropped as a slow consumer"
-                            );
+                            if self.log.allow() {
+                                warn!(
+                                    conn = conn.0,
+                                    "connection does not read its frames: dropped as a slow consumer"
+                                );
+                            }
                             self.shared.slow.fetch_add(1, Ordering::Relaxed);
                             self.conns.remove(&conn);
                             let _ = self.dropped.send(conn);
@@ -1064,44 +1147,203 @@ impl Committer {
         for (tx, mut snap) in c.replies {
             snap.commits = self.shared.commits.load(Ordering::Relaxed);
             snap.slow_consumers = self.shared.slow.load(Ordering::Relaxed);
+            snap.log_lines_suppressed = self.log.total();
             let _ = tx.try_send(snap);
         }
     }
 }
 
-fn log_event(e: &RelayEvent) {
-    match e {
-        RelayEvent::Registered { address } => info!(%address, "registered"),
-        RelayEvent::Authenticated { conn, address } => {
-            debug!(conn = conn.0, %address, "authenticated")
+impl Core {
+    /// Logs what the relay did; what a client can cause goes through the log limiter.
+    fn log_event(&mut self, e: RelayEvent) {
+        match e {
+            RelayEvent::Registered { address } => info!(%address, "registered"),
+            RelayEvent::Authenticated { conn, address } => {
+                debug!(conn = conn.0, %address, "authenticated")
+            }
+            RelayEvent::Refused {
+                conn,
+                address,
+                code,
+                message,
+            } => {
+                let c = self.conn_logs.entry(conn).or_default();
+                if address.is_some() {
+                    c.address = address;
+                }
+                if c.logged >= LOGGED_REFUSALS_PER_CONN {
+                    *c.unlogged.entry(code).or_insert(0) += 1;
+                    self.log.held_back(1);
+                    return;
+                }
+                c.logged += 1;
+                if self.log.allow() {
+                    warn!(
+                        conn = conn.0,
+                        address = c.address.as_ref().map(|a| a.as_str()).unwrap_or("-"),
+                        code = code.as_str(),
+                        message = message.as_str(),
+                        "refused"
+                    );
+                }
+            }
+            RelayEvent::Replaced { old, new, address } => {
+                if self.log.allow() {
+                    info!(old = old.0, new = new.0, %address, "a newer connection replaced the old one")
+                }
+            }
+            RelayEvent::Overflow { from, to } => {
+                if self.log.allow() {
+                    info!(%from, %to, "thread queue full: overflow notice sent")
+                }
+            }
+            RelayEvent::ConnectionDead { conn } => {
+                if self.log.allow() {
+                    info!(conn = conn.0, "connection silent too long: closed")
+                }
+            }
+            RelayEvent::Routed { from, to, id } => debug!(%from, %to, id, "routed"),
+            RelayEvent::Delivered { id, to } => debug!(id, %to, "delivered"),
+            RelayEvent::Acked { id } => debug!(id, "acknowledged"),
+            RelayEvent::AckIgnored { conn, id } => {
+                debug!(conn = conn.0, id, "ack of unknown id ignored")
+            }
         }
-        RelayEvent::Refused {
-            conn,
-            address,
-            code,
-            message,
-        } => warn!(
-            conn = conn.0,
-            address = address.as_ref().map(|a| a.as_str()).unwrap_or("-"),
-            code = code.as_str(),
-            message = message.as_str(),
-            "refused"
-        ),
-        RelayEvent::Replaced { old, new, address } => {
-            info!(old = old.0, new = new.0, %address, "a newer connection replaced the old one")
+    }
+
+    /// `conn` ended (`code`: closed by the relay for that reason): one line for a
+    /// connection closed for abuse or with refusals not logged one by one.
+    fn conn_ended(&mut self, conn: ConnId, code: Option<ErrorCode>) {
+        let c = self.conn_logs.remove(&conn).unwrap_or_default();
+        let abuse = matches!(code, Some(ErrorCode::TooManyRefusals | ErrorCode::TooLarge));
+        if !abuse && c.unlogged.is_empty() {
+            return;
         }
-        RelayEvent::Overflow { from, to } => {
-            info!(%from, %to, "thread queue full: overflow notice sent")
+        if !self.log.allow() {
+            return;
         }
-        RelayEvent::ConnectionDead { conn } => {
-            info!(conn = conn.0, "connection silent too long: closed")
+        let unlogged: u64 = c.unlogged.values().sum();
+        let by_code = c
+            .unlogged
+            .iter()
+            .map(|(code, n)| format!("{} {n}", code.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let address = c.address.as_ref().map(|a| a.as_str()).unwrap_or("-");
+        match code {
+            Some(code) if abuse => warn!(
+                conn = conn.0,
+                address,
+                reason = code.as_str(),
+                unlogged,
+                by_code = by_code.as_str(),
+                "connection closed for abuse"
+            ),
+            _ => info!(
+                conn = conn.0,
+                address,
+                unlogged,
+                by_code = by_code.as_str(),
+                "connection ended with refusals not logged one by one"
+            ),
         }
-        RelayEvent::Routed { from, to, id } => debug!(%from, %to, id, "routed"),
-        RelayEvent::Delivered { id, to } => debug!(id, %to, "delivered"),
-        RelayEvent::Acked { id } => debug!(id, "acknowledged"),
-        RelayEvent::AckIgnored { conn, id } => {
-            debug!(conn = conn.0, id, "ack of unknown id ignored")
+    }
+}
+
+/// The refusals of one connection, for logging.
+#[derive(Debug, Default)]
+struct ConnLog {
+    /// Its address, once known.
+    address: Option<Address>,
+    /// Refusals logged one by one.
+    logged: u32,
+    /// Refusals counted instead, by code.
+    unlogged: BTreeMap<ErrorCode, u64>,
+}
+
+/// The rate limit of the log lines clients can cause (module documentation).
+#[derive(Debug)]
+struct LogLimiter {
+    state: Mutex<LimiterState>,
+    /// Lines held back since start (per connection or by the limiter).
+    total: AtomicU64,
+}
+
+#[derive(Debug)]
+struct LimiterState {
+    /// Lines that may be written now, in thousandths.
+    milli: u64,
+    last: Instant,
+    /// Lines the limiter held back since its last summary.
+    held: u64,
+    last_summary: Instant,
+}
+
+impl LogLimiter {
+    fn new(now: Instant) -> Self {
+        LogLimiter {
+            state: Mutex::new(LimiterState {
+                milli: u64::from(LOG_BURST) * 1000,
+                last: now,
+                held: 0,
+                last_summary: now,
+            }),
+            total: AtomicU64::new(0),
         }
+    }
+
+    /// Whether a line may be written now (taking its place); otherwise it is counted.
+    fn allow(&self) -> bool {
+        let now = Instant::now();
+        let Ok(mut st) = self.state.lock() else {
+            return false;
+        };
+        let ms =
+            u64::try_from(now.saturating_duration_since(st.last).as_millis()).unwrap_or(u64::MAX);
+        if ms > 0 {
+            st.last = now;
+        }
+        st.milli = st
+            .milli
+            .saturating_add(ms.saturating_mul(u64::from(LOG_LINES_PER_SEC)))
+            .min(u64::from(LOG_BURST) * 1000);
+        if st.milli >= 1000 {
+            st.milli -= 1000;
+            return true;
+        }
+        st.held += 1;
+        drop(st);
+        self.held_back(1);
+        false
+    }
+
+    /// Counts `n` lines not written (summarised elsewhere).
+    fn held_back(&self, n: u64) {
+        self.total.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Lines held back since start.
+    fn total(&self) -> u64 {
+        self.total.load(Ordering::Relaxed)
+    }
+
+    /// One line for the lines the limiter held back, at most every [`LOG_SUMMARY_EVERY`].
+    fn summarise(&self, now: Instant) {
+        let Ok(mut st) = self.state.lock() else {
+            return;
+        };
+        let since = now.saturating_duration_since(st.last_summary);
+        if st.held == 0 || since < LOG_SUMMARY_EVERY {
+            return;
+        }
+        let held = std::mem::take(&mut st.held);
+        st.last_summary = now;
+        drop(st);
+        warn!(
+            held,
+            seconds = since.as_secs(),
+            "log lines about clients held back by the log's rate limit"
+        );
     }
 }
 
@@ -1109,7 +1351,7 @@ fn log_event(e: &RelayEvent) {
 mod tests {
     use super::*;
     use a2acp_core::crypto::{Direction, IdentityKey, ThreadSession};
-    use a2acp_core::Address;
+    use a2acp_core::relay::frame::RelayFrame;
 
     fn seed(i: u64) -> [u8; 32] {
         let mut s = [9u8; 32];
@@ -1148,7 +1390,7 @@ mod tests {
             .iter()
             .filter_map(|it| match it {
                 Item::Frame(_, _, v) => Some(*v),
-                Item::Disconnected(_) => None,
+                Item::Oversized(..) | Item::Disconnected(_) => None,
             })
             .collect()
     }
@@ -1282,7 +1524,7 @@ mod tests {
     /// The whole service on its threads: register, send, deliver, ack, metrics, stop.
     #[test]
     fn routes_through_the_pipeline() {
-        use a2acp_core::relay::frame::{challenge_signed_bytes, RelayFrame, REGISTER_LABEL};
+        use a2acp_core::relay::frame::{challenge_signed_bytes, REGISTER_LABEL};
         let svc = RelayService::start(ServiceConfig {
             verifiers: 2,
             ..ServiceConfig::default()
@@ -1297,7 +1539,7 @@ mod tests {
         };
         let mut conns = Vec::new();
         for i in 0..2u64 {
-            let (conn, rx) = block_on(h.connect()).unwrap();
+            let (conn, rx) = block_on(h.connect(LOCALHOST)).unwrap();
             let RelayFrame::Challenge { nonce, domain, .. } = recv(&rx) else {
                 panic!("no challenge")
             };
@@ -1356,6 +1598,117 @@ mod tests {
             Ok(ConnOut::Close(None)) | Ok(ConnOut::Frame(_))
         ));
         assert!(block_on(h.snapshot()).is_none());
+    }
+
+    const LOCALHOST: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
+    #[test]
+    fn frames_of_connections_the_relay_closed_are_dropped_unparsed() {
+        let mut st = VerifyState::new(131_072, &RelayConfig::default());
+        st.apply(Ctl::Closed(ConnId(1)));
+        let items = st.process(
+            vec![
+                VerifyIn::Bytes(ConnId(1), b"junk".to_vec()),
+                VerifyIn::Oversized(ConnId(1), 10),
+                VerifyIn::Bytes(ConnId(2), b"junk".to_vec()),
+                VerifyIn::Disconnected(ConnId(1)),
+            ]
+            .into_iter(),
+        );
+        assert_eq!(items.len(), 2);
+        assert!(matches!(items[0], Item::Frame(ConnId(2), Err(_), _)));
+        assert!(matches!(items[1], Item::Disconnected(ConnId(1))));
+        assert!(st.closed.is_empty(), "forgotten with its disconnection");
+    }
+
+    #[test]
+    fn the_log_limiter_lets_a_burst_through_then_counts() {
+        let t0 = Instant::now();
+        let l = LogLimiter::new(t0);
+        let allowed = (0..1000).filter(|_| l.allow()).count();
+        // The burst, and whatever the refill gave while the loop ran (well under a second).
+        assert!(
+            (LOG_BURST as usize..LOG_BURST as usize + 3).contains(&allowed),
+            "{allowed}"
+        );
+        assert_eq!(l.total(), 1000 - allowed as u64);
+        l.held_back(5);
+        assert_eq!(l.total(), 1005 - allowed as u64);
+        // A summary clears what it reported, at most every LOG_SUMMARY_EVERY.
+        l.summarise(t0);
+        assert!(l.state.lock().unwrap().held > 0);
+        l.summarise(t0 + LOG_SUMMARY_EVERY);
+        assert_eq!(l.state.lock().unwrap().held, 0);
+    }
+
+    /// A junk flood through the whole service is closed with `too_many_refusals`; an
+    /// oversized message is answered `too_large` and closed with that code.
+    #[test]
+    fn abusive_connections_are_closed_through_the_pipeline() {
+        let svc = RelayService::start(ServiceConfig {
+            verifiers: 2,
+            ..ServiceConfig::default()
+        })
+        .unwrap();
+        let h = svc.handle();
+        let (conn, rx) = block_on(h.connect(LOCALHOST)).unwrap();
+        for _ in 0..500 {
+            block_on(h.bytes(conn, b"junk".to_vec())).unwrap();
+        }
+        let mut malformed = 0;
+        let close = loop {
+            match rx.recv_timeout(Duration::from_secs(5)).unwrap() {
+                ConnOut::Frame(b) => {
+                    if let Ok(RelayFrame::Error {
+                        code: ErrorCode::Malformed,
+                        ..
+                    }) = RelayFrame::from_bytes(&b)
+                    {
+                        malformed += 1;
+                    }
+                }
+                ConnOut::Close(code) => break code,
+            }
+        };
+        assert_eq!(close, Some(ErrorCode::TooManyRefusals));
+        let allowance = RelayConfig::default().refusal_burst;
+        assert!(
+            malformed > allowance && malformed < allowance + 5,
+            "{malformed}"
+        );
+        block_on(h.disconnected(conn));
+
+        let (conn, rx) = block_on(h.connect(LOCALHOST)).unwrap();
+        block_on(h.oversized(conn, 262_144)).unwrap();
+        let mut frames = Vec::new();
+        let close = loop {
+            match rx.recv_timeout(Duration::from_secs(5)).unwrap() {
+                ConnOut::Frame(b) => frames.push(RelayFrame::from_bytes(&b).unwrap()),
+                ConnOut::Close(code) => break code,
+            }
+        };
+        assert_eq!(close, Some(ErrorCode::TooLarge));
+        assert!(matches!(
+            frames.last(),
+            Some(RelayFrame::Error {
+                code: ErrorCode::TooLarge,
+                ..
+            })
+        ));
+        block_on(h.disconnected(conn));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let s = block_on(h.snapshot()).unwrap();
+            if s.stats.connections == 0 {
+                assert_eq!(s.stats.closed_for_refusals, 1);
+                assert_eq!(s.stats.closed_oversized, 1);
+                // 3 refusals of the flood logged, the rest counted (some by the limiter).
+                assert!(s.log_lines_suppressed >= u64::from(allowance) - 2, "{s:?}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "{s:?}");
+        }
+        svc.stop_and_join(true).unwrap();
     }
 
     /// A minimal executor for the handle's futures (flume's async sends on a thread).

@@ -5,18 +5,25 @@
 
 use std::net::SocketAddr;
 
+use a2acp_core::relay::frame::ErrorCode;
 use async_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use async_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use async_tungstenite::tungstenite::{Bytes, Message, Utf8Bytes};
 use async_tungstenite::WebSocketStream;
 use futures_util::io::{AsyncRead, AsyncWrite};
 use futures_util::{SinkExt, StreamExt};
-use tracing::{debug, warn};
+use tracing::debug;
 
 use crate::relay_service::{ConnOut, RelayHandle};
 
 /// Largest protocol frame (SPEC-NOTES relay link §1: 128 KiB).
 pub const MAX_FRAME_BYTES: usize = 131_072;
+
+/// Largest WebSocket message (and frame) read whole: twice [`MAX_FRAME_BYTES`]. A
+/// message between the two is read and refused `too_large` by the relay (the connection
+/// lives on); a longer one is not buffered: the relay answers `error too_large` and closes
+/// the connection (close code 1009, reason `too_large`).
+pub const MAX_MESSAGE_BYTES: usize = 2 * MAX_FRAME_BYTES;
 
 /// The WebSocket settings of both ends, sized deliberately:
 ///
@@ -24,17 +31,18 @@ pub const MAX_FRAME_BYTES: usize = 131_072;
 ///   connection costs a few KiB, and a 2 KB packet still arrives in one read (the buffer
 ///   grows for the rare large frame and is reused);
 /// - write buffer 16 KiB: frames queued together go out in one write, flushed explicitly;
-/// - largest message and frame 256 KiB, twice the protocol's 128 KiB limit, so a frame
-///   between the two gets the relay's `too_large` error frame (and the connection lives on),
-///   while anything larger is cut off by the WebSocket layer (close 1009) before it is
-///   buffered whole.
+/// - largest message and frame [`MAX_MESSAGE_BYTES`] (256 KiB), twice the protocol's
+///   128 KiB limit, so a frame between the two gets the relay's `too_large` error frame
+///   (and the connection lives on), while a larger one is refused as soon as its header
+///   announces it, before it is buffered: `error too_large`, then close 1009 `too_large`
+///   ([`serve_relay_link`]).
 pub fn config() -> WebSocketConfig {
     WebSocketConfig::default()
         .read_buffer_size(4096)
         .write_buffer_size(16 * 1024)
         .max_write_buffer_size(4 * 1024 * 1024)
-        .max_message_size(Some(2 * MAX_FRAME_BYTES))
-        .max_frame_size(Some(2 * MAX_FRAME_BYTES))
+        .max_message_size(Some(MAX_MESSAGE_BYTES))
+        .max_frame_size(Some(MAX_MESSAGE_BYTES))
 }
 
 /// Why a connection to a relay failed.
@@ -83,12 +91,16 @@ where
 /// Serves one accepted agent link (after the server handshake) until it ends: every text
 /// or binary message goes to the relay service, and what the service releases for this
 /// connection (only after the batch that produced it is committed) is written back, queued
-/// frames in one flush. Reports the disconnection to the service before it returns.
+/// frames in one flush. A message beyond [`MAX_MESSAGE_BYTES`] is reported to the service,
+/// which answers `error too_large` and closes the connection: reading stops, and the
+/// connection ends once both are written (close code 1009). The peer's IP address is the
+/// connection's source for the relay's limits per source. Reports the disconnection to the
+/// service before it returns.
 pub async fn serve_relay_link<S>(ws: WebSocketStream<S>, peer: SocketAddr, handle: RelayHandle)
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let Ok((conn, out)) = handle.connect().await else {
+    let Ok((conn, out)) = handle.connect(peer.ip()).await else {
         return;
     };
     debug!(%peer, conn = conn.0, "connected");
@@ -101,7 +113,13 @@ where
                 Ok(Message::Close(_)) => break,
                 Ok(_) => continue,
                 Err(async_tungstenite::tungstenite::Error::Capacity(e)) => {
-                    warn!(%peer, conn = conn.0, error = %e, "frame beyond the WebSocket limit: connection closed");
+                    // Logged (rate-limited) by the service as a `too_large` refusal.
+                    debug!(%peer, conn = conn.0, error = %e, "frame beyond the WebSocket limit");
+                    if handle.oversized(conn, MAX_MESSAGE_BYTES).await.is_ok() {
+                        // The writer sends the error and the close frame, then ends the
+                        // connection (or ends it if the service drops the connection).
+                        std::future::pending::<()>().await;
+                    }
                     break;
                 }
                 Err(e) => {
@@ -141,7 +159,11 @@ where
             if let Some(code) = close {
                 let frame = match code {
                     Some(c) => CloseFrame {
-                        code: CloseCode::Policy,
+                        code: if c == ErrorCode::TooLarge {
+                            CloseCode::Size
+                        } else {
+                            CloseCode::Policy
+                        },
                         reason: c.as_str().into(),
                     },
                     None => CloseFrame {

@@ -416,6 +416,12 @@ pub async fn run(a: BenchArgs) -> Result<(), BenchError> {
         "0",
         "--max-connections",
         &(n + a.idle + 64).to_string(),
+        "--conn-rate-per-sec",
+        "1000000",
+        "--conn-rate-burst",
+        "1000000",
+        "--registrations-per-source",
+        "1000000",
     ])
     .await?;
     let pid = relay.id().unwrap_or(0);

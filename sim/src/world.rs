@@ -1449,7 +1449,7 @@ impl Sim {
         let now = self.now;
         let t0 = self.tick();
         if let Some(r) = self.relay.as_mut() {
-            r.handle_connected(now, conn);
+            r.handle_connected(now, conn, a2acp_core::relay::Source(i as u128));
         }
         self.tock(t0);
         self.drain_relay();

@@ -169,7 +169,8 @@ impl Net {
         self.conns.insert(conn, i);
         self.nodes[i].agent.handle(self.now, Input::Connected);
         self.drain_agent(i);
-        self.relay.handle_connected(self.now, conn);
+        self.relay
+            .handle_connected(self.now, conn, crate::relay::Source(i as u128));
         self.drain_relay();
     }
 

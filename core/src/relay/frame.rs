@@ -179,6 +179,12 @@ pub enum ErrorCode {
     QueueFull,
     /// Heartbeats went unanswered.
     Timeout,
+    /// The source of the connection registered as many new addresses as the relay
+    /// allows per window (SPEC-NOTES relay link §6).
+    RegistrationLimited,
+    /// The connection kept sending frames the relay refused, or frames beyond its frame
+    /// budget: it is closed (SPEC-NOTES relay link §6).
+    TooManyRefusals,
 }
 
 impl ErrorCode {
@@ -196,6 +202,8 @@ impl ErrorCode {
             ErrorCode::RateLimited => "rate_limited",
             ErrorCode::QueueFull => "queue_full",
             ErrorCode::Timeout => "timeout",
+            ErrorCode::RegistrationLimited => "registration_limited",
+            ErrorCode::TooManyRefusals => "too_many_refusals",
         }
     }
 }

@@ -8,8 +8,9 @@
 //!
 //! # Driving it
 //!
-//! The runtime reports connections, received WebSocket text messages and disconnections
-//! with the current time (`handle_connected`, `handle_bytes`, `handle_disconnected`),
+//! The runtime reports connections (with the [`Source`] they come from), received
+//! WebSocket text messages and disconnections with the current time (`handle_connected`,
+//! `handle_bytes`, `handle_oversized`, `handle_disconnected`),
 //! then drains [`Relay::poll_output`] until `None`, executing each [`RelayOutput`] in
 //! order, and calls [`Relay::handle_timeout`] when [`Relay::poll_timeout`] is reached.
 //!
@@ -75,16 +76,36 @@
 //! received counts as life; a connection silent for `(missed_pongs + 1) × ping_interval`
 //! is closed with code `timeout`. A `ping` from the agent is answered with `pong`.
 //!
-//! Rate limits are token buckets (capacity `rate_burst`, refilled at `rate_per_sec`),
-//! computed lazily. Unauthenticated connections have one per connection, charged for
-//! every frame before anything else. Authenticated addresses have one per address,
-//! surviving reconnects, charged for `send` and `lookup` (refused with `rate_limited`
-//! when empty) and for refused frames (drained without a refusal of their own);
-//! `ack`, `ping` and `pong` are free.
+//! Rate limits are token buckets, computed lazily (SPEC-NOTES relay link §6):
+//!
+//! - **the frame budget of a connection** (capacity `conn_rate_burst`, refilled at
+//!   `conn_rate_per_sec`), before and after authentication, charged for **every** frame
+//!   before anything else: ¼ token for an `ack` or a `pong`, one token for any other
+//!   frame (unparseable and oversized ones included); each `deliver` sent on the
+//!   connection gives back ¼ token, the price of its `ack`. The first frame the budget
+//!   cannot pay is refused with `rate_limited` (with `seq` for a `send`) and not
+//!   processed; another one before the budget can pay again closes the connection
+//!   (`too_many_refusals`), so frames past the budget are never answered one by one;
+//! - **the bucket of an address** (capacity `rate_burst`, refilled at `rate_per_sec`),
+//!   surviving reconnects, charged for `send` and `lookup` (refused with `rate_limited`
+//!   when empty) and for refused frames (drained without a refusal of their own);
+//! - **the refusal allowance of a connection** (capacity `refusal_burst`, refilled at
+//!   `refusals_per_sec`): every refusal takes one, except those an honest agent gets
+//!   from the state of the relay or of others (`rate_limited` of its address's bucket,
+//!   `queue_full`, `unknown_recipient`); a connection refused beyond its allowance gets
+//!   `error too_many_refusals` and is closed with that code;
+//! - **new registrations per source** (`registrations_per_source` per
+//!   `registration_window`, counted from the first registration of a window): a
+//!   `register` that would create one more is refused with `registration_limited`
+//!   (then a fresh challenge); at most `max_registration_sources` sources are tracked
+//!   at once (expired windows are dropped first; past that, registrations from new
+//!   sources are refused).
 //!
 //! A frame longer than `max_frame_bytes` is refused with `too_large` before parsing;
-//! unparseable JSON or an unknown frame with `malformed`. Every `error` frame the relay
-//! sends also emits [`RelayEvent::Refused`] and counts in [`RelayStats::refusals`].
+//! unparseable JSON or an unknown frame with `malformed`. A frame the runtime could not
+//! even read (beyond its transport limit) is reported with `handle_oversized`: refused
+//! with `too_large` and the connection closed with that code. Every `error` frame the
+//! relay sends also emits [`RelayEvent::Refused`] and counts in [`RelayStats::refusals`].
 //! Refused input changes no state other than counters, rate buckets, liveness and the
 //! consumed challenge; the relay keeps serving everyone else.
 
@@ -97,6 +118,7 @@ mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
+use std::net::IpAddr;
 use std::time::Duration;
 
 use crate::address::Address;
@@ -113,7 +135,7 @@ use self::frame::{
 use self::queue::{
     queue_key, reg_key, Queues, RegRecord, StoredItem, NEXT_ID_KEY, QUEUE_PREFIX, REG_PREFIX,
 };
-use self::rate_limit::TokenBucket;
+use self::rate_limit::{TokenBucket, MILLI};
 
 /// Delivery ids are reserved in blocks of this size: `meta/next_id` is persisted once per
 /// block, so ids stay monotonic across restarts even when the queue is empty.
@@ -121,6 +143,32 @@ const ID_BLOCK: u64 = 1024;
 
 /// Longest `message` of a `malformed` refusal, in bytes.
 const MAX_REASON: usize = 160;
+
+/// What a frame costs from its connection's frame budget, in thousandths of a token.
+const FRAME_COST: u64 = MILLI;
+/// What an `ack` or a `pong` costs, and what each `deliver` gives back (its `ack`).
+const CHEAP_FRAME_COST: u64 = MILLI / 4;
+
+/// Where a connection comes from, as the runtime tells it: an opaque key the relay only
+/// compares (for the registrations allowed per source). Runtimes use
+/// [`Source::from_ip`]; simulations and tests may number their sources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Source(pub u128);
+
+impl Source {
+    /// The source of a connection from `ip`: the IPv4 address itself (also when written
+    /// as an IPv4-mapped IPv6 address), or the /64 prefix of an IPv6 address (one
+    /// subscriber usually holds a whole /64).
+    pub fn from_ip(ip: IpAddr) -> Source {
+        match ip {
+            IpAddr::V4(v4) => Source(u128::from(v4.to_ipv6_mapped())),
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => Source(u128::from(v4.to_ipv6_mapped())),
+                None => Source(u128::from(v6) & !u128::from(u64::MAX)),
+            },
+        }
+    }
+}
 
 /// Why bytes are not a frame the relay accepts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -277,6 +325,24 @@ pub struct RelayConfig {
     pub rate_per_sec: u32,
     /// Token-bucket capacity; at least 1. Default 200.
     pub rate_burst: u32,
+    /// Refill of a connection's frame budget, tokens per second (an `ack` or `pong`
+    /// costs ¼ token, any other frame one). Default 100.
+    pub conn_rate_per_sec: u32,
+    /// Capacity of a connection's frame budget; at least 1. Default 400.
+    pub conn_rate_burst: u32,
+    /// Refusals a connection may collect at once before it is closed
+    /// (`too_many_refusals`); at least 1. Default 50.
+    pub refusal_burst: u32,
+    /// Refill of a connection's refusal allowance, per second. Default 1.
+    pub refusals_per_sec: u32,
+    /// New addresses one source may register per `registration_window`; at least 1.
+    /// Default 20.
+    pub registrations_per_source: u32,
+    /// The window of `registrations_per_source`, from a source's first registration in
+    /// it. Default 1 h.
+    pub registration_window: Duration,
+    /// Most sources whose registrations are counted at once; at least 1. Default 65 536.
+    pub max_registration_sources: usize,
 }
 
 impl Default for RelayConfig {
@@ -293,6 +359,13 @@ impl Default for RelayConfig {
             auth_max_skew: Duration::from_secs(300),
             rate_per_sec: 50,
             rate_burst: 200,
+            conn_rate_per_sec: 100,
+            conn_rate_burst: 400,
+            refusal_burst: 50,
+            refusals_per_sec: 1,
+            registrations_per_source: 20,
+            registration_window: Duration::from_secs(3600),
+            max_registration_sources: 65_536,
         }
     }
 }
@@ -423,6 +496,17 @@ pub struct RelayStats {
     pub overflows: u64,
     /// `error` frames sent since start, by code.
     pub refusals: BTreeMap<ErrorCode, u64>,
+    /// Connections closed since start because they kept sending refused frames or frames
+    /// beyond their budget (`too_many_refusals`).
+    pub closed_for_refusals: u64,
+    /// Connections closed since start after a frame beyond the transport's limit
+    /// ([`Relay::handle_oversized`]).
+    pub closed_oversized: u64,
+    /// Registrations refused since start by the limit per source
+    /// (`registration_limited`).
+    pub registrations_limited: u64,
+    /// Sources whose registrations are being counted.
+    pub registration_sources: usize,
 }
 
 /// Why [`Relay::restore`] failed.
@@ -454,8 +538,6 @@ enum Phase {
         challenge: Option<[u8; 32]>,
         /// When the connection is closed if still unauthenticated.
         auth_deadline: Timestamp,
-        /// Per-connection rate limit.
-        bucket: TokenBucket,
     },
     /// Authenticated as `address`.
     Authed {
@@ -474,6 +556,23 @@ struct Conn {
     last_seen: Timestamp,
     /// This connection's entry in [`Relay::deadlines`].
     deadline: Timestamp,
+    /// Where it comes from.
+    source: Source,
+    /// Its frame budget: every frame is charged here first.
+    budget: TokenBucket,
+    /// The last frame could not be paid (and was refused with `rate_limited`).
+    over_budget: bool,
+    /// Its refusal allowance.
+    allowance: TokenBucket,
+    /// Refusals of the frame being handled, not yet taken from the allowance.
+    strikes: u32,
+}
+
+/// The registrations of one source in its current window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SourceWindow {
+    start: Timestamp,
+    count: u32,
 }
 
 impl Conn {
@@ -492,6 +591,9 @@ struct Counters {
     acked: u64,
     overflows: u64,
     refusals: BTreeMap<ErrorCode, u64>,
+    closed_for_refusals: u64,
+    closed_oversized: u64,
+    registrations_limited: u64,
 }
 
 /// The relay state machine. See the [module documentation](self) for the protocol.
@@ -512,6 +614,10 @@ pub struct Relay {
     buckets: BTreeMap<Address, TokenBucket>,
     /// Auth and liveness deadlines, one per connection.
     deadlines: BTreeSet<(Timestamp, ConnId)>,
+    /// New registrations per source in the current window.
+    sources: BTreeMap<Source, SourceWindow>,
+    /// The same windows by start, oldest first (to drop expired ones).
+    source_windows: BTreeSet<(Timestamp, Source)>,
     next_ping: Option<Timestamp>,
     ping_n: u64,
     out: VecDeque<RelayOutput>,
@@ -544,6 +650,8 @@ impl Relay {
             online: BTreeMap::new(),
             buckets: BTreeMap::new(),
             deadlines: BTreeSet::new(),
+            sources: BTreeMap::new(),
+            source_windows: BTreeSet::new(),
             next_ping: None,
             ping_n: 0,
             out: VecDeque::new(),
@@ -624,9 +732,9 @@ impl Relay {
         Ok(relay)
     }
 
-    /// A connection opened: the relay sends it a challenge. A number still in use is
-    /// treated as a disconnection followed by a new connection.
-    pub fn handle_connected(&mut self, now: Timestamp, conn: ConnId) {
+    /// A connection opened from `source`: the relay sends it a challenge. A number still
+    /// in use is treated as a disconnection followed by a new connection.
+    pub fn handle_connected(&mut self, now: Timestamp, conn: ConnId, source: Source) {
         self.remove_conn(conn);
         if self.conns.is_empty() {
             self.next_ping = Some(now.add(self.config.ping_interval));
@@ -636,10 +744,14 @@ impl Relay {
             phase: Phase::Unauth {
                 challenge: None,
                 auth_deadline,
-                bucket: TokenBucket::full(now, self.config.rate_burst),
             },
             last_seen: now,
             deadline: now,
+            source,
+            budget: TokenBucket::full(now, self.config.conn_rate_burst.max(1)),
+            over_budget: false,
+            allowance: TokenBucket::full(now, self.config.refusal_burst.max(1)),
+            strikes: 0,
         };
         c.deadline = self.deadline_of(&c);
         self.deadlines.insert((c.deadline, conn));
@@ -674,16 +786,117 @@ impl Relay {
             c.last_seen = now;
         }
         self.reschedule(conn);
+        if self.pay_frame(now, conn, &parsed) {
+            self.process_frame(now, conn, parsed, verified);
+        }
+        self.settle_strikes(now, conn);
+    }
+
+    /// A frame arrived on `conn` that the runtime could not read because it exceeds its
+    /// transport's limit (`limit` bytes; a WebSocket message too long to buffer): the
+    /// relay refuses it with `too_large` and closes the connection with that code.
+    pub fn handle_oversized(&mut self, _now: Timestamp, conn: ConnId, limit: usize) {
+        if !self.conns.contains_key(&conn) {
+            return;
+        }
+        self.refuse(
+            conn,
+            ErrorCode::TooLarge,
+            format!("frame exceeds the transport limit of {limit} bytes: connection closed"),
+            None,
+        );
+        self.counters.closed_oversized = self.counters.closed_oversized.saturating_add(1);
+        self.close(conn, ErrorCode::TooLarge);
+    }
+
+    /// Charges a frame to its connection's budget. The first frame it cannot pay is
+    /// refused with `rate_limited`; another before it can pay again closes the
+    /// connection. Returns whether the frame was paid (and is to be processed).
+    fn pay_frame(
+        &mut self,
+        now: Timestamp,
+        conn: ConnId,
+        parsed: &Result<ParsedFrame, FrameError>,
+    ) -> bool {
+        let (rate, burst) = (
+            self.config.conn_rate_per_sec,
+            self.config.conn_rate_burst.max(1),
+        );
+        let cost = match parsed.as_ref().map(ParsedFrame::frame) {
+            Ok(ClientFrame::Ack { .. } | ClientFrame::Pong { .. }) => CHEAP_FRAME_COST,
+            _ => FRAME_COST,
+        };
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return false;
+        };
+        if c.budget.try_take_milli(now, rate, burst, cost) {
+            c.over_budget = false;
+            return true;
+        }
+        if c.over_budget {
+            self.close_for_refusals(conn, "frames beyond the connection's budget");
+            return false;
+        }
+        c.over_budget = true;
+        c.strikes = c.strikes.saturating_add(1);
+        let seq = match parsed.as_ref().map(ParsedFrame::frame) {
+            Ok(ClientFrame::Send { seq, .. }) => Some(*seq),
+            _ => None,
+        };
+        self.refuse(
+            conn,
+            ErrorCode::RateLimited,
+            "frame budget exceeded: slow down, or the connection is closed".into(),
+            seq,
+        );
+        false
+    }
+
+    /// Takes the refusals of the frame just handled from the connection's allowance,
+    /// closing it when the allowance is exhausted.
+    fn settle_strikes(&mut self, now: Timestamp, conn: ConnId) {
+        let (rate, burst) = (
+            self.config.refusals_per_sec,
+            self.config.refusal_burst.max(1),
+        );
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let strikes = std::mem::take(&mut c.strikes);
+        for _ in 0..strikes {
+            if !c.allowance.try_take(now, rate, burst) {
+                self.close_for_refusals(conn, "too many refused frames");
+                return;
+            }
+        }
+    }
+
+    /// Sends `error too_many_refusals` and closes the connection with that code.
+    fn close_for_refusals(&mut self, conn: ConnId, why: &str) {
+        self.refuse(
+            conn,
+            ErrorCode::TooManyRefusals,
+            format!("{why}: connection closed"),
+            None,
+        );
+        self.counters.closed_for_refusals = self.counters.closed_for_refusals.saturating_add(1);
+        self.close(conn, ErrorCode::TooManyRefusals);
+    }
+
+    /// Handles a frame its connection paid for.
+    fn process_frame(
+        &mut self,
+        now: Timestamp,
+        conn: ConnId,
+        parsed: Result<ParsedFrame, FrameError>,
+        verified: Verified,
+    ) {
         let (rate, burst) = (self.config.rate_per_sec, self.config.rate_burst);
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
         match &mut c.phase {
-            Phase::Unauth { bucket, .. } => {
-                if !bucket.try_take(now, rate, burst) {
-                    self.refuse(conn, ErrorCode::RateLimited, "too many frames".into(), None);
-                    return;
-                }
+            Phase::Unauth { .. } => {
                 let Some(ParsedFrame { frame, .. }) = self.parsed(conn, parsed) else {
                     return;
                 };
@@ -837,6 +1050,10 @@ impl Relay {
             acked_total: self.counters.acked,
             overflows: self.counters.overflows,
             refusals: self.counters.refusals.clone(),
+            closed_for_refusals: self.counters.closed_for_refusals,
+            closed_oversized: self.counters.closed_oversized,
+            registrations_limited: self.counters.registrations_limited,
+            registration_sources: self.sources.len(),
         }
     }
 
@@ -872,6 +1089,19 @@ impl Relay {
         };
         match self.check_auth(now, challenge, &address, ts, &sig, key) {
             Ok(new_key) => {
+                if new_key.is_some() && !self.admit_registration(now, conn) {
+                    self.counters.registrations_limited =
+                        self.counters.registrations_limited.saturating_add(1);
+                    self.refuse(
+                        conn,
+                        ErrorCode::RegistrationLimited,
+                        "too many new addresses registered from this source: try again later"
+                            .into(),
+                        None,
+                    );
+                    self.issue_challenge(now, conn);
+                    return;
+                }
                 if let Some((key, key_bytes)) = new_key {
                     let rec = RegRecord {
                         address: address.clone(),
@@ -956,6 +1186,43 @@ impl Relay {
                 }
             }
         }
+    }
+
+    /// Whether the source of `conn` may register one more address in its window (and
+    /// counts it). Expired windows are dropped first; a source not counted yet is refused
+    /// while `max_registration_sources` others are.
+    fn admit_registration(&mut self, now: Timestamp, conn: ConnId) -> bool {
+        let Some(source) = self.conns.get(&conn).map(|c| c.source) else {
+            return false;
+        };
+        let window = self.config.registration_window;
+        while let Some(&(start, s)) = self.source_windows.first() {
+            if start.add(window) > now {
+                break;
+            }
+            self.source_windows.pop_first();
+            self.sources.remove(&s);
+        }
+        let limit = self.config.registrations_per_source.max(1);
+        if let Some(w) = self.sources.get_mut(&source) {
+            if w.count >= limit {
+                return false;
+            }
+            w.count += 1;
+            return true;
+        }
+        if self.sources.len() >= self.config.max_registration_sources.max(1) {
+            return false;
+        }
+        self.sources.insert(
+            source,
+            SourceWindow {
+                start: now,
+                count: 1,
+            },
+        );
+        self.source_windows.insert((now, source));
+        true
     }
 
     fn authenticate(&mut self, now: Timestamp, conn: ConnId, address: Address) {
@@ -1154,10 +1421,12 @@ impl Relay {
             return;
         };
         let max = usize::try_from(self.config.max_in_flight).unwrap_or(usize::MAX);
+        let mut sent = 0u64;
         for (&id, item) in q.items.range(*cursor..) {
             if in_flight.len() >= max {
                 break;
             }
+            sent += 1;
             self.out.push_back(RelayOutput::Send {
                 conn,
                 bytes: item.deliver_frame(),
@@ -1170,6 +1439,12 @@ impl Relay {
             self.counters.delivered = self.counters.delivered.saturating_add(1);
             in_flight.insert(id);
             *cursor = id.saturating_add(1);
+        }
+        // Each delivery pays for the `ack` it asks for.
+        let burst = self.config.conn_rate_burst.max(1);
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.budget
+                .credit_milli(sent.saturating_mul(CHEAP_FRAME_COST), burst);
         }
     }
 
@@ -1230,8 +1505,22 @@ impl Relay {
             .push_back(RelayOutput::Persist(PersistOp::Put { key, value }));
     }
 
-    /// Sends an `error` frame, emits [`RelayEvent::Refused`] and counts it.
+    /// Sends an `error` frame, emits [`RelayEvent::Refused`] and counts it. Every code but
+    /// those an honest agent gets from the state of the relay or of others (`rate_limited`
+    /// of its address's bucket, `queue_full`, `unknown_recipient`) and the closing ones
+    /// also takes from the connection's refusal allowance (when the frame is settled).
     fn refuse(&mut self, conn: ConnId, code: ErrorCode, message: String, seq: Option<u64>) {
+        let strike = !matches!(
+            code,
+            ErrorCode::RateLimited
+                | ErrorCode::QueueFull
+                | ErrorCode::UnknownRecipient
+                | ErrorCode::TooManyRefusals
+                | ErrorCode::Timeout
+        );
+        if let Some(c) = self.conns.get_mut(&conn).filter(|_| strike) {
+            c.strikes = c.strikes.saturating_add(1);
+        }
         let address = self.conns.get(&conn).and_then(Conn::address).cloned();
         self.send(
             conn,

@@ -3,7 +3,7 @@
 use crate::time::Timestamp;
 
 /// Milli-tokens per token: integer arithmetic keeps the bucket exact and deterministic.
-const MILLI: u64 = 1000;
+pub(crate) const MILLI: u64 = 1000;
 
 /// A token bucket holding up to `burst` tokens, refilled at `rate` tokens per second.
 ///
@@ -38,13 +38,31 @@ impl TokenBucket {
 
     /// Takes one token if there is one; `false` (and nothing taken) otherwise.
     pub(crate) fn try_take(&mut self, now: Timestamp, rate: u32, burst: u32) -> bool {
+        self.try_take_milli(now, rate, burst, MILLI)
+    }
+
+    /// Takes `cost` thousandths of a token if they are there; `false` (and nothing taken)
+    /// otherwise.
+    pub(crate) fn try_take_milli(
+        &mut self,
+        now: Timestamp,
+        rate: u32,
+        burst: u32,
+        cost: u64,
+    ) -> bool {
         self.refill(now, rate, burst);
-        if self.milli >= MILLI {
-            self.milli -= MILLI;
+        if self.milli >= cost {
+            self.milli -= cost;
             true
         } else {
             false
         }
+    }
+
+    /// Gives back `milli` thousandths of a token, up to the capacity.
+    pub(crate) fn credit_milli(&mut self, milli: u64, burst: u32) {
+        let cap = u64::from(burst).saturating_mul(MILLI);
+        self.milli = self.milli.saturating_add(milli).min(cap);
     }
 
     /// Takes one token, or whatever is left: charges a frame that is refused anyway.
@@ -77,5 +95,23 @@ mod tests {
         assert!(!b.try_take(t0, 10, 3));
         b.drain_one(t0, 10, 3);
         assert!(!b.try_take(later, 10, 3));
+    }
+
+    #[test]
+    fn fractional_costs_and_credits() {
+        let t0 = Timestamp::from_secs(1000);
+        let mut b = TokenBucket::full(t0, 1);
+        // Four quarter-tokens make one token.
+        for _ in 0..4 {
+            assert!(b.try_take_milli(t0, 1, 1, 250));
+        }
+        assert!(!b.try_take_milli(t0, 1, 1, 250));
+        b.credit_milli(250, 1);
+        assert!(b.try_take_milli(t0, 1, 1, 250));
+        assert!(!b.try_take_milli(t0, 1, 1, 1));
+        // A credit never exceeds the capacity.
+        b.credit_milli(10_000, 1);
+        assert!(b.try_take(t0, 1, 1));
+        assert!(!b.try_take_milli(t0, 1, 1, 1));
     }
 }

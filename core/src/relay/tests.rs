@@ -106,7 +106,12 @@ impl H {
     }
 
     fn connect(&mut self, conn: u64) -> [u8; 32] {
-        self.relay.handle_connected(self.now, ConnId(conn));
+        self.connect_from(conn, Source(conn.into()))
+    }
+
+    /// Connects `conn` from `source`; returns the challenge nonce.
+    fn connect_from(&mut self, conn: u64, source: Source) -> [u8; 32] {
+        self.relay.handle_connected(self.now, ConnId(conn), source);
         self.drain();
         match self.frames(conn).as_slice() {
             [RelayFrame::Challenge { nonce, domain, ts }] => {
@@ -995,7 +1000,7 @@ fn rate_limit_refuses_flood_then_recovers() {
         h.relay.stats().refusals.get(&ErrorCode::RateLimited),
         Some(&15)
     );
-    // Acks and pings are free even when the bucket is empty.
+    // Pings take nothing from the address's bucket.
     let frames = h.input(1, &ClientFrame::Ping { n: 1 });
     assert_eq!(frames, vec![RelayFrame::Pong { n: 1 }]);
     // The bucket belongs to the address: reconnecting does not refill it.
@@ -1045,17 +1050,261 @@ fn rate_limit_refuses_flood_then_recovers() {
         error_code(&frames),
         Some((ErrorCode::RateLimited, Some(101)))
     );
+}
 
-    // Unauthenticated connections are limited per connection, for every frame.
+#[test]
+fn frame_budget_charges_every_frame_and_closes_a_connection_past_it() {
+    let mut h = H::with(RelayConfig {
+        conn_rate_per_sec: 4,
+        conn_rate_burst: 4,
+        ..RelayConfig::default()
+    });
+    // Unauthenticated: every frame costs, pings included.
     h.connect(9);
-    for n in 0..5 {
+    for n in 0..4 {
         assert_eq!(
             h.input(9, &ClientFrame::Ping { n }),
             vec![RelayFrame::Pong { n }]
         );
     }
-    let frames = h.input(9, &ClientFrame::Ping { n: 5 });
+    // The first frame the budget cannot pay is refused, and not processed.
+    let frames = h.input(9, &ClientFrame::Ping { n: 4 });
     assert_eq!(error_code(&frames), Some((ErrorCode::RateLimited, None)));
+    assert_eq!(frames.len(), 1);
+    // 250 ms later there is one token: paid, and the connection is forgiven.
+    h.now = h.now.add(Duration::from_millis(250));
+    assert_eq!(
+        h.input(9, &ClientFrame::Ping { n: 5 }),
+        vec![RelayFrame::Pong { n: 5 }]
+    );
+    assert_eq!(
+        error_code(&h.input(9, &ClientFrame::Ping { n: 6 })),
+        Some((ErrorCode::RateLimited, None))
+    );
+    // Another frame before the budget can pay: closed, not answered one by one.
+    let frames = h.input(9, &ClientFrame::Ping { n: 7 });
+    assert_eq!(
+        error_code(&frames),
+        Some((ErrorCode::TooManyRefusals, None))
+    );
+    assert_eq!(h.closed(), vec![(9, ErrorCode::TooManyRefusals)]);
+    assert!(h.input(9, &ClientFrame::Ping { n: 8 }).is_empty());
+    let st = h.relay.stats();
+    assert_eq!(st.closed_for_refusals, 1);
+    assert_eq!(st.connections, 0);
+
+    // Junk costs a whole token, before it is even looked at.
+    h.connect(8);
+    for _ in 0..4 {
+        let f = h.bytes(8, &[0xff; 10]);
+        assert_eq!(error_code(&f), Some((ErrorCode::Malformed, None)));
+    }
+    assert_eq!(
+        error_code(&h.bytes(8, &[0xff; 10])),
+        Some((ErrorCode::RateLimited, None))
+    );
+
+    // Authenticated: a send past the budget is refused with its seq; acks cost a
+    // quarter of a token.
+    let (a, b) = (ident(1), ident(2));
+    h.now = h.now.add(Duration::from_secs(10));
+    h.register(1, "alice", &a);
+    h.register(2, "bob", &b);
+    // Alice's register took one token: three sends, then the budget is empty.
+    for i in 0..3u32 {
+        let f = h.input(
+            1,
+            &ClientFrame::Send {
+                seq: u64::from(i),
+                env: env(&a, "alice", &b, "bob", "t", i),
+            },
+        );
+        assert!(matches!(f[..], [RelayFrame::Accepted { .. }]), "{f:?}");
+    }
+    let f = h.input(
+        1,
+        &ClientFrame::Send {
+            seq: 3,
+            env: env(&a, "alice", &b, "bob", "t", 3),
+        },
+    );
+    assert_eq!(error_code(&f), Some((ErrorCode::RateLimited, Some(3))));
+    assert_eq!(h.relay.queued_for(&addr("bob")), 3);
+    // Bob has three tokens left after his register, and each of his three deliveries
+    // gave back the ¼ token of its ack: twelve acks of unknown ids take the three tokens,
+    // his three real acks what the deliveries gave back.
+    for id in 100..112 {
+        assert!(h.input(2, &ClientFrame::Ack { id }).is_empty());
+    }
+    for id in 1..=3 {
+        assert!(h.input(2, &ClientFrame::Ack { id }).is_empty());
+    }
+    assert_eq!(h.relay.queued_for(&addr("bob")), 0);
+    assert_eq!(
+        error_code(&h.input(2, &ClientFrame::Ack { id: 1 })),
+        Some((ErrorCode::RateLimited, None))
+    );
+    assert_eq!(
+        error_code(&h.input(2, &ClientFrame::Pong { n: 1 })),
+        Some((ErrorCode::TooManyRefusals, None))
+    );
+    assert_eq!(h.closed(), vec![(2, ErrorCode::TooManyRefusals)]);
+}
+
+#[test]
+fn a_connection_refused_beyond_its_allowance_is_closed() {
+    let mut h = H::with(RelayConfig {
+        refusal_burst: 3,
+        refusals_per_sec: 1,
+        ..RelayConfig::default()
+    });
+    h.connect(7);
+    for _ in 0..3 {
+        let f = h.bytes(7, b"not json");
+        assert_eq!(error_code(&f), Some((ErrorCode::Malformed, None)));
+        assert!(h.closed().is_empty());
+    }
+    // One second later the allowance has one more.
+    h.now = h.now.add(Duration::from_secs(1));
+    let f = h.input(7, &ClientFrame::Lookup { address: addr("x") });
+    assert_eq!(error_code(&f), Some((ErrorCode::NotAuthenticated, None)));
+    assert!(h.closed().is_empty());
+    // The next refusal is answered, then the connection is closed.
+    let f = h.bytes(7, b"{\"t\":\"nope\"}");
+    let codes: Vec<ErrorCode> = f
+        .iter()
+        .filter_map(|f| match f {
+            RelayFrame::Error { code, .. } => Some(*code),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        codes,
+        vec![ErrorCode::Malformed, ErrorCode::TooManyRefusals]
+    );
+    assert_eq!(h.closed(), vec![(7, ErrorCode::TooManyRefusals)]);
+    assert_eq!(h.relay.stats().closed_for_refusals, 1);
+
+    // Failed authentications count too.
+    let nonce = h.connect(6);
+    let wrong = auth_with(&nonce, "localhost", h.now.as_millis(), "nobody", &ident(9));
+    for i in 0..4 {
+        let f = h.input(6, &wrong);
+        assert_eq!(error_code(&f), Some((ErrorCode::AuthFailed, None)), "{i}");
+    }
+    assert_eq!(h.closed(), vec![(6, ErrorCode::TooManyRefusals)]);
+
+    // What an honest agent gets from others' state does not count: sends to an unknown
+    // recipient, a full queue, its address's rate limit.
+    let (a, b) = (ident(1), ident(2));
+    h.register(1, "alice", &a);
+    h.register(2, "bob", &b);
+    for i in 0..10u32 {
+        let f = h.input(
+            1,
+            &ClientFrame::Send {
+                seq: u64::from(i),
+                env: env(&a, "alice", &ident(3), "carol", "t", i),
+            },
+        );
+        assert_eq!(
+            error_code(&f),
+            Some((ErrorCode::UnknownRecipient, Some(u64::from(i))))
+        );
+    }
+    assert!(h.closed().is_empty());
+    // A bad signature does.
+    for i in 0..4u32 {
+        let mut e = env(&a, "alice", &b, "bob", "t", 100 + i);
+        e.sig[0] ^= 1;
+        h.input(1, &ClientFrame::Send { seq: 0, env: e });
+    }
+    assert_eq!(h.closed(), vec![(1, ErrorCode::TooManyRefusals)]);
+}
+
+#[test]
+fn registrations_are_limited_per_source_and_window() {
+    let mut h = H::with(RelayConfig {
+        registrations_per_source: 2,
+        registration_window: Duration::from_secs(60),
+        max_registration_sources: 2,
+        ..RelayConfig::default()
+    });
+    let (sa, sb, sc) = (Source(0xa), Source(0xb), Source(0xc));
+    let register_from = |h: &mut H, conn: u64, src: Source, user: &str, seed: u8| {
+        h.connect_from(conn, src);
+        let f = h.register_frame(conn, user, &ident(seed));
+        h.input(conn, &f)
+    };
+    for (conn, user, seed) in [(1, "a1", 1), (2, "a2", 2)] {
+        let f = register_from(&mut h, conn, sa, user, seed);
+        assert!(matches!(f[..], [RelayFrame::AuthOk { .. }]), "{f:?}");
+    }
+    // A third new address from the same source is refused; a fresh challenge follows.
+    let f = register_from(&mut h, 3, sa, "a3", 3);
+    assert_eq!(error_code(&f), Some((ErrorCode::RegistrationLimited, None)));
+    assert!(matches!(f.last(), Some(RelayFrame::Challenge { .. })));
+    assert_eq!(h.relay.registered_key(&addr("a3")), None);
+    assert!(!h.store.contains_key("reg/agent:a3@localhost"));
+    // Registering an address again with its key is an authentication: not counted.
+    let f = register_from(&mut h, 4, sa, "a1", 1);
+    assert!(matches!(f[..], [RelayFrame::AuthOk { .. }]), "{f:?}");
+    // Another source has its own count.
+    let f = register_from(&mut h, 5, sb, "b1", 4);
+    assert!(matches!(f[..], [RelayFrame::AuthOk { .. }]), "{f:?}");
+    // Two sources are counted already: a third is refused (the table is bounded).
+    let f = register_from(&mut h, 6, sc, "c1", 5);
+    assert_eq!(error_code(&f), Some((ErrorCode::RegistrationLimited, None)));
+    let st = h.relay.stats();
+    assert_eq!(st.registrations_limited, 2);
+    assert_eq!(st.registration_sources, 2);
+    assert_eq!(st.refusals.get(&ErrorCode::RegistrationLimited), Some(&2));
+    // When the windows are over, both are dropped and everyone may register again.
+    h.now = h.now.add(Duration::from_secs(60));
+    let f = register_from(&mut h, 7, sc, "c1", 5);
+    assert!(matches!(f[..], [RelayFrame::AuthOk { .. }]), "{f:?}");
+    let f = register_from(&mut h, 8, sa, "a3", 3);
+    assert!(matches!(f[..], [RelayFrame::AuthOk { .. }]), "{f:?}");
+    assert_eq!(h.relay.stats().registration_sources, 2);
+}
+
+#[test]
+fn a_frame_beyond_the_transport_limit_closes_with_too_large() {
+    let (mut h, _, _) = alice_and_bob();
+    h.connect(5);
+    h.relay.handle_oversized(h.now, ConnId(5), 262_144);
+    h.drain();
+    let f = h.frames(5);
+    assert_eq!(error_code(&f), Some((ErrorCode::TooLarge, None)));
+    assert_eq!(h.closed(), vec![(5, ErrorCode::TooLarge)]);
+    h.relay.handle_oversized(h.now, ConnId(1), 262_144);
+    h.drain();
+    assert_eq!(h.closed(), vec![(1, ErrorCode::TooLarge)]);
+    // Unknown connections are ignored.
+    h.relay.handle_oversized(h.now, ConnId(5), 262_144);
+    h.drain();
+    assert!(h.outs.is_empty());
+    let st = h.relay.stats();
+    assert_eq!(st.closed_oversized, 2);
+    assert_eq!(st.refusals.get(&ErrorCode::TooLarge), Some(&2));
+    assert_eq!(st.authenticated, 1);
+}
+
+#[test]
+fn sources_of_ip_addresses() {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let v4 = Source::from_ip(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)));
+    assert_eq!(
+        v4,
+        Source::from_ip(IpAddr::V6(Ipv4Addr::new(192, 0, 2, 1).to_ipv6_mapped()))
+    );
+    assert_ne!(v4, Source::from_ip(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2))));
+    // IPv6: one /64 is one source.
+    let a: Ipv6Addr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+    let b: Ipv6Addr = "2001:db8:1:2:ffff::9".parse().unwrap();
+    let c: Ipv6Addr = "2001:db8:1:3::1".parse().unwrap();
+    assert_eq!(Source::from_ip(a.into()), Source::from_ip(b.into()));
+    assert_ne!(Source::from_ip(a.into()), Source::from_ip(c.into()));
 }
 
 #[test]
@@ -1205,7 +1454,7 @@ fn script(seed: [u8; 32]) -> Vec<RelayOutput> {
     let (a, b) = (ident(1), ident(2));
     let mut now = T0;
     for (conn, user, id) in [(1, "alice", &a), (2, "bob", &b)] {
-        relay.handle_connected(now, ConnId(conn));
+        relay.handle_connected(now, ConnId(conn), Source(conn.into()));
         let nonce = drain(&mut relay, &mut all).unwrap();
         let key = id.public().to_bytes();
         let msg = challenge_signed_bytes(
@@ -1235,7 +1484,7 @@ fn script(seed: [u8; 32]) -> Vec<RelayOutput> {
         relay.handle_bytes(now, ConnId(2), b"garbage");
         drain(&mut relay, &mut all);
     }
-    relay.handle_connected(now, ConnId(3));
+    relay.handle_connected(now, ConnId(3), Source(3));
     drain(&mut relay, &mut all);
     now = now.add(Duration::from_secs(120));
     relay.handle_timeout(now);
@@ -1347,6 +1596,10 @@ fn arbitrary_bytes_never_panic_and_change_nothing_when_unauthenticated() {
         });
         let mut h = H::from_relay(base.clone());
         let before = durable_state(&h.relay);
+        // Junk past the refusal allowance closes conn 7, and nothing else changes.
+        let mut without_7 = base.clone();
+        without_7.handle_disconnected(h.now, ConnId(7));
+        let mut closed = false;
         for Junk(bytes) in &inputs {
             h.relay.handle_bytes(h.now, ConnId(7), bytes);
             while let Some(o) = h.relay.poll_output() {
@@ -1356,12 +1609,25 @@ fn arbitrary_bytes_never_panic_and_change_nothing_when_unauthenticated() {
                     }
                     | RelayOutput::Event(RelayEvent::Refused {
                         conn: ConnId(7), ..
-                    }) => {}
+                    }) if !closed => {}
+                    RelayOutput::Close {
+                        conn: ConnId(7),
+                        code: ErrorCode::TooManyRefusals,
+                    } if !closed => closed = true,
                     other => return TestResult::error(format!("unexpected output {other:?}")),
                 }
             }
         }
-        if durable_state(&h.relay) != before {
+        let refusals: u64 = h.relay.stats().refusals.values().sum();
+        if closed != (refusals > u64::from(RelayConfig::default().refusal_burst)) {
+            return TestResult::error(format!("{refusals} refusals, closed: {closed}"));
+        }
+        let expected = if closed {
+            durable_state(&without_7)
+        } else {
+            before
+        };
+        if durable_state(&h.relay) != expected {
             return TestResult::error("state changed");
         }
         // Authenticated connections survive junk too.
