@@ -3,6 +3,10 @@
 //! during it, and the relay's descriptors and memory back near their baseline after it
 //! (the shared harness: `a2acp_tokio::bench_attack`, also `a2acp bench attack --runtime
 //! smol`; the attacker and the honest agents run on tokio in this process).
+//!
+//! Linux only: the harness reads the relay's descriptors, memory and CPU from `/proc`,
+//! and the attackers use source addresses of 127.0.0.0/8 besides 127.0.0.1.
+#![cfg(target_os = "linux")]
 
 use std::path::Path;
 
