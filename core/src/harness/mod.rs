@@ -43,6 +43,8 @@ pub struct Node {
     pub notifications: Vec<Notification>,
     /// Every prompt shown, in order (for metrics).
     pub prompts_shown: u64,
+    /// Frames sent to the relay so far.
+    pub frames_sent: u64,
     conn: Option<ConnId>,
     config: AgentConfig,
     identity: [u8; 32],
@@ -136,6 +138,7 @@ impl Net {
             llm: VecDeque::new(),
             notifications: Vec::new(),
             prompts_shown: 0,
+            frames_sent: 0,
             conn: None,
             config,
             identity: identity_seed,
@@ -486,6 +489,7 @@ impl Net {
                 Output::Persist(op) => apply(&mut self.nodes[i].store, &op),
                 Output::Send(bytes) => {
                     if let Some(conn) = self.nodes[i].conn {
+                        self.nodes[i].frames_sent += 1;
                         self.push(Hop::ToRelay(conn, bytes));
                     }
                 }
