@@ -1094,39 +1094,58 @@ impl Agent {
     fn send_frame(&mut self, f: &ClientFrame) {
         match f {
             ClientFrame::Send { seq, .. } => self.send_outbox(*seq),
-            ClientFrame::Lookup { .. } => self.pacer.queue.push_back(Paced::Frame(f.to_bytes())),
+            ClientFrame::Lookup { .. } => self.pace(Paced::Frame(f.to_bytes())),
             _ => self.buf.send.push(Output::Send(f.to_bytes())),
         }
     }
 
     /// Sends outbox item `seq` when the pacer has a token for it.
     fn send_outbox(&mut self, seq: u64) {
-        self.pacer.queue.push_back(Paced::Outbox(seq));
+        self.pace(Paced::Outbox(seq));
     }
 
-    /// Releases the paced frames that have a token now, in order. An outbox item parked
-    /// or accepted meanwhile is skipped (it goes when it is unparked).
+    /// Sends `p` now if nothing waits before it and there is a token (in its place
+    /// among the other frames of this step), or queues it.
+    fn pace(&mut self, p: Paced) {
+        if self.pacer.queue.is_empty() && self.link == Link::Ready {
+            let Some(frame) = self.paced_frame(&p) else {
+                return;
+            };
+            if self.pacer.take(self.now, &self.config.limits) {
+                self.buf.send.push(Output::Send(frame));
+                return;
+            }
+        }
+        self.pacer.queue.push_back(p);
+    }
+
+    /// The frame of `p`; `None` for an outbox item parked or accepted meanwhile (it goes
+    /// when it is unparked).
+    fn paced_frame(&self, p: &Paced) -> Option<Vec<u8>> {
+        match p {
+            Paced::Frame(b) => Some(b.clone()),
+            Paced::Outbox(seq) => self
+                .outbox
+                .get(seq)
+                .filter(|o| o.parked_until.is_none())
+                .map(|o| {
+                    ClientFrame::Send {
+                        seq: o.seq,
+                        env: o.env.clone(),
+                    }
+                    .to_bytes()
+                }),
+        }
+    }
+
+    /// Releases the queued frames that have a token now, in order.
     fn release_paced(&mut self) {
         if self.link != Link::Ready {
             self.pacer.queue.clear();
             return;
         }
         while let Some(p) = self.pacer.queue.front() {
-            let frame = match p {
-                Paced::Frame(b) => Some(b.clone()),
-                Paced::Outbox(seq) => self
-                    .outbox
-                    .get(seq)
-                    .filter(|o| o.parked_until.is_none())
-                    .map(|o| {
-                        ClientFrame::Send {
-                            seq: o.seq,
-                            env: o.env.clone(),
-                        }
-                        .to_bytes()
-                    }),
-            };
-            let Some(frame) = frame else {
+            let Some(frame) = self.paced_frame(p) else {
                 self.pacer.queue.pop_front();
                 continue;
             };
