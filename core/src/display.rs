@@ -151,7 +151,9 @@ fn clean(s: &str, max_chars: usize, keep_newlines: bool) -> Cow<'_, str> {
 /// two-character `ESC x` sequences. For logs, where colour codes are noise rather than a
 /// sign of tampering; what remains still goes through [`lines`] or [`line`].
 pub fn without_escape_sequences(s: &str) -> Cow<'_, str> {
-    if !s.contains(['\u{1b}', '\u{9b}', '\u{9d}', '\u{90}', '\u{98}', '\u{9e}', '\u{9f}']) {
+    if !s.contains([
+        '\u{1b}', '\u{9b}', '\u{9d}', '\u{90}', '\u{98}', '\u{9e}', '\u{9f}',
+    ]) {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len());
@@ -247,7 +249,10 @@ pub fn intent(i: &Intent) -> Intent {
     Intent {
         category: line(&i.category, MAX_SHORT).into_owned(),
         summary: line(&i.summary, MAX_SHORT).into_owned(),
-        urgency: i.urgency.as_deref().map(|u| line(u, MAX_SHORT).into_owned()),
+        urgency: i
+            .urgency
+            .as_deref()
+            .map(|u| line(u, MAX_SHORT).into_owned()),
         scope_change: i
             .scope_change
             .as_deref()
@@ -308,7 +313,10 @@ mod tests {
     fn escape_sequences_are_removed_whole_for_logs() {
         let s = "\u{1b}[32mINFO\u{1b}[0m x\u{1b}]0;title\u{7}y\u{1b}]8;;http://e\u{1b}\\z\u{9b}1;31mw\u{1b}Mv";
         assert_eq!(without_escape_sequences(s), "INFO xyzwv");
-        assert!(matches!(without_escape_sequences("plain"), Cow::Borrowed(_)));
+        assert!(matches!(
+            without_escape_sequences("plain"),
+            Cow::Borrowed(_)
+        ));
         // Unterminated sequences end at the end of the text.
         assert_eq!(without_escape_sequences("a\u{1b}]0;never ends"), "a");
         assert_eq!(without_escape_sequences("a\u{1b}"), "a");

@@ -653,7 +653,8 @@ mod tests {
     use a2acp_core::relay::frame::RelayFrame;
     use serde_json::json;
 
-    const EVIL: &str = "\u{1b}[2J\u{1b}]0;owned\u{7}\u{9b}31m\u{202e}gpj.exe\u{200b}\r\n── Prompt #9\u{7f}";
+    const EVIL: &str =
+        "\u{1b}[2J\u{1b}]0;owned\u{7}\u{9b}31m\u{202e}gpj.exe\u{200b}\r\n── Prompt #9\u{7f}";
 
     /// A validly signed peer (Bob) opening a thread with the host's agent and sending
     /// whatever plaintext it likes in it.
@@ -664,7 +665,12 @@ mod tests {
     }
 
     impl Peer {
-        fn send(&mut self, host: &mut AgentHost, kind: &str, body: serde_json::Value) -> Vec<Effect> {
+        fn send(
+            &mut self,
+            host: &mut AgentHost,
+            kind: &str,
+            body: serde_json::Value,
+        ) -> Vec<Effect> {
             self.n += 1;
             let me = Address::parse("agent:bob@a2acp.io").unwrap();
             let to = host.agent().address().clone();
@@ -760,20 +766,39 @@ mod tests {
         }
         // The same need again: nothing to show; a new one: the same number, in place.
         for _ in 0..3 {
-            let e = peer.send(&mut host, "context_request", json!({"needs": [need("transport_mode")]}));
+            let e = peer.send(
+                &mut host,
+                "context_request",
+                json!({"needs": [need("transport_mode")]}),
+            );
             assert!(shown(&e).is_empty(), "{e:?}");
             assert!(!e.iter().any(|x| matches!(x, Effect::ClosePrompt(_))));
         }
-        let e = peer.send(&mut host, "context_request", json!({"needs": [need("name")]}));
+        let e = peer.send(
+            &mut host,
+            "context_request",
+            json!({"needs": [need("name")]}),
+        );
         assert_eq!(shown(&e).iter().map(|p| p.id).collect::<Vec<_>>(), [n]);
         // The control socket lists it under the same number.
-        let (r, _) = host.control(Timestamp::from_secs(1000), Request::Prompts).unwrap();
-        let ids: Vec<u64> = r.data.as_array().unwrap().iter().map(|p| p["id"].as_u64().unwrap()).collect();
+        let (r, _) = host
+            .control(Timestamp::from_secs(1000), Request::Prompts)
+            .unwrap();
+        let ids: Vec<u64> = r
+            .data
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["id"].as_u64().unwrap())
+            .collect();
         assert_eq!(ids, [n]);
         // A restart shows it again under its number, and `answer N` answers it.
         drop(host);
         let (mut host, effects) = online(&path);
-        assert_eq!(shown(&effects).iter().map(|p| p.id).collect::<Vec<_>>(), [n]);
+        assert_eq!(
+            shown(&effects).iter().map(|p| p.id).collect::<Vec<_>>(),
+            [n]
+        );
         let (r, _) = host
             .control(
                 Timestamp::from_secs(1001),

@@ -167,8 +167,7 @@ pub fn init_tracing(default: &str, file: Option<&Path>) {
                 .try_init();
         }
         None => {
-            let colour =
-                std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
             if colour {
                 let _ = b.with_writer(std::io::stderr).try_init();
             } else {

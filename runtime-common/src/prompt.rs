@@ -682,9 +682,8 @@ mod tests {
 
     /// Only the renderer's own line breaks; no control, escape or invisible character.
     fn terminal_safe(s: &str) -> bool {
-        s.chars().all(|c| {
-            c == '\n' || (!c.is_control() && display::is_clean(&c.to_string(), 1))
-        })
+        s.chars()
+            .all(|c| c == '\n' || (!c.is_control() && display::is_clean(&c.to_string(), 1)))
     }
 
     #[test]
@@ -743,7 +742,10 @@ mod tests {
         // A waiting prompt updated: replaced quietly, still one entry.
         let out = ui.show(resolution());
         assert!(matches!(&out[..], [UiOut::Print(s)] if s.contains("Prompt #2")));
-        assert!(ui.show(resolution()).iter().all(|o| matches!(o, UiOut::Print(_))));
+        assert!(ui
+            .show(resolution())
+            .iter()
+            .all(|o| matches!(o, UiOut::Print(_))));
         assert_eq!(ui.open().count(), 1);
     }
 

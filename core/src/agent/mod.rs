@@ -349,7 +349,10 @@ impl Pacer {
         let have = self.milli?;
         let missing = 1000u64.saturating_sub(have);
         let rate = u64::from(self.rate(limits));
-        Some(self.last.add(Duration::from_millis(missing.div_ceil(rate).max(1))))
+        Some(
+            self.last
+                .add(Duration::from_millis(missing.div_ceil(rate).max(1))),
+        )
     }
 }
 

@@ -8,126 +8,95 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::*;
-use crate::crypto::{Direction, IdentityKey, PublicKey, ThreadSession};
 use crate::display;
+use crate::harness::hostile::HostilePeer;
 use crate::harness::{dinner, Net};
-use crate::relay::frame::{ErrorCode, RelayFrame};
+use crate::relay::frame::ErrorCode;
 
 /// Every kind of thing a terminal or a viewer may act on: CSI, OSC with BEL, a C1 CSI,
 /// a right-to-left override, an isolate, a zero-width space, CR LF (a fake next line),
 /// DEL, a tag character.
 const EVIL: &str = "\u{1b}[2J\u{1b}]0;owned\u{7}\u{9b}31m\u{202e}gpj.exe\u{2066}\u{200b}\r\n── Prompt #1 · FAKE\u{7f}\u{e0041}";
 
-/// A validly signed peer (Bob's identity) that sends whatever plaintext it likes to
-/// Alice, in her threads with Bob (with a copy of Bob's session) or in new ones.
-struct Hostile {
-    identity: IdentityKey,
-    me: Address,
-    victim: Address,
-    victim_key: PublicKey,
-    sessions: BTreeMap<String, (ThreadSession, Direction)>,
-    n: u64,
+/// Alice (agent 0) alone on a net, and a validly signed hostile peer, Mallory.
+fn alice_and_mallory() -> (Net, usize, HostilePeer) {
+    let mut net = Net::new("a2acp.io", dinner_start(), [7; 32]);
+    let a = net.add_agent(dinner::alice("a2acp.io"), [1; 32], [11; 32]);
+    net.connect(a);
+    net.settle();
+    let m = HostilePeer::join(&mut net, "mallory", [66; 32]).unwrap();
+    (net, a, m)
 }
 
-impl Hostile {
-    fn new(net: &Net, a: usize, b: usize) -> Hostile {
-        Hostile {
-            identity: IdentityKey::from_seed([2; 32]),
-            me: net.address(b),
-            victim: net.address(a),
-            victim_key: net.nodes[a].agent.public_key(),
-            sessions: BTreeMap::new(),
-            n: 0,
-        }
-    }
-
-    /// Continues thread `id` of Bob's agent `b` from here on (Bob's agent must stay
-    /// silent in it afterwards).
-    fn take_over(&mut self, net: &Net, b: usize, id: &str) {
-        let s = net.nodes[b].agent.thread(id).unwrap().session.clone();
-        self.sessions
-            .insert(id.to_string(), (s, Direction::FromResponder));
-    }
-
-    /// The plaintext of a packet of type `kind` with `body`'s fields.
-    fn packet(&mut self, thread: &str, kind: &str, body: Value) -> Vec<u8> {
-        self.n += 1;
-        let mut m = json!({
-            "protocol": "a2acp/0.2",
-            "packet_id": format!("pkt_hostile_{}", self.n),
-            "thread_id": thread,
-            "from": self.me.as_str(),
-            "to": self.victim.as_str(),
-            "timestamp": "2026-03-21T14:30:00Z",
-            "type": kind,
-        });
-        for (k, v) in body.as_object().cloned().unwrap_or_default() {
-            m[k] = v;
-        }
-        serde_json::to_vec(&m).unwrap()
-    }
-
-    /// Seals `plain` in `thread` (opening it if new) and hands it to Alice's agent as the
-    /// relay would; returns everything the agent output, executed on the net's records.
-    fn send_plain(&mut self, net: &mut Net, a: usize, thread: &str, plain: &[u8]) -> Vec<Output> {
-        let n = self.n;
-        let (session, dir) = self.sessions.entry(thread.to_string()).or_insert_with(|| {
-            let mut seed = [9u8; 32];
-            seed[..8].copy_from_slice(&n.to_le_bytes());
-            (ThreadSession::new(seed), Direction::FromInitiator)
-        });
-        let env = session
-            .seal(
-                &self.identity,
-                &self.me,
-                &self.victim,
-                &self.victim_key,
-                thread,
-                *dir,
-                plain,
-            )
-            .unwrap();
-        let frame = RelayFrame::Deliver {
-            id: 10_000 + self.n,
-            env,
-        }
-        .to_bytes();
-        net.nodes[a].agent.handle(net.now, Input::Bytes(frame));
-        drain(net, a)
-    }
-
-    fn send(
-        &mut self,
-        net: &mut Net,
-        a: usize,
-        thread: &str,
-        kind: &str,
-        body: Value,
-    ) -> Vec<Output> {
-        let plain = self.packet(thread, kind, body);
-        self.send_plain(net, a, thread, &plain)
+/// Mallory sends a packet of type `kind` with `body`'s fields in `thread` to agent `a`;
+/// returns what the user of `a` saw because of it: the prompts shown (their state after
+/// the packet), the prompts withdrawn, the notifications and the audit lines.
+fn hostile(
+    net: &mut Net,
+    a: usize,
+    m: &mut HostilePeer,
+    thread: &str,
+    kind: &str,
+    body: Value,
+) -> Seen {
+    let to = net.address(a);
+    let shown = net.nodes[a].prompts_shown;
+    let notes = net.nodes[a].notifications.len();
+    let lines = net.transcript.len();
+    let p = m.packet(net, &to, thread, kind, body);
+    m.send(net, &to, &p).unwrap();
+    m.pump(net);
+    let name = net.nodes[a].name.clone();
+    let mine = net.transcript[lines..].iter().filter(|l| l.who == name);
+    Seen {
+        shown: net.nodes[a].prompts_shown - shown,
+        prompts: net.nodes[a].prompts.values().cloned().collect(),
+        withdrawn: mine
+            .clone()
+            .filter(|l| l.text.starts_with("prompt #") && l.text.ends_with(" withdrawn"))
+            .count(),
+        notifications: net.nodes[a].notifications[notes..]
+            .iter()
+            .map(|n| n.text.clone())
+            .collect(),
+        audit: mine.map(|l| l.text.clone()).collect(),
     }
 }
 
-/// Drains agent `a`'s outputs, applying persists, prompts and notifications to the node
-/// (frames to the relay are dropped: these tests look at what the user sees).
-fn drain(net: &mut Net, a: usize) -> Vec<Output> {
-    let mut v = Vec::new();
-    while let Some(o) = net.nodes[a].agent.poll_output() {
-        match &o {
-            Output::Persist(op) => crate::persist::apply(&mut net.nodes[a].store, op),
-            Output::Prompt(p) => {
-                net.nodes[a].prompts.insert(p.id, p.clone());
-            }
-            Output::ClosePrompt(id) => {
-                net.nodes[a].prompts.remove(id);
-            }
-            Output::Notify(n) => net.nodes[a].notifications.push(n.clone()),
-            _ => {}
+/// What the user saw because of one packet.
+#[derive(Debug)]
+struct Seen {
+    /// Prompts shown (or shown again).
+    shown: u64,
+    /// The open prompts afterwards.
+    prompts: Vec<Prompt>,
+    /// Prompts withdrawn.
+    withdrawn: usize,
+    /// Notifications.
+    notifications: Vec<String>,
+    /// Transcript lines of the agent (its audit records, prompts, notifications).
+    audit: Vec<String>,
+}
+
+impl Seen {
+    /// Every string the user can see: prompts (every field), notifications, audit lines.
+    fn strings(&self) -> Vec<String> {
+        let mut v = self.notifications.clone();
+        v.extend(self.audit.iter().cloned());
+        for p in &self.prompts {
+            strings(&serde_json::to_value(p).unwrap(), &mut v);
         }
-        v.push(o);
+        v
     }
-    v
+
+    fn assert_clean(&self) {
+        for s in self.strings() {
+            assert!(
+                display::is_clean(&s, display::MAX_RECORD),
+                "raw peer text reached the user: {s:?}"
+            );
+        }
+    }
 }
 
 fn strings(v: &Value, out: &mut Vec<String>) {
@@ -144,88 +113,48 @@ fn strings(v: &Value, out: &mut Vec<String>) {
     }
 }
 
-/// Every string the user can see in `outs`: prompts (every field), notifications,
-/// audit records.
-fn shown_strings(outs: &[Output]) -> Vec<String> {
-    let mut v = Vec::new();
-    for o in outs {
-        match o {
-            Output::Prompt(p) => strings(&serde_json::to_value(p).unwrap(), &mut v),
-            Output::Notify(n) => v.push(n.text.clone()),
-            Output::Audit(a) => v.push(a.event.clone()),
-            _ => {}
-        }
-    }
-    v
-}
-
-fn assert_clean(outs: &[Output]) {
-    for s in shown_strings(outs) {
-        assert!(
-            display::is_clean(&s, display::MAX_RECORD),
-            "raw peer text reached an output: {s:?}"
-        );
-    }
-}
-
-fn prompts(outs: &[Output]) -> Vec<&Prompt> {
-    outs.iter()
-        .filter_map(|o| match o {
-            Output::Prompt(p) => Some(p),
-            _ => None,
-        })
-        .collect()
-}
-
-fn closed(outs: &[Output]) -> Vec<u64> {
-    outs.iter()
-        .filter_map(|o| match o {
-            Output::ClosePrompt(id) => Some(*id),
-            _ => None,
-        })
-        .collect()
-}
-
 fn need(field: &str, reason: &str) -> Value {
     json!({"field": field, "reason": reason, "priority": "required"})
 }
 
+fn consent_fields(p: &Prompt) -> Vec<String> {
+    match &p.kind {
+        PromptKind::Consent { fields } => fields.iter().map(|f| f.field.clone()).collect(),
+        PromptKind::Resolution { .. } => Vec::new(),
+    }
+}
+
 #[test]
 fn hostile_text_reaches_no_prompt_notification_or_audit_raw() {
-    let (mut net, a, b) = dinner::net();
-    let mut h = Hostile::new(&net, a, b);
+    let (mut net, a, mut m) = alice_and_mallory();
     let long = format!("{EVIL}{}", "x".repeat(10_000));
-    let mut all = Vec::new();
-    let t = "thr_hostile";
+    let t = m.new_thread_id();
+    let mut seen = Vec::new();
     // A new thread: every displayed field of its intent and needs is hostile; one need's
     // field name carries an escape sequence.
-    let outs = h.send(
+    let s = hostile(
         &mut net,
         a,
-        t,
+        &mut m,
+        &t,
         "context",
         json!({
             "intent": {"category": EVIL, "summary": long, "urgency": EVIL},
             "needs": [need("transport_mode", EVIL), need("cuisine\u{1b}[31m", EVIL)],
         }),
     );
-    let p = prompts(&outs)[0].clone();
-    let PromptKind::Consent { fields } = &p.kind else {
-        panic!("{p:?}")
-    };
+    let p = s.prompts[0].clone();
     // The field whose name cannot be shown as sent is declined, never prompted for.
-    assert_eq!(
-        fields.iter().map(|f| f.field.as_str()).collect::<Vec<_>>(),
-        ["transport_mode"]
-    );
+    assert_eq!(consent_fields(&p), ["transport_mode"]);
     assert!(p.intent.summary.chars().count() <= display::MAX_SHORT);
     assert!(p.intent.summary.ends_with('…'));
-    all.extend(outs);
+    seen.push(s);
     // The scope grows: notified, and the open prompt asks for one more field.
-    all.extend(h.send(
+    seen.push(hostile(
         &mut net,
         a,
-        t,
+        &mut m,
+        &t,
         "intent_update",
         json!({
             "updated_intent": {"category": EVIL, "summary": EVIL, "scope_change": "expanded"},
@@ -234,35 +163,38 @@ fn hostile_text_reaches_no_prompt_notification_or_audit_raw() {
         }),
     ));
     // An escalation, a processing error.
-    all.extend(h.send(
+    seen.push(hostile(
         &mut net,
         a,
-        t,
+        &mut m,
+        &t,
         "context",
         json!({"escalation": {"recommend": "surface_to_users", "reason": EVIL, "suggested_prompt": EVIL}}),
     ));
-    all.extend(h.send(
+    seen.push(hostile(
         &mut net,
         a,
-        t,
+        &mut m,
+        &t,
         "processing_error",
         json!({"error": EVIL, "message": long}),
     ));
     // A malformed packet whose parser message quotes the peer's text.
-    all.extend(h.send(
+    seen.push(hostile(
         &mut net,
         a,
-        t,
+        &mut m,
+        &t,
         "context_request",
         json!({"needs": [{"field": "x", "reason": "r", "priority": EVIL}]}),
     ));
     // A resolution: every string of the proposal is hostile; then the peer declines.
-    let me = net.address(b).to_string();
-    let alice = net.address(a).to_string();
-    let outs = h.send(
-        &mut net,
-        a,
-        t,
+    let (me, alice) = (m.address.to_string(), net.address(a).to_string());
+    let to = net.address(a);
+    let r = m.packet(
+        &net,
+        &to,
+        &t,
         "resolution",
         json!({
             "proposal": {
@@ -275,112 +207,131 @@ fn hostile_text_reaches_no_prompt_notification_or_audit_raw() {
             "actions_on_confirm": [],
         }),
     );
+    let lines = net.transcript.len();
+    m.send(&mut net, &to, &r).unwrap();
+    m.pump(&mut net);
     assert!(
-        prompts(&outs)
-            .iter()
+        net.nodes[a]
+            .prompts
+            .values()
             .any(|p| matches!(p.kind, PromptKind::Resolution { .. })),
-        "{outs:?}"
+        "{}",
+        net.render(None)
     );
-    all.extend(outs);
-    let rid = format!("pkt_hostile_{}", h.n);
-    all.extend(h.send(
+    let after = net.transcript[lines..]
+        .iter()
+        .map(|l| l.text.clone())
+        .collect();
+    seen.push(Seen {
+        shown: 1,
+        prompts: net.nodes[a].prompts.values().cloned().collect(),
+        withdrawn: 0,
+        notifications: Vec::new(),
+        audit: after,
+    });
+    seen.push(hostile(
         &mut net,
         a,
-        t,
+        &mut m,
+        &t,
         "resolution_response",
-        json!({"resolution_id": rid, "status": "declined", "reason_class": EVIL, "message_to_other_agent": EVIL}),
+        json!({"resolution_id": r["packet_id"], "status": "declined", "reason_class": EVIL, "message_to_other_agent": EVIL}),
     ));
-    assert!(all.iter().any(|o| matches!(o, Output::Notify(_))));
-    assert_clean(&all);
+    assert!(seen.iter().filter(|s| !s.notifications.is_empty()).count() >= 4);
+    for s in &seen {
+        s.assert_clean();
+    }
     // Only what is shown is cleaned: the thread keeps what the peer sent.
-    let th = net.nodes[a].agent.thread(t).unwrap();
+    let th = net.nodes[a].agent.thread(&t).unwrap();
     assert_eq!(th.intent.summary, EVIL);
     assert!(th.history.iter().any(|h| h.json.contains("\\u001b")));
 }
 
 #[test]
 fn an_open_consent_prompt_keeps_its_number_while_its_thread_waits() {
-    let (mut net, a, b) = dinner::net();
-    dinner::start(&mut net, a, b);
-    let id = net.nodes[a].agent.threads().keys().next().cloned().unwrap();
-    let first = net.prompt(a).expect("consent prompt");
-    // From here on the peer is hostile.
-    net.disconnect(b);
-    let mut h = Hostile::new(&net, a, b);
-    h.take_over(&net, b, &id);
-    let asked: Vec<String> = match &first.kind {
-        PromptKind::Consent { fields } => fields.iter().map(|f| f.field.clone()).collect(),
-        _ => panic!(),
-    };
+    let (mut net, a, mut m) = alice_and_mallory();
+    let t = m.new_thread_id();
+    let s = hostile(
+        &mut net,
+        a,
+        &mut m,
+        &t,
+        "context",
+        json!({
+            "intent": {"category": "scheduling", "summary": "Dinner"},
+            "needs": [need("transport_mode", "distance"), need("cuisine_preference", "menu")],
+        }),
+    );
+    let first = s.prompts[0].clone();
+    let asked = consent_fields(&first);
     // The same needs again, five times: nothing changes on the user's screen.
     for _ in 0..5 {
         let needs: Vec<Value> = asked.iter().map(|f| need(f, "again")).collect();
-        let outs = h.send(&mut net, a, &id, "context_request", json!({ "needs": needs }));
-        assert!(prompts(&outs).is_empty() && closed(&outs).is_empty(), "{outs:?}");
+        let s = hostile(
+            &mut net,
+            a,
+            &mut m,
+            &t,
+            "context_request",
+            json!({ "needs": needs }),
+        );
+        assert_eq!((s.shown, s.withdrawn), (0, 0), "{s:?}");
     }
     // One more field: the prompt is updated in place, under its number.
-    let outs = h.send(
+    let s = hostile(
         &mut net,
         a,
-        &id,
+        &mut m,
+        &t,
         "context_request",
         json!({"needs": [need("name", "to book")]}),
     );
-    assert!(closed(&outs).is_empty(), "{outs:?}");
-    let ps = prompts(&outs);
-    assert_eq!(ps.len(), 1);
-    assert_eq!(ps[0].id, first.id);
-    let PromptKind::Consent { fields } = &ps[0].kind else {
-        panic!()
-    };
-    assert_eq!(fields.len(), asked.len() + 1);
+    assert_eq!((s.shown, s.withdrawn), (1, 0), "{s:?}");
+    assert_eq!(s.prompts.len(), 1);
+    assert_eq!(s.prompts[0].id, first.id);
+    assert_eq!(consent_fields(&s.prompts[0]).len(), asked.len() + 1);
     // A restart shows it again under the same number, and packets after it keep it.
     net.crash_and_restart_agent(a, [5; 32]);
-    assert_eq!(net.prompt(a).map(|p| p.id), Some(first.id));
-    assert_eq!(net.nodes[a].prompts.len(), 1);
-    net.connect(a);
-    net.settle();
-    let outs = h.send(
-        &mut net,
-        a,
-        &id,
-        "context_request",
-        json!({"needs": [need("timezone_detail", "later")]}),
-    );
-    assert!(closed(&outs).is_empty(), "{outs:?}");
-    assert!(prompts(&outs).iter().all(|p| p.id == first.id));
     assert_eq!(
         net.nodes[a].prompts.keys().copied().collect::<Vec<_>>(),
         [first.id]
     );
-    // The number answers it.
-    let mut m = BTreeMap::new();
-    m.insert("transport_mode".to_string(), FieldChoice::Share);
-    net.nodes[a].agent.handle(
-        net.now,
-        Input::Command(Command::AnswerConsent {
-            prompt_id: first.id,
-            answer: ConsentAnswer::ShareSelected(m),
-        }),
+    net.connect(a);
+    net.settle();
+    m.pump(&mut net);
+    let s = hostile(
+        &mut net,
+        a,
+        &mut m,
+        &t,
+        "context_request",
+        json!({"needs": [need("dietary", "menu")]}),
     );
-    let outs = drain(&mut net, a);
-    assert!(outs
-        .iter()
-        .any(|o| matches!(o, Output::Audit(r) if r.event == format!("consent prompt {} answered", first.id))));
-    let t = net.nodes[a].agent.thread(&id).unwrap();
-    assert!(t.consent.as_ref().is_none_or(|c| c.prompt_id == 0));
+    assert_eq!(s.withdrawn, 0, "{s:?}");
+    assert_eq!(
+        s.prompts.iter().map(|p| p.id).collect::<Vec<_>>(),
+        [first.id]
+    );
+    // The number answers it.
+    let mut share = BTreeMap::new();
+    share.insert("transport_mode".to_string(), FieldChoice::Share);
+    net.answer_consent(a, first.id, ConsentAnswer::ShareSelected(share));
+    net.settle();
+    assert!(net.nodes[a].prompts.is_empty());
+    let answered = format!("consent prompt {} answered", first.id);
+    assert!(net.transcript.iter().any(|l| l.text == answered));
 }
 
 #[test]
 fn a_resolution_prompt_keeps_its_number_unless_the_proposal_changes() {
-    let (mut net, a, b) = dinner::net();
-    let mut h = Hostile::new(&net, a, b);
-    let t = "thr_resolution";
-    let (me, alice) = (net.address(b).to_string(), net.address(a).to_string());
-    h.send(
+    let (mut net, a, mut m) = alice_and_mallory();
+    let t = m.new_thread_id();
+    let (me, alice) = (m.address.to_string(), net.address(a).to_string());
+    hostile(
         &mut net,
         a,
-        t,
+        &mut m,
+        &t,
         "context",
         json!({"intent": {"category": "scheduling", "summary": "Dinner"}}),
     );
@@ -391,33 +342,50 @@ fn a_resolution_prompt_keeps_its_number_unless_the_proposal_changes() {
             "actions_on_confirm": [{"action": "add_calendar_event", "by": alice}],
         })
     };
-    let outs = h.send(&mut net, a, t, "resolution", resolution("Dinner at 19:00"));
-    let first = prompts(&outs)[0].id;
+    let s = hostile(
+        &mut net,
+        a,
+        &mut m,
+        &t,
+        "resolution",
+        resolution("Dinner at 19:00"),
+    );
+    let first = s.prompts[0].id;
     // The same resolution re-sent (another packet): the prompt is updated in place.
     for _ in 0..3 {
-        let outs = h.send(&mut net, a, t, "resolution", resolution("Dinner at 19:00"));
-        assert!(closed(&outs).is_empty(), "{outs:?}");
-        assert_eq!(
-            prompts(&outs).iter().map(|p| p.id).collect::<Vec<_>>(),
-            [first]
+        let s = hostile(
+            &mut net,
+            a,
+            &mut m,
+            &t,
+            "resolution",
+            resolution("Dinner at 19:00"),
         );
+        assert_eq!((s.shown, s.withdrawn), (1, 0), "{s:?}");
+        assert_eq!(s.prompts.iter().map(|p| p.id).collect::<Vec<_>>(), [first]);
     }
     // A different proposal is another question: another number, the old one withdrawn,
     // so an answer to the old number cannot confirm it.
-    let outs = h.send(&mut net, a, t, "resolution", resolution("Dinner at 23:00"));
-    assert_eq!(closed(&outs), [first]);
-    let second = prompts(&outs)[0].id;
+    let s = hostile(
+        &mut net,
+        a,
+        &mut m,
+        &t,
+        "resolution",
+        resolution("Dinner at 23:00"),
+    );
+    assert_eq!(s.withdrawn, 1, "{s:?}");
+    let second = s.prompts[0].id;
     assert_ne!(second, first);
-    net.nodes[a].agent.handle(
-        net.now,
-        Input::Command(Command::AnswerResolution {
+    net.command(
+        a,
+        Command::AnswerResolution {
             prompt_id: first,
             answer: ResolutionAnswer::Confirm,
-        }),
+        },
     );
-    drain(&mut net, a);
     assert_eq!(
-        net.nodes[a].agent.thread(t).unwrap().state,
+        net.nodes[a].agent.thread(&t).unwrap().state,
         ThreadState::Proposed
     );
     // A restart keeps the number.
@@ -544,7 +512,9 @@ fn a_rate_limited_refusal_slows_the_agent_down_and_nothing_is_lost() {
     let first = rate_limited(&net);
     per_second.extend(frames_per_second(&mut net, a, 299));
     let refused = rate_limited(&net);
-    println!("refused: {first} in the first second, {refused} in all; frames per second: {per_second:?}");
+    println!(
+        "refused: {first} in the first second, {refused} in all; frames per second: {per_second:?}"
+    );
     // The relay refused the part of the first burst over its own (the agent's idea of
     // the relay was wrong)…
     assert!(first >= 600 - 200, "{first}");
