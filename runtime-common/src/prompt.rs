@@ -231,7 +231,10 @@ pub fn help(p: &Prompt) -> String {
                 .into()
         }
         PromptKind::Consent { fields } => {
-            let f = fields.first().map(|f| f.field.as_str()).unwrap_or("FIELD");
+            let f = fields
+                .first()
+                .map(|f| shown(&f.field))
+                .unwrap_or("FIELD".into());
             format!("answer with share-all | decline-all | FIELD... (e.g. `{f}`, `{f}=no`, `{f}=VALUE`); fields left out are not shared")
         }
     }
