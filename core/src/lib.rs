@@ -23,6 +23,7 @@
 pub mod address;
 pub mod agent;
 pub mod crypto;
+pub mod display;
 pub mod encoding;
 pub mod harness;
 pub mod negotiator;

@@ -209,8 +209,11 @@ pub fn prepare_agent_run(home: &Home, args: &RunArgs) -> Result<ReadyAgent, Stri
 }
 
 /// Logs through `tracing` (`RUST_LOG` overrides `default`) to stderr, or appended to
-/// `file` when given.
+/// `file` when given. A log file gets no colour codes, and neither does stderr unless it
+/// is a terminal (and `NO_COLOR` is unset); every line written to a file goes through
+/// [`CleanLog`], so no escape sequence reaches it whoever wrote the text.
 pub fn init_tracing(default: &str, file: Option<&Path>) {
+    use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let b = tracing_subscriber::fmt().with_env_filter(filter);
@@ -224,18 +227,63 @@ pub fn init_tracing(default: &str, file: Option<&Path>) {
         Some(f) => {
             let _ = b
                 .with_ansi(false)
-                .with_writer(std::sync::Mutex::new(f))
+                .with_writer(std::sync::Mutex::new(CleanLog(f)))
                 .try_init();
         }
         None => {
-            let _ = b.with_writer(std::io::stderr).try_init();
+            let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            if colour {
+                let _ = b.with_writer(std::io::stderr).try_init();
+            } else {
+                let _ = b
+                    .with_ansi(false)
+                    .with_writer(|| CleanLog(std::io::stderr()))
+                    .try_init();
+            }
         }
+    }
+}
+
+/// A log writer that keeps escape sequences, control and invisible characters out of
+/// what it writes: escape sequences (colour codes among them) are removed whole, other
+/// controls become `�` or are left out, line feeds stay
+/// ([`a2acp_core::display::without_escape_sequences`], [`a2acp_core::display::lines`]).
+/// `tracing` writes each event in one call, so a line is cleaned whole.
+#[derive(Debug)]
+pub struct CleanLog<W>(pub W);
+
+impl<W: std::io::Write> std::io::Write for CleanLog<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        let text = a2acp_core::display::without_escape_sequences(&text);
+        let clean = a2acp_core::display::lines(&text, usize::MAX);
+        self.0.write_all(clean.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write;
+
     use super::*;
+
+    #[test]
+    fn a_log_line_keeps_no_escape_sequence() {
+        let mut log = CleanLog(Vec::new());
+        let line = "2026-03-21T14:30:00Z  INFO \u{1b}[32mnotify\u{1b}[0m: bob says \u{1b}]0;owned\u{7}\u{202e}hi\n";
+        assert_eq!(log.write(line.as_bytes()).unwrap(), line.len());
+        log.write_all(b"plain line\n").unwrap();
+        let out = String::from_utf8(log.0).unwrap();
+        assert_eq!(
+            out,
+            "2026-03-21T14:30:00Z  INFO notify: bob says hi\nplain line\n"
+        );
+    }
 
     #[test]
     fn durations() {

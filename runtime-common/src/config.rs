@@ -23,6 +23,8 @@
 //! staleness_hours = 48
 //! staleness_urgent_hours = 2
 //! confirmation_timeout_hours = 24
+//! send_rate_per_sec = 40   # frames costing relay rate tokens, paced under the relay's 50/s
+//! send_burst = 100         # ... and its burst of 200
 //! ```
 //!
 //! The permissions here are the agent's *initial* tiers. Once the agent has run, its tiers
@@ -90,6 +92,14 @@ pub struct LimitsFile {
     /// Silence from the relay after which the agent reconnects, seconds. Default 90.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub relay_silence_secs: Option<u64>,
+    /// `send` and `lookup` frames per second at most, under the relay's rate limit.
+    /// Default 40 (the relay's default is 50).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_rate_per_sec: Option<u32>,
+    /// Such frames sent at once before the pace applies. Default 100 (the relay's burst
+    /// is 200).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_burst: Option<u32>,
 }
 
 /// The configuration file of an agent.
@@ -226,6 +236,12 @@ impl LimitsFile {
         }
         if let Some(x) = self.relay_silence_secs {
             base.relay_silence = Duration::from_secs(x);
+        }
+        if let Some(x) = self.send_rate_per_sec {
+            base.send_rate_per_sec = x.max(1);
+        }
+        if let Some(x) = self.send_burst {
+            base.send_burst = x.max(1);
         }
         base
     }

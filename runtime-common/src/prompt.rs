@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, VecDeque};
 use a2acp_core::agent::{
     Command, ConsentAnswer, FieldChoice, Prompt, PromptKind, ResolutionAnswer,
 };
+use a2acp_core::display;
 use serde_json::Value;
 
 /// The keys of a consent prompt, as shown.
@@ -26,10 +27,18 @@ pub const RESOLUTION_KEYS: &str =
     "[c] Confirm   [t] Different time   [p] Different place   [e] Can't make it — make an excuse for me   [x] Decline";
 
 fn compact(v: &Value) -> String {
-    match v {
+    let s = match v {
         Value::String(s) => format!("\"{s}\""),
         other => serde_json::to_string(other).unwrap_or_default(),
-    }
+    };
+    shown(&s).into_owned()
+}
+
+/// A string of a prompt as the terminal shows it: one clean line, bounded. The core
+/// already cleans what a peer wrote ([`a2acp_core::display`]); a prompt from elsewhere
+/// (an older core, a test) is cleaned here too.
+fn shown(s: &str) -> std::borrow::Cow<'_, str> {
+    display::line(s, display::MAX_LONG)
 }
 
 fn priority(p: a2acp_core::packet::Priority) -> &'static str {
@@ -41,14 +50,24 @@ fn priority(p: a2acp_core::packet::Priority) -> &'static str {
     }
 }
 
-/// The text of a prompt, keys included (several lines, no trailing newline).
+/// The text of a prompt, keys included (several lines, no trailing newline). Every
+/// string in it is shown cleaned of control, escape and invisible characters.
 pub fn render(p: &Prompt) -> String {
+    let s = render_raw(p);
+    display::lines(&s, usize::MAX).into_owned()
+}
+
+fn render_raw(p: &Prompt) -> String {
     let who = p.peer.user();
     match &p.kind {
         PromptKind::Consent { fields } => {
             let mut s = format!(
                 "── Prompt #{} · {}'s agent is asking for ({}: “{}”, thread {}):",
-                p.id, who, p.intent.category, p.intent.summary, p.thread_id
+                p.id,
+                who,
+                shown(&p.intent.category),
+                shown(&p.intent.summary),
+                p.thread_id
             );
             for (i, f) in fields.iter().enumerate() {
                 let value = f
@@ -59,9 +78,9 @@ pub fn render(p: &Prompt) -> String {
                 s += &format!(
                     "\n   {}. {} ({}) — “{}”\n      {}",
                     i + 1,
-                    f.field,
+                    shown(&f.field),
                     priority(f.priority),
-                    f.reason,
+                    shown(&f.reason),
                     value
                 );
             }
@@ -80,13 +99,13 @@ pub fn render(p: &Prompt) -> String {
                 if *reminder { "REMINDER · " } else { "" },
                 proposer.user(),
                 p.thread_id,
-                proposal.summary
+                shown(&proposal.summary)
             );
             if !proposal.reasoning.is_empty() {
-                s += &format!("\n   why: {}", proposal.reasoning);
+                s += &format!("\n   why: {}", shown(&proposal.reasoning));
             }
             for a in &proposal.alternatives {
-                s += &format!("\n   alternative: {}", a.summary);
+                s += &format!("\n   alternative: {}", shown(&a.summary));
             }
             s += &format!("\n   answer before {deadline}\n   {RESOLUTION_KEYS}");
             s
@@ -94,9 +113,9 @@ pub fn render(p: &Prompt) -> String {
     }
 }
 
-/// A one-line summary of a prompt (lists).
+/// A one-line summary of a prompt (lists), cleaned like [`render`].
 pub fn summary(p: &Prompt) -> String {
-    match &p.kind {
+    let s = match &p.kind {
         PromptKind::Consent { fields } => {
             let f: Vec<&str> = fields.iter().map(|f| f.field.as_str()).collect();
             format!(
@@ -109,9 +128,12 @@ pub fn summary(p: &Prompt) -> String {
         }
         PromptKind::Resolution { proposal, .. } => format!(
             "#{} resolution · “{}” · thread {}",
-            p.id, proposal.summary, p.thread_id
+            p.id,
+            shown(&proposal.summary),
+            p.thread_id
         ),
-    }
+    };
+    display::line(&s, usize::MAX).into_owned()
 }
 
 /// Parses the arguments of `a2acp answer PROMPT_ID ...` for `prompt`.
@@ -209,7 +231,10 @@ pub fn help(p: &Prompt) -> String {
                 .into()
         }
         PromptKind::Consent { fields } => {
-            let f = fields.first().map(|f| f.field.as_str()).unwrap_or("FIELD");
+            let f = fields
+                .first()
+                .map(|f| shown(&f.field))
+                .unwrap_or("FIELD".into());
             format!("answer with share-all | decline-all | FIELD... (e.g. `{f}`, `{f}=no`, `{f}=VALUE`); fields left out are not shared")
         }
     }
@@ -627,6 +652,104 @@ mod tests {
             answer: ResolutionAnswer::Confirm
         })));
         assert!(ui.key(Key::Char('c')).is_empty());
+    }
+
+    /// Escape sequences, C1 controls, DEL, bidi overrides, zero-width and tag
+    /// characters, and a line break that would draw a fake prompt.
+    const EVIL: &str =
+        "\u{1b}[2J\u{1b}]52;c;cm0gLXJmIH4=\u{7}\u{9b}31m\u{202e}gpj.exe\u{2066}\u{200b}\r\n── Prompt #9 · FAKE\u{7f}\u{e0041}";
+
+    fn hostile(mut p: Prompt) -> Prompt {
+        p.intent.category = EVIL.into();
+        p.intent.summary = EVIL.repeat(100);
+        match &mut p.kind {
+            PromptKind::Consent { fields } => {
+                for f in fields {
+                    f.field = format!("{}{EVIL}", f.field);
+                    f.reason = EVIL.into();
+                    f.suggested = Some(EVIL.into());
+                }
+            }
+            PromptKind::Resolution { proposal, .. } => {
+                proposal.summary = EVIL.into();
+                proposal.reasoning = EVIL.into();
+                proposal.alternatives = vec![a2acp_core::packet::Alternative {
+                    summary: EVIL.into(),
+                    reason: EVIL.into(),
+                    details: Default::default(),
+                }];
+            }
+        }
+        p
+    }
+
+    /// Only the renderer's own line breaks; no control, escape or invisible character.
+    fn terminal_safe(s: &str) -> bool {
+        s.chars()
+            .all(|c| c == '\n' || (!c.is_control() && display::is_clean(&c.to_string(), 1)))
+    }
+
+    #[test]
+    fn hostile_text_is_rendered_clean_and_bounded() {
+        for p in [hostile(consent()), hostile(resolution())] {
+            let r = render(&p);
+            assert!(terminal_safe(&r), "{r:?}");
+            assert!(!r.contains("\n── Prompt #9"), "a peer drew a line: {r}");
+            // The renderer's own lines only: 2 per field + header + keys, or the
+            // resolution's header, why, alternative, deadline, keys.
+            assert!(r.lines().count() <= 7, "{r}");
+            assert!(r.chars().count() < 3000, "{}", r.chars().count());
+            let s = summary(&p);
+            assert!(terminal_safe(&s) && !s.contains('\n'), "{s:?}");
+        }
+        // The terminal flow prints the same clean text.
+        let mut ui = PromptUi::new();
+        for o in ui.show(hostile(consent())) {
+            if let UiOut::Print(s) = o {
+                assert!(terminal_safe(&s), "{s:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_updated_prompt_is_replaced_in_place() {
+        let mut ui = PromptUi::new();
+        ui.show(consent());
+        ui.show(resolution());
+        // The prompt on screen, updated: drawn again under its number, keys start over.
+        ui.key(Key::Char('c'));
+        let mut more = consent();
+        if let PromptKind::Consent { fields } = &mut more.kind {
+            fields.push(ConsentField {
+                field: "name".into(),
+                reason: "booking".into(),
+                priority: Priority::Required,
+                suggested: Some("Alice".into()),
+            });
+        }
+        let out = ui.show(more);
+        assert!(
+            matches!(&out[..], [UiOut::Print(s)] if s.contains("Prompt #1") && s.contains("name")),
+            "{out:?}"
+        );
+        assert_eq!(ui.open().map(|p| p.id).collect::<Vec<_>>(), [1, 2]);
+        let out = ui.key(Key::Char('a'));
+        let Some(UiOut::Answer(Command::AnswerConsent {
+            prompt_id: 1,
+            answer: ConsentAnswer::ShareSelected(m),
+        })) = out.get(1)
+        else {
+            panic!("{out:?}")
+        };
+        assert_eq!(m.len(), 3);
+        // A waiting prompt updated: replaced quietly, still one entry.
+        let out = ui.show(resolution());
+        assert!(matches!(&out[..], [UiOut::Print(s)] if s.contains("Prompt #2")));
+        assert!(ui
+            .show(resolution())
+            .iter()
+            .all(|o| matches!(o, UiOut::Print(_))));
+        assert_eq!(ui.open().count(), 1);
     }
 
     #[test]

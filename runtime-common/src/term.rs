@@ -92,8 +92,11 @@ impl Term {
         self.inner.keys.lock().ok().and_then(|mut k| k.take())
     }
 
-    /// Prints lines (raw mode needs `\r\n`).
+    /// Prints lines (raw mode needs `\r\n`). Control, escape and invisible characters
+    /// never reach the terminal: they are shown as `�` or left out
+    /// ([`a2acp_core::display::lines`]), whoever wrote the text.
     pub fn println(&self, s: &str) {
+        let s = a2acp_core::display::lines(s, usize::MAX);
         let mut out = std::io::stdout().lock();
         let _ = write!(out, "{}\r\n", s.replace('\n', "\r\n"));
         let _ = out.flush();

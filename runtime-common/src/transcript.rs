@@ -12,8 +12,19 @@ fn short(addr: &str) -> String {
         .unwrap_or_else(|_| addr.to_string())
 }
 
-/// A transcript line for `e`, or `None` for effects not worth a line (raw frames).
+/// A transcript line for `e`, or `None` for effects not worth a line (raw frames). The
+/// line is one line of text cleaned of control, escape and invisible characters
+/// ([`a2acp_core::display`]): it goes to a terminal or a log.
 pub fn describe(agent: &Agent, e: &Effect) -> Option<(char, String)> {
+    let (mark, text) = describe_raw(agent, e)?;
+    let text = match a2acp_core::display::line(&text, usize::MAX) {
+        std::borrow::Cow::Borrowed(_) => text,
+        std::borrow::Cow::Owned(s) => s,
+    };
+    Some((mark, text))
+}
+
+fn describe_raw(agent: &Agent, e: &Effect) -> Option<(char, String)> {
     Some(match e {
         Effect::Send(_) | Effect::CloseConnection => return None,
         Effect::Prompt(p) => (

@@ -577,7 +577,11 @@ async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
             serde_json::to_string_pretty(&resp.data).unwrap_or_default()
         );
     } else {
-        println!("{}", render(&resp));
+        // Threads, memory and prompts quote what peers wrote: no control, escape or
+        // invisible character reaches the terminal (SPEC-NOTES "Prompts and peer text on
+        // screen").
+        let text = render(&resp);
+        println!("{}", a2acp_core::display::lines(&text, usize::MAX));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -12,6 +12,7 @@ use super::thread::{
 };
 use super::*;
 use crate::crypto::{thread_tag, Direction};
+use crate::display;
 use crate::negotiator::{self, Decision, Rejected, View};
 use crate::packet::{
     self, ActionSpec, Body, ContextBody, ContextRequestBody, ContextResponseBody, Escalation,
@@ -722,7 +723,8 @@ impl Agent {
                         NotifyKind::Info,
                         format!(
                             "The thread changed to “{}” ({}).",
-                            b.updated_intent.summary, b.reason
+                            display::line(&b.updated_intent.summary, display::MAX_SHORT),
+                            display::line(&b.reason, display::MAX_SHORT)
                         ),
                     );
                 }
@@ -771,7 +773,8 @@ impl Agent {
                     NotifyKind::Escalated,
                     format!(
                         "The other agent could not process this thread ({}); it is paused. {}",
-                        e.error, e.message
+                        display::line(&e.error, display::MAX_SHORT),
+                        display::line(&e.message, display::MAX_LONG)
                     ),
                 );
             }
@@ -828,9 +831,12 @@ impl Agent {
                 self.withdraw_llm(id, "the thread was escalated to the users");
                 self.set_waiting(id, Waiting::User);
             }
-            let mut text = format!("The other agent needs you: {}", e.reason);
+            let mut text = format!(
+                "The other agent needs you: {}",
+                display::line(&e.reason, display::MAX_LONG)
+            );
             if let Some(s) = &e.suggested_prompt {
-                text = format!("{text} — {s}");
+                text = format!("{text} — {}", display::line(s, display::MAX_LONG));
             }
             self.notify(Some(id.into()), NotifyKind::Escalated, text);
             return;
@@ -876,6 +882,12 @@ impl Agent {
         for n in needs {
             if t.answered.contains(&n.field) || !seen.insert(n.field.clone()) {
                 continue; // §6.4: a field is answered once per thread.
+            }
+            if !display::is_clean(&n.field, display::MAX_FIELD_NAME) {
+                // A field name the user could not read as sent (control or invisible
+                // characters, or too long) is never shown for consent: declined.
+                decline.push(n.field.clone());
+                continue;
             }
             let value = t
                 .local
@@ -923,15 +935,22 @@ impl Agent {
         });
         consent.share.extend(share);
         consent.decline.extend(decline);
+        let asks_more = !ask.is_empty();
         consent.ask.extend(ask);
         self.dirty.threads.insert(id.to_string());
-        let ask_now = consent.ask.clone();
-        let old_prompt = consent.prompt_id;
-        if ask_now.is_empty() {
+        let asking = !consent.ask.is_empty();
+        let open_prompt = consent.prompt_id;
+        if !asking {
             return;
         }
-        if old_prompt != 0 {
-            self.buf.prompt.push(Output::ClosePrompt(old_prompt));
+        if open_prompt != 0 {
+            // The open prompt keeps its number while the thread waits for the user: a
+            // packet that asks for more updates it in place, one that asks for nothing
+            // new leaves it alone (SPEC-NOTES "Prompts and peer text on screen").
+            if asks_more {
+                self.show_consent_prompt(id);
+            }
+            return;
         }
         let pid = self.next_prompt_id();
         if let Some(c) = self.threads.get_mut(id).and_then(|t| t.consent.as_mut()) {
@@ -949,12 +968,13 @@ impl Agent {
         if c.prompt_id == 0 || c.ask.is_empty() {
             return;
         }
+        // What the peer wrote is shown cleaned; the thread keeps it as sent.
         let fields = c
             .ask
             .iter()
             .map(|n| ConsentField {
-                field: n.field.clone(),
-                reason: n.reason.clone(),
+                field: display::line(&n.field, display::MAX_FIELD_NAME).into_owned(),
+                reason: display::line(&n.reason, display::MAX_SHORT).into_owned(),
                 priority: n.priority,
                 suggested: t
                     .local
@@ -967,7 +987,7 @@ impl Agent {
             id: c.prompt_id,
             thread_id: id.to_string(),
             peer: t.peer.clone(),
-            intent: t.intent.clone(),
+            intent: display::intent(&t.intent),
             kind: PromptKind::Consent { fields },
         };
         self.buf.prompt.push(Output::Prompt(prompt));
@@ -1440,15 +1460,27 @@ impl Agent {
             .min(std::time::Duration::from_secs(30 * 86_400));
         let deadline = self.now.add(timeout);
         let remind_at = self.now.add(timeout / 2);
-        if let Some(old) = self
+        // The open prompt keeps its number when the new resolution asks the same (the
+        // proposal and its actions re-sent); a different proposal is another question
+        // under another number, so an answer never confirms what the user was not shown
+        // under the number they answered (SPEC-NOTES "Prompts and peer text on screen").
+        let open = self
             .threads
             .get(id)
             .and_then(|t| t.resolution.as_ref())
-            .and_then(|r| r.prompt_id)
-        {
-            self.buf.prompt.push(Output::ClosePrompt(old));
-        }
-        let pid = self.next_prompt_id();
+            .and_then(|r| {
+                let same = r.body.proposal == body.proposal
+                    && r.body.actions_on_confirm == body.actions_on_confirm;
+                r.prompt_id.map(|p| (p, same))
+            });
+        let pid = match open {
+            Some((p, true)) => p,
+            Some((p, false)) => {
+                self.buf.prompt.push(Output::ClosePrompt(p));
+                self.next_prompt_id()
+            }
+            None => self.next_prompt_id(),
+        };
         let Some(t) = self.threads.get_mut(id) else {
             return;
         };
@@ -1489,9 +1521,9 @@ impl Agent {
             id: pid,
             thread_id: id.to_string(),
             peer: t.peer.clone(),
-            intent: t.intent.clone(),
+            intent: display::intent(&t.intent),
             kind: PromptKind::Resolution {
-                proposal: r.body.proposal.clone(),
+                proposal: display::proposal(&r.body.proposal),
                 proposer: r.proposer.clone(),
                 deadline: r.deadline,
                 reminder,

@@ -67,6 +67,22 @@ pub struct Limits {
     pub llm_attempts: u32,
     /// Largest relay frame accepted.
     pub max_frame_bytes: usize,
+    /// Frames that cost the relay's rate tokens (`send`, `lookup`) sent per second at most
+    /// (SPEC-NOTES "Failure handling": pacing). Under the relay's documented 50/s.
+    #[serde(default = "default_send_rate")]
+    pub send_rate_per_sec: u32,
+    /// How many such frames may go at once before the pace applies. Under the relay's
+    /// documented burst of 200.
+    #[serde(default = "default_send_burst")]
+    pub send_burst: u32,
+}
+
+fn default_send_rate() -> u32 {
+    40
+}
+
+fn default_send_burst() -> u32 {
+    100
 }
 
 impl Default for Limits {
@@ -80,6 +96,8 @@ impl Default for Limits {
             relay_silence: Duration::from_secs(90),
             llm_attempts: 3,
             max_frame_bytes: 131_072,
+            send_rate_per_sec: default_send_rate(),
+            send_burst: default_send_burst(),
         }
     }
 }
@@ -221,6 +239,123 @@ enum Link {
     Ready,
 }
 
+/// A frame that waits for a rate token.
+#[derive(Debug, Clone, PartialEq)]
+enum Paced {
+    /// The `send` of an outbox item (built when it goes: the item may be parked or
+    /// accepted by then).
+    Outbox(u64),
+    /// Another frame (`lookup`).
+    Frame(Vec<u8>),
+}
+
+/// How long the send rate stays lowered after a `rate_limited` refusal before it steps
+/// back up by a tenth of the configured rate.
+const PACE_RECOVERY: Duration = Duration::from_secs(10);
+
+/// Paces the frames that cost the relay's rate tokens (`send`, `lookup`): a token bucket
+/// of `send_burst` tokens refilled at the current rate, which starts at
+/// `send_rate_per_sec`. A `rate_limited` refusal empties the bucket and halves the rate
+/// (at most once per second; to at most the default rate, at least 1/s; no bursts while
+/// lowered); each [`PACE_RECOVERY`] without a refusal it climbs back a tenth of the
+/// configured rate. Frames without a token wait, in order, and go when one is due
+/// ([`Agent::poll_timeout`]). Not persisted: a restored agent starts with a full bucket.
+#[derive(Debug, Default)]
+struct Pacer {
+    /// Tokens in thousandths; `None` until first used (then full).
+    milli: Option<u64>,
+    /// When the bucket was last refilled.
+    last: Timestamp,
+    /// The current rate, tokens per second; 0 means the configured rate.
+    rate: u32,
+    /// When the rate last changed (lowered or stepped up).
+    changed: Timestamp,
+    /// Frames waiting for a token.
+    queue: VecDeque<Paced>,
+}
+
+impl Pacer {
+    fn rate(&self, limits: &Limits) -> u32 {
+        let cfg = limits.send_rate_per_sec.max(1);
+        if self.rate == 0 {
+            cfg
+        } else {
+            self.rate.min(cfg)
+        }
+    }
+
+    fn refill(&mut self, now: Timestamp, limits: &Limits) {
+        let cfg = limits.send_rate_per_sec.max(1);
+        // Slowed down, the agent sends no bursts either: its idea of the relay's burst
+        // may be as wrong as its idea of the rate.
+        let burst = if self.rate == 0 {
+            limits.send_burst
+        } else {
+            limits.send_burst.min(self.rate)
+        };
+        let cap = u64::from(burst.max(1)) * 1000;
+        let Some(milli) = self.milli else {
+            self.milli = Some(cap);
+            self.last = now;
+            return;
+        };
+        let elapsed = now.as_millis().saturating_sub(self.last.as_millis());
+        let milli = milli
+            .saturating_add(elapsed.saturating_mul(u64::from(self.rate(limits))))
+            .min(cap);
+        self.milli = Some(milli);
+        self.last = self.last.max(now);
+        // Climb back towards the configured rate, one step per calm period.
+        while self.rate != 0 && self.rate < cfg && now >= self.changed.add(PACE_RECOVERY) {
+            self.rate = (self.rate + (cfg / 10).max(1)).min(cfg);
+            self.changed = self.changed.add(PACE_RECOVERY);
+        }
+        if self.rate >= cfg {
+            self.rate = 0;
+        }
+    }
+
+    /// Takes a token if there is one.
+    fn take(&mut self, now: Timestamp, limits: &Limits) -> bool {
+        self.refill(now, limits);
+        match self.milli {
+            Some(m) if m >= 1000 => {
+                self.milli = Some(m - 1000);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The relay refused a frame for its rate: nothing more goes until a token is due,
+    /// at half the rate. The refusals of frames that were already on their way (up to a
+    /// burst of them) halve it once: at most once per second.
+    fn refused(&mut self, now: Timestamp, limits: &Limits) {
+        self.refill(now, limits);
+        if self.rate == 0 || now >= self.changed.add(Duration::from_secs(1)) {
+            // Half the rate, and no more than the default (under the relay's documented
+            // one): an agent configured above the relay's real rate learns at once.
+            self.rate = (self.rate(limits) / 2).min(default_send_rate()).max(1);
+            self.changed = now;
+        }
+        self.milli = Some(0);
+    }
+
+    /// When the next token is due, if a frame waits for one.
+    fn due(&self, limits: &Limits) -> Option<Timestamp> {
+        if self.queue.is_empty() {
+            return None;
+        }
+        let have = self.milli?;
+        let missing = 1000u64.saturating_sub(have);
+        let rate = u64::from(self.rate(limits));
+        Some(
+            self.last
+                .add(Duration::from_millis(missing.div_ceil(rate).max(1))),
+        )
+    }
+}
+
 #[derive(Default)]
 struct Buffers {
     send: Vec<Output>,
@@ -259,6 +394,7 @@ pub struct Agent {
     /// How many history entries of each thread are stored as `history/` records (a
     /// thread restored from an old-format record has none until it is next stored).
     hist_stored: BTreeMap<String, usize>,
+    pacer: Pacer,
     buf: Buffers,
     dirty: Dirty,
     out: VecDeque<Output>,
@@ -318,6 +454,7 @@ impl Agent {
             keys: BTreeMap::new(),
             tags: BTreeMap::new(),
             hist_stored: BTreeMap::new(),
+            pacer: Pacer::default(),
             buf: Buffers::default(),
             dirty: Dirty::default(),
             out: VecDeque::new(),
@@ -559,6 +696,9 @@ impl Agent {
                     at(p);
                 }
             }
+            if let Some(p) = self.pacer.due(&self.config.limits) {
+                at(p);
+            }
         }
         for th in self.threads.values() {
             if let Some(x) = self.thread_deadline(th) {
@@ -585,6 +725,9 @@ impl Agent {
         for p in self.peers.values_mut() {
             p.lookup_sent = false;
         }
+        // Frames of this connection that never went: the outbox is replayed and lookups
+        // asked again on the next one.
+        self.pacer.queue.clear();
     }
 
     fn on_frame(&mut self, bytes: &[u8]) {
@@ -667,14 +810,14 @@ impl Agent {
         self.meta.authenticated_before = true;
         self.dirty.meta = true;
         self.audit(None, "relay authenticated".to_string());
-        // Replay the local queue in order (§13.1).
+        // Replay the local queue in order (§13.1), paced under the relay's rate.
+        let mut seqs = Vec::with_capacity(self.outbox.len());
         for o in self.outbox.values_mut() {
             o.parked_until = None;
-            let f = ClientFrame::Send {
-                seq: o.seq,
-                env: o.env.clone(),
-            };
-            self.buf.send.push(Output::Send(f.to_bytes()));
+            seqs.push(o.seq);
+        }
+        for seq in seqs {
+            self.send_outbox(seq);
         }
         let lookups: Vec<Address> = self
             .peers
@@ -899,9 +1042,8 @@ impl Agent {
         for seq in due {
             if let Some(o) = self.outbox.get_mut(&seq) {
                 o.parked_until = None;
-                let (seq, env) = (o.seq, o.env.clone());
                 if self.link == Link::Ready {
-                    self.send_frame(&ClientFrame::Send { seq, env });
+                    self.send_outbox(seq);
                 }
             }
         }
@@ -924,7 +1066,12 @@ impl Agent {
                 );
             }
             (E::RateLimited, Some(seq)) => {
+                self.pacer.refused(self.now, &self.config.limits);
                 self.park(seq, Duration::from_secs(1));
+            }
+            (E::RateLimited, None) => {
+                // A refused lookup (or a frame the relay charged): slow down all the same.
+                self.pacer.refused(self.now, &self.config.limits);
             }
             (E::QueueFull, Some(seq)) => {
                 self.park(seq, Duration::from_secs(30));
@@ -945,8 +1092,72 @@ impl Agent {
         }
     }
 
+    /// Sends a frame: at once, or, for one that costs the relay's rate tokens, when the
+    /// pacer has a token for it.
     fn send_frame(&mut self, f: &ClientFrame) {
-        self.buf.send.push(Output::Send(f.to_bytes()));
+        match f {
+            ClientFrame::Send { seq, .. } => self.send_outbox(*seq),
+            ClientFrame::Lookup { .. } => self.pace(Paced::Frame(f.to_bytes())),
+            _ => self.buf.send.push(Output::Send(f.to_bytes())),
+        }
+    }
+
+    /// Sends outbox item `seq` when the pacer has a token for it.
+    fn send_outbox(&mut self, seq: u64) {
+        self.pace(Paced::Outbox(seq));
+    }
+
+    /// Sends `p` now if nothing waits before it and there is a token (in its place
+    /// among the other frames of this step), or queues it.
+    fn pace(&mut self, p: Paced) {
+        if self.pacer.queue.is_empty() && self.link == Link::Ready {
+            let Some(frame) = self.paced_frame(&p) else {
+                return;
+            };
+            if self.pacer.take(self.now, &self.config.limits) {
+                self.buf.send.push(Output::Send(frame));
+                return;
+            }
+        }
+        self.pacer.queue.push_back(p);
+    }
+
+    /// The frame of `p`; `None` for an outbox item parked or accepted meanwhile (it goes
+    /// when it is unparked).
+    fn paced_frame(&self, p: &Paced) -> Option<Vec<u8>> {
+        match p {
+            Paced::Frame(b) => Some(b.clone()),
+            Paced::Outbox(seq) => self
+                .outbox
+                .get(seq)
+                .filter(|o| o.parked_until.is_none())
+                .map(|o| {
+                    ClientFrame::Send {
+                        seq: o.seq,
+                        env: o.env.clone(),
+                    }
+                    .to_bytes()
+                }),
+        }
+    }
+
+    /// Releases the queued frames that have a token now, in order.
+    fn release_paced(&mut self) {
+        if self.link != Link::Ready {
+            self.pacer.queue.clear();
+            return;
+        }
+        while let Some(p) = self.pacer.queue.front() {
+            let Some(frame) = self.paced_frame(p) else {
+                self.pacer.queue.pop_front();
+                continue;
+            };
+            if !self.pacer.take(self.now, &self.config.limits) {
+                return;
+            }
+            self.pacer.queue.pop_front();
+            self.buf.send.push(Output::Send(frame));
+        }
     }
 
     /// Seals a packet for its thread and queues it in the outbox (sending it if online).
@@ -998,18 +1209,18 @@ impl Agent {
             key: outbox_key(seq),
             value: serde_json::to_vec(&item).unwrap_or_default(),
         });
-        if self.link == Link::Ready {
-            self.send_frame(&ClientFrame::Send {
-                seq,
-                env: item.env.clone(),
-            });
-        }
         self.outbox.insert(seq, item);
+        if self.link == Link::Ready {
+            self.send_outbox(seq);
+        }
     }
 
     // ----- output plumbing -----
 
+    /// Every notification leaves through here: its text, peer strings in it included, is
+    /// cleaned for display ([`crate::display`]).
     fn notify(&mut self, thread_id: Option<String>, kind: NotifyKind, text: String) {
+        let text = shown(text);
         self.buf.notify.push(Output::Notify(Notification {
             thread_id,
             kind,
@@ -1017,7 +1228,10 @@ impl Agent {
         }));
     }
 
+    /// Every audit record leaves through here: its text is cleaned for display, as a log
+    /// line shows it ([`crate::display`]).
     fn audit(&mut self, thread_id: Option<&str>, event: String) {
+        let event = shown(event);
         self.buf.audit.push(Output::Audit(AuditRecord {
             at: self.now,
             thread_id: thread_id.map(str::to_string),
@@ -1028,6 +1242,7 @@ impl Agent {
     /// Moves buffered outputs to the output queue in the documented order, persisting
     /// every dirty record first.
     fn flush(&mut self) {
+        self.release_paced();
         let d = std::mem::take(&mut self.dirty);
         if d.meta {
             self.out.push_back(put(META.into(), &self.meta));
@@ -1095,6 +1310,15 @@ impl Agent {
     }
 }
 
+/// A notification's or audit record's text, cleaned for display; the text itself when it
+/// needed nothing.
+fn shown(text: String) -> String {
+    match crate::display::line(&text, crate::display::MAX_RECORD) {
+        std::borrow::Cow::Borrowed(_) => text,
+        std::borrow::Cow::Owned(s) => s,
+    }
+}
+
 fn put<T: Serialize>(key: String, v: &T) -> Output {
     Output::Persist(PersistOp::Put {
         key,
@@ -1126,5 +1350,7 @@ fn new_session(rng: &mut DetRng) -> ThreadSession {
     ThreadSession::new(rng.bytes32())
 }
 
+#[cfg(test)]
+mod surface_tests;
 #[cfg(test)]
 mod tests;

@@ -8,6 +8,7 @@
 //! its inputs and seeds. Crate users can use it to test their agent policies.
 
 pub mod dinner;
+pub mod hostile;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
@@ -22,6 +23,7 @@ use crate::agent::{
 };
 use crate::crypto::IdentityKey;
 use crate::persist::apply;
+use crate::relay::frame::{ClientFrame, RelayFrame};
 use crate::relay::{ConnId, Relay, RelayConfig, RelayEvent, RelayOutput};
 use crate::time::Timestamp;
 
@@ -43,14 +45,25 @@ pub struct Node {
     pub notifications: Vec<Notification>,
     /// Every prompt shown, in order (for metrics).
     pub prompts_shown: u64,
+    /// Frames sent to the relay so far.
+    pub frames_sent: u64,
     conn: Option<ConnId>,
     config: AgentConfig,
     identity: [u8; 32],
 }
 
+/// A bare connection to the relay that no agent state machine drives: the frames the
+/// relay sends it wait in `inbox` for whoever drives it (a [`hostile::HostilePeer`]). The
+/// relay's heartbeat pings are answered by the net, as a runtime's link would.
+struct Client {
+    conn: Option<ConnId>,
+    inbox: VecDeque<Vec<u8>>,
+}
+
 enum Hop {
     ToRelay(ConnId, Vec<u8>),
     ToAgent(usize, ConnId, Vec<u8>),
+    ToClient(usize, ConnId, Vec<u8>),
     ClosedByRelay(usize, ConnId),
     ClosedByAgent(ConnId),
 }
@@ -89,6 +102,8 @@ pub struct Net {
     hop_seq: u64,
     next_conn: u64,
     conns: BTreeMap<ConnId, usize>,
+    clients: Vec<Client>,
+    client_conns: BTreeMap<ConnId, usize>,
     relay_config: RelayConfig,
     relay_seed: [u8; 32],
 }
@@ -113,9 +128,57 @@ impl Net {
             hop_seq: 0,
             next_conn: 1,
             conns: BTreeMap::new(),
+            clients: Vec::new(),
+            client_conns: BTreeMap::new(),
             relay_config,
             relay_seed: seed,
         }
+    }
+
+    /// Adds a bare relay client (not yet connected) and returns its index: a connection
+    /// driven frame by frame by the caller, e.g. a [`hostile::HostilePeer`].
+    pub fn add_client(&mut self) -> usize {
+        self.clients.push(Client {
+            conn: None,
+            inbox: VecDeque::new(),
+        });
+        self.clients.len() - 1
+    }
+
+    /// Opens a connection from client `c` to the relay (its challenge arrives in its inbox).
+    pub fn connect_client(&mut self, c: usize) {
+        let Some(cl) = self.clients.get_mut(c) else {
+            return;
+        };
+        if !self.relay_up || cl.conn.is_some() {
+            return;
+        }
+        let conn = ConnId(self.next_conn);
+        self.next_conn += 1;
+        cl.conn = Some(conn);
+        self.client_conns.insert(conn, c);
+        self.relay.handle_connected(self.now, conn);
+        self.drain_relay();
+    }
+
+    /// Whether client `c` is connected.
+    pub fn client_connected(&self, c: usize) -> bool {
+        self.clients.get(c).is_some_and(|cl| cl.conn.is_some())
+    }
+
+    /// Puts one frame of client `c` on the wire to the relay (dropped if not connected).
+    pub fn client_send(&mut self, c: usize, bytes: Vec<u8>) {
+        if let Some(conn) = self.clients.get(c).and_then(|cl| cl.conn) {
+            self.push(Hop::ToRelay(conn, bytes));
+        }
+    }
+
+    /// The frames the relay sent client `c` since the last call, in order.
+    pub fn client_inbox(&mut self, c: usize) -> Vec<Vec<u8>> {
+        self.clients
+            .get_mut(c)
+            .map(|cl| cl.inbox.drain(..).collect())
+            .unwrap_or_default()
     }
 
     /// Adds an agent (not yet connected); returns its index.
@@ -136,6 +199,7 @@ impl Net {
             llm: VecDeque::new(),
             notifications: Vec::new(),
             prompts_shown: 0,
+            frames_sent: 0,
             conn: None,
             config,
             identity: identity_seed,
@@ -192,6 +256,10 @@ impl Net {
         self.relay_up = false;
         self.wire.clear();
         self.line_relay("relay crashed".into());
+        for cl in &mut self.clients {
+            cl.conn = None;
+        }
+        self.client_conns.clear();
         for i in 0..self.nodes.len() {
             if let Some(conn) = self.nodes[i].conn.take() {
                 self.conns.remove(&conn);
@@ -418,7 +486,9 @@ impl Net {
     fn deliver(&mut self, hop: Hop) {
         match hop {
             Hop::ToRelay(conn, bytes) => {
-                if self.relay_up && self.conns.contains_key(&conn) {
+                if self.relay_up
+                    && (self.conns.contains_key(&conn) || self.client_conns.contains_key(&conn))
+                {
                     self.relay.handle_bytes(self.now, conn, &bytes);
                     self.drain_relay();
                 }
@@ -427,6 +497,15 @@ impl Net {
                 if self.nodes[i].conn == Some(conn) {
                     self.nodes[i].agent.handle(self.now, Input::Bytes(bytes));
                     self.drain_agent(i);
+                }
+            }
+            Hop::ToClient(c, conn, bytes) => {
+                if self.clients.get(c).is_some_and(|cl| cl.conn == Some(conn)) {
+                    if let Ok(RelayFrame::Ping { n }) = RelayFrame::from_bytes(&bytes) {
+                        self.push(Hop::ToRelay(conn, ClientFrame::Pong { n }.to_bytes()));
+                    } else {
+                        self.clients[c].inbox.push_back(bytes);
+                    }
                 }
             }
             Hop::ClosedByRelay(i, conn) => {
@@ -453,9 +532,18 @@ impl Net {
                 RelayOutput::Send { conn, bytes } => {
                     if let Some(&i) = self.conns.get(&conn) {
                         self.push(Hop::ToAgent(i, conn, bytes));
+                    } else if let Some(&c) = self.client_conns.get(&conn) {
+                        self.push(Hop::ToClient(c, conn, bytes));
                     }
                 }
                 RelayOutput::Close { conn, code } => {
+                    if let Some(c) = self.client_conns.remove(&conn) {
+                        self.clients[c].conn = None;
+                        self.line_relay(format!(
+                            "closed the connection of client #{c} ({})",
+                            code.as_str()
+                        ));
+                    }
                     if let Some(&i) = self.conns.get(&conn) {
                         self.line_relay(format!(
                             "closed the connection of {} ({})",
@@ -487,6 +575,7 @@ impl Net {
                 Output::Persist(op) => apply(&mut self.nodes[i].store, &op),
                 Output::Send(bytes) => {
                     if let Some(conn) = self.nodes[i].conn {
+                        self.nodes[i].frames_sent += 1;
                         self.push(Hop::ToRelay(conn, bytes));
                     }
                 }
