@@ -157,7 +157,9 @@ impl Net {
         self.next_conn += 1;
         cl.conn = Some(conn);
         self.client_conns.insert(conn, c);
-        self.relay.handle_connected(self.now, conn);
+        // Clients come from sources of their own, apart from the agents' (`Source(i)`).
+        self.relay
+            .handle_connected(self.now, conn, crate::relay::Source(u128::MAX - c as u128));
         self.drain_relay();
     }
 
