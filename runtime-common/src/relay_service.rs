@@ -250,7 +250,7 @@ impl std::fmt::Debug for RelayHandle {
 
 impl RelayHandle {
     /// A new connection from `source` (the peer's IP address: registrations are limited
-    /// per source, see [`Source::from_ip`]): its id and the channel of what to send on it
+    /// per source, see [`source_of_ip`]): its id and the channel of what to send on it
     /// (the challenge comes first).
     pub async fn connect(
         &self,
@@ -259,7 +259,7 @@ impl RelayHandle {
         let conn = ConnId(self.shared.next.fetch_add(1, Ordering::Relaxed));
         let (tx, rx) = flume::bounded(self.conn_queue);
         self.tx
-            .send_async(Msg::Connected(conn, tx, Source::from_ip(source)))
+            .send_async(Msg::Connected(conn, tx, source_of_ip(source)))
             .await
             .map_err(|_| Stopped)?;
         Ok((conn, rx))
@@ -313,6 +313,19 @@ impl RelayHandle {
     /// Whether a stop was requested.
     pub fn is_stopping(&self) -> bool {
         self.shared.stop.load(Ordering::SeqCst)
+    }
+}
+
+/// The relay's [`Source`] of a connection from `ip`: the IPv4 address itself (also when
+/// written as an IPv4-mapped IPv6 address), or the /64 prefix of an IPv6 address (one
+/// subscriber usually holds a whole /64).
+pub fn source_of_ip(ip: IpAddr) -> Source {
+    match ip {
+        IpAddr::V4(v4) => Source(u128::from(v4.to_ipv6_mapped())),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => Source(u128::from(v4.to_ipv6_mapped())),
+            None => Source(u128::from(v6) & !u128::from(u64::MAX)),
+        },
     }
 }
 
@@ -1601,6 +1614,23 @@ mod tests {
     }
 
     const LOCALHOST: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
+    #[test]
+    fn sources_of_ip_addresses() {
+        use std::net::{Ipv4Addr, Ipv6Addr};
+        let v4 = source_of_ip(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)));
+        assert_eq!(
+            v4,
+            source_of_ip(IpAddr::V6(Ipv4Addr::new(192, 0, 2, 1).to_ipv6_mapped()))
+        );
+        assert_ne!(v4, source_of_ip(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2))));
+        // IPv6: one /64 is one source.
+        let a: Ipv6Addr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: Ipv6Addr = "2001:db8:1:2:ffff::9".parse().unwrap();
+        let c: Ipv6Addr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(source_of_ip(a.into()), source_of_ip(b.into()));
+        assert_ne!(source_of_ip(a.into()), source_of_ip(c.into()));
+    }
 
     #[test]
     fn frames_of_connections_the_relay_closed_are_dropped_unparsed() {

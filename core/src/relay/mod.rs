@@ -118,7 +118,6 @@ mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
-use std::net::IpAddr;
 use std::time::Duration;
 
 use crate::address::Address;
@@ -150,25 +149,11 @@ const FRAME_COST: u64 = MILLI;
 const CHEAP_FRAME_COST: u64 = MILLI / 4;
 
 /// Where a connection comes from, as the runtime tells it: an opaque key the relay only
-/// compares (for the registrations allowed per source). Runtimes use
-/// [`Source::from_ip`]; simulations and tests may number their sources.
+/// compares (for the registrations allowed per source). The reference runtime derives it
+/// from the peer's IP address (the IPv4 address, or the /64 prefix of an IPv6 address);
+/// simulations and tests number their sources.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Source(pub u128);
-
-impl Source {
-    /// The source of a connection from `ip`: the IPv4 address itself (also when written
-    /// as an IPv4-mapped IPv6 address), or the /64 prefix of an IPv6 address (one
-    /// subscriber usually holds a whole /64).
-    pub fn from_ip(ip: IpAddr) -> Source {
-        match ip {
-            IpAddr::V4(v4) => Source(u128::from(v4.to_ipv6_mapped())),
-            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-                Some(v4) => Source(u128::from(v4.to_ipv6_mapped())),
-                None => Source(u128::from(v6) & !u128::from(u64::MAX)),
-            },
-        }
-    }
-}
 
 /// Why bytes are not a frame the relay accepts.
 #[derive(Debug, Clone, PartialEq, Eq)]
