@@ -338,9 +338,8 @@ impl World {
             .agent
             .threads()
             .values()
-            .filter(|t| t.peer == to)
+            .find(|t| t.peer == to)
             .map(|t| t.id.clone())
-            .last()
             .expect("dinner thread");
         let prompt_of = |net: &Net, i: usize| {
             net.nodes[i]
