@@ -7,7 +7,9 @@
 //!    envelope is Bob's first answer, whose signature Alice checks; on later `ee`
 //!    envelopes the AEAD authenticates instead and a flipped signature alone opens the same
 //!    packet — `crypto::session` tests that case);
-//! 5. determinism — same seeds and script, byte-identical transcripts and stores.
+//! 5. determinism — same seeds and script, byte-identical transcripts and stores;
+//! 6. authority — whatever resolutions and answers a validly signed peer sends, in any
+//!    order and across restarts, the agent neither acts nor confirms before its user does.
 //!
 //! Every input type has its own `Arbitrary` with a shrinker, so a failure shrinks to a
 //! short, readable counterexample. Cases are kept small and few: signature checks are
@@ -2467,4 +2469,351 @@ fn same_seeds_same_bytes() {
         .tests(6)
         .rng(Gen::new(20))
         .quickcheck(prop as fn(Script) -> TestResult);
+}
+
+// ===================================================================================
+// 6. Authority: nothing a peer sends acts or confirms for the user
+// ===================================================================================
+
+/// Someone named in a resolution: this agent (Alice) or the peer, in any spelling, or
+/// a third party.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Who {
+    Me,
+    MeShouting,
+    Peer,
+    PeerShouting,
+    Carol,
+}
+
+impl Who {
+    fn text(self, me: &Address, peer: &Address) -> String {
+        let shout = |a: &Address| {
+            format!(
+                "AGENT:{}@{}",
+                a.user().to_uppercase(),
+                a.domain().to_uppercase()
+            )
+        };
+        match self {
+            Who::Me => me.to_string(),
+            Who::MeShouting => shout(me),
+            Who::Peer => peer.to_string(),
+            Who::PeerShouting => shout(peer),
+            Who::Carol => "agent:carol@a2acp.io".into(),
+        }
+    }
+}
+
+const WHOS: [Who; 5] = [
+    Who::Me,
+    Who::MeShouting,
+    Who::Peer,
+    Who::PeerShouting,
+    Who::Carol,
+];
+
+/// One move of the hostile peer (or of the user, never a confirmation).
+#[derive(Debug, Clone)]
+enum PeerMove {
+    /// A resolution: confirmers (duplicates allowed), quorum, actions (`by` someone or
+    /// no one).
+    Resolution {
+        confirmers: Vec<Who>,
+        quorum: Option<u64>,
+        actions: Vec<(&'static str, Option<Who>)>,
+    },
+    /// A resolution_response to the `back`-th latest resolution (past the oldest: to an
+    /// id never sent; `None`: without `resolution_id`).
+    Response {
+        back: Option<usize>,
+        status: &'static str,
+        class: Option<&'static str>,
+    },
+    /// An execution report for the latest resolution.
+    Report { status: &'static str },
+    /// A thread summary claiming `state`.
+    Summary { state: &'static str },
+    /// Alice crashes and restarts from her records.
+    Restart,
+    /// Alice's user answers the open resolution prompt, with anything but Confirm.
+    UserAnswers(usize),
+}
+
+fn gen_move(g: &mut Gen) -> PeerMove {
+    match below(g, 10) {
+        0..=2 => {
+            let n = between(g, 0, 4);
+            let confirmers = (0..n).map(|_| pick(g, &WHOS)).collect();
+            let quorum = match below(g, 6) {
+                0 => None,
+                1 => Some(u64::from(u32::MAX)),
+                2 => Some(u64::MAX),
+                k => Some(k as u64 - 3),
+            };
+            let n = between(g, 0, 3);
+            let actions = (0..n)
+                .map(|_| {
+                    let name = pick(g, &["book_table", "add_calendar_event", "send_money"]);
+                    let by = if bool::arbitrary(g) {
+                        Some(pick(g, &WHOS))
+                    } else {
+                        None
+                    };
+                    (name, by)
+                })
+                .collect();
+            PeerMove::Resolution {
+                confirmers,
+                quorum,
+                actions,
+            }
+        }
+        3..=5 => PeerMove::Response {
+            back: if below(g, 5) == 0 {
+                None
+            } else {
+                Some(below(g, 3))
+            },
+            status: pick(
+                g,
+                &[
+                    "confirmed",
+                    "confirmed",
+                    "confirmed",
+                    "declined",
+                    "counter_requested",
+                ],
+            ),
+            class: pick(
+                g,
+                &[
+                    None,
+                    Some("user_declined"),
+                    Some("scheduling_conflict"),
+                    Some("different_time"),
+                ],
+            ),
+        },
+        6 => PeerMove::Report {
+            status: pick(g, &["completed", "failed"]),
+        },
+        7 => PeerMove::Summary {
+            state: pick(
+                g,
+                &["CONFIRMED", "EXECUTING", "COMPLETED", "EXPIRED", "PROPOSED"],
+            ),
+        },
+        8 => PeerMove::Restart,
+        _ => PeerMove::UserAnswers(below(g, 4)),
+    }
+}
+
+/// Who opens the thread (Alice or the peer) and the moves that follow.
+#[derive(Debug, Clone)]
+struct AuthorityScript {
+    alice_opens: bool,
+    moves: Vec<PeerMove>,
+}
+
+impl Arbitrary for AuthorityScript {
+    fn arbitrary(g: &mut Gen) -> Self {
+        let n = between(g, 1, 10);
+        AuthorityScript {
+            alice_opens: bool::arbitrary(g),
+            moves: (0..n).map(|_| gen_move(g)).collect(),
+        }
+    }
+
+    fn shrink(&self) -> Box<dyn Iterator<Item = Self>> {
+        let me = self.clone();
+        Box::new(
+            removals(&self.moves)
+                .into_iter()
+                .map(move |moves| AuthorityScript {
+                    moves,
+                    ..me.clone()
+                }),
+        )
+    }
+}
+
+/// Runs `s`; `Err` names the first move after which Alice acted or confirmed.
+fn run_authority(s: &AuthorityScript) -> Result<(), String> {
+    use a2acp_core::harness::hostile::HostilePeer;
+    let mut net = Net::new("a2acp.io", start(), [7; 32]);
+    let alice = net.add_agent(
+        a2acp_core::harness::dinner::alice("a2acp.io"),
+        [1; 32],
+        [11; 32],
+    );
+    net.connect(alice);
+    net.settle();
+    let mut m = HostilePeer::join(&mut net, "mallory", [66; 32]).map_err(|e| e.to_string())?;
+    let me = net.address(alice);
+    let peer = m.address.clone();
+    let thread = if s.alice_opens {
+        net.command(
+            alice,
+            Command::StartThread {
+                to: peer.clone(),
+                intent: dinner_intent(),
+                context: dinner_context(),
+            },
+        );
+        m.pump(&mut net);
+        m.take_received()
+            .first()
+            .map(|r| r.thread_id.clone())
+            .ok_or("alice's first packet never came")?
+    } else {
+        let t = m.new_thread_id();
+        let p = m.packet(
+            &net,
+            &me,
+            &t,
+            "context",
+            json!({"intent": {"category": "scheduling", "summary": "Dinner on Friday"},
+                   "context": {"time_windows": ["18:30-21:00"]}}),
+        );
+        m.send(&mut net, &me, &p).map_err(|e| e.to_string())?;
+        m.pump(&mut net);
+        t
+    };
+    let mut resolutions: Vec<String> = Vec::new();
+    for (n, mv) in s.moves.iter().enumerate() {
+        let send = |m: &mut HostilePeer, net: &mut Net, kind: &str, body: Value| {
+            let p = m.packet(net, &me, &thread, kind, body);
+            let _ = m.send(net, &me, &p);
+            m.pump(net);
+            p["packet_id"].as_str().unwrap_or_default().to_string()
+        };
+        match mv {
+            PeerMove::Resolution {
+                confirmers,
+                quorum,
+                actions,
+            } => {
+                let list: Vec<String> = confirmers.iter().map(|w| w.text(&me, &peer)).collect();
+                let acts: Vec<Value> = actions
+                    .iter()
+                    .map(|(a, by)| match by {
+                        Some(w) => {
+                            json!({"action": a, "reversible": true, "by": w.text(&me, &peer)})
+                        }
+                        None => json!({"action": a, "reversible": true}),
+                    })
+                    .collect();
+                let mut b = json!({
+                    "proposal": {"summary": "Dinner at Dopo", "details": {"venue": "Dopo"}},
+                    "requires_confirmation_from": list,
+                    "actions_on_confirm": acts,
+                });
+                if let Some(q) = quorum {
+                    b["quorum"] = json!(q);
+                }
+                resolutions.push(send(&mut m, &mut net, "resolution", b));
+            }
+            PeerMove::Response {
+                back,
+                status,
+                class,
+            } => {
+                let mut b = json!({"status": status});
+                if let Some(k) = back {
+                    let id = resolutions
+                        .len()
+                        .checked_sub(k + 1)
+                        .map(|i| resolutions[i].clone())
+                        .unwrap_or_else(|| "pkt_neverseen".into());
+                    b["resolution_id"] = json!(id);
+                }
+                if let Some(c) = class {
+                    b["reason_class"] = json!(c);
+                }
+                send(&mut m, &mut net, "resolution_response", b);
+            }
+            PeerMove::Report { status } => {
+                let id = resolutions.last().cloned().unwrap_or_default();
+                send(
+                    &mut m,
+                    &mut net,
+                    "execution_report",
+                    json!({"resolution_id": id, "status": status}),
+                );
+            }
+            PeerMove::Summary { state } => {
+                send(
+                    &mut m,
+                    &mut net,
+                    "thread_state",
+                    json!({"state": state, "packets_sent": resolutions, "packets_received": []}),
+                );
+            }
+            PeerMove::Restart => {
+                if !net.nodes[alice].actions.is_empty() {
+                    return Err(format!("alice acted before move {n} ({mv:?})"));
+                }
+                net.crash_and_restart_agent(alice, [99; 32]);
+                net.connect(alice);
+                m.pump(&mut net);
+            }
+            PeerMove::UserAnswers(k) => {
+                let open = net.nodes[alice]
+                    .prompts
+                    .values()
+                    .find(|p| matches!(p.kind, PromptKind::Resolution { .. }))
+                    .map(|p| p.id);
+                if let Some(id) = open {
+                    let answer = match k {
+                        0 => ResolutionAnswer::DifferentTime,
+                        1 => ResolutionAnswer::DifferentPlace,
+                        2 => ResolutionAnswer::MakeExcuse {
+                            actual_reason: None,
+                        },
+                        _ => ResolutionAnswer::Decline,
+                    };
+                    net.answer_resolution(alice, id, answer);
+                    m.pump(&mut net);
+                }
+            }
+        }
+        if !net.nodes[alice].actions.is_empty() {
+            return Err(format!("alice acted after move {n} ({mv:?})"));
+        }
+        let confirmed = m
+            .received
+            .iter()
+            .any(|r| r.kind() == "resolution_response" && r.packet["status"] == "confirmed");
+        if confirmed {
+            return Err(format!("alice confirmed after move {n} ({mv:?})"));
+        }
+        let state = net.nodes[alice].agent.thread(&thread).map(|t| t.state);
+        if matches!(
+            state,
+            Some(
+                a2acp_core::agent::ThreadState::Confirmed
+                    | a2acp_core::agent::ThreadState::Executing
+            )
+        ) {
+            return Err(format!(
+                "alice's thread is {state:?} after move {n} ({mv:?})"
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn a_peer_never_makes_the_agent_act_or_confirm_without_its_user() {
+    fn prop(s: AuthorityScript) -> TestResult {
+        match run_authority(&s) {
+            Ok(()) => TestResult::passed(),
+            Err(e) => TestResult::error(format!("{e}; script {s:?}")),
+        }
+    }
+    QuickCheck::new()
+        .tests(60)
+        .rng(Gen::new(20))
+        .quickcheck(prop as fn(AuthorityScript) -> TestResult);
 }

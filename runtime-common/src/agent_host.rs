@@ -311,6 +311,10 @@ impl AgentHost {
                 effects.push(Effect::Action(a));
             }
             Output::Notify(n) => {
+                // One with the key of an earlier notification replaces it.
+                if n.key.is_some() {
+                    self.notifications.retain(|x| x.key != n.key);
+                }
                 if self.notifications.len() == MAX_NOTIFICATIONS {
                     self.notifications.pop_front();
                 }

@@ -25,6 +25,11 @@
 //! confirmation_timeout_hours = 24
 //! send_rate_per_sec = 40   # frames costing relay rate tokens, paced under the relay's 50/s
 //! send_burst = 100         # ... and its burst of 200
+//! max_threads_per_peer = 32         # open threads one other agent may start
+//! max_prompts_per_peer = 8          # open prompts about one other agent's threads
+//! max_fork_children = 8             # threads one thread_fork may create
+//! max_thread_bytes = 262144         # packets one thread keeps
+//! max_ended_threads_per_peer = 64   # ended threads another agent started that are kept
 //! ```
 //!
 //! The permissions here are the agent's *initial* tiers. Once the agent has run, its tiers
@@ -100,6 +105,21 @@ pub struct LimitsFile {
     /// is 200).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send_burst: Option<u32>,
+    /// Open threads one other agent may have started with this one. Default 32.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_threads_per_peer: Option<u32>,
+    /// Open prompts about one other agent's threads. Default 8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_prompts_per_peer: Option<u32>,
+    /// Threads one `thread_fork` may create. Default 8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_fork_children: Option<u32>,
+    /// Bytes of packets one thread keeps. Default 262144.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_thread_bytes: Option<usize>,
+    /// Ended threads another agent started that are kept. Default 64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_ended_threads_per_peer: Option<u32>,
 }
 
 /// The configuration file of an agent.
@@ -243,6 +263,21 @@ impl LimitsFile {
         if let Some(x) = self.send_burst {
             base.send_burst = x.max(1);
         }
+        if let Some(x) = self.max_threads_per_peer {
+            base.max_threads_per_peer = x;
+        }
+        if let Some(x) = self.max_prompts_per_peer {
+            base.max_prompts_per_peer = x;
+        }
+        if let Some(x) = self.max_fork_children {
+            base.max_fork_children = x;
+        }
+        if let Some(x) = self.max_thread_bytes {
+            base.max_thread_bytes = x;
+        }
+        if let Some(x) = self.max_ended_threads_per_peer {
+            base.max_ended_threads_per_peer = x;
+        }
         base
     }
 }
@@ -362,6 +397,29 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("c.toml"), "{e}");
+    }
+
+    #[test]
+    fn limits_per_peer_are_read_from_the_file() {
+        let f = AgentFile::parse(
+            "address = \"agent:bob@localhost\"\nrelay = \"ws://localhost:7447\"\n\
+             [limits]\nmax_threads_per_peer = 4\nmax_prompts_per_peer = 2\n\
+             max_fork_children = 3\nmax_thread_bytes = 10000\nmax_ended_threads_per_peer = 5\n",
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        let l = f.agent_config(Path::new("c.toml")).unwrap().limits;
+        assert_eq!(
+            (
+                l.max_threads_per_peer,
+                l.max_prompts_per_peer,
+                l.max_fork_children,
+                l.max_thread_bytes,
+                l.max_ended_threads_per_peer
+            ),
+            (4, 2, 3, 10_000, 5)
+        );
+        assert_eq!(l.max_round_trips, Limits::default().max_round_trips);
     }
 
     #[test]

@@ -310,6 +310,10 @@ pub struct Notification {
     pub kind: NotifyKind,
     /// Text for the user.
     pub text: String,
+    /// Notifications with the same key are one: each replaces the one shown before (a
+    /// count kept up to date, e.g. `refused/<address>`). `None`: a notification of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 /// One audit record.

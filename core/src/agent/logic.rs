@@ -443,15 +443,21 @@ impl Agent {
     pub(super) fn on_envelope(&mut self, env: Envelope) {
         let me = self.config.address.clone();
         if env.to != me {
-            self.audit(
+            self.dropped(
                 None,
                 format!("envelope for {} dropped: not for this agent", env.to),
             );
             return;
         }
         let peer = env.from.clone();
+        if peer == me {
+            // No thread has this agent on both ends (open_thread refuses it); an envelope
+            // in its own name could only be forged (e.g. by a relay) to speak for its user.
+            self.dropped(None, "envelope in this agent's own name dropped".into());
+            return;
+        }
         if self.settings.blocked.contains(&peer) {
-            self.audit(None, format!("envelope from blocked {peer} dropped"));
+            self.dropped(None, format!("envelope from blocked {peer} dropped"));
             return;
         }
         if let Some(rec) = self.peers.get(&peer) {
@@ -465,7 +471,7 @@ impl Agent {
                     if authentic {
                         self.key_changed(&peer, env.from_key);
                     } else {
-                        self.audit(None, format!("envelope from {peer} refused: bad signature"));
+                        self.dropped(None, format!("envelope from {peer} refused: bad signature"));
                     }
                     return;
                 }
@@ -476,7 +482,7 @@ impl Agent {
             None => match PublicKey::from_bytes(&env.from_key) {
                 Ok(k) => k,
                 Err(e) => {
-                    self.audit(None, format!("envelope from {peer} dropped: {e}"));
+                    self.dropped(None, format!("envelope from {peer} dropped: {e}"));
                     return;
                 }
             },
@@ -494,14 +500,14 @@ impl Agent {
                 {
                     Ok(o) => (o, None),
                     Err(e) => {
-                        self.audit(Some(id), format!("envelope from {peer} refused: {e}"));
+                        self.dropped(Some(id), format!("envelope from {peer} refused: {e}"));
                         return;
                     }
                 }
             }
             None => {
                 if env.peer_eph.is_some() || env.dir != Direction::FromInitiator {
-                    self.audit(
+                    self.dropped(
                         None,
                         format!("envelope from {peer} refused: unknown thread"),
                     );
@@ -523,7 +529,7 @@ impl Agent {
                         (o, Some(s))
                     }
                     Err(e) => {
-                        self.audit(None, format!("envelope from {peer} refused: {e}"));
+                        self.dropped(None, format!("envelope from {peer} refused: {e}"));
                         return;
                     }
                 }
@@ -563,9 +569,16 @@ impl Agent {
             return;
         };
         if t.received_ids.contains(&packet.packet_id) {
-            self.audit(Some(&id), format!("duplicate {} dropped", packet.packet_id));
+            self.dropped(Some(&id), format!("duplicate {} dropped", packet.packet_id));
             return;
         }
+        if let Some((code, why)) = self.packet_refusal(&id, &packet, opened.packet.len()) {
+            self.refuse_packet(&id, &packet, code, why);
+            return;
+        }
+        let Some(t) = self.threads.get_mut(&id) else {
+            return;
+        };
         t.received_ids.insert(packet.packet_id.clone());
         t.history.push(HistoryEntry {
             packet_id: packet.packet_id.clone(),
@@ -657,6 +670,11 @@ impl Agent {
                 return false;
             }
         };
+        if let Some((code, why)) = self.new_thread_refusal(p) {
+            self.refuse_new_thread(p, session, code, why);
+            return false;
+        }
+        self.forget_ended_threads(&p.from);
         let t = blank_thread(
             &p.thread_id,
             &p.from,
@@ -684,7 +702,7 @@ impl Agent {
             rec.flagged = true;
         }
         self.dirty.peers.insert(peer.clone());
-        self.audit(None, format!("malformed packet from {peer} dropped: {why}"));
+        self.dropped(None, format!("malformed packet from {peer} dropped: {why}"));
         if flag {
             self.notify(
                 None,
@@ -1700,6 +1718,11 @@ impl Agent {
     }
 
     fn on_resolution_response(&mut self, id: &str, from: &Address, b: ResolutionResponseBody) {
+        if from == &self.config.address {
+            // Only this agent's user answers for this agent (Command::AnswerResolution).
+            self.audit(Some(id), "answer in this agent's own name ignored".into());
+            return;
+        }
         let Some(t) = self.threads.get_mut(id) else {
             return;
         };
@@ -1828,24 +1851,7 @@ impl Agent {
             return;
         };
         let Some(r) = &t.resolution else { return };
-        let confirmed: BTreeSet<&Address> = r
-            .answers
-            .iter()
-            .filter(|(_, s)| *s == ResolutionStatus::Confirmed)
-            .map(|(a, _)| a)
-            .collect();
-        let need = r
-            .body
-            .quorum
-            .map(|q| q as usize)
-            .unwrap_or(r.body.requires_confirmation_from.len());
-        let have = r
-            .body
-            .requires_confirmation_from
-            .iter()
-            .filter(|a| confirmed.contains(a))
-            .count();
-        if have < need.min(r.body.requires_confirmation_from.len()) {
+        if !confirmations_complete(r, &me) {
             return;
         }
         let mine: Vec<ActionSpec> = r
@@ -2336,6 +2342,9 @@ impl Agent {
         let Some(parent) = self.threads.get(id).cloned() else {
             return;
         };
+        // A fork past the limits per peer was refused whole before it got here
+        // (`packet_refusal`); this one is taken whole.
+        self.forget_ended_threads(&parent.peer);
         let mut created = Vec::new();
         for child in f.new_threads {
             if self.threads.contains_key(&child.thread_id) {
@@ -3052,6 +3061,310 @@ impl Agent {
         }
     }
 
+    // ===== limits per peer (SPEC-NOTES §13, "Limits per peer") =====
+
+    /// Open threads `peer` started with this agent, children of its forks included.
+    fn open_threads_started_by(&self, peer: &Address) -> usize {
+        self.threads
+            .values()
+            .filter(|t| &t.peer == peer && !t.initiator && !t.state.is_terminal())
+            .count()
+    }
+
+    /// Open prompts of threads with `peer`.
+    fn open_prompts_of(&self, peer: &Address) -> usize {
+        self.threads
+            .values()
+            .filter(|t| &t.peer == peer)
+            .map(prompts_open)
+            .sum()
+    }
+
+    /// Why the first packet `p` of a thread its sender opens is refused, if it is.
+    fn new_thread_refusal(&self, p: &Packet) -> Option<(&'static str, String)> {
+        let l = &self.config.limits;
+        let open = self.open_threads_started_by(&p.from);
+        if open >= l.max_threads_per_peer as usize {
+            return Some((
+                "too_many_threads",
+                format!(
+                    "{open} threads you started with this agent are open and at most {} may be; this one was not opened",
+                    l.max_threads_per_peer
+                ),
+            ));
+        }
+        // Any new thread may end in a prompt (a question of the peer, or a proposal).
+        let prompts = self.open_prompts_of(&p.from);
+        if prompts >= l.max_prompts_per_peer as usize {
+            return Some((
+                "too_many_prompts",
+                format!(
+                    "{prompts} of your questions wait for this agent's user (at most {}); this thread was not opened",
+                    l.max_prompts_per_peer
+                ),
+            ));
+        }
+        None
+    }
+
+    /// Why a packet `p` (`len` bytes) of an open thread `id` is refused, if it is.
+    fn packet_refusal(&self, id: &str, p: &Packet, len: usize) -> Option<(&'static str, String)> {
+        let t = self.threads.get(id)?;
+        let l = &self.config.limits;
+        let held: usize = t.history.iter().map(|h| h.json.len()).sum();
+        if held.saturating_add(len) > l.max_thread_bytes {
+            return Some((
+                "thread_too_large",
+                format!(
+                    "this thread holds {held} bytes of packets and at most {} are kept; this packet was not processed",
+                    l.max_thread_bytes
+                ),
+            ));
+        }
+        if let Body::ThreadFork(f) = &p.body {
+            // A fork is taken whole or refused whole.
+            let n = f.new_threads.len();
+            let open = self.open_threads_started_by(&t.peer);
+            if n > l.max_fork_children as usize {
+                return Some((
+                    "too_many_children",
+                    format!(
+                        "a thread_fork may create at most {} threads; this one asked for {n}, so none was created",
+                        l.max_fork_children
+                    ),
+                ));
+            }
+            if open.saturating_add(n) > l.max_threads_per_peer as usize {
+                return Some((
+                    "too_many_threads",
+                    format!(
+                        "{open} threads you started with this agent are open and at most {} may be; none of the {n} was created",
+                        l.max_threads_per_peer
+                    ),
+                ));
+            }
+        }
+        let prompts = self.open_prompts_of(&t.peer);
+        if !t.state.is_terminal()
+            && may_prompt(&p.body)
+            && prompts_open(t) == 0
+            && prompts >= l.max_prompts_per_peer as usize
+        {
+            return Some((
+                "too_many_prompts",
+                format!(
+                    "{prompts} of your questions wait for this agent's user (at most {}); this packet was not processed, send it again once they are answered",
+                    l.max_prompts_per_peer
+                ),
+            ));
+        }
+        None
+    }
+
+    /// Refuses the first packet of a thread: no thread is created, and the sender gets a
+    /// `processing_error` sealed in the session its envelope opened.
+    fn refuse_new_thread(&mut self, p: &Packet, session: ThreadSession, code: &str, why: String) {
+        let peer = p.from.clone();
+        self.count_refusal(&peer, |r| r.threads = r.threads.saturating_add(1));
+        if !self.may_answer_refusal(&peer) {
+            return;
+        }
+        let Some(key) = self.keys.get(&peer).cloned() else {
+            return;
+        };
+        let (packet_id, bytes) =
+            self.processing_error(&p.thread_id, &peer, None, code, why, &p.packet_id);
+        let mut session = session;
+        if let Ok(env) = session.seal(
+            &self.identity,
+            &self.config.address,
+            &peer,
+            &key,
+            &p.thread_id,
+            Direction::FromResponder,
+            &bytes,
+        ) {
+            self.queue_envelope(&p.thread_id, &packet_id, env);
+        }
+    }
+
+    /// Refuses packet `p` of open thread `id`: it is not taken in (not even as received,
+    /// so a later gap exchange can bring it again), and the sender gets a `processing_error`.
+    fn refuse_packet(&mut self, id: &str, p: &Packet, code: &str, why: String) {
+        let peer = p.from.clone();
+        match &p.body {
+            Body::ThreadFork(f) => {
+                let n = f.new_threads.len() as u64;
+                self.count_refusal(&peer, |r| {
+                    r.fork_children = r.fork_children.saturating_add(n)
+                });
+            }
+            _ => self.count_refusal(&peer, |r| r.packets = r.packets.saturating_add(1)),
+        }
+        self.answer_refusal(id, &peer, code, why, &p.packet_id);
+    }
+
+    /// Sends `peer` a `processing_error` about packet `regarding` in thread `id`, outside
+    /// the thread's history (a refusal is not part of the negotiation), at most 10 a minute
+    /// per peer.
+    fn answer_refusal(
+        &mut self,
+        id: &str,
+        peer: &Address,
+        code: &str,
+        why: String,
+        regarding: &str,
+    ) {
+        if !self.may_answer_refusal(peer) {
+            return;
+        }
+        let version = self.threads.get(id).and_then(|t| t.version.clone());
+        let (packet_id, bytes) = self.processing_error(id, peer, version, code, why, regarding);
+        self.seal_and_queue(id, &packet_id, &bytes);
+    }
+
+    /// A `processing_error` packet of thread `id` to `peer`: its id and bytes.
+    fn processing_error(
+        &mut self,
+        id: &str,
+        peer: &Address,
+        version: Option<String>,
+        code: &str,
+        why: String,
+        regarding: &str,
+    ) -> (String, Vec<u8>) {
+        let packet_id = self.meta.rng.id("pkt_", 12);
+        self.dirty.meta = true;
+        let p = Packet {
+            protocol: format!(
+                "a2acp/{}",
+                version.unwrap_or_else(|| self.highest_version())
+            ),
+            packet_id: packet_id.clone(),
+            thread_id: id.to_string(),
+            from: self.config.address.clone(),
+            to: peer.clone(),
+            timestamp: self.now.to_rfc3339(),
+            capabilities: None,
+            format_hints: None,
+            body: Body::ProcessingError(crate::packet::ProcessingErrorBody {
+                error: code.to_string(),
+                message: why,
+                regarding: Some(regarding.to_string()),
+            }),
+        };
+        (packet_id, p.to_bytes().unwrap_or_default())
+    }
+
+    /// Whether another refusal of `peer` may be answered this minute (at most 10).
+    fn may_answer_refusal(&mut self, peer: &Address) -> bool {
+        let now = self.now;
+        let rec = self.peers.entry(peer.clone()).or_default();
+        let (start, n) = match rec.refused.answers {
+            Some((start, n)) if now < start.add(std::time::Duration::from_secs(60)) => (start, n),
+            _ => (now, 0),
+        };
+        let ok = n < 10;
+        rec.refused.answers = Some((start, if ok { n + 1 } else { n }));
+        self.dirty.peers.insert(peer.clone());
+        ok
+    }
+
+    /// Counts a refusal of `peer`. Its user hears of them in one notification (key
+    /// `refused/<address>`) whose count is renewed when the total reaches 1, 2, 5, 10, 20,
+    /// 50…, and otherwise at most once a minute (a timer catches up with the last ones);
+    /// the audit log gets one line each time, not one per refusal.
+    fn count_refusal(&mut self, peer: &Address, what: impl FnOnce(&mut Refusals)) {
+        let rec = self.peers.entry(peer.clone()).or_default();
+        what(&mut rec.refused);
+        self.dirty.peers.insert(peer.clone());
+        let milestone = next_milestone(rec.refused.told_at) <= rec.refused.total();
+        if milestone || rec.refused.tell_due().is_some_and(|t| t <= self.now) {
+            self.tell_refusals(peer);
+        }
+    }
+
+    /// Renews the collapsed notification of `peer`'s refusals with the current counts.
+    pub(super) fn tell_refusals(&mut self, peer: &Address) {
+        let now = self.now;
+        let Some(rec) = self.peers.get_mut(peer) else {
+            return;
+        };
+        rec.refused.told_at = rec.refused.total();
+        rec.refused.told_when = Some(now);
+        self.dirty.peers.insert(peer.clone());
+        let r = rec.refused.clone();
+        let l = &self.config.limits;
+        let threads = r.threads.saturating_add(r.fork_children);
+        let mut parts = Vec::new();
+        if threads > 0 {
+            parts.push(format!(
+                "opened {threads} thread(s) past your limits (at most {} at once, {} per fork)",
+                l.max_threads_per_peer, l.max_fork_children
+            ));
+        }
+        if r.packets > 0 {
+            parts.push(format!(
+                "sent {} packet(s) past your limits (at most {} open questions, {} KiB per thread)",
+                r.packets,
+                l.max_prompts_per_peer,
+                l.max_thread_bytes / 1024
+            ));
+        }
+        self.notify_keyed(
+            format!("refused/{peer}"),
+            NotifyKind::Flagged,
+            format!(
+                "{peer} {}; they were refused. Block {peer}?",
+                parts.join(" and ")
+            ),
+        );
+        self.audit(
+            None,
+            format!(
+                "refused past the limits per peer from {peer}: {} new thread(s), {} fork child(ren), {} packet(s)",
+                r.threads, r.fork_children, r.packets
+            ),
+        );
+    }
+
+    /// Forgets the oldest ended threads `peer` started beyond the number kept, records
+    /// included, so a peer that opens and ends threads forever grows nothing.
+    fn forget_ended_threads(&mut self, peer: &Address) {
+        let keep = self.config.limits.max_ended_threads_per_peer as usize;
+        let mut ended: Vec<(Timestamp, String)> = self
+            .threads
+            .values()
+            .filter(|t| &t.peer == peer && !t.initiator && t.state.is_terminal())
+            .map(|t| (t.ended_at.unwrap_or(t.last_activity), t.id.clone()))
+            .collect();
+        if ended.len() <= keep {
+            return;
+        }
+        ended.sort();
+        let extra = ended.len() - keep;
+        for (_, id) in ended.into_iter().take(extra) {
+            let Some(t) = self.threads.remove(&id) else {
+                continue;
+            };
+            self.tags.remove(&(t.peer.clone(), thread_tag(&id)));
+            self.dirty.threads.remove(&id);
+            let stored = self.hist_stored.remove(&id).unwrap_or(0);
+            for n in 0..stored {
+                self.dirty.ops.push(PersistOp::Delete {
+                    key: history_key(&id, n),
+                });
+            }
+            self.dirty.ops.push(PersistOp::Delete {
+                key: format!("thread/{id}"),
+            });
+            self.audit(
+                Some(&id),
+                format!("ended thread forgotten: {peer} started more than {keep} that ended"),
+            );
+        }
+    }
+
     fn check_decision_secrets(&self, id: &str, d: Decision) -> Result<Decision, String> {
         let Some(t) = self.threads.get(id) else {
             return Ok(d);
@@ -3064,6 +3377,70 @@ impl Agent {
             None => Ok(d),
         }
     }
+}
+
+/// Open prompts of thread `t` (its consent prompt, its resolution prompt).
+fn prompts_open(t: &Thread) -> usize {
+    let consent = t.consent.as_ref().is_some_and(|c| c.prompt_id != 0);
+    let resolution = t.state == ThreadState::Proposed
+        && t.resolution.as_ref().is_some_and(|r| r.prompt_id.is_some());
+    usize::from(consent) + usize::from(resolution)
+}
+
+/// Whether a packet of the peer can open a prompt for this agent's user.
+fn may_prompt(b: &Body) -> bool {
+    match b {
+        Body::Context(c) => !c.needs.is_empty(),
+        Body::ContextRequest(c) => !c.needs.is_empty(),
+        Body::IntentUpdate(u) => !u.additional_context_needed.is_empty(),
+        Body::Resolution(_) => true,
+        _ => false,
+    }
+}
+
+/// The smallest count above `n` at which a collapsed record is renewed (1, 2, 5, 10…).
+fn next_milestone(n: u64) -> u64 {
+    let mut m: u64 = 1;
+    loop {
+        for k in [1u64, 2, 5] {
+            let x = m.saturating_mul(k);
+            if x > n || x == u64::MAX {
+                return x;
+            }
+        }
+        m = m.saturating_mul(10);
+    }
+}
+
+/// Whether resolution `r` has every confirmation this agent (`me`) requires before it
+/// acts on it (SPEC-NOTES "Resolution and confirmation", who confirms):
+///
+/// 1. its own user's `confirmed`, always — whatever the resolution's quorum or list says;
+///    only [`Command::AnswerResolution`] records it (answers of other agents are recorded
+///    under their own authenticated address, never this agent's);
+/// 2. the confirmations of the *other* participants the resolution names: all of them
+///    without a quorum; with a quorum `q` (§8.3, the number of confirmations in total),
+///    `q - 1` of them, this agent's user being one of the `q`. Duplicates count once.
+fn confirmations_complete(r: &OpenResolution, me: &Address) -> bool {
+    let confirmed = |who: &Address| {
+        r.answers
+            .iter()
+            .any(|(a, s)| a == who && *s == ResolutionStatus::Confirmed)
+    };
+    if !confirmed(me) {
+        return false;
+    }
+    let others: BTreeSet<&Address> = r
+        .body
+        .requires_confirmation_from
+        .iter()
+        .filter(|a| *a != me)
+        .collect();
+    let need = match r.body.quorum {
+        Some(q) => (q as usize).saturating_sub(1).min(others.len()),
+        None => others.len(),
+    };
+    others.iter().filter(|a| confirmed(a)).count() >= need
 }
 
 fn blank_thread(

@@ -48,8 +48,9 @@ pub use io::*;
 pub use permissions::{PermissionTiers, RelationshipOverride, Tier};
 pub use thread::{Thread, ThreadState, Waiting};
 
-/// Limits and timeouts (spec §6.4, §8.1, §13).
+/// Limits and timeouts (spec §6.4, §8.1, §13, §16 anti-abuse).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Limits {
     /// Context exchanges before automatic escalation (§6.4).
     pub max_round_trips: u32,
@@ -67,6 +68,22 @@ pub struct Limits {
     pub llm_attempts: u32,
     /// Largest relay frame accepted.
     pub max_frame_bytes: usize,
+    /// Open threads one other agent may have started with this one, children of its
+    /// forks included; its next new thread (or fork) is refused with `too_many_threads`
+    /// (SPEC-NOTES §13, "Limits per peer").
+    pub max_threads_per_peer: u32,
+    /// Open prompts (consent and resolution) of threads with one other agent; a packet of
+    /// it that could open another is refused with `too_many_prompts`.
+    pub max_prompts_per_peer: u32,
+    /// Child threads one `thread_fork` may create (§6.5); a larger fork is refused whole
+    /// with `too_many_children`.
+    pub max_fork_children: u32,
+    /// Bytes of packets one thread keeps (its history, both ways); a packet of the peer
+    /// that would pass it is refused with `thread_too_large`.
+    pub max_thread_bytes: usize,
+    /// Ended threads one other agent started that are kept; beyond it the oldest are
+    /// forgotten (records deleted) when it starts another.
+    pub max_ended_threads_per_peer: u32,
     /// Frames that cost the relay's rate tokens (`send`, `lookup`) sent per second at most
     /// (SPEC-NOTES "Failure handling": pacing). Under the relay's documented 50/s.
     #[serde(default = "default_send_rate")]
@@ -96,6 +113,11 @@ impl Default for Limits {
             relay_silence: Duration::from_secs(90),
             llm_attempts: 3,
             max_frame_bytes: 131_072,
+            max_threads_per_peer: 32,
+            max_prompts_per_peer: 8,
+            max_fork_children: 8,
+            max_thread_bytes: 262_144,
+            max_ended_threads_per_peer: 64,
             send_rate_per_sec: default_send_rate(),
             send_burst: default_send_burst(),
         }
@@ -214,7 +236,53 @@ struct PeerRecord {
     lookup_sent: bool,
     /// How often the user approved each field for this agent (§7.2 suggestions).
     approvals: BTreeMap<String, u32>,
+    /// What was refused of this agent past the limits per peer.
+    #[serde(default)]
+    refused: Refusals,
 }
+
+/// Counts of what one peer sent past the limits per peer (SPEC-NOTES §13, "Limits per
+/// peer"): counts, not one record per packet, so a flood grows nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Refusals {
+    /// New threads refused (`too_many_threads`, or `too_many_prompts` on a first packet).
+    pub threads: u64,
+    /// Child threads of refused forks (`too_many_children`, `too_many_threads`).
+    pub fork_children: u64,
+    /// Packets of open threads refused (`too_many_prompts`, `thread_too_large`).
+    pub packets: u64,
+    /// The total the user was last told (the notification is renewed when the total
+    /// reaches 1, 2, 5, 10, 20, 50…, and otherwise at most once a minute).
+    #[serde(default)]
+    told_at: u64,
+    /// When the user was last told.
+    #[serde(default)]
+    told_when: Option<Timestamp>,
+    /// `processing_error` answers sent in the current minute, and when it started.
+    #[serde(default)]
+    answers: Option<(Timestamp, u32)>,
+}
+
+impl Refusals {
+    /// Everything refused.
+    pub fn total(&self) -> u64 {
+        self.threads
+            .saturating_add(self.fork_children)
+            .saturating_add(self.packets)
+    }
+
+    /// When the user is told the count next, if it moved since they were told.
+    fn tell_due(&self) -> Option<Timestamp> {
+        (self.told_at < self.total()).then(|| {
+            self.told_when
+                .map_or(Timestamp::ZERO, |t| t.add(REFUSAL_NOTICE_PERIOD))
+        })
+    }
+}
+
+/// The collapsed notification of a peer's refusals is renewed at most this often (apart
+/// from the totals 1, 2, 5, 10, 20, 50…).
+const REFUSAL_NOTICE_PERIOD: Duration = Duration::from_secs(60);
 
 /// A sealed packet the relay has not yet accepted (`outbox/<seq>`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -395,6 +463,8 @@ pub struct Agent {
     /// thread restored from an old-format record has none until it is next stored).
     hist_stored: BTreeMap<String, usize>,
     pacer: Pacer,
+    /// Packets dropped since this agent started (not persisted): only some are audited.
+    drops: u64,
     buf: Buffers,
     dirty: Dirty,
     out: VecDeque<Output>,
@@ -455,6 +525,7 @@ impl Agent {
             tags: BTreeMap::new(),
             hist_stored: BTreeMap::new(),
             pacer: Pacer::default(),
+            drops: 0,
             buf: Buffers::default(),
             dirty: Dirty::default(),
             out: VecDeque::new(),
@@ -602,6 +673,14 @@ impl Agent {
         self.peers.get(peer).is_some_and(|p| p.flagged)
     }
 
+    /// What was refused of an agent past the limits per peer.
+    pub fn refusals(&self, peer: &Address) -> Refusals {
+        self.peers
+            .get(peer)
+            .map(|p| p.refused.clone())
+            .unwrap_or_default()
+    }
+
     /// Current permission tiers.
     pub fn permissions(&self) -> &PermissionTiers {
         &self.settings.tiers
@@ -702,6 +781,11 @@ impl Agent {
         }
         for th in self.threads.values() {
             if let Some(x) = self.thread_deadline(th) {
+                at(x);
+            }
+        }
+        for p in self.peers.values() {
+            if let Some(x) = p.refused.tell_due() {
                 at(x);
             }
         }
@@ -1194,6 +1278,11 @@ impl Agent {
             }
         };
         self.dirty.threads.insert(thread_id.to_string());
+        self.queue_envelope(thread_id, packet_id, env);
+    }
+
+    /// Puts a sealed packet in the outbox (sending it if online).
+    fn queue_envelope(&mut self, thread_id: &str, packet_id: &str, env: Envelope) {
         let seq = self.meta.next_seq;
         self.meta.next_seq += 1;
         self.dirty.meta = true;
@@ -1225,7 +1314,35 @@ impl Agent {
             thread_id,
             kind,
             text,
+            key: None,
         }));
+    }
+
+    /// A notification that replaces the earlier one with the same `key` (a count kept up
+    /// to date).
+    fn notify_keyed(&mut self, key: String, kind: NotifyKind, text: String) {
+        self.buf.notify.push(Output::Notify(Notification {
+            thread_id: None,
+            kind,
+            text,
+            key: Some(key),
+        }));
+    }
+
+    /// Audits a dropped packet: the first 10 since the start verbatim, then only the
+    /// 20th, 50th, 100th, 200th, 500th… with the count, so no peer can grow the audit
+    /// log faster than logarithmically (SPEC-NOTES §13, "Limits per peer").
+    pub(super) fn dropped(&mut self, thread_id: Option<&str>, why: String) {
+        self.drops = self.drops.saturating_add(1);
+        let n = self.drops;
+        if n <= 10 {
+            self.audit(thread_id, why);
+        } else if is_milestone(n) {
+            self.audit(
+                thread_id,
+                format!("{why} ({n} packets dropped since the start; only some are logged)"),
+            );
+        }
     }
 
     /// Every audit record leaves through here: its text is cleaned for display, as a log
@@ -1307,6 +1424,15 @@ impl Agent {
         for id in ids {
             self.thread_timeout(&id);
         }
+        let due: Vec<Address> = self
+            .peers
+            .iter()
+            .filter(|(_, p)| p.refused.tell_due().is_some_and(|t| t <= self.now))
+            .map(|(a, _)| a.clone())
+            .collect();
+        for peer in due {
+            self.tell_refusals(&peer);
+        }
     }
 }
 
@@ -1317,6 +1443,16 @@ fn shown(text: String) -> String {
         std::borrow::Cow::Borrowed(_) => text,
         std::borrow::Cow::Owned(s) => s,
     }
+}
+
+/// Whether `n` is 1, 2 or 5 times a power of ten: counts at which a collapsed record is
+/// renewed.
+fn is_milestone(n: u64) -> bool {
+    let mut m = n;
+    while m >= 10 && m % 10 == 0 {
+        m /= 10;
+    }
+    matches!(m, 1 | 2 | 5)
 }
 
 fn put<T: Serialize>(key: String, v: &T) -> Output {
@@ -1350,6 +1486,8 @@ fn new_session(rng: &mut DetRng) -> ThreadSession {
     ThreadSession::new(rng.bytes32())
 }
 
+#[cfg(test)]
+mod hostile_tests;
 #[cfg(test)]
 mod surface_tests;
 #[cfg(test)]

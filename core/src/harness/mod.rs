@@ -41,7 +41,7 @@ pub struct Node {
     pub actions: VecDeque<ActionRequest>,
     /// LLM requests not yet answered.
     pub llm: VecDeque<LlmRequest>,
-    /// Every notification shown.
+    /// Every notification shown (one with the key of an earlier one replaces it).
     pub notifications: Vec<Notification>,
     /// Every prompt shown, in order (for metrics).
     pub prompts_shown: u64,
@@ -611,7 +611,11 @@ impl Net {
                         '|',
                         format!("notify ({:?}): {}", n.kind, n.text).to_lowercase_kind(),
                     );
-                    self.nodes[i].notifications.push(n);
+                    let ns = &mut self.nodes[i].notifications;
+                    match ns.iter_mut().find(|x| x.key.is_some() && x.key == n.key) {
+                        Some(x) => *x = n,
+                        None => ns.push(n),
+                    }
                 }
                 Output::Audit(a) => {
                     if let Some((mark, text)) = self.describe_audit(i, &a.event) {
