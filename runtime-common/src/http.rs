@@ -147,6 +147,36 @@ pub fn render_metrics(s: &RelaySnapshot) -> String {
         s.slow_consumers,
     );
     metric(
+        "a2acp_relay_closed_for_refusals_total",
+        "counter",
+        "Connections closed with too_many_refusals (refused frames past their allowance or budget).",
+        st.closed_for_refusals,
+    );
+    metric(
+        "a2acp_relay_closed_oversized_total",
+        "counter",
+        "Connections closed after a message beyond the transport limit (too_large, close 1009).",
+        st.closed_oversized,
+    );
+    metric(
+        "a2acp_relay_registrations_limited_total",
+        "counter",
+        "Registrations refused by the per-source limit (registration_limited).",
+        st.registrations_limited,
+    );
+    metric(
+        "a2acp_relay_registration_sources",
+        "gauge",
+        "Sources whose registration window is tracked.",
+        st.registration_sources as u64,
+    );
+    metric(
+        "a2acp_relay_log_lines_suppressed_total",
+        "counter",
+        "Log lines about clients held back by the log's rate limit (counted, summarised).",
+        s.log_lines_suppressed,
+    );
+    metric(
         "a2acp_relay_commits_total",
         "counter",
         "SQLite transactions committed.",
@@ -253,7 +283,14 @@ mod tests {
             .refusals
             .insert(a2acp_core::relay::frame::ErrorCode::BadSignature, 2);
         s.stats.routed_total = 7;
+        s.stats.closed_for_refusals = 3;
+        s.stats.registrations_limited = 40;
         let t = render_metrics(&s);
+        assert!(t.contains("a2acp_relay_closed_for_refusals_total 3"), "{t}");
+        assert!(
+            t.contains("a2acp_relay_registrations_limited_total 40"),
+            "{t}"
+        );
         assert!(t.contains("a2acp_relay_packets_routed_total 7"), "{t}");
         assert!(
             t.contains("a2acp_relay_refusals_total{reason=\"bad_signature\"} 2"),

@@ -415,7 +415,20 @@ fn rate_limited(net: &Net) -> u64 {
 
 #[test]
 fn summaries_after_a_restart_with_2000_open_threads_are_paced_under_the_relays_rate() {
-    let (mut net, a, b) = dinner::net();
+    // Bob lets Alice keep 2,000 threads open (the default limits per peer are far lower).
+    let mut net = Net::new("a2acp.io", dinner_start(), [7; 32]);
+    // Alice answers the prompts of all of them in time (her limit of open prompts per
+    // peer would otherwise refuse Bob's questions past the eighth).
+    let mut alice = dinner::alice("a2acp.io");
+    alice.limits.max_prompts_per_peer = 4_000;
+    let a = net.add_agent(alice, [1; 32], [11; 32]);
+    let mut bob = dinner::bob("a2acp.io");
+    bob.limits.max_threads_per_peer = 4_000;
+    bob.limits.max_prompts_per_peer = 4_000;
+    let b = net.add_agent(bob, [2; 32], [22; 32]);
+    net.connect(a);
+    net.connect(b);
+    net.settle();
     let to = net.address(b);
     for _ in 0..2000 {
         net.command(
@@ -487,13 +500,25 @@ fn summaries_after_a_restart_with_2000_open_threads_are_paced_under_the_relays_r
 
 #[test]
 fn a_rate_limited_refusal_slows_the_agent_down_and_nothing_is_lost() {
-    // An agent that believes the relay allows far more than it does.
-    let mut net = Net::new("a2acp.io", dinner_start(), [7; 32]);
+    // An agent that believes the relay allows far more than it does. The relay's frame
+    // budget per connection (which closes a connection that keeps sending past it, relay
+    // link §6) is lifted here: this is about the address's bucket and its `rate_limited`.
+    let relay = crate::relay::RelayConfig {
+        domain: "a2acp.io".into(),
+        conn_rate_per_sec: 100_000,
+        conn_rate_burst: 100_000,
+        ..crate::relay::RelayConfig::default()
+    };
+    let mut net = Net::with_relay_config(relay, dinner_start(), [7; 32]);
     let mut alice = dinner::alice("a2acp.io");
     alice.limits.send_rate_per_sec = 500;
+    alice.limits.max_prompts_per_peer = 4_000;
     alice.limits.send_burst = 1000;
     let a = net.add_agent(alice, [1; 32], [11; 32]);
-    let b = net.add_agent(dinner::bob("a2acp.io"), [2; 32], [22; 32]);
+    let mut bob = dinner::bob("a2acp.io");
+    bob.limits.max_threads_per_peer = 4_000;
+    bob.limits.max_prompts_per_peer = 4_000;
+    let b = net.add_agent(bob, [2; 32], [22; 32]);
     net.connect(a);
     net.connect(b);
     net.settle();

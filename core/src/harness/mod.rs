@@ -111,10 +111,18 @@ pub struct Net {
 impl Net {
     /// A network whose relay serves `domain`, starting at `start`.
     pub fn new(domain: &str, start: Timestamp, seed: [u8; 32]) -> Self {
-        let relay_config = RelayConfig {
-            domain: domain.to_string(),
-            ..RelayConfig::default()
-        };
+        Self::with_relay_config(
+            RelayConfig {
+                domain: domain.to_string(),
+                ..RelayConfig::default()
+            },
+            start,
+            seed,
+        )
+    }
+
+    /// A network whose relay has `relay_config`, starting at `start`.
+    pub fn with_relay_config(relay_config: RelayConfig, start: Timestamp, seed: [u8; 32]) -> Self {
         Net {
             now: start,
             relay: Relay::new(relay_config.clone(), seed),
