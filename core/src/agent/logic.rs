@@ -3071,11 +3071,14 @@ impl Agent {
             .count()
     }
 
-    /// Open prompts of threads with `peer`.
+    /// Open prompts of threads `peer` started. Threads this agent's user started are not
+    /// counted, nor limited: their prompts are bounded by what the user asked for (at most
+    /// one consent and one resolution prompt per thread), and a peer answering them must
+    /// not be refused because other threads of that peer wait for the user.
     fn open_prompts_of(&self, peer: &Address) -> usize {
         self.threads
             .values()
-            .filter(|t| &t.peer == peer)
+            .filter(|t| &t.peer == peer && !t.initiator)
             .map(prompts_open)
             .sum()
     }
@@ -3145,7 +3148,8 @@ impl Agent {
             }
         }
         let prompts = self.open_prompts_of(&t.peer);
-        if !t.state.is_terminal()
+        if !t.initiator
+            && !t.state.is_terminal()
             && may_prompt(&p.body)
             && prompts_open(t) == 0
             && prompts >= l.max_prompts_per_peer as usize

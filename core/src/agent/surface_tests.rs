@@ -417,11 +417,7 @@ fn rate_limited(net: &Net) -> u64 {
 fn summaries_after_a_restart_with_2000_open_threads_are_paced_under_the_relays_rate() {
     // Bob lets Alice keep 2,000 threads open (the default limits per peer are far lower).
     let mut net = Net::new("a2acp.io", dinner_start(), [7; 32]);
-    // Alice answers the prompts of all of them in time (her limit of open prompts per
-    // peer would otherwise refuse Bob's questions past the eighth).
-    let mut alice = dinner::alice("a2acp.io");
-    alice.limits.max_prompts_per_peer = 4_000;
-    let a = net.add_agent(alice, [1; 32], [11; 32]);
+    let a = net.add_agent(dinner::alice("a2acp.io"), [1; 32], [11; 32]);
     let mut bob = dinner::bob("a2acp.io");
     bob.limits.max_threads_per_peer = 4_000;
     bob.limits.max_prompts_per_peer = 4_000;
@@ -512,7 +508,6 @@ fn a_rate_limited_refusal_slows_the_agent_down_and_nothing_is_lost() {
     let mut net = Net::with_relay_config(relay, dinner_start(), [7; 32]);
     let mut alice = dinner::alice("a2acp.io");
     alice.limits.send_rate_per_sec = 500;
-    alice.limits.max_prompts_per_peer = 4_000;
     alice.limits.send_burst = 1000;
     let a = net.add_agent(alice, [1; 32], [11; 32]);
     let mut bob = dinner::bob("a2acp.io");
@@ -565,4 +560,28 @@ fn a_rate_limited_refusal_slows_the_agent_down_and_nothing_is_lost() {
 
 fn dinner_start() -> Timestamp {
     Timestamp::parse_rfc3339(dinner::START).unwrap()
+}
+
+#[test]
+fn prompts_in_threads_the_user_started_are_not_limited_per_peer() {
+    // Alice starts more threads with Bob than her limit of open prompts per peer; Bob asks
+    // a question in each. Every question reaches Alice: the limit guards against threads a
+    // peer opens, not against answers in threads this user started.
+    let (mut net, a, b) = dinner::net();
+    let limit = net.nodes[a].agent.config().limits.max_prompts_per_peer as usize;
+    let to = net.address(b);
+    for _ in 0..limit + 4 {
+        net.command(
+            a,
+            Command::StartThread {
+                to: to.clone(),
+                intent: dinner::intent(),
+                context: dinner::context(),
+            },
+        );
+    }
+    net.run_for(Duration::from_secs(60));
+    let refused = net.nodes[a].agent.refusals(&to);
+    assert_eq!(refused.packets + refused.threads, 0, "{refused:?}");
+    assert_eq!(net.nodes[a].prompts.len(), limit + 4);
 }
