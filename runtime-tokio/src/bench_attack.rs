@@ -1199,7 +1199,7 @@ pub async fn run(a: AttackArgs) -> Result<(), BenchError> {
         legacy: a.legacy,
     };
     println!(
-        "a2acp bench attack: relay {} under ulimit -n {}, {} hostile connections for {} s, upgrade and auth deadlines {} ms{}",
+        "a2acp bench attack: relay {} under ulimit -n {}, {} hostile connections for {} s, upgrade and auth deadlines {} ms{}{}",
         exe.display(),
         o.fd_limit,
         o.connections,
@@ -1207,6 +1207,14 @@ pub async fn run(a: AttackArgs) -> Result<(), BenchError> {
         o.deadline.as_millis(),
         if attacks.contains(&Attack::IpFlood) {
             format!(", ip-flood against --max-connections-per-ip {}", o.per_ip_cap)
+        } else {
+            String::new()
+        },
+        if attacks.iter().any(|a| a.frame_level()) {
+            format!(
+                ", frame-level attacks with {} WebSocket connections",
+                o.frame_connections
+            )
         } else {
             String::new()
         }
