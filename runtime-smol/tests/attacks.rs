@@ -56,3 +56,18 @@ async fn caps_refuse_make_room_and_the_deadline_closes() {
     let r = bench_attack::check_caps_and_deadline(Path::new(RELAY)).await;
     assert!(r.is_ok(), "{r:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn junk_frame_flood() {
+    attack(Attack::JunkFlood).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ping_flood() {
+    attack(Attack::PingFlood).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registration_flood() {
+    attack(Attack::RegistrationFlood).await;
+}

@@ -288,16 +288,7 @@ async fn register(url: &str, i: usize) -> Result<crate::ws::Ws, BenchError> {
         let Message::Text(t) = m else { continue };
         match RelayFrame::from_bytes(t.as_bytes()).map_err(|e| e.to_string())? {
             RelayFrame::Challenge { nonce, domain, .. } => {
-                let ts = crate::now_ms();
-                let key = id.public().to_bytes();
-                let msg =
-                    challenge_signed_bytes(REGISTER_LABEL, &nonce, &domain, ts, &addr, Some(&key));
-                let f = ClientFrame::Register {
-                    address: addr.clone(),
-                    key,
-                    ts,
-                    sig: id.sign(&msg),
-                };
+                let f = register_frame(&id, &addr, &nonce, &domain);
                 ws.send(Message::Text(
                     Utf8Bytes::try_from(f.to_bytes()).map_err(|e| e.to_string())?,
                 ))
@@ -308,6 +299,25 @@ async fn register(url: &str, i: usize) -> Result<crate::ws::Ws, BenchError> {
             RelayFrame::Error { message, .. } => return Err(message),
             _ => {}
         }
+    }
+}
+
+/// A `register` frame for `address` with identity `id`, answering the challenge `nonce`
+/// of `domain`, signed now.
+pub(crate) fn register_frame(
+    id: &IdentityKey,
+    address: &Address,
+    nonce: &[u8; 32],
+    domain: &str,
+) -> ClientFrame {
+    let ts = crate::now_ms();
+    let key = id.public().to_bytes();
+    let msg = challenge_signed_bytes(REGISTER_LABEL, nonce, domain, ts, address, Some(&key));
+    ClientFrame::Register {
+        address: address.clone(),
+        key,
+        ts,
+        sig: id.sign(&msg),
     }
 }
 

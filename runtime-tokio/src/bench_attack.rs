@@ -26,10 +26,14 @@ use std::time::{Duration, Instant};
 
 use a2acp_core::agent::AgentConfig;
 use a2acp_core::crypto::IdentityKey;
+use a2acp_core::relay::frame::{ClientFrame, RelayFrame};
 use a2acp_core::Address;
 use a2acp_runtime::control::{Request, StatusInfo, ThreadSummary};
 use a2acp_runtime::scripted::{dinner_configs, next_friday, start_dinner, ScriptedUser};
 use a2acp_runtime::store::Store;
+use async_tungstenite::tokio::TokioAdapter;
+use async_tungstenite::tungstenite::Message;
+use futures_util::StreamExt;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::process::{Child, Command};
@@ -42,7 +46,7 @@ use crate::bench::BenchError;
 #[derive(Debug, Clone, clap::Args)]
 pub struct AttackArgs {
     /// Attacks to run (default: all): garbage, slowloris, half-open, half-open-fin,
-    /// ip-flood.
+    /// ip-flood, junk-flood, ping-flood, registration-flood.
     #[arg(long = "attack", value_parser = parse_attack)]
     pub attacks: Vec<Attack>,
     /// The relay binary to attack (default: this one; `--runtime smol`: `a2acp-smol` next
@@ -58,6 +62,11 @@ pub struct AttackArgs {
     /// Hostile connections kept going at once.
     #[arg(long, default_value_t = 400)]
     pub connections: usize,
+    /// Hostile WebSocket connections kept going at once by the frame-level attacks
+    /// (junk-flood, ping-flood, registration-flood): each is a flood of its own, and
+    /// upgraded connections are not closed to make room, so fewer than the total cap.
+    #[arg(long, default_value_t = 32)]
+    pub frame_connections: usize,
     /// Seconds of attack (at least until the honest negotiation under attack is over).
     #[arg(long, default_value_t = 6)]
     pub duration: u64,
@@ -87,6 +96,17 @@ pub enum Attack {
     /// Every connection from one source address: far past the per-source cap; the
     /// admitted ones complete the WebSocket upgrade and then send nothing.
     IpFlood,
+    /// WebSocket connections that never authenticate and send junk (non-JSON) text frames
+    /// as fast as they can, reconnecting whenever the relay closes them
+    /// (`too_many_refusals`).
+    JunkFlood,
+    /// WebSocket connections that never authenticate and send protocol `ping` frames as
+    /// fast as they can, reconnecting whenever the relay closes them.
+    PingFlood,
+    /// Connections that each register a fresh address (a fresh Ed25519 key, answering the
+    /// relay's challenge), as fast as they can, until the per-source limit refuses them
+    /// (`registration_limited`).
+    RegistrationFlood,
 }
 
 fn parse_attack(s: &str) -> Result<Attack, String> {
@@ -112,12 +132,15 @@ const UPGRADE_REQUEST: &[u8] = b"GET / HTTP/1.1\r\nHost: relay\r\nUpgrade: webso
 
 impl Attack {
     /// Every attack.
-    pub const ALL: [Attack; 5] = [
+    pub const ALL: [Attack; 8] = [
         Attack::Garbage,
         Attack::Slowloris,
         Attack::HalfOpen,
         Attack::HalfOpenFin,
         Attack::IpFlood,
+        Attack::JunkFlood,
+        Attack::PingFlood,
+        Attack::RegistrationFlood,
     ];
 
     /// Its name on the command line and in the table.
@@ -128,6 +151,26 @@ impl Attack {
             Attack::HalfOpen => "half-open",
             Attack::HalfOpenFin => "half-open-fin",
             Attack::IpFlood => "ip-flood",
+            Attack::JunkFlood => "junk-flood",
+            Attack::PingFlood => "ping-flood",
+            Attack::RegistrationFlood => "registration-flood",
+        }
+    }
+
+    /// Whether it speaks WebSocket frames (after the upgrade) rather than raw bytes.
+    fn frame_level(self) -> bool {
+        matches!(
+            self,
+            Attack::JunkFlood | Attack::PingFlood | Attack::RegistrationFlood
+        )
+    }
+
+    /// Hostile connections kept going at once.
+    fn connections(self, o: &AttackOptions) -> usize {
+        if self.frame_level() {
+            o.frame_connections
+        } else {
+            o.connections
         }
     }
 
@@ -154,8 +197,84 @@ impl Attack {
 
     /// What one hostile connection does once connected, until the relay closes it; once
     /// `stop` is set it sends nothing more but keeps the socket open until the relay
-    /// closes it (or until `release`).
+    /// closes it (or until `release`); a registration-flood connection closes itself
+    /// once registered. Whether it got as far as its attack (a frame-level connection
+    /// upgraded): if not, and it ended at once, the harness pauses before reconnecting.
     async fn drive(
+        self,
+        s: TcpStream,
+        stop: &watch::Receiver<bool>,
+        release: &watch::Receiver<bool>,
+        tally: &Tally,
+    ) -> bool {
+        match self {
+            Attack::JunkFlood | Attack::PingFlood => {
+                self.flood_frames(s, stop, release, tally).await
+            }
+            Attack::RegistrationFlood => flood_registrations(s, stop, tally).await,
+            _ => {
+                self.drive_bytes(s, stop, release).await;
+                false
+            }
+        }
+    }
+
+    /// Upgrades `s`, then sends junk or `ping` frames as fast as it can (reading what the
+    /// relay answers) until the relay closes the connection or `stop`; then holds it.
+    async fn flood_frames(
+        self,
+        s: TcpStream,
+        stop: &watch::Receiver<bool>,
+        release: &watch::Receiver<bool>,
+        tally: &Tally,
+    ) -> bool {
+        let Some(ws) = upgrade(s).await else {
+            return false;
+        };
+        let (mut sink, mut source) = ws.split();
+        let closed = async {
+            while let Some(Ok(m)) = source.next().await {
+                if matches!(m, Message::Close(_)) {
+                    break;
+                }
+            }
+        };
+        tokio::pin!(closed);
+        let flood = async {
+            let mut n = 0u64;
+            while !*stop.borrow() {
+                n += 1;
+                let text = match self {
+                    Attack::PingFlood => {
+                        String::from_utf8_lossy(&ClientFrame::Ping { n }.to_bytes()).into_owned()
+                    }
+                    _ => format!("junk frame {n}: not JSON <<<>>>"),
+                };
+                if sink.send(Message::Text(text.into())).await.is_err() {
+                    return false;
+                }
+                tally.frames.fetch_add(1, Ordering::Relaxed);
+                if n % 64 == 0 {
+                    tokio::task::yield_now().await;
+                }
+            }
+            true
+        };
+        tokio::select! {
+            _ = &mut closed => return true,
+            open = flood => if !open { return true },
+        }
+        // Stopped: send nothing more, hold the connection until the relay closes it.
+        let mut release = release.clone();
+        tokio::select! {
+            _ = &mut closed => {}
+            _ = release.wait_for(|r| *r) => {}
+        }
+        true
+    }
+
+    /// The byte-level attacks: what one connection sends before holding it.
+    async fn drive_bytes(
         self,
         mut s: TcpStream,
         stop: &watch::Receiver<bool>,
@@ -209,6 +328,8 @@ impl Attack {
                     return;
                 }
             }
+            // Driven frame by frame ([`Attack::drive`]); here they only hold the socket.
+            Attack::JunkFlood | Attack::PingFlood | Attack::RegistrationFlood => {}
         }
         // Hold the socket, sending nothing, until the relay closes it.
         let mut release = release.clone();
@@ -219,6 +340,81 @@ impl Attack {
             }
         }
     }
+}
+
+/// What the hostile connections of one attack did, counted by the attacker.
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// WebSocket frames sent (junk, `ping`, `register`).
+    pub frames: AtomicU64,
+    /// Registrations answered `auth_ok`.
+    pub registered: AtomicU64,
+    /// Registrations refused with `registration_limited`.
+    pub registration_limited: AtomicU64,
+}
+
+/// Distinguishes the fresh keys and addresses of the registration flood.
+static FRESH: AtomicU64 = AtomicU64::new(0);
+
+/// Completes the WebSocket upgrade over `s` (5 s at most).
+async fn upgrade(s: TcpStream) -> Option<crate::ws::Ws> {
+    let url = format!("ws://{}", s.peer_addr().ok()?);
+    let _ = s.set_nodelay(true);
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        a2acp_runtime::ws::handshake(&url, TokioAdapter::new(s)),
+    )
+    .await
+    .ok()?
+    .ok()
+}
+
+/// Upgrades `s` and registers fresh addresses (a fresh key each) on it, answering every
+/// challenge, until one registration succeeds (then closes it), the relay closes it, or
+/// `stop`.
+async fn flood_registrations(s: TcpStream, stop: &watch::Receiver<bool>, tally: &Tally) -> bool {
+    let Some(mut ws) = upgrade(s).await else {
+        return false;
+    };
+    loop {
+        let m = match tokio::time::timeout(Duration::from_secs(5), ws.next()).await {
+            Ok(Some(Ok(m))) => m,
+            _ => return true,
+        };
+        let Message::Text(t) = m else {
+            continue;
+        };
+        match RelayFrame::from_bytes(t.as_bytes()) {
+            Ok(RelayFrame::Challenge { nonce, domain, .. }) => {
+                if *stop.borrow() {
+                    break;
+                }
+                let k = FRESH.fetch_add(1, Ordering::Relaxed);
+                let mut seed = [0xf1u8; 32];
+                seed[..8].copy_from_slice(&k.to_le_bytes());
+                let id = IdentityKey::from_seed(seed);
+                let Ok(address) = Address::new(&format!("flood{k}"), &domain) else {
+                    break;
+                };
+                let f = crate::bench::register_frame(&id, &address, &nonce, &domain);
+                let text = String::from_utf8_lossy(&f.to_bytes()).into_owned();
+                if ws.send(Message::Text(text.into())).await.is_err() {
+                    return true;
+                }
+                tally.frames.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(RelayFrame::AuthOk { .. }) => {
+                tally.registered.fetch_add(1, Ordering::Relaxed);
+                break;
+            }
+            Ok(RelayFrame::Error { code, .. }) if code.as_str() == "registration_limited" => {
+                tally.registration_limited.fetch_add(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(2), ws.close(None)).await;
+    true
 }
 
 /// How to run an attack.
@@ -234,6 +430,8 @@ pub struct AttackOptions {
     pub deadline: Duration,
     /// The per-source cap of the ip-flood attack.
     pub per_ip_cap: usize,
+    /// Hostile connections at once of the frame-level attacks.
+    pub frame_connections: usize,
     /// Start the relay without the deadline and cap flags (a build that predates them).
     pub legacy: bool,
 }
@@ -246,6 +444,7 @@ impl Default for AttackOptions {
             duration: Duration::from_secs(6),
             deadline: Duration::from_secs(2),
             per_ip_cap: 32,
+            frame_connections: 32,
             legacy: false,
         }
     }
@@ -585,6 +784,12 @@ pub struct AttackReport {
     pub attacker_connections: u64,
     /// Hostile connections kept going at once.
     pub connections: usize,
+    /// WebSocket frames the attacker sent (frame-level attacks).
+    pub frames_sent: u64,
+    /// Registrations of the registration flood answered `auth_ok`.
+    pub registered: u64,
+    /// Registrations of the registration flood refused with `registration_limited`.
+    pub registration_limited: u64,
     /// Bytes the relay logged during the attack and until it settled.
     pub log_bytes: u64,
     /// Seconds from the start of the attack to it settling.
@@ -597,6 +802,10 @@ pub struct AttackReport {
     pub deadline: Duration,
 }
 
+/// Log bytes allowed per address the registration flood registered (the relay's
+/// `registered` line).
+pub const REGISTERED_LOG_BYTES: u64 = 256;
+
 /// Descriptors above the baseline still counted as "back to baseline" (a probe or an agent
 /// closing).
 pub const FD_SLACK: usize = 4;
@@ -605,9 +814,11 @@ impl AttackReport {
     /// What went wrong: `/healthz` unanswered during the attack, an honest negotiation
     /// that did not complete during or after it, descriptors not back near their
     /// baseline within the deadline plus 5 s, memory not back near it (within 16 MiB or
-    /// half of it), the log growing faster than 4 KB/s, or the attack not met by its
-    /// defence (no connection closed by the deadline, made room for, or refused as it
-    /// should).
+    /// half of it), the log growing faster than 4 KB/s (besides
+    /// [`REGISTERED_LOG_BYTES`] per address registered), or the attack not met by its
+    /// defence (no connection closed by the deadline, made room for, closed for its
+    /// refusals, or refused as it should; no registration both admitted and then
+    /// refused with `registration_limited`).
     pub fn problems(&self) -> Vec<String> {
         let mut p = Vec::new();
         if self.healthz.failed > 0 || self.healthz.ok == 0 {
@@ -632,7 +843,10 @@ impl AttackReport {
                 self.before.rss_kib, self.after.rss_kib
             ));
         }
-        let rate = self.log_bytes as f64 / self.log_secs.max(1.0);
+        // The relay logs one line per new address (`registered`, about 130 bytes), which
+        // the per-source registration limit bounds: not counted against the rate.
+        let registrations = self.registered * REGISTERED_LOG_BYTES;
+        let rate = self.log_bytes.saturating_sub(registrations) as f64 / self.log_secs.max(1.0);
         if rate > 4096.0 {
             p.push(format!(
                 "the log grew {} bytes in {:.1} s",
@@ -653,6 +867,16 @@ impl AttackReport {
                     > 0.0
             }
             Attack::IpFlood => m("a2acp_relay_connections_refused_per_ip_total") > 0.0,
+            // Closed for their refusals (and made again).
+            Attack::JunkFlood | Attack::PingFlood => {
+                m("a2acp_relay_closed_for_refusals_total") > 0.0
+                    && self.attacker_connections > self.connections as u64
+            }
+            Attack::RegistrationFlood => {
+                self.registered > 0
+                    && self.registration_limited > 0
+                    && m("a2acp_relay_registrations_limited_total") > 0.0
+            }
         };
         if !met {
             p.push(format!(
@@ -671,7 +895,7 @@ impl AttackReport {
         };
         let m = |n: &str| metric(&self.metrics, n) as u64;
         format!(
-            "{:<13} {:>4} {:>4} {:>4}  {:>6} {:>6} {:>6}  {:>5.2} {:>5.2}  {:>6}  {:>3}/{:<3} {:>5}  {:>9} {:>9} {:>9}  {:>6} {:>6}  {:>5}/{:>5}/{:>5}/{:>5}/{:>3}",
+            "{:<18} {:>4} {:>4} {:>4}  {:>6} {:>6} {:>6}  {:>5.2} {:>5.2}  {:>6}  {:>3}/{:<3} {:>5}  {:>9} {:>9} {:>9}  {:>6} {:>6}  {:>5}/{:>5}/{:>5}/{:>5}/{:>3}  {:>8} {:>5}  {:>5}/{:<5}",
             self.attack.name(),
             self.before.fds,
             self.peak.fds,
@@ -697,12 +921,16 @@ impl AttackReport {
             m("a2acp_relay_connections_refused_per_ip_total"),
             m("a2acp_relay_connections_refused_total_cap_total"),
             m("a2acp_relay_accept_errors_total"),
+            self.frames_sent,
+            m("a2acp_relay_closed_for_refusals_total"),
+            self.registered,
+            self.registration_limited,
         )
     }
 }
 
 /// The header of [`AttackReport::row`].
-pub const TABLE_HEADER: &str = "attack        fds: before peak after  RSS MiB: before peak after  CPU cores during / CPU s total  settled s  healthz ok/failed max ms  honest online+dinner ms: baseline during after  hostile conns  log B  timeouts/evicted/refused per-IP/refused total/accept errors\n";
+pub const TABLE_HEADER: &str = "attack             fds: before peak after  RSS MiB: before peak after  CPU cores during / CPU s total  settled s  healthz ok/failed max ms  honest online+dinner ms: baseline during after  hostile conns  log B  timeouts/evicted/refused per-IP/refused total/accept errors  frames sent  closed for refusals  registered/limited\n";
 
 /// Runs one attack against a fresh relay `exe` (`a2acp` or `a2acp-smol`) and measures it.
 pub async fn run_attack(
@@ -730,11 +958,13 @@ pub async fn run_attack(
     let (stop_tx, stop) = watch::channel(false);
     let (release_tx, release) = watch::channel(false);
     let opened = Arc::new(AtomicU64::new(0));
+    let tally = Arc::new(Tally::default());
     let log0 = relay.log_bytes();
     let started = Instant::now();
     let mut attackers = Vec::new();
-    for i in 0..o.connections {
+    for i in 0..attack.connections(o) {
         let (stop, release, opened) = (stop.clone(), release.clone(), opened.clone());
+        let tally = tally.clone();
         let (src, to) = (attack.source(i), relay.addr);
         attackers.push(tokio::spawn(async move {
             while !*stop.borrow() {
@@ -746,8 +976,8 @@ pub async fn run_attack(
                 };
                 opened.fetch_add(1, Ordering::Relaxed);
                 let t = Instant::now();
-                attack.drive(s, &stop, &release).await;
-                if t.elapsed() < Duration::from_millis(100) {
+                let attacked = attack.drive(s, &stop, &release, &tally).await;
+                if !attacked && t.elapsed() < Duration::from_millis(100) {
                     // Refused or closed at once: a short pause, not a busy loop.
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
@@ -836,7 +1066,10 @@ pub async fn run_attack(
         during,
         after_negotiation,
         attacker_connections: opened.load(Ordering::Relaxed),
-        connections: o.connections,
+        connections: attack.connections(o),
+        frames_sent: tally.frames.load(Ordering::Relaxed),
+        registered: tally.registered.load(Ordering::Relaxed),
+        registration_limited: tally.registration_limited.load(Ordering::Relaxed),
         log_bytes,
         log_secs,
         metrics,
@@ -962,10 +1195,11 @@ pub async fn run(a: AttackArgs) -> Result<(), BenchError> {
         duration: Duration::from_secs(a.duration.max(2)),
         deadline: Duration::from_millis(a.deadline_ms.max(100)),
         per_ip_cap: a.per_ip_cap,
+        frame_connections: a.frame_connections,
         legacy: a.legacy,
     };
     println!(
-        "a2acp bench attack: relay {} under ulimit -n {}, {} hostile connections for {} s, upgrade and auth deadlines {} ms{}",
+        "a2acp bench attack: relay {} under ulimit -n {}, {} hostile connections for {} s, upgrade and auth deadlines {} ms{}{}",
         exe.display(),
         o.fd_limit,
         o.connections,
@@ -973,6 +1207,14 @@ pub async fn run(a: AttackArgs) -> Result<(), BenchError> {
         o.deadline.as_millis(),
         if attacks.contains(&Attack::IpFlood) {
             format!(", ip-flood against --max-connections-per-ip {}", o.per_ip_cap)
+        } else {
+            String::new()
+        },
+        if attacks.iter().any(|a| a.frame_level()) {
+            format!(
+                ", frame-level attacks with {} WebSocket connections",
+                o.frame_connections
+            )
         } else {
             String::new()
         }
@@ -1003,6 +1245,7 @@ pub fn test_options() -> AttackOptions {
         duration: Duration::from_secs(5),
         deadline: Duration::from_secs(2),
         per_ip_cap: 32,
+        frame_connections: 32,
         legacy: false,
     }
 }
