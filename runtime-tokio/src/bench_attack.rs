@@ -1362,3 +1362,51 @@ pub async fn check_caps_and_deadline(exe: &Path) -> Result<(), BenchError> {
     relay.kill().await;
     Ok(())
 }
+
+/// The attack tests of one relay binary (`tests/attacks.rs` of each runtime): one test per
+/// [`Attack`], the authentication deadline over a real socket, and the caps. `$relay` is
+/// the binary's path, e.g. `env!("CARGO_BIN_EXE_a2acp")`; the calling crate needs `tokio`
+/// (with its `macros` and `rt-multi-thread` features) as a dev-dependency.
+#[macro_export]
+macro_rules! relay_attack_tests {
+    ($relay:expr) => {
+        async fn attack(a: $crate::bench_attack::Attack) {
+            let relay = ::std::path::Path::new($relay);
+            if let Err(e) = $crate::bench_attack::check_attack(relay, a).await {
+                panic!("{e}");
+            }
+        }
+
+        $crate::relay_attack_tests!(@attack
+            garbage_bytes: Garbage,
+            slowloris: Slowloris,
+            half_open_beyond_the_fd_limit: HalfOpen,
+            half_open_with_fin_beyond_the_fd_limit: HalfOpenFin,
+            flood_from_one_source: IpFlood,
+            junk_frame_flood: JunkFlood,
+            ping_flood: PingFlood,
+            registration_flood: RegistrationFlood,
+        );
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn auth_deadline_fires_over_a_real_socket() {
+            let r = $crate::bench_attack::check_auth_deadline(::std::path::Path::new($relay)).await;
+            assert!(r.is_ok(), "{r:?}");
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn caps_refuse_make_room_and_the_deadline_closes() {
+            let r =
+                $crate::bench_attack::check_caps_and_deadline(::std::path::Path::new($relay)).await;
+            assert!(r.is_ok(), "{r:?}");
+        }
+    };
+    (@attack $($name:ident: $attack:ident,)*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                attack($crate::bench_attack::Attack::$attack).await;
+            }
+        )*
+    };
+}
