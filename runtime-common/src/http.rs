@@ -82,16 +82,20 @@ pub fn answer(route: &Route, snapshot: Option<&RelaySnapshot>, conns: &Admission
     }
 }
 
+/// One metric in the Prometheus text exposition: its help, its type and its value.
+fn write_metric(out: &mut String, name: &str, kind: &str, help: &str, v: u64) {
+    let _ = writeln!(
+        out,
+        "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+    );
+}
+
 /// The Prometheus text exposition of a relay's counters.
 pub fn render_metrics(s: &RelaySnapshot) -> String {
     let st = &s.stats;
     let mut out = String::new();
-    let mut metric = |name: &str, kind: &str, help: &str, v: u64| {
-        let _ = writeln!(
-            out,
-            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
-        );
-    };
+    let mut metric =
+        |name: &str, kind: &str, help: &str, v: u64| write_metric(&mut out, name, kind, help, v);
     metric(
         "a2acp_relay_connections",
         "gauge",
@@ -200,12 +204,8 @@ pub fn render_metrics(s: &RelaySnapshot) -> String {
 /// ([`crate::admission`]).
 pub fn render_connection_metrics(c: &AdmissionStats) -> String {
     let mut out = String::new();
-    let mut metric = |name: &str, kind: &str, help: &str, v: u64| {
-        let _ = writeln!(
-            out,
-            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
-        );
-    };
+    let mut metric =
+        |name: &str, kind: &str, help: &str, v: u64| write_metric(&mut out, name, kind, help, v);
     metric(
         "a2acp_relay_tcp_connections",
         "gauge",

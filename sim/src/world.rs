@@ -1155,7 +1155,14 @@ impl Sim {
                 }
                 2
             }
-            Output::Audit(a) => self.on_audit(i, &a.event),
+            Output::Audit(a) => {
+                if a.bug {
+                    let (at, name) = (self.elapsed(), self.nodes[i].name.clone());
+                    self.checker
+                        .fail(at, "core_bug", format!("{name} audited: {}", a.event));
+                }
+                self.on_audit(i, &a.event)
+            }
             Output::CloseConnection => {
                 if let Some(conn) = self.nodes[i].conn.take() {
                     if let Some(c) = self.conns.get_mut(&conn) {
@@ -1233,11 +1240,6 @@ impl Sim {
                 Tag::Sent { pid, kind, peer },
             );
             return 1;
-        }
-        if event.contains("BUG") {
-            let at = self.elapsed();
-            self.checker
-                .fail(at, "core_bug", format!("{name} audited: {event}"));
         }
         let tag = if event.starts_with("state ") {
             Tag::State

@@ -325,4 +325,8 @@ pub struct AuditRecord {
     pub thread_id: Option<String>,
     /// What happened, e.g. `sent context_request pkt_…`, `state NEGOTIATING -> PROPOSED`.
     pub event: String,
+    /// The agent found its own state or output inconsistent (an implementation bug, never
+    /// caused by a peer): checkers match on this, not on the text.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bug: bool,
 }

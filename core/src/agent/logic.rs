@@ -347,12 +347,9 @@ impl Agent {
         let bytes = match p.to_bytes() {
             Ok(b) => b,
             Err(e) => {
-                self.audit(
+                self.audit_bug(
                     Some(id),
-                    format!(
-                        "BUG outgoing {} refused by validation: {e}",
-                        p.body.type_name()
-                    ),
+                    format!("outgoing {} refused by validation: {e}", p.body.type_name()),
                 );
                 return Err(());
             }
@@ -2615,7 +2612,7 @@ impl Agent {
                 }
             }
             Ok(false) => {}
-            Err(e) => self.audit(Some(id), format!("BUG refused: {e} ({why})")),
+            Err(e) => self.audit_bug(Some(id), format!("refused: {e} ({why})")),
         }
     }
 

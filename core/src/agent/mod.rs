@@ -1348,11 +1348,21 @@ impl Agent {
     /// Every audit record leaves through here: its text is cleaned for display, as a log
     /// line shows it ([`crate::display`]).
     fn audit(&mut self, thread_id: Option<&str>, event: String) {
+        self.audit_record(thread_id, event, false);
+    }
+
+    /// Audits an inconsistency of this agent's own (a bug, not a peer's doing).
+    pub(super) fn audit_bug(&mut self, thread_id: Option<&str>, event: String) {
+        self.audit_record(thread_id, format!("BUG {event}"), true);
+    }
+
+    fn audit_record(&mut self, thread_id: Option<&str>, event: String, bug: bool) {
         let event = shown(event);
         self.buf.audit.push(Output::Audit(AuditRecord {
             at: self.now,
             thread_id: thread_id.map(str::to_string),
             event,
+            bug,
         }));
     }
 
