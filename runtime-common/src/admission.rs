@@ -13,7 +13,8 @@
 //!   keeps its slot until its task has closed it, and while [`MAX_CLOSING`] are being
 //!   closed the accept loop waits for one of them to end ([`Admission::room`]), so at most
 //!   `max_connections + MAX_CLOSING` descriptors are ever held by connections.
-//! - **One deadline for the whole HTTP phase.** [`serve_connection`] reads the request
+//! - **One deadline for the whole HTTP phase.** [`serve_connection`] completes the TLS
+//!   handshake of a relay serving TLS, reads the request
 //!   head (up to [`http::MAX_HEAD`] bytes), answers `/healthz`, `/metrics` and anything
 //!   else with one response and closes, or completes the WebSocket handshake — all within
 //!   `upgrade_timeout` from the accept, whatever the client sends or does not send (one
@@ -44,6 +45,7 @@ use tracing::{debug, info, warn};
 use crate::http::{self, Route};
 use crate::log_limit::LogLimiter;
 use crate::relay_service::RelayHandle;
+use crate::tls::{MaybeTls, ServerTls};
 
 /// Default deadline of the HTTP phase (request head and WebSocket handshake).
 pub const DEFAULT_UPGRADE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -143,6 +145,9 @@ pub struct AdmissionStats {
     pub evicted: u64,
     /// Connections closed by the HTTP-phase deadline.
     pub upgrade_timeouts: u64,
+    /// TLS handshakes that failed (a relay serving TLS): the client refused the
+    /// certificate, spoke plain HTTP, or sent garbage.
+    pub tls_handshake_failures: u64,
     /// Failed accepts (out of descriptors, …).
     pub accept_errors: u64,
 }
@@ -153,6 +158,7 @@ struct Counters {
     refused_per_ip: AtomicU64,
     evicted: AtomicU64,
     upgrade_timeouts: AtomicU64,
+    tls_handshake_failures: AtomicU64,
     accept_errors: AtomicU64,
     /// The current pause after a failed accept, ms (0: the last accept succeeded).
     accept_pause_ms: AtomicU64,
@@ -381,6 +387,7 @@ impl Admission {
             refused_per_ip: c.refused_per_ip.load(Ordering::Relaxed),
             evicted: c.evicted.load(Ordering::Relaxed),
             upgrade_timeouts: c.upgrade_timeouts.load(Ordering::Relaxed),
+            tls_handshake_failures: c.tls_handshake_failures.load(Ordering::Relaxed),
             accept_errors: c.accept_errors.load(Ordering::Relaxed),
         }
     }
@@ -512,16 +519,33 @@ async fn read_head<S: AsyncRead + Unpin>(stream: &mut S) -> Option<(Vec<u8>, Rou
     }
 }
 
-/// The HTTP phase: the head, then an answer or the WebSocket handshake.
+/// The HTTP phase: the TLS handshake (with `tls`), the head, then an answer or the
+/// WebSocket handshake.
 async fn http_phase<S>(
-    mut stream: S,
+    stream: S,
+    tls: Option<&ServerTls>,
     handle: &RelayHandle,
     ticket: &Ticket,
     peer: SocketAddr,
-) -> HttpPhase<S>
+) -> HttpPhase<MaybeTls<S>>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
+    let mut stream = match tls {
+        None => MaybeTls::Plain(stream),
+        Some(tls) => match tls.accept(stream).await {
+            Ok(s) => s,
+            Err(e) => {
+                ticket
+                    .admission
+                    .counters
+                    .tls_handshake_failures
+                    .fetch_add(1, Ordering::Relaxed);
+                debug!(%peer, error = %e, "TLS handshake failed");
+                return HttpPhase::Done;
+            }
+        },
+    };
     let Some((head, route)) = read_head(&mut stream).await else {
         return HttpPhase::Done;
     };
@@ -556,11 +580,12 @@ where
 }
 
 /// Serves one admitted connection (Nagle already off): its HTTP phase under `deadline` (a
-/// timer of the binding set to the admission's `upgrade_timeout` from the accept), then,
-/// if it upgraded, the agent link until it ends. The ticket's slot is released when this
-/// returns.
+/// timer of the binding set to the admission's `upgrade_timeout` from the accept) — with
+/// `tls`, the TLS handshake first, under the same deadline — then, if it upgraded, the
+/// agent link until it ends. The ticket's slot is released when this returns.
 pub async fn serve_connection<S, D>(
     stream: S,
+    tls: Option<ServerTls>,
     peer: SocketAddr,
     handle: RelayHandle,
     ticket: Ticket,
@@ -571,10 +596,13 @@ pub async fn serve_connection<S, D>(
 {
     let admission = ticket.admission.clone();
     let phase = crate::race::race(
-        crate::race::race(http_phase(stream, &handle, &ticket, peer), async {
-            ticket.evicted().await;
-            HttpPhase::Evicted
-        }),
+        crate::race::race(
+            http_phase(stream, tls.as_ref(), &handle, &ticket, peer),
+            async {
+                ticket.evicted().await;
+                HttpPhase::Evicted
+            },
+        ),
         async {
             deadline.await;
             HttpPhase::TimedOut

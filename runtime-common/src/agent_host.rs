@@ -50,6 +50,9 @@ pub enum HostError {
     /// Its key file is unusable.
     #[error(transparent)]
     Key(#[from] KeyError),
+    /// The `relay_ca` of its configuration is unusable.
+    #[error("relay_ca in the config file: {0}")]
+    Tls(#[from] crate::tls::TlsError),
     /// No randomness.
     #[error(transparent)]
     Seed(#[from] crate::clock::SeedError),
@@ -125,6 +128,9 @@ pub struct Opened {
     pub restored: bool,
     /// A warning for the user (e.g. edited permissions that no longer apply).
     pub warning: Option<String>,
+    /// Whom the agent trusts for a `wss://` relay: the file's `relay_ca` besides the web
+    /// PKI roots (`None`: the web PKI roots only).
+    pub tls: Option<crate::tls::ClientTls>,
 }
 
 const MAX_NOTIFICATIONS: usize = 100;
@@ -166,6 +172,10 @@ impl AgentHost {
         let file = AgentFile::load(&home.config())?;
         let config = file.agent_config(&home.config())?;
         let identity = crate::keys::load(&home.key())?;
+        let tls = match &file.relay_ca {
+            Some(ca) => Some(crate::tls::ClientTls::new(Some(&home.dir().join(ca)))?),
+            None => None,
+        };
         let store = Store::open(&home.db(), durability)?;
         let wanted = config.permissions.clone();
         let (host, effects, restored) =
@@ -182,6 +192,7 @@ impl AgentHost {
             file,
             restored,
             warning,
+            tls,
         })
     }
 

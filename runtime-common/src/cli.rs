@@ -16,6 +16,7 @@ use crate::home::Home;
 use crate::relay_service::ServiceConfig;
 use crate::store::Durability;
 use crate::term::Term;
+use crate::tls::ServerTls;
 
 /// `relay`: run a relay.
 #[derive(Debug, Clone, Args)]
@@ -72,6 +73,14 @@ pub struct RelayArgs {
     /// Deadline from the WebSocket upgrade for `auth` or `register`, e.g. `10s`.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub auth_timeout: Duration,
+    /// Serve TLS (agents connect to wss://, /healthz and /metrics over https://) with this
+    /// certificate chain (PEM, leaf first); needs --tls-key. The TLS handshake counts in
+    /// --upgrade-timeout.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
 }
 
 /// A duration flag: a whole number followed by `ms`, `s` or `m` (`10s`, `500ms`, `2m`).
@@ -129,6 +138,18 @@ impl RelayArgs {
         }
     }
 
+    /// The relay's TLS settings from `--tls-cert` and `--tls-key` (`None` without them),
+    /// or why the files are unusable (naming the file).
+    pub fn server_tls(&self) -> Result<Option<ServerTls>, String> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => ServerTls::from_files(cert, key)
+                .map(Some)
+                .map_err(|e| e.to_string()),
+            (None, None) => Ok(None),
+            _ => Err("--tls-cert and --tls-key go together".to_string()),
+        }
+    }
+
     /// The line printed once the relay listens on `url`.
     pub fn banner(&self, url: &str) -> String {
         format!(
@@ -172,6 +193,7 @@ pub fn prepare_agent_run(home: &Home, args: &RunArgs) -> Result<ReadyAgent, Stri
     let opened = AgentHost::open_home(home, args.sync).map_err(|e| e.to_string())?;
     let addr = opened.host.agent().address().clone();
     let mut o = RunOptions::new(&opened.file.relay, addr.user());
+    o.tls = opened.tls.clone();
     o.transcript = true;
     o.control_socket = Some(home.socket());
     if interactive {

@@ -2,7 +2,8 @@
 //!
 //! ```toml
 //! address = "agent:alice@localhost"
-//! relay = "ws://127.0.0.1:7447"
+//! relay = "ws://127.0.0.1:7447"   # or wss://relay.example.org (TLS, port 443 by default)
+//! relay_ca = "relay-ca.pem"        # optional: a private CA for a wss:// relay (PEM), relative to the home
 //!
 //! [profile]            # what the agent knows about its user (shared only as tiers allow)
 //! name = "Alice"
@@ -128,8 +129,13 @@ pub struct LimitsFile {
 pub struct AgentFile {
     /// `agent:<user>@<relay domain>`.
     pub address: String,
-    /// The relay's WebSocket URL, `ws://host:port`.
+    /// The relay's WebSocket URL, `ws://host:port` or `wss://host:port` (TLS).
     pub relay: String,
+    /// A PEM file of certificate authorities trusted for a `wss://` relay besides the
+    /// web PKI roots (a private CA or a self-signed relay certificate); relative to the
+    /// agent's home.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relay_ca: Option<String>,
     /// Decide with a language model instead of the deterministic negotiator (no model
     /// is wired in yet: leave false).
     #[serde(default)]
@@ -154,6 +160,7 @@ impl AgentFile {
         AgentFile {
             address: address.to_string(),
             relay: relay.to_string(),
+            relay_ca: None,
             use_llm: false,
             profile,
             permissions: PermissionTiers::onboarding_defaults(),
@@ -324,16 +331,18 @@ fn json_to_toml(v: &serde_json::Value) -> Option<toml::Value> {
     })
 }
 
-/// Checks a relay URL: `ws://host:port[/path]` (TLS, `wss://`, is not supported yet).
-/// Returns `(host, port)`.
+/// Checks a relay URL: `ws://host[:port][/path]` (plain, port 80 by default) or
+/// `wss://host[:port][/path]` (TLS, port 443 by default). Returns `(host, port)`.
 pub fn relay_url(url: &str) -> Result<(String, u16), String> {
-    let rest = url.strip_prefix("ws://").ok_or_else(|| {
-        if url.starts_with("wss://") {
-            format!("relay URL `{url}`: wss:// (TLS) is not supported yet; put a TLS terminator in front of the relay and use ws:// locally")
-        } else {
-            format!("relay URL `{url}` must start with ws://")
-        }
-    })?;
+    let (rest, default_port) = if let Some(r) = url.strip_prefix("ws://") {
+        (r, 80)
+    } else if let Some(r) = url.strip_prefix("wss://") {
+        (r, 443)
+    } else {
+        return Err(format!(
+            "relay URL `{url}` must start with ws:// or wss:// (TLS)"
+        ));
+    };
     let hostport = rest.split('/').next().unwrap_or("");
     let (host, port) = match hostport.rsplit_once(':') {
         Some((h, p)) => (
@@ -341,12 +350,17 @@ pub fn relay_url(url: &str) -> Result<(String, u16), String> {
             p.parse::<u16>()
                 .map_err(|_| format!("relay URL `{url}`: bad port `{p}`"))?,
         ),
-        None => (hostport, 80),
+        None => (hostport, default_port),
     };
     if host.is_empty() {
         return Err(format!("relay URL `{url}` has no host"));
     }
     Ok((host.trim_matches(['[', ']']).to_string(), port))
+}
+
+/// Whether a relay URL asks for TLS (`wss://`).
+pub fn relay_is_tls(url: &str) -> bool {
+    url.starts_with("wss://")
 }
 
 #[cfg(test)]
@@ -429,6 +443,13 @@ mod tests {
             ("127.0.0.1".into(), 7447)
         );
         assert_eq!(relay_url("ws://[::1]:9/x").unwrap(), ("::1".into(), 9));
-        assert!(relay_url("wss://a:1").unwrap_err().contains("TLS"));
+        assert_eq!(relay_url("wss://a:1").unwrap(), ("a".into(), 1));
+        assert_eq!(
+            relay_url("wss://relay.example.org").unwrap(),
+            ("relay.example.org".into(), 443)
+        );
+        assert_eq!(relay_url("ws://h").unwrap(), ("h".into(), 80));
+        assert!(relay_is_tls("wss://a:1") && !relay_is_tls("ws://a:1"));
+        assert!(relay_url("https://a:1").unwrap_err().contains("wss://"));
     }
 }

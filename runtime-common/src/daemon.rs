@@ -48,8 +48,10 @@ pub enum AgentEvent {
 /// How to run an agent.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
-    /// Relay URL (`ws://host:port`).
+    /// Relay URL (`ws://host:port` or `wss://host:port`).
     pub relay: String,
+    /// Whom to trust for a `wss://` relay (`None`: the web PKI roots only).
+    pub tls: Option<crate::tls::ClientTls>,
     /// Name in transcript lines.
     pub name: String,
     /// Print transcript lines to stdout.
@@ -75,6 +77,7 @@ impl RunOptions {
     pub fn new(relay: &str, name: &str) -> Self {
         RunOptions {
             relay: relay.to_string(),
+            tls: None,
             name: name.to_string(),
             transcript: false,
             started: None,

@@ -243,6 +243,12 @@ pub fn render_connection_metrics(c: &AdmissionStats) -> String {
         c.upgrade_timeouts,
     );
     metric(
+        "a2acp_relay_tls_handshake_failures_total",
+        "counter",
+        "TLS handshakes that failed (--tls-cert): certificate refused by the client, plain HTTP, garbage.",
+        c.tls_handshake_failures,
+    );
+    metric(
         "a2acp_relay_accept_errors_total",
         "counter",
         "Failed accepts (out of file descriptors, ...).",
@@ -299,6 +305,7 @@ mod tests {
         let c = AdmissionStats {
             refused_per_ip: 3,
             upgrade_timeouts: 4,
+            tls_handshake_failures: 5,
             ..AdmissionStats::default()
         };
         let a = String::from_utf8(answer(&Route::Metrics, Some(&s), &c)).unwrap();
@@ -307,6 +314,10 @@ mod tests {
             "{a}"
         );
         assert!(a.contains("a2acp_relay_upgrade_timeouts_total 4"), "{a}");
+        assert!(
+            a.contains("a2acp_relay_tls_handshake_failures_total 5"),
+            "{a}"
+        );
         assert!(a.contains("a2acp_relay_packets_routed_total 7"), "{a}");
     }
 }

@@ -23,6 +23,8 @@
 //!   handling, given the binding's timer and TCP connect;
 //! - [`ws`]: the WebSocket settings of both ends, the client handshake and the relay's
 //!   per-connection loop, over any `futures-io` stream;
+//! - [`tls`]: TLS for the relay link (rustls): the agent's trusted roots (web PKI and a
+//!   private CA), the relay's certificate and key, the plain-or-TLS stream;
 //! - [`term`]: the terminal of an interactive agent (raw mode, one key per choice);
 //! - [`cli`]: the flags of `relay` and `agent run`, shared by both binaries;
 //! - [`race`]: waiting for the first of two futures;
@@ -55,6 +57,7 @@ pub mod relay_service;
 pub mod scripted;
 pub mod store;
 pub mod term;
+pub mod tls;
 pub mod transcript;
 pub mod ws;
 

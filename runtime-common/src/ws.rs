@@ -45,10 +45,13 @@ pub fn config() -> WebSocketConfig {
         .max_frame_size(Some(MAX_MESSAGE_BYTES))
 }
 
+/// A link's stream: plain TCP (`ws://`) or TLS over it (`wss://`).
+pub use crate::tls::MaybeTls;
+
 /// Why a connection to a relay failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
-    /// The URL is not `ws://host:port`.
+    /// The URL is not `ws://host:port` or `wss://host:port`.
     #[error("{0}")]
     Url(String),
     /// TCP failed.
@@ -56,6 +59,18 @@ pub enum ConnectError {
     Tcp {
         /// host:port.
         addr: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The TLS settings could not be made.
+    #[error(transparent)]
+    TlsConfig(#[from] crate::tls::TlsError),
+    /// The TLS handshake failed (e.g. the relay's certificate is not trusted).
+    #[error("TLS handshake with {url} failed: {source}{}", tls_hint(source))]
+    Tls {
+        /// The URL.
+        url: String,
         /// The error.
         #[source]
         source: std::io::Error,
@@ -72,6 +87,50 @@ pub enum ConnectError {
     /// It took too long.
     #[error("connecting to {0} timed out")]
     Timeout(String),
+}
+
+/// Whether a TLS handshake error is about the relay's certificate: then what to do.
+fn tls_hint(e: &std::io::Error) -> &'static str {
+    match e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+        Some(rustls::Error::InvalidCertificate(_)) => {
+            " (a relay with a private or self-signed certificate needs its CA: \
+             `a2acp agent init --ca FILE`, or `relay_ca = \"FILE\"` in config.toml)"
+        }
+        _ => "",
+    }
+}
+
+/// The client side of a link over a connected TCP `stream` (Nagle off): for a `wss://`
+/// URL the TLS handshake first, trusting `tls` (`None`: the web PKI roots only), then
+/// the WebSocket handshake with [`config`]. The binding gives the overall deadline.
+pub async fn connect_over<S>(
+    url: &str,
+    stream: S,
+    tls: Option<&crate::tls::ClientTls>,
+) -> Result<WebSocketStream<MaybeTls<S>>, ConnectError>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let stream = if crate::config::relay_is_tls(url) {
+        let (host, _) = crate::config::relay_url(url).map_err(ConnectError::Url)?;
+        let web;
+        let tls = match tls {
+            Some(t) => t,
+            None => {
+                web = crate::tls::ClientTls::web_pki()?;
+                &web
+            }
+        };
+        tls.connect(&host, stream)
+            .await
+            .map_err(|source| ConnectError::Tls {
+                url: url.to_string(),
+                source,
+            })?
+    } else {
+        MaybeTls::Plain(stream)
+    };
+    handshake(url, stream).await
 }
 
 /// The client handshake with the relay at `url` over `stream`, with [`config`].

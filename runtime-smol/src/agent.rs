@@ -117,12 +117,16 @@ pub fn spawn(
     let ctl2 = ctl_tx.clone();
     let task = smol::spawn(async move {
         let (link_tx, link_rx) = flume::bounded(1024);
+        let tls = opts.tls.clone();
         let link = smol::spawn(daemon::link_loop(
             opts.relay.clone(),
             link_tx,
             opts.backoff_min,
             opts.backoff_max,
-            |url| async move { crate::ws::connect(&url).await },
+            move |url| {
+                let tls = tls.clone();
+                async move { crate::ws::connect_with(&url, tls.as_ref()).await }
+            },
             crate::sleep,
         ));
         let control = control.map(|(l, file)| smol::spawn(serve_control(l, file, ctl2)));

@@ -94,7 +94,8 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
 
 async fn run_relay(a: RelayArgs) -> Result<ExitCode, String> {
     let cfg = a.service_config()?;
-    let mut relay = a2acp_smol::relay::start_with(&a.listen, cfg, a.admission_config())
+    let tls = a.server_tls()?;
+    let mut relay = a2acp_smol::relay::start_with(&a.listen, cfg, a.admission_config(), tls)
         .await
         .map_err(|e| e.to_string())?;
     println!("{}", a.banner(&relay.url()));

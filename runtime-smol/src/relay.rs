@@ -18,6 +18,7 @@ use a2acp_runtime::admission::{self, Admission, AdmissionConfig, AdmissionStats,
 use a2acp_runtime::relay_service::{
     RelayHandle, RelayService, RelaySnapshot, ServiceConfig, ServiceError,
 };
+use a2acp_runtime::tls::ServerTls;
 use smol::net::{TcpListener, TcpStream};
 use smol::{Async, Task};
 use tracing::info;
@@ -48,19 +49,22 @@ pub struct RunningRelay {
     service: Option<RelayService>,
     accept: Option<Task<()>>,
     admission: Arc<Admission>,
+    scheme: &'static str,
 }
 
 /// Binds `listen` and starts the relay with the default connection caps and deadline
 /// ([`AdmissionConfig::default`]).
 pub async fn start(listen: &str, cfg: ServiceConfig) -> Result<RunningRelay, RelayError> {
-    start_with(listen, cfg, AdmissionConfig::default()).await
+    start_with(listen, cfg, AdmissionConfig::default(), None).await
 }
 
-/// Binds `listen` and starts the relay with these connection caps and deadline.
+/// Binds `listen` and starts the relay with these connection caps and deadline, serving
+/// TLS (`wss://`, `https://`) with `tls`, plain `ws://` and `http://` without.
 pub async fn start_with(
     listen: &str,
     cfg: ServiceConfig,
     conns: AdmissionConfig,
+    tls: Option<ServerTls>,
 ) -> Result<RunningRelay, RelayError> {
     let bind_err = |source| RelayError::Bind {
         addr: listen.to_string(),
@@ -76,13 +80,22 @@ pub async fn start_with(
     let admission = Admission::new(conns);
     let adm = admission.clone();
     let timeout = conns.upgrade_timeout;
+    let scheme = if tls.is_some() { "wss" } else { "ws" };
     let accept = smol::spawn(async move {
         loop {
             adm.room().await;
             match listener.accept().await {
                 Ok((stream, peer)) => match adm.admit(peer.ip()) {
                     Ok(ticket) => {
-                        smol::spawn(connection(stream, peer, h.clone(), ticket, timeout)).detach();
+                        smol::spawn(connection(
+                            stream,
+                            tls.clone(),
+                            peer,
+                            h.clone(),
+                            ticket,
+                            timeout,
+                        ))
+                        .detach();
                     }
                     Err(_) => refuse(stream),
                 },
@@ -98,6 +111,7 @@ pub async fn start_with(
         service: Some(service),
         accept: Some(accept),
         admission,
+        scheme,
     })
 }
 
@@ -107,9 +121,9 @@ impl RunningRelay {
         self.addr
     }
 
-    /// `ws://addr`.
+    /// `ws://addr`, or `wss://addr` when the relay serves TLS.
     pub fn url(&self) -> String {
-        format!("ws://{}", self.addr)
+        format!("{}://{}", self.scheme, self.addr)
     }
 
     /// Current counters.
@@ -158,6 +172,7 @@ impl RunningRelay {
 
 async fn connection(
     stream: TcpStream,
+    tls: Option<ServerTls>,
     peer: SocketAddr,
     handle: RelayHandle,
     ticket: Ticket,
@@ -167,7 +182,7 @@ async fn connection(
     let deadline = async {
         smol::Timer::after(timeout).await;
     };
-    admission::serve_connection(stream, peer, handle, ticket, deadline).await;
+    admission::serve_connection(stream, tls, peer, handle, ticket, deadline).await;
 }
 
 /// Refuses an accepted connection: [`admission::REFUSED`] if the socket takes it at once

@@ -94,12 +94,16 @@ pub fn spawn(
     let ctl2 = ctl_tx.clone();
     let task = tokio::spawn(async move {
         let (link_tx, link_rx) = flume::bounded(1024);
+        let tls = opts.tls.clone();
         let link = tokio::spawn(daemon::link_loop(
             opts.relay.clone(),
             link_tx,
             opts.backoff_min,
             opts.backoff_max,
-            |url| async move { crate::ws::connect(&url).await },
+            move |url| {
+                let tls = tls.clone();
+                async move { crate::ws::connect_with(&url, tls.as_ref()).await }
+            },
             tokio::time::sleep,
         ));
         let control = control.map(|(l, file)| tokio::spawn(serve_control(l, file, ctl2)));

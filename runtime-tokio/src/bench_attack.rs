@@ -362,7 +362,7 @@ async fn upgrade(s: TcpStream) -> Option<crate::ws::Ws> {
     let _ = s.set_nodelay(true);
     tokio::time::timeout(
         Duration::from_secs(5),
-        a2acp_runtime::ws::handshake(&url, TokioAdapter::new(s)),
+        a2acp_runtime::ws::handshake(&url, crate::ws::MaybeTls::Plain(TokioAdapter::new(s))),
     )
     .await
     .ok()?

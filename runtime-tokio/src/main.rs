@@ -108,9 +108,14 @@ enum AgentCmd {
         /// The agent's address, agent:NAME@RELAY-DOMAIN.
         #[arg(long)]
         address: String,
-        /// The relay, ws://HOST:PORT.
+        /// The relay, ws://HOST:PORT, or wss://HOST[:PORT] for a relay serving TLS.
         #[arg(long)]
         relay: String,
+        /// For a wss:// relay whose certificate is issued by a private CA (or is
+        /// self-signed): that CA's certificate(s), PEM. Trusted besides the web PKI roots;
+        /// its absolute path is written to config.toml as `relay_ca`.
+        #[arg(long)]
+        ca: Option<PathBuf>,
         /// Your name, for the profile.
         #[arg(long)]
         name: Option<String>,
@@ -257,12 +262,14 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
         Cmd::Agent(AgentCmd::Init {
             address,
             relay,
+            ca,
             name,
             timezone,
             profile,
             offline,
         }) => {
             init_tracing("warn", None);
+            let relay = RelayTarget { url: relay, ca };
             agent_init(&home, &address, &relay, name, timezone, profile, offline).await
         }
         Cmd::Agent(AgentCmd::Run(a)) => agent_run(&home, &a).await,
@@ -304,7 +311,8 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
 
 async fn run_relay(a: RelayArgs) -> Result<ExitCode, String> {
     let cfg = a.service_config()?;
-    let mut relay = a2acp_tokio::relay::start_with(&a.listen, cfg, a.admission_config())
+    let tls = a.server_tls()?;
+    let mut relay = a2acp_tokio::relay::start_with(&a.listen, cfg, a.admission_config(), tls)
         .await
         .map_err(|e| e.to_string())?;
     println!("{}", a.banner(&relay.url()));
@@ -321,17 +329,39 @@ async fn run_relay(a: RelayArgs) -> Result<ExitCode, String> {
     }
 }
 
+/// The relay `agent init` is given: its URL and, for a private CA, the CA's file.
+struct RelayTarget {
+    url: String,
+    ca: Option<PathBuf>,
+}
+
 async fn agent_init(
     home: &Home,
     address: &str,
-    relay: &str,
+    target: &RelayTarget,
     name: Option<String>,
     timezone: Option<String>,
     profile: Option<PathBuf>,
     offline: bool,
 ) -> Result<ExitCode, String> {
     let addr = Address::parse(address).map_err(|e| format!("--address `{address}`: {e}"))?;
+    let relay = target.url.as_str();
     a2acp_runtime::config::relay_url(relay)?;
+    // The CA file is checked (and made absolute, so the home may be moved) before anything
+    // is written.
+    let ca = match &target.ca {
+        Some(p) => {
+            let abs = std::fs::canonicalize(p).map_err(|e| format!("--ca {}: {e}", p.display()))?;
+            a2acp_runtime::tls::ClientTls::new(Some(&abs)).map_err(|e| e.to_string())?;
+            if !a2acp_runtime::config::relay_is_tls(relay) {
+                return Err(format!(
+                    "--ca is for a wss:// relay; {relay} is plain ws://"
+                ));
+            }
+            Some(abs)
+        }
+        None => None,
+    };
     if home.config().exists() {
         return Err(format!(
             "{} already holds an agent ({}); use another --home",
@@ -359,7 +389,8 @@ async fn agent_init(
         let _ = std::fs::set_permissions(home.dir(), std::fs::Permissions::from_mode(0o700));
     }
     let key = a2acp_runtime::keys::create(&home.key()).map_err(|e| e.to_string())?;
-    let file = AgentFile::new(&addr, relay, table);
+    let mut file = AgentFile::new(&addr, relay, table);
+    file.relay_ca = ca.map(|p| p.display().to_string());
     file.write_new(&home.config()).map_err(|e| e.to_string())?;
     println!("created {addr} in {}", home.dir().display());
     println!(
@@ -373,12 +404,9 @@ async fn agent_init(
         return Ok(ExitCode::SUCCESS);
     }
     let opened = AgentHost::open_home(home, Durability::Full).map_err(|e| e.to_string())?;
-    let h = agent::spawn(
-        opened.host,
-        opened.effects,
-        RunOptions::new(relay, addr.user()),
-    )
-    .map_err(|e| e.to_string())?;
+    let mut options = RunOptions::new(relay, addr.user());
+    options.tls = opened.tls.clone();
+    let h = agent::spawn(opened.host, opened.effects, options).map_err(|e| e.to_string())?;
     let mut events = h.subscribe();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     let mut registered = false;

@@ -18,6 +18,7 @@ use a2acp_runtime::admission::{self, Admission, AdmissionConfig, AdmissionStats,
 use a2acp_runtime::relay_service::{
     RelayHandle, RelayService, RelaySnapshot, ServiceConfig, ServiceError,
 };
+use a2acp_runtime::tls::ServerTls;
 use async_tungstenite::tokio::TokioAdapter;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
@@ -48,19 +49,22 @@ pub struct RunningRelay {
     service: Option<RelayService>,
     accept: JoinHandle<()>,
     admission: Arc<Admission>,
+    scheme: &'static str,
 }
 
 /// Binds `listen` and starts the relay with the default connection caps and deadline
 /// ([`AdmissionConfig::default`]).
 pub async fn start(listen: &str, cfg: ServiceConfig) -> Result<RunningRelay, RelayError> {
-    start_with(listen, cfg, AdmissionConfig::default()).await
+    start_with(listen, cfg, AdmissionConfig::default(), None).await
 }
 
-/// Binds `listen` and starts the relay with these connection caps and deadline.
+/// Binds `listen` and starts the relay with these connection caps and deadline, serving
+/// TLS (`wss://`, `https://`) with `tls`, plain `ws://` and `http://` without.
 pub async fn start_with(
     listen: &str,
     cfg: ServiceConfig,
     conns: AdmissionConfig,
+    tls: Option<ServerTls>,
 ) -> Result<RunningRelay, RelayError> {
     let listener = TcpListener::bind(listen)
         .await
@@ -82,13 +86,21 @@ pub async fn start_with(
     let admission = Admission::new(conns);
     let adm = admission.clone();
     let timeout = conns.upgrade_timeout;
+    let scheme = if tls.is_some() { "wss" } else { "ws" };
     let accept = tokio::spawn(async move {
         loop {
             adm.room().await;
             match listener.accept().await {
                 Ok((stream, peer)) => match adm.admit(peer.ip()) {
                     Ok(ticket) => {
-                        tokio::spawn(connection(stream, peer, h.clone(), ticket, timeout));
+                        tokio::spawn(connection(
+                            stream,
+                            tls.clone(),
+                            peer,
+                            h.clone(),
+                            ticket,
+                            timeout,
+                        ));
                     }
                     Err(_) => {
                         // Best effort, one non-blocking write; then closed.
@@ -105,6 +117,7 @@ pub async fn start_with(
         service: Some(service),
         accept,
         admission,
+        scheme,
     })
 }
 
@@ -114,9 +127,9 @@ impl RunningRelay {
         self.addr
     }
 
-    /// `ws://addr`.
+    /// `ws://addr`, or `wss://addr` when the relay serves TLS.
     pub fn url(&self) -> String {
-        format!("ws://{}", self.addr)
+        format!("{}://{}", self.scheme, self.addr)
     }
 
     /// Current counters.
@@ -172,6 +185,7 @@ impl Drop for RunningRelay {
 
 async fn connection(
     stream: TcpStream,
+    tls: Option<ServerTls>,
     peer: SocketAddr,
     handle: RelayHandle,
     ticket: Ticket,
@@ -179,5 +193,13 @@ async fn connection(
 ) {
     let _ = stream.set_nodelay(true);
     let deadline = tokio::time::sleep(timeout);
-    admission::serve_connection(TokioAdapter::new(stream), peer, handle, ticket, deadline).await;
+    admission::serve_connection(
+        TokioAdapter::new(stream),
+        tls,
+        peer,
+        handle,
+        ticket,
+        deadline,
+    )
+    .await;
 }

@@ -52,10 +52,13 @@ pub async fn connect_with(url: &str, bind: Option<IpAddr>, config: WebSocketConf
         }
     };
     let _ = tcp.set_nodelay(true);
-    let (ws, _) =
-        async_tungstenite::client_async_with_config(url, TokioAdapter::new(tcp), Some(config))
-            .await
-            .expect("WebSocket handshake");
+    let (ws, _) = async_tungstenite::client_async_with_config(
+        url,
+        a2acp_tokio::ws::MaybeTls::Plain(TokioAdapter::new(tcp)),
+        Some(config),
+    )
+    .await
+    .expect("WebSocket handshake");
     ws
 }
 

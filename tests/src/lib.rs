@@ -196,6 +196,34 @@ impl Runtime {
         }
     }
 
+    /// Starts a relay on this runtime with default settings, these connection caps and
+    /// HTTP-phase deadline, and TLS with `tls` (`wss://`) or none (`ws://`).
+    pub async fn relay_tls(
+        self,
+        listen: &str,
+        data: &Path,
+        conns: a2acp_runtime::admission::AdmissionConfig,
+        tls: Option<a2acp_runtime::tls::ServerTls>,
+    ) -> Relay {
+        let cfg = ServiceConfig {
+            data: Some(data.to_path_buf()),
+            durability: Durability::Normal,
+            ..ServiceConfig::default()
+        };
+        match self {
+            Runtime::Tokio => Relay::Tokio(
+                a2acp_tokio::relay::start_with(listen, cfg, conns, tls)
+                    .await
+                    .expect("relay starts"),
+            ),
+            Runtime::Smol => Relay::Smol(
+                a2acp_smol::relay::start_with(listen, cfg, conns, tls)
+                    .await
+                    .expect("smol relay starts"),
+            ),
+        }
+    }
+
     /// Runs the agent of `home` in this process on this runtime (control socket in the
     /// home, fast reconnection).
     pub fn agent(self, home: &Home, name: &str, auto: Option<ScriptedUser>) -> RtAgent {
@@ -243,11 +271,19 @@ impl Relay {
         }
     }
 
-    /// `ws://addr`.
+    /// `ws://addr` (`wss://addr` when it serves TLS).
     pub fn url(&self) -> String {
         match self {
             Relay::Tokio(r) => r.url(),
             Relay::Smol(r) => r.url(),
+        }
+    }
+
+    /// The listener's connection counters.
+    pub fn connections(&self) -> a2acp_runtime::admission::AdmissionStats {
+        match self {
+            Relay::Tokio(r) => r.connections(),
+            Relay::Smol(r) => r.connections(),
         }
     }
 
@@ -387,6 +423,7 @@ pub fn write_config(home: &Home, cfg: &AgentConfig, relay_url: &str) {
 pub fn run_agent(home: &Home, name: &str, auto: Option<ScriptedUser>) -> AgentHandle {
     let opened = AgentHost::open_home(home, Durability::Normal).expect("open agent home");
     let mut o = RunOptions::new(&opened.file.relay, name);
+    o.tls = opened.tls.clone();
     o.auto = auto;
     o.control_socket = Some(home.socket());
     o.backoff_min = Duration::from_millis(50);
@@ -402,6 +439,7 @@ pub fn run_agent_smol(
 ) -> a2acp_smol::agent::AgentHandle {
     let opened = AgentHost::open_home(home, Durability::Normal).expect("open agent home");
     let mut o = RunOptions::new(&opened.file.relay, name);
+    o.tls = opened.tls.clone();
     o.auto = auto;
     o.control_socket = Some(home.socket());
     o.backoff_min = Duration::from_millis(50);

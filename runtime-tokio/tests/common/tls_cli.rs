@@ -1,0 +1,114 @@
+//! `relay --tls-cert/--tls-key` of a real relay binary (shared by `a2acp` and `a2acp-smol`):
+//! unusable files stop it at start with an error naming the file and a non-zero exit (no
+//! panic, no data directory created); usable ones make it print a `wss://` listening line
+//! and answer `/healthz` over https.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use a2acp_runtime::tls::ClientTls;
+use futures_util::io::{AsyncReadExt, AsyncWriteExt};
+
+fn write_pki(dir: &Path) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["localhost".into()])
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+    std::fs::write(dir.join("relay.pem"), leaf.pem()).unwrap();
+    std::fs::write(dir.join("relay.key"), key.serialize_pem()).unwrap();
+}
+
+/// Runs `bin relay` with `args` to its end: (exit code, stderr).
+fn relay_fails(bin: &str, data: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(bin)
+        .args(["relay", "--listen", "127.0.0.1:0", "--data"])
+        .arg(data)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+pub fn bad_files_are_named(bin: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    write_pki(dir.path());
+    let data = dir.path().join("data");
+    let p = |f: &str| dir.path().join(f).display().to_string();
+    for (cert, key, named) in [
+        (p("missing.pem"), p("relay.key"), "missing.pem"),
+        (p("relay.pem"), p("missing.key"), "missing.key"),
+        (p("relay.key"), p("relay.key"), "relay.key"),
+        (p("relay.pem"), p("relay.pem"), "relay.pem"),
+    ] {
+        let (code, err) = relay_fails(bin, &data, &["--tls-cert", &cert, "--tls-key", &key]);
+        assert_eq!(code, Some(1), "{err}");
+        assert!(err.contains(named) && err.starts_with("error: "), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+        assert!(
+            !data.exists(),
+            "nothing created before the files are checked"
+        );
+    }
+    let (code, err) = relay_fails(bin, &data, &["--tls-cert", &p("relay.pem")]);
+    assert_eq!(
+        code,
+        Some(2),
+        "clap: --tls-key is required with --tls-cert: {err}"
+    );
+    assert!(err.contains("--tls-key"), "{err}");
+}
+
+pub async fn serves_https(bin: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    write_pki(dir.path());
+    let mut child = Command::new(bin)
+        .args(["relay", "--listen", "127.0.0.1:0", "--data"])
+        .arg(dir.path().join("data"))
+        .arg("--tls-cert")
+        .arg(dir.path().join("relay.pem"))
+        .arg("--tls-key")
+        .arg(dir.path().join("relay.key"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("wss://"))
+        .unwrap_or_else(|| panic!("a wss:// listening line: {line}"))
+        .to_string();
+    let tls = ClientTls::new(Some(&dir.path().join("ca.pem"))).unwrap();
+    let tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let mut s = tls
+        .connect(
+            "localhost",
+            async_tungstenite::tokio::TokioAdapter::new(tcp),
+        )
+        .await
+        .unwrap();
+    s.write_all(b"GET /healthz HTTP/1.1\r\nhost: localhost\r\n\r\n")
+        .await
+        .unwrap();
+    s.flush().await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out)).await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let out = String::from_utf8_lossy(&out);
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+}
