@@ -35,6 +35,8 @@ struct Cli {
     cmd: Cmd,
 }
 
+// Parsed once per process: the size of the relay's flags does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Cmd {
     /// Run a relay: registry and offline queue in SQLite, /healthz and /metrics on the same port.
