@@ -381,9 +381,10 @@ fn unusable_files_are_named() {
     assert!(e.contains("relay_ca") && e.contains("nowhere.pem"), "{e}");
 }
 
-/// Connect + dinner time over `ws://` and over `wss://` in the same run, tokio relay and
-/// agents, alternating, `ROUNDS` rounds each (default 5); prints the medians and their
-/// ratio. A measurement, not a check: `cargo nextest run -p a2acp-tests --run-ignored
+/// The cost of TLS, `ws://` against `wss://` in the same run on tokio: the mean time of
+/// one connection (TCP, TLS, WebSocket upgrade; 200 in a row), then connect + dinner of
+/// two agents, alternating, `ROUNDS` rounds each (default 5); prints the medians and the
+/// ratios. A measurement, not a check: `cargo nextest run -p a2acp-tests --run-ignored
 /// only wss_vs_ws_timing --no-capture`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement; run by hand"]
@@ -434,6 +435,42 @@ async fn wss_vs_ws_timing() {
             relay.stop(true).await;
         }
     }
+    // The handshakes alone: sequential connections (TCP, TLS with a fresh session each
+    // time, WebSocket upgrade) to a relay, each closed again at once.
+    let mut per_connect = Vec::new();
+    for tls in [false, true] {
+        let d = dir.path().join(format!("connects-{tls}"));
+        let relay = match tls {
+            true => tls_relay(Runtime::Tokio, &d, &p, Duration::from_secs(10)).await,
+            false => {
+                Runtime::Tokio
+                    .relay_tls(
+                        "127.0.0.1:0",
+                        &d.join("relay"),
+                        AdmissionConfig::default(),
+                        None,
+                    )
+                    .await
+            }
+        };
+        let client = ClientTls::new(Some(&p.ca)).unwrap();
+        let n = 200u32;
+        let start = Instant::now();
+        for _ in 0..n {
+            let ws = a2acp_tokio::ws::connect_with(&relay.url(), Some(&client))
+                .await
+                .unwrap();
+            drop(ws);
+        }
+        per_connect.push(start.elapsed() / n);
+        relay.stop(false).await;
+    }
+    println!(
+        "one connection (TCP + TLS + WebSocket upgrade), mean of 200: ws:// {:.0} us, wss:// {:.0} us ({:.2}x)",
+        per_connect[0].as_secs_f64() * 1e6,
+        per_connect[1].as_secs_f64() * 1e6,
+        per_connect[1].as_secs_f64() / per_connect[0].as_secs_f64()
+    );
     let median = |v: &mut Vec<Duration>| {
         v.sort();
         v[v.len() / 2]
