@@ -404,8 +404,9 @@ async fn agent_init(
         return Ok(ExitCode::SUCCESS);
     }
     let opened = AgentHost::open_home(home, Durability::Full).map_err(|e| e.to_string())?;
+    let tls = opened.tls.clone();
     let mut options = RunOptions::new(relay, addr.user());
-    options.tls = opened.tls.clone();
+    options.tls = tls.clone();
     let h = agent::spawn(opened.host, opened.effects, options).map_err(|e| e.to_string())?;
     let mut events = h.subscribe();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
@@ -436,9 +437,16 @@ async fn agent_init(
             println!("  registration  refused: {why}");
             return Ok(ExitCode::FAILURE);
         }
-        (false, None) => println!(
-            "  registration  {relay} not reachable now; it happens on the first `a2acp agent run`"
-        ),
+        (false, None) => {
+            // Why, in one more attempt: e.g. a wss:// relay whose certificate is not trusted.
+            let why = match a2acp_tokio::ws::connect_with(relay, tls.as_ref()).await {
+                Err(e) => format!(" ({e})"),
+                Ok(_) => String::new(),
+            };
+            println!(
+                "  registration  {relay} not reachable now{why}; it happens on the first `a2acp agent run`"
+            )
+        }
     }
     println!("next: a2acp agent run --home {}", home.dir().display());
     Ok(ExitCode::SUCCESS)

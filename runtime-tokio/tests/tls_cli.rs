@@ -12,3 +12,9 @@ fn bad_tls_files_are_named() {
 async fn relay_serves_https() {
     tls_cli::serves_https(env!("CARGO_BIN_EXE_a2acp")).await;
 }
+
+#[test]
+fn agent_init_with_ca_registers_over_wss() {
+    let a2acp = env!("CARGO_BIN_EXE_a2acp");
+    tls_cli::agent_init_with_ca(a2acp, a2acp);
+}

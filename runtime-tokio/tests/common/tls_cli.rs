@@ -72,26 +72,8 @@ pub fn bad_files_are_named(bin: &str) {
 pub async fn serves_https(bin: &str) {
     let dir = tempfile::tempdir().unwrap();
     write_pki(dir.path());
-    let mut child = Command::new(bin)
-        .args(["relay", "--listen", "127.0.0.1:0", "--data"])
-        .arg(dir.path().join("data"))
-        .arg("--tls-cert")
-        .arg(dir.path().join("relay.pem"))
-        .arg("--tls-key")
-        .arg(dir.path().join("relay.key"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("wss://"))
-        .unwrap_or_else(|| panic!("a wss:// listening line: {line}"))
-        .to_string();
+    let (mut child, port) = spawn_tls_relay(bin, dir.path());
+    let addr = format!("127.0.0.1:{port}");
     let tls = ClientTls::new(Some(&dir.path().join("ca.pem"))).unwrap();
     let tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
     let mut s = tls
@@ -111,4 +93,74 @@ pub async fn serves_https(bin: &str) {
     let _ = child.wait();
     let out = String::from_utf8_lossy(&out);
     assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+}
+
+/// Starts `bin relay` on 127.0.0.1 serving TLS with the PKI of `dir`: the child and the
+/// port of the `wss://` URL it prints.
+fn spawn_tls_relay(bin: &str, dir: &Path) -> (std::process::Child, u16) {
+    let mut child = Command::new(bin)
+        .args(["relay", "--listen", "127.0.0.1:0", "--data"])
+        .arg(dir.join("data"))
+        .arg("--tls-cert")
+        .arg(dir.join("relay.pem"))
+        .arg("--tls-key")
+        .arg(dir.join("relay.key"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("wss://"))
+        .and_then(|a| a.rsplit_once(':'))
+        .and_then(|(_, p)| p.parse().ok())
+        .unwrap_or_else(|| panic!("a wss:// listening line: {line}"));
+    (child, port)
+}
+
+/// `a2acp agent init --relay wss://… --ca FILE` against a relay with a private CA:
+/// without `--ca` the registration is put off with the TLS reason; with it the agent
+/// registers and `config.toml` names the CA file (absolute) as `relay_ca`.
+#[allow(dead_code)] // used by the tokio binary's tests only (`agent init` is an `a2acp` command)
+pub fn agent_init_with_ca(relay_bin: &str, a2acp: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    write_pki(dir.path());
+    let (mut relay, port) = spawn_tls_relay(relay_bin, dir.path());
+    let url = format!("wss://localhost:{port}");
+    let init = |name: &str, ca: Option<&Path>| {
+        let mut c = Command::new(a2acp);
+        c.args(["agent", "init", "--address"])
+            .arg(format!("agent:{name}@localhost"))
+            .args(["--relay", &url, "--home"])
+            .arg(dir.path().join(name));
+        if let Some(ca) = ca {
+            c.arg("--ca").arg(ca);
+        }
+        let out = c.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, out) = init("bob", None);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("not reachable now") && out.contains("TLS handshake") && out.contains("--ca"),
+        "{out}"
+    );
+    let (code, out) = init("alice", Some(&dir.path().join("ca.pem")));
+    let _ = relay.kill();
+    let _ = relay.wait();
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("registered"), "{out}");
+    let config = std::fs::read_to_string(dir.path().join("alice/config.toml")).unwrap();
+    let ca = std::fs::canonicalize(dir.path().join("ca.pem")).unwrap();
+    assert!(
+        config.contains(&format!("relay_ca = \"{}\"", ca.display())),
+        "{config}"
+    );
 }
