@@ -121,6 +121,7 @@ pub fn spawn(
             opts.relay.clone(),
             link_tx,
             opts.backoff_min,
+            opts.backoff_short_max,
             opts.backoff_max,
             |url| async move { crate::ws::connect(&url).await },
             crate::sleep,

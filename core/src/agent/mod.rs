@@ -860,7 +860,11 @@ impl Agent {
     fn on_connected(&mut self) {
         self.link = Link::Authenticating;
         self.replaced = false;
-        if self.refusal.as_ref().is_some_and(|r| r.retry_after.is_some()) {
+        if self
+            .refusal
+            .as_ref()
+            .is_some_and(|r| r.retry_after.is_some())
+        {
             self.refusal = None;
         }
         self.last_heard = self.now;
@@ -1314,7 +1318,10 @@ impl Agent {
         );
         self.audit(
             None,
-            format!("registration refused ({}): closing the connection", code.as_str()),
+            format!(
+                "registration refused ({}): closing the connection",
+                code.as_str()
+            ),
         );
         self.refusal = Some(LinkRefusal {
             code,
