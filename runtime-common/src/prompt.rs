@@ -435,6 +435,19 @@ impl PromptUi {
                 }
             },
             (PromptKind::Consent { fields }, Step::Top) => match key {
+                Key::Char('a') if fields.iter().any(|f| f.suggested.is_none()) => {
+                    // Sharing a field without a value would decline it without a word.
+                    self.step = Some(Step::Top);
+                    let missing: Vec<String> = fields
+                        .iter()
+                        .filter(|f| f.suggested.is_none())
+                        .map(|f| shown(&f.field).into_owned())
+                        .collect();
+                    vec![UiOut::Print(format!(
+                        "   no value known for {}: [c] choose field by field ([o] gives a value)   [d] Decline all",
+                        missing.join(", ")
+                    ))]
+                }
                 Key::Char('a') => {
                     let m = fields
                         .iter()
@@ -470,6 +483,12 @@ impl PromptUi {
             (PromptKind::Consent { fields }, Step::Field { idx, mut choices }) => {
                 let name = fields[idx].field.clone();
                 let choice = match key {
+                    Key::Char('s') if fields[idx].suggested.is_none() => {
+                        self.step = Some(Step::Field { idx, choices });
+                        return vec![UiOut::Print(
+                            "   no value known: [o] give one   [n] don't share".into(),
+                        )];
+                    }
                     Key::Char('s') => FieldChoice::Share,
                     Key::Char('n') => FieldChoice::DontShare,
                     Key::Char('o') => {
@@ -681,6 +700,42 @@ mod tests {
             }
         );
         assert!(parse_answer(&p, &args(&["transport_mode=no"])).is_ok());
+    }
+
+    #[test]
+    fn the_terminal_never_shares_a_field_without_a_value() {
+        let mut p = consent();
+        if let PromptKind::Consent { fields } = &mut p.kind {
+            fields[0].suggested = None;
+        }
+        let mut ui = PromptUi::new();
+        ui.show(p);
+        let out = ui.key(Key::Char('a'));
+        assert!(
+            !out.iter().any(|o| matches!(o, UiOut::Answer(_))),
+            "{out:?}"
+        );
+        assert!(out.iter().any(
+            |o| matches!(o, UiOut::Print(s) if s.contains("no value known for transport_mode"))
+        ));
+        ui.key(Key::Char('c'));
+        let out = ui.key(Key::Char('s'));
+        assert!(
+            !out.iter().any(|o| matches!(o, UiOut::Answer(_))),
+            "{out:?}"
+        );
+        ui.key(Key::Char('n'));
+        let out = ui.key(Key::Char('s'));
+        let mut m = BTreeMap::new();
+        m.insert("transport_mode".to_string(), FieldChoice::DontShare);
+        m.insert("cuisine_preference".to_string(), FieldChoice::Share);
+        assert!(
+            out.contains(&UiOut::Answer(Command::AnswerConsent {
+                prompt_id: 1,
+                answer: ConsentAnswer::ShareSelected(m)
+            })),
+            "{out:?}"
+        );
     }
 
     #[test]
