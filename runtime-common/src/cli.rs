@@ -207,7 +207,9 @@ pub fn prepare_agent_run(home: &Home, args: &RunArgs) -> Result<ReadyAgent, Stri
     };
     say(&format!(
         "{addr} {} · relay {} · control socket {}{}",
-        if opened.restored {
+        // "resumed" only when there is something to resume: `agent init` already
+        // wrote the agent's first records when it registered.
+        if opened.restored && !opened.host.agent().threads().is_empty() {
             "resumed"
         } else {
             "started"

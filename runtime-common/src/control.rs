@@ -138,6 +138,43 @@ pub struct StatusInfo {
     pub open_threads: usize,
     /// Open prompts.
     pub prompts: usize,
+    /// The relay refused this agent's registration (`address_taken`,
+    /// `registration_limited`…): it is offline because of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<RefusedInfo>,
+}
+
+/// Why the relay refused the agent's registration (`status`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusedInfo {
+    /// The relay's code, e.g. `address_taken`.
+    pub code: String,
+    /// The relay's message.
+    pub message: String,
+    /// When the agent tries again, in seconds from the refusal; absent: not in this run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_secs: Option<u64>,
+}
+
+/// Text for `a2acp status`.
+pub fn render_status(s: &StatusInfo) -> String {
+    let relay = match &s.refused {
+        Some(r) => format!(
+            "refused ({}: {}) — {}",
+            r.code,
+            r.message,
+            match r.retry_after_secs {
+                Some(n) => format!("the agent tries again in {} min", n.div_ceil(60)),
+                None => "the agent stays offline until it is run again".into(),
+            }
+        ),
+        None if s.online => "online".into(),
+        None => "offline (reconnecting)".into(),
+    };
+    format!(
+        "{} ({})\n  relay: {}\n  threads: {} ({} open) · prompts: {} · outbox: {}",
+        s.address, s.key, relay, s.threads, s.open_threads, s.prompts, s.outbox
+    )
 }
 
 /// One line of `threads`.
@@ -161,7 +198,9 @@ pub struct ThreadSummary {
     pub waiting: String,
     /// Last activity (RFC 3339).
     pub last_activity: String,
-    /// Packets in its history.
+    /// Packets in its history. (In `thread show` the key `packets` holds the packets
+    /// themselves, so there this count is absent.)
+    #[serde(default)]
     pub packets: usize,
 }
 

@@ -70,7 +70,18 @@ pub struct RunOptions {
     pub backoff_min: Duration,
     /// Longest reconnection delay.
     pub backoff_max: Duration,
+    /// Longest reconnection delay while the relay was reachable within
+    /// [`RECENTLY_REACHABLE`] (a restart, a short network cut).
+    pub backoff_short_max: Duration,
 }
+
+/// How long after losing the relay the short backoff cap
+/// ([`RunOptions::backoff_short_max`]) applies; after that, the long one.
+pub const RECENTLY_REACHABLE: Duration = Duration::from_secs(60);
+
+/// How long `thread start` (the control request) waits for the relay to accept or
+/// refuse the thread's first packet before it answers anyway.
+pub const FIRST_PACKET_WAIT: Duration = Duration::from_secs(5);
 
 impl RunOptions {
     /// Defaults for `relay`.
@@ -87,6 +98,7 @@ impl RunOptions {
             control_socket: None,
             backoff_min: Duration::from_millis(250),
             backoff_max: Duration::from_secs(30),
+            backoff_short_max: Duration::from_secs(5),
         }
     }
 }
@@ -137,6 +149,9 @@ pub enum LinkEvent {
     Down,
     /// Another connection of this agent took over; the link gave up.
     Replaced,
+    /// The agent was refused by the relay for good in this run ([`LinkOut::GiveUp`]
+    /// with no retry): the link gave up.
+    GaveUp,
 }
 
 /// What the agent loop asks the relay link to write.
@@ -146,6 +161,9 @@ pub enum LinkOut {
     Frame(Vec<u8>),
     /// Close the connection.
     Close,
+    /// The relay refused this agent's registration: close the connection and reconnect
+    /// only after this long (`None`: not in this run).
+    GiveUp(Option<Duration>),
 }
 
 /// Sends a control request to an agent loop and waits for its answer.
@@ -191,6 +209,7 @@ where
         link: None,
         ui: PromptUi::new(),
         pending: Vec::new(),
+        starting: Vec::new(),
     };
     let r = d.run_loop(first, &ctl, &link, keys, sleep).await;
     if let Some(l) = d.link.take() {
@@ -213,6 +232,9 @@ struct Driver {
     link: Option<flume::Sender<LinkOut>>,
     ui: PromptUi,
     pending: Vec<Command>,
+    /// `start_thread` requests waiting for the relay to accept or refuse the thread's
+    /// first packet: thread id, deadline, where to answer.
+    starting: Vec<(String, Instant, flume::Sender<Response>)>,
 }
 
 impl Driver {
@@ -240,9 +262,19 @@ impl Driver {
                 let e = self.host.handle(self.now(), Input::Command(c))?;
                 self.execute(e);
             }
+            self.answer_starting();
             let wait = self.host.poll_timeout().map(|t| {
                 Duration::from_millis(t.as_millis().saturating_sub(self.now().as_millis()))
             });
+            let first_due = self
+                .starting
+                .iter()
+                .map(|(_, d, _)| d.saturating_duration_since(Instant::now()))
+                .min();
+            let wait = match (wait, first_due) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             let ev = {
                 let from_link = async {
                     if link_open {
@@ -282,10 +314,22 @@ impl Driver {
                 Ev::Link(None) => link_open = false,
                 Ev::Ctl(None | Some(Ctl::Stop)) => return Ok(()),
                 Ev::Ctl(Some(Ctl::Request(req, reply))) => {
+                    let start = matches!(req, Request::StartThread { .. });
                     let (resp, e) = self.host.control(self.now(), req)?;
                     self.sync_ui_after_answer();
                     self.execute(e);
-                    let _ = reply.send(resp);
+                    let started = resp.data["thread_id"].as_str().filter(|_| start && resp.ok);
+                    match started {
+                        // Answered once the relay accepted or refused its first packet.
+                        Some(id) => self.starting.push((
+                            id.to_string(),
+                            Instant::now() + FIRST_PACKET_WAIT,
+                            reply,
+                        )),
+                        None => {
+                            let _ = reply.send(resp);
+                        }
+                    }
                 }
                 Ev::Ctl(Some(Ctl::Command(c, reply))) => {
                     let e = self.host.handle(self.now(), Input::Command(c))?;
@@ -302,6 +346,58 @@ impl Driver {
                     let e = self.host.handle_timeout(self.now())?;
                     self.execute(e);
                 }
+            }
+        }
+    }
+
+    /// Answers the `start_thread` requests whose first packet the relay accepted or
+    /// refused, or whose wait is over ([`FIRST_PACKET_WAIT`]).
+    fn answer_starting(&mut self) {
+        use a2acp_core::agent::FirstPacket;
+        let now = Instant::now();
+        let mut i = 0;
+        while i < self.starting.len() {
+            let (id, deadline, _) = &self.starting[i];
+            let state = self.host.agent().first_packet(id);
+            let resp = match state {
+                Some(FirstPacket::Accepted) => Some(Response::ok(serde_json::json!({
+                    "thread_id": id,
+                    "relay": "accepted",
+                }))),
+                Some(FirstPacket::Refused(code)) => {
+                    let peer = self
+                        .host
+                        .agent()
+                        .thread(id)
+                        .map(|t| t.peer.to_string())
+                        .unwrap_or_default();
+                    Some(Response {
+                        ok: false,
+                        error: Some(format!(
+                            "thread {id} declined: the relay refused the recipient ({}): no agent is registered as {peer}",
+                            code.as_str()
+                        )),
+                        data: serde_json::json!({
+                            "thread_id": id,
+                            "relay": "refused",
+                            "code": code.as_str(),
+                        }),
+                    })
+                }
+                Some(FirstPacket::Waiting) if now < *deadline => None,
+                Some(FirstPacket::Waiting) => Some(Response::ok(serde_json::json!({
+                    "thread_id": id,
+                    "relay": "waiting",
+                    "online": self.host.agent().is_online(),
+                }))),
+                None => Some(Response::err(format!("thread {id} is gone"))),
+            };
+            match resp {
+                Some(r) => {
+                    let (_, _, reply) = self.starting.remove(i);
+                    let _ = reply.send(r);
+                }
+                None => i += 1,
             }
         }
     }
@@ -331,6 +427,12 @@ impl Driver {
                 self.execute(e);
             }
             LinkEvent::Down => {
+                self.link = None;
+                (self.emit)(AgentEvent::Link(false));
+                let e = self.host.handle(now, Input::Disconnected)?;
+                self.execute(e);
+            }
+            LinkEvent::GaveUp => {
                 self.link = None;
                 (self.emit)(AgentEvent::Link(false));
                 let e = self.host.handle(now, Input::Disconnected)?;
@@ -407,8 +509,14 @@ impl Driver {
                     }
                 }
                 Effect::CloseConnection => {
+                    // A refused registration: the link waits (or stops) instead of
+                    // reconnecting with the usual backoff.
+                    let out = match self.host.agent().link_refusal() {
+                        Some(r) => LinkOut::GiveUp(r.retry_after),
+                        None => LinkOut::Close,
+                    };
                     if let Some(l) = self.link.take() {
-                        let _ = l.send(LinkOut::Close);
+                        let _ = l.send(out);
                     }
                 }
                 Effect::Prompt(p) => self.show_prompt(p),
@@ -417,8 +525,16 @@ impl Driver {
                     self.ui_out(outs);
                 }
                 Effect::Notify(n) => {
+                    // (With a transcript, its `notify` line is the log.) A refused
+                    // registration is told once: the link stops retrying.
                     if !self.opts.transcript {
-                        info!(kind = ?n.kind, thread = n.thread_id.as_deref().unwrap_or("-"), "{}", n.text);
+                        if self.host.agent().link_refusal().is_some()
+                            && n.kind == a2acp_core::agent::NotifyKind::Delivery
+                        {
+                            warn!("{}", n.text);
+                        } else {
+                            info!(kind = ?n.kind, thread = n.thread_id.as_deref().unwrap_or("-"), "{}", n.text);
+                        }
                     }
                 }
                 Effect::Audit(a) => debug!(
@@ -470,32 +586,50 @@ impl Driver {
     }
 }
 
-/// Exponential reconnection backoff with jitter: `min`, doubling up to `max`, each wait
-/// plus a random fraction of up to half of it.
+/// Exponential reconnection backoff with jitter: `min`, doubling up to a cap, each wait
+/// drawn between three quarters and five quarters of the current step. The cap is
+/// `short_max` while the relay was reachable within [`RECENTLY_REACHABLE`] (a relay
+/// restart is found again within seconds: 0.25, 0.5, 1, 2, 4, 5, 5… s) and `max` after
+/// a longer outage (…10, 20, 30 s), so a relay down for long is not hammered.
 #[derive(Debug, Clone)]
 pub struct Backoff {
     min: Duration,
+    short_max: Duration,
     max: Duration,
     cur: Duration,
 }
 
 impl Backoff {
-    /// Starts at `min`.
-    pub fn new(min: Duration, max: Duration) -> Self {
-        Backoff { min, max, cur: min }
+    /// Starts at `min`; the cap is `short_max` until [`Backoff::next_wait`] is told the
+    /// relay was last reachable longer than [`RECENTLY_REACHABLE`] ago.
+    pub fn new(min: Duration, short_max: Duration, max: Duration) -> Self {
+        Backoff {
+            min,
+            short_max: short_max.min(max),
+            max,
+            cur: min,
+        }
     }
 
-    /// The next wait (and doubles the one after).
-    pub fn next_wait(&mut self) -> Duration {
+    /// The next wait (and doubles the step after it). `unreachable_for`: how long the
+    /// relay has not been reachable.
+    pub fn next_wait(&mut self, unreachable_for: Duration) -> Duration {
+        let cap = if unreachable_for < RECENTLY_REACHABLE {
+            self.short_max
+        } else {
+            self.max
+        }
+        .max(self.min);
+        // A long outage: doubling resumes from the short cap up to the long one.
+        self.cur = self.cur.min(cap);
+        let step = self.cur.as_millis() as u64;
         let jitter = {
             let mut b = [0u8; 8];
             let _ = getrandom::fill(&mut b);
-            let r = u64::from_le_bytes(b);
-            let half = (self.cur.as_millis() as u64 / 2).max(1);
-            Duration::from_millis(r % half)
+            u64::from_le_bytes(b) % (step / 2).max(1)
         };
-        let wait = self.cur + jitter;
-        self.cur = (self.cur * 2).min(self.max);
+        let wait = Duration::from_millis(step - step / 4 + jitter);
+        self.cur = (self.cur * 2).min(cap);
         wait
     }
 
@@ -510,10 +644,12 @@ impl Backoff {
 /// [`LinkEvent::Up`], moves frames both ways, reports [`LinkEvent::Down`] and reconnects
 /// after a [`Backoff`] wait (`sleep`: the binding's timer). Returns when the agent loop is
 /// gone or another connection of the agent took over ([`LinkEvent::Replaced`]).
+#[allow(clippy::too_many_arguments)]
 pub async fn link_loop<St, C, CF, S, SF>(
     url: String,
     to_agent: flume::Sender<LinkEvent>,
     min: Duration,
+    short_max: Duration,
     max: Duration,
     connect: C,
     sleep: S,
@@ -524,7 +660,9 @@ pub async fn link_loop<St, C, CF, S, SF>(
     S: Fn(Duration) -> SF,
     SF: Future<Output = ()>,
 {
-    let mut backoff = Backoff::new(min, max);
+    let mut backoff = Backoff::new(min, short_max, max);
+    // When the relay was last reachable (a connection up).
+    let mut reachable = Instant::now();
     loop {
         match connect(url.clone()).await {
             Ok(ws) => {
@@ -533,10 +671,30 @@ pub async fn link_loop<St, C, CF, S, SF>(
                 if to_agent.send_async(LinkEvent::Up(tx)).await.is_err() {
                     return;
                 }
-                let replaced = pump(ws, rx, &to_agent).await;
-                if replaced {
-                    let _ = to_agent.send_async(LinkEvent::Replaced).await;
-                    return;
+                let end = pump(ws, rx, &to_agent).await;
+                reachable = Instant::now();
+                match end {
+                    PumpEnd::Replaced => {
+                        let _ = to_agent.send_async(LinkEvent::Replaced).await;
+                        return;
+                    }
+                    PumpEnd::GiveUp(None) => {
+                        let _ = to_agent.send_async(LinkEvent::GaveUp).await;
+                        return;
+                    }
+                    PumpEnd::GiveUp(Some(after)) => {
+                        if to_agent.send_async(LinkEvent::Down).await.is_err() {
+                            return;
+                        }
+                        info!(
+                            retry_in_s = after.as_secs(),
+                            "registration refused: trying again later"
+                        );
+                        sleep(after).await;
+                        backoff.reset();
+                        continue;
+                    }
+                    PumpEnd::Lost => {}
                 }
                 if to_agent.send_async(LinkEvent::Down).await.is_err() {
                     return;
@@ -550,7 +708,7 @@ pub async fn link_loop<St, C, CF, S, SF>(
         if to_agent.is_disconnected() {
             return;
         }
-        let wait = backoff.next_wait();
+        let wait = backoff.next_wait(reachable.elapsed());
         info!(
             retry_in_ms = wait.as_millis() as u64,
             "reconnecting to the relay"
@@ -559,18 +717,28 @@ pub async fn link_loop<St, C, CF, S, SF>(
     }
 }
 
-/// Moves frames both ways until the connection ends; `true` if the relay said another
-/// connection replaced this one.
+/// How a connection ended.
+enum PumpEnd {
+    /// Lost or closed: reconnect.
+    Lost,
+    /// The relay said another connection replaced this one.
+    Replaced,
+    /// The agent gave up ([`LinkOut::GiveUp`]).
+    GiveUp(Option<Duration>),
+}
+
+/// Moves frames both ways until the connection ends.
 async fn pump<St>(
     ws: WebSocketStream<St>,
     rx: flume::Receiver<LinkOut>,
     to_agent: &flume::Sender<LinkEvent>,
-) -> bool
+) -> PumpEnd
 where
     St: AsyncRead + AsyncWrite + Unpin,
 {
     let (mut sink, mut source) = ws.split();
     let mut replaced = false;
+    let mut give_up = None;
     let reader = async {
         while let Some(m) = source.next().await {
             let bytes: Vec<u8> = match m {
@@ -613,6 +781,11 @@ where
                         let _ = sink.close(None).await;
                         return;
                     }
+                    LinkOut::GiveUp(after) => {
+                        give_up = Some(after);
+                        let _ = sink.close(None).await;
+                        return;
+                    }
                 }
                 next = rx.try_recv().ok();
             }
@@ -623,7 +796,11 @@ where
         let _ = sink.close(None).await;
     };
     race(reader, writer).await;
-    replaced
+    match (replaced, give_up) {
+        (true, _) => PumpEnd::Replaced,
+        (false, Some(after)) => PumpEnd::GiveUp(after),
+        (false, None) => PumpEnd::Lost,
+    }
 }
 
 /// Removes the control socket's file when dropped.
@@ -692,8 +869,50 @@ pub fn parse_control_answer(line: &str) -> Result<Response, String> {
 
 /// The message when no agent answers on `path`.
 pub fn no_agent(path: &Path, e: &std::io::Error) -> String {
+    let home = path.parent().unwrap_or(Path::new("."));
+    if !home.join("config.toml").exists() {
+        return format!(
+            "no agent in {}: create one with `a2acp agent init --address agent:NAME@DOMAIN --relay ws://HOST:PORT --home {}`, then start it with `a2acp agent run --home {}` (or pass --home / set A2ACP_HOME to an existing agent)",
+            home.display(),
+            home.display(),
+            home.display()
+        );
+    }
     format!(
-        "no agent is running on {} ({e}); start it with `a2acp agent run`",
-        path.display()
+        "the agent of {} is not running ({e}); start it with `a2acp agent run --home {}`",
+        home.display(),
+        home.display()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(d: Duration) -> u64 {
+        d.as_millis() as u64
+    }
+
+    #[test]
+    fn backoff_is_short_while_the_relay_was_recently_reachable_and_long_after() {
+        let mut b = Backoff::new(
+            Duration::from_millis(250),
+            Duration::from_secs(5),
+            Duration::from_secs(30),
+        );
+        let recent = Duration::from_secs(10);
+        // Steps 250, 500, 1000, 2000, 4000, 5000, 5000 ms, each within ±25 %.
+        for step in [250u64, 500, 1000, 2000, 4000, 5000, 5000] {
+            let w = ms(b.next_wait(recent));
+            assert!(w >= step * 3 / 4 && w < step * 5 / 4, "{w} for {step}");
+        }
+        // A long outage: doubling resumes up to 30 s.
+        let long = RECENTLY_REACHABLE + Duration::from_secs(1);
+        for step in [5000u64, 10_000, 20_000, 30_000, 30_000] {
+            let w = ms(b.next_wait(long));
+            assert!(w >= step * 3 / 4 && w < step * 5 / 4, "{w} for {step}");
+        }
+        b.reset();
+        assert!(ms(b.next_wait(recent)) < 313);
+    }
 }

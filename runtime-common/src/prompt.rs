@@ -179,12 +179,27 @@ pub fn parse_answer(p: &Prompt, args: &[String]) -> Result<Command, String> {
         }
         PromptKind::Consent { fields } => {
             let answer = match first {
-                "share-all" | "a" if args.len() == 1 => ConsentAnswer::ShareSelected(
-                    fields
+                "share-all" | "a" if args.len() == 1 => {
+                    let missing: Vec<&str> = fields
                         .iter()
-                        .map(|f| (f.field.clone(), FieldChoice::Share))
-                        .collect(),
-                ),
+                        .filter(|f| f.suggested.is_none())
+                        .map(|f| f.field.as_str())
+                        .collect();
+                    if let Some(first) = missing.first() {
+                        return Err(format!(
+                            "prompt #{}: your agent has no value for {} to share; answer field by field, giving each a value or declining it, e.g. `a2acp answer {} {first}=VALUE` or `{first}=no`",
+                            p.id,
+                            missing.join(", "),
+                            p.id
+                        ));
+                    }
+                    ConsentAnswer::ShareSelected(
+                        fields
+                            .iter()
+                            .map(|f| (f.field.clone(), FieldChoice::Share))
+                            .collect(),
+                    )
+                }
                 "decline-all" | "d" if args.len() == 1 => ConsentAnswer::DeclineAll,
                 _ => {
                     let mut m = BTreeMap::new();
@@ -201,7 +216,16 @@ pub fn parse_answer(p: &Prompt, args: &[String]) -> Result<Command, String> {
                                 ),
                             ),
                         };
-                        if !fields.iter().any(|f| f.field == name) {
+                        let asked = fields.iter().find(|f| f.field == name);
+                        if matches!(choice, FieldChoice::Share)
+                            && asked.is_some_and(|f| f.suggested.is_none())
+                        {
+                            return Err(format!(
+                                "prompt #{}: your agent has no value for `{name}` to share; give one with `{name}=VALUE` (e.g. `a2acp answer {} {name}=VALUE`) or decline it with `{name}=no`",
+                                p.id, p.id
+                            ));
+                        }
+                        if asked.is_none() {
                             let asked: Vec<&str> =
                                 fields.iter().map(|f| f.field.as_str()).collect();
                             return Err(format!(
@@ -411,6 +435,19 @@ impl PromptUi {
                 }
             },
             (PromptKind::Consent { fields }, Step::Top) => match key {
+                Key::Char('a') if fields.iter().any(|f| f.suggested.is_none()) => {
+                    // Sharing a field without a value would decline it without a word.
+                    self.step = Some(Step::Top);
+                    let missing: Vec<String> = fields
+                        .iter()
+                        .filter(|f| f.suggested.is_none())
+                        .map(|f| shown(&f.field).into_owned())
+                        .collect();
+                    vec![UiOut::Print(format!(
+                        "   no value known for {}: [c] choose field by field ([o] gives a value)   [d] Decline all",
+                        missing.join(", ")
+                    ))]
+                }
                 Key::Char('a') => {
                     let m = fields
                         .iter()
@@ -446,6 +483,12 @@ impl PromptUi {
             (PromptKind::Consent { fields }, Step::Field { idx, mut choices }) => {
                 let name = fields[idx].field.clone();
                 let choice = match key {
+                    Key::Char('s') if fields[idx].suggested.is_none() => {
+                        self.step = Some(Step::Field { idx, choices });
+                        return vec![UiOut::Print(
+                            "   no value known: [o] give one   [n] don't share".into(),
+                        )];
+                    }
                     Key::Char('s') => FieldChoice::Share,
                     Key::Char('n') => FieldChoice::DontShare,
                     Key::Char('o') => {
@@ -624,6 +667,74 @@ mod tests {
         assert!(
             r.contains("[c] Confirm") && r.contains("make an excuse"),
             "{r}"
+        );
+    }
+
+    #[test]
+    fn sharing_a_field_without_a_value_is_refused_with_what_to_type() {
+        let mut p = consent();
+        if let PromptKind::Consent { fields } = &mut p.kind {
+            fields[0].suggested = None;
+        }
+        let args = |xs: &[&str]| xs.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let e = parse_answer(&p, &args(&["transport_mode"])).unwrap_err();
+        assert!(
+            e.contains("no value for `transport_mode`") && e.contains("transport_mode=VALUE"),
+            "{e}"
+        );
+        let e = parse_answer(&p, &args(&["share-all"])).unwrap_err();
+        assert!(e.contains("no value for transport_mode"), "{e}");
+        let ok =
+            parse_answer(&p, &args(&["transport_mode=walking", "cuisine_preference"])).unwrap();
+        let mut m = BTreeMap::new();
+        m.insert(
+            "transport_mode".to_string(),
+            FieldChoice::ShareValue(Value::String("walking".into())),
+        );
+        m.insert("cuisine_preference".to_string(), FieldChoice::Share);
+        assert_eq!(
+            ok,
+            Command::AnswerConsent {
+                prompt_id: 1,
+                answer: ConsentAnswer::ShareSelected(m)
+            }
+        );
+        assert!(parse_answer(&p, &args(&["transport_mode=no"])).is_ok());
+    }
+
+    #[test]
+    fn the_terminal_never_shares_a_field_without_a_value() {
+        let mut p = consent();
+        if let PromptKind::Consent { fields } = &mut p.kind {
+            fields[0].suggested = None;
+        }
+        let mut ui = PromptUi::new();
+        ui.show(p);
+        let out = ui.key(Key::Char('a'));
+        assert!(
+            !out.iter().any(|o| matches!(o, UiOut::Answer(_))),
+            "{out:?}"
+        );
+        assert!(out.iter().any(
+            |o| matches!(o, UiOut::Print(s) if s.contains("no value known for transport_mode"))
+        ));
+        ui.key(Key::Char('c'));
+        let out = ui.key(Key::Char('s'));
+        assert!(
+            !out.iter().any(|o| matches!(o, UiOut::Answer(_))),
+            "{out:?}"
+        );
+        ui.key(Key::Char('n'));
+        let out = ui.key(Key::Char('s'));
+        let mut m = BTreeMap::new();
+        m.insert("transport_mode".to_string(), FieldChoice::DontShare);
+        m.insert("cuisine_preference".to_string(), FieldChoice::Share);
+        assert!(
+            out.contains(&UiOut::Answer(Command::AnswerConsent {
+                prompt_id: 1,
+                answer: ConsentAnswer::ShareSelected(m)
+            })),
+            "{out:?}"
         );
     }
 

@@ -122,6 +122,7 @@ pub fn spawn(
             opts.relay.clone(),
             link_tx,
             opts.backoff_min,
+            opts.backoff_short_max,
             opts.backoff_max,
             move |url| {
                 let tls = tls.clone();

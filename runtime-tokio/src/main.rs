@@ -146,9 +146,11 @@ enum ThreadCmd {
         /// What it is about, in one line.
         #[arg(long)]
         summary: String,
-        /// Context you give, a JSON object (shared in this thread except never_share fields).
-        #[arg(long)]
-        context: Option<PathBuf>,
+        /// Context you give: a path to a JSON file holding an object (e.g.
+        /// examples/dinner.json), or the object itself inline (starting with `{`). Shared
+        /// in this thread except never_share fields.
+        #[arg(long, value_name = "FILE.json|{JSON}")]
+        context: Option<String>,
         /// Urgent: shorter staleness timeout.
         #[arg(long)]
         urgent: bool,
@@ -268,7 +270,8 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
             profile,
             offline,
         }) => {
-            init_tracing("warn", None);
+            // What goes wrong is said by `agent init` itself (refusal, relay unreachable).
+            init_tracing("error", None);
             let relay = RelayTarget { url: relay, ca };
             agent_init(&home, &address, &relay, name, timezone, profile, offline).await
         }
@@ -346,6 +349,13 @@ async fn agent_init(
 ) -> Result<ExitCode, String> {
     let addr = Address::parse(address).map_err(|e| format!("--address `{address}`: {e}"))?;
     let relay = target.url.as_str();
+    if addr.to_string() != address {
+        // Addresses are case-insensitive and kept in lower case (SPEC-NOTES, addresses):
+        // the one you create is the one you give others, so it is spelled as stored.
+        return Err(format!(
+            "--address `{address}`: addresses are lower case; use `{addr}`"
+        ));
+    }
     a2acp_runtime::config::relay_url(relay)?;
     // The CA file is checked (and made absolute, so the home may be moved) before anything
     // is written.
@@ -383,6 +393,8 @@ async fn agent_init(
     if let Some(t) = timezone {
         table.insert("timezone".into(), t.into());
     }
+    // What this command creates, removed again if the relay refuses the address.
+    let made_dir = !home.dir().exists();
     std::fs::create_dir_all(home.dir()).map_err(|e| format!("{}: {e}", home.dir().display()))?;
     {
         use std::os::unix::fs::PermissionsExt;
@@ -408,34 +420,45 @@ async fn agent_init(
     let mut options = RunOptions::new(relay, addr.user());
     options.tls = tls.clone();
     let h = agent::spawn(opened.host, opened.effects, options).map_err(|e| e.to_string())?;
-    let mut events = h.subscribe();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     let mut registered = false;
-    let mut refused = None;
-    while tokio::time::Instant::now() < deadline && !registered {
+    let mut refused: Option<control::RefusedInfo> = None;
+    while tokio::time::Instant::now() < deadline && !registered && refused.is_none() {
         if let Ok(r) = h.request(Request::Status).await {
-            registered = r
-                .data
-                .get("online")
-                .and_then(|v| v.as_bool())
-                .unwrap_or(false);
-        }
-        while let Ok(e) = events.try_recv() {
-            if let agent::AgentEvent::Effect(a2acp_runtime::agent_host::Effect::Notify(n)) = e {
-                refused = Some(n.text);
+            if let Ok(s) = serde_json::from_value::<control::StatusInfo>(r.data) {
+                registered = s.online;
+                refused = s.refused;
             }
-        }
-        if refused.is_some() {
-            break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let _ = h.stop().await;
     match (registered, refused) {
         (true, _) => println!("  registered    with {relay}"),
-        (false, Some(why)) => {
-            println!("  registration  refused: {why}");
-            return Ok(ExitCode::FAILURE);
+        (false, Some(r)) => {
+            // Nothing of a home the relay refused stays behind.
+            for f in [home.key(), home.config(), home.db()] {
+                let _ = std::fs::remove_file(&f);
+                for ext in ["-wal", "-shm", "-journal"] {
+                    let mut p = f.clone().into_os_string();
+                    p.push(ext);
+                    let _ = std::fs::remove_file(PathBuf::from(p));
+                }
+            }
+            if made_dir {
+                let _ = std::fs::remove_dir(home.dir());
+            }
+            let advice = match r.code.as_str() {
+                "address_taken" => "another agent holds this address at the relay; choose another --address",
+                "registration_limited" => "too many new addresses were registered from this network lately; try again in an hour",
+                _ => "check --address (its domain must be the relay's) and --relay",
+            };
+            return Err(format!(
+                "the relay refused to register {addr} ({}: {}): {advice}. Nothing was created in {}.",
+                r.code,
+                r.message,
+                home.dir().display()
+            ));
         }
         (false, None) => {
             // Why, in one more attempt: e.g. a wss:// relay whose certificate is not trusted.
@@ -471,6 +494,25 @@ async fn agent_run(home: &Home, a: &RunArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `--context`: a JSON object inline (starting with `{`) or the path of a file holding one.
+fn read_context(arg: &str) -> Result<a2acp_core::packet::Context, String> {
+    let (text, what) = if arg.trim_start().starts_with('{') {
+        (arg.to_string(), "--context (inline JSON)".to_string())
+    } else {
+        let text = std::fs::read_to_string(arg).map_err(|e| {
+            format!("--context {arg}: {e} (give a path to a JSON file, e.g. examples/dinner.json, or a JSON object inline)")
+        })?;
+        (text, format!("--context {arg}"))
+    };
+    match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(serde_json::Value::Object(m)) => Ok(m),
+        Ok(_) => Err(format!(
+            "{what}: must be a JSON object ({{\"field\": value, …}})"
+        )),
+        Err(e) => Err(format!("{what}: not JSON: {e}")),
+    }
+}
+
 async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
     let (req, json, render): (Request, bool, fn(&Response) -> String) = match cmd {
         Cmd::Thread(ThreadCmd::Start {
@@ -481,18 +523,7 @@ async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
             urgent,
         }) => {
             let context = match context {
-                Some(p) => {
-                    let text = std::fs::read_to_string(&p)
-                        .map_err(|e| format!("--context {}: {e}", p.display()))?;
-                    let v: serde_json::Value = serde_json::from_str(&text)
-                        .map_err(|e| format!("--context {}: not JSON: {e}", p.display()))?;
-                    match v {
-                        serde_json::Value::Object(m) => Some(m),
-                        _ => {
-                            return Err(format!("--context {}: must be a JSON object", p.display()))
-                        }
-                    }
-                }
+                Some(arg) => Some(read_context(&arg)?),
                 None => None,
             };
             (
@@ -505,10 +536,18 @@ async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
                 },
                 false,
                 |r| {
-                    format!(
-                        "thread {} started",
-                        r.data["thread_id"].as_str().unwrap_or("?")
-                    )
+                    let id = r.data["thread_id"].as_str().unwrap_or("?");
+                    match r.data["relay"].as_str() {
+                        Some("accepted") => format!(
+                            "thread {id} started: the relay accepted its first packet (follow it with `a2acp threads`)"
+                        ),
+                        _ if r.data["online"] == false => format!(
+                            "thread {id} started; the agent is offline: its first packet goes when the relay is reachable (`a2acp status`)"
+                        ),
+                        _ => format!(
+                            "thread {id} started; the relay has not accepted its first packet yet (follow it with `a2acp threads`)"
+                        ),
+                    }
                 },
             )
         }
@@ -585,18 +624,7 @@ async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
         }
         Cmd::Status { json } => (Request::Status, json, |r| {
             serde_json::from_value::<control::StatusInfo>(r.data.clone())
-                .map(|s| {
-                    format!(
-                        "{} ({})\n  relay: {}\n  threads: {} ({} open) · prompts: {} · outbox: {}",
-                        s.address,
-                        s.key,
-                        if s.online { "online" } else { "offline" },
-                        s.threads,
-                        s.open_threads,
-                        s.prompts,
-                        s.outbox
-                    )
-                })
+                .map(|s| control::render_status(&s))
                 .unwrap_or_default()
         }),
         _ => return Err("unsupported command".into()),
@@ -607,8 +635,13 @@ async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
             .error
             .unwrap_or_else(|| "the agent refused the request".into()));
     }
+    // A closed stdout (`a2acp prompts | head`) ends the output, not the process with a
+    // panic.
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
     if json {
-        println!(
+        let _ = writeln!(
+            out,
             "{}",
             serde_json::to_string_pretty(&resp.data).unwrap_or_default()
         );
@@ -617,7 +650,7 @@ async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
         // invisible character reaches the terminal (SPEC-NOTES "Prompts and peer text on
         // screen").
         let text = render(&resp);
-        println!("{}", a2acp_core::display::lines(&text, usize::MAX));
+        let _ = writeln!(out, "{}", a2acp_core::display::lines(&text, usize::MAX));
     }
     Ok(ExitCode::SUCCESS)
 }

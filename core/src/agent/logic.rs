@@ -3494,6 +3494,7 @@ fn blank_thread(
         gap_asked: BTreeSet::new(),
         ended_at: None,
         summarised: None,
+        relay_refused: None,
     }
 }
 

@@ -299,6 +299,40 @@ struct OutboxItem {
     refusals: u32,
 }
 
+/// The relay would not let this agent in: it refused its `register` for a reason that
+/// answering the next challenge cannot change (SPEC-NOTES "The relay link", refused
+/// registration). The agent stops answering challenges and closes the connection
+/// ([`Output::CloseConnection`]); a runtime reports the refusal and reconnects only after
+/// [`LinkRefusal::retry_after`], never when it is `None`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkRefusal {
+    /// The relay's code: `address_taken`, `registration_limited`, or `unknown_recipient`
+    /// (an address of another domain).
+    pub code: crate::relay::frame::ErrorCode,
+    /// The relay's message.
+    pub message: String,
+    /// When trying again may help (`registration_limited`: the relay's default window);
+    /// `None`: not in this run (another key holds the address, or the relay does not
+    /// serve its domain).
+    pub retry_after: Option<Duration>,
+}
+
+/// How long an agent refused with `registration_limited` waits before it registers again:
+/// the relay's default registration window (`--registration-window-secs`).
+pub const REGISTRATION_RETRY: Duration = Duration::from_secs(3600);
+
+/// Where the first packet of a thread stands with the relay ([`Agent::first_packet`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FirstPacket {
+    /// Waiting for the recipient's key or for the relay's `accepted` (or the agent is
+    /// offline: it goes when the link is up).
+    Waiting,
+    /// The relay accepted it: it is queued for, or delivered to, the recipient.
+    Accepted,
+    /// The relay refused the recipient; the thread is declined.
+    Refused(crate::relay::frame::ErrorCode),
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Link {
     Down,
@@ -455,6 +489,8 @@ pub struct Agent {
     outbox: BTreeMap<u64, OutboxItem>,
     link: Link,
     replaced: bool,
+    /// The relay refused this agent's registration (not persisted: a new run tries again).
+    refusal: Option<LinkRefusal>,
     last_heard: Timestamp,
     now: Timestamp,
     keys: BTreeMap<Address, PublicKey>,
@@ -519,6 +555,7 @@ impl Agent {
             outbox: BTreeMap::new(),
             link: Link::Down,
             replaced: false,
+            refusal: None,
             last_heard: Timestamp::ZERO,
             now: Timestamp::ZERO,
             keys: BTreeMap::new(),
@@ -703,6 +740,32 @@ impl Agent {
         self.replaced
     }
 
+    /// Why the relay refused this agent's registration, if it did ([`LinkRefusal`]). A
+    /// retryable refusal is cleared by the next [`Input::Connected`]; the others last as
+    /// long as this agent object.
+    pub fn link_refusal(&self) -> Option<&LinkRefusal> {
+        self.refusal.as_ref()
+    }
+
+    /// Where the first packet of thread `id` stands with the relay; `None` for an unknown
+    /// thread.
+    pub fn first_packet(&self, id: &str) -> Option<FirstPacket> {
+        let t = self.threads.get(id)?;
+        if let Some(code) = t.relay_refused {
+            return Some(FirstPacket::Refused(code));
+        }
+        let pending = self
+            .peers
+            .get(&t.peer)
+            .is_some_and(|p| p.pending.iter().any(|x| x.thread_id == id));
+        let queued = self.outbox.values().any(|o| o.thread_id == id);
+        Some(if pending || queued || !t.sent_first {
+            FirstPacket::Waiting
+        } else {
+            FirstPacket::Accepted
+        })
+    }
+
     /// Starts a thread ([`Command::StartThread`]) and returns its id, or `None` when the
     /// command was refused (blocked or own address; the refusal is notified).
     pub fn start_thread(
@@ -797,6 +860,13 @@ impl Agent {
     fn on_connected(&mut self) {
         self.link = Link::Authenticating;
         self.replaced = false;
+        if self
+            .refusal
+            .as_ref()
+            .is_some_and(|r| r.retry_after.is_some())
+        {
+            self.refusal = None;
+        }
         self.last_heard = self.now;
         self.audit(None, "relay connected".to_string());
     }
@@ -834,6 +904,10 @@ impl Agent {
             }
         };
         match frame {
+            RelayFrame::Challenge { .. } if self.refusal.is_some() => {
+                // Refused for good in this run: registering again only repeats the
+                // refusal (the relay answers each with a new challenge).
+            }
             RelayFrame::Challenge { nonce, domain, ts } => {
                 // Sign the relay's own time: the nonce already makes the answer fresh and
                 // single-use, and an agent whose clock is off still gets in.
@@ -975,15 +1049,17 @@ impl Agent {
         let pending = std::mem::take(&mut rec.pending);
         self.dirty.peers.insert(address.clone());
         let Some(key) = key else {
-            self.notify(
-                None,
-                NotifyKind::Delivery,
-                format!("No agent is registered as {address}."),
-            );
             let mut ids: Vec<String> = pending.iter().map(|p| p.thread_id.clone()).collect();
             ids.dedup();
+            if ids.is_empty() {
+                self.notify(
+                    None,
+                    NotifyKind::Delivery,
+                    format!("No agent is registered as {address}."),
+                );
+            }
             for id in ids {
-                self.set_state(&id, ThreadState::Declined, "recipient unknown to the relay");
+                self.recipient_unknown(&id, &address);
             }
             return;
         };
@@ -999,6 +1075,29 @@ impl Agent {
                 }
             }
         }
+    }
+
+    /// The relay does not know the recipient of thread `id`: the thread is declined and
+    /// the user told, with the thread (SPEC-NOTES "Failure handling", unknown recipient).
+    fn recipient_unknown(&mut self, id: &str, address: &Address) {
+        use crate::relay::frame::ErrorCode;
+        let Some(t) = self.threads.get_mut(id) else {
+            return;
+        };
+        if t.state.is_terminal() {
+            return;
+        }
+        t.relay_refused = Some(ErrorCode::UnknownRecipient);
+        let about = format!("{}: “{}”", t.intent.category, t.intent.summary);
+        self.dirty.threads.insert(id.to_string());
+        self.set_state(id, ThreadState::Declined, "recipient unknown to the relay");
+        self.notify(
+            Some(id.to_string()),
+            NotifyKind::Declined,
+            format!(
+                "No agent is registered as {address}: thread {id} ({about}) is declined. Check the address (agent:NAME@RELAY-DOMAIN)."
+            ),
+        );
     }
 
     /// Pins `key` for `peer` if nothing is pinned; `Err` (and a security alert) if a
@@ -1142,6 +1241,11 @@ impl Agent {
         use crate::relay::frame::ErrorCode as E;
         self.audit(None, format!("relay error {}: {message}", code.as_str()));
         match (code, seq) {
+            (E::AddressTaken | E::RegistrationLimited | E::UnknownRecipient, None)
+                if self.link == Link::Authenticating =>
+            {
+                self.registration_refused(code, message);
+            }
             (E::AuthFailed | E::AddressTaken, _) => {
                 self.notify(
                     None,
@@ -1165,6 +1269,15 @@ impl Agent {
                     self.dirty.ops.push(PersistOp::Delete {
                         key: outbox_key(seq),
                     });
+                    let first = self
+                        .threads
+                        .get(&o.thread_id)
+                        .is_some_and(|t| t.state == ThreadState::Initiated && t.initiator);
+                    if code == E::UnknownRecipient && first {
+                        let to = o.env.to.clone();
+                        self.recipient_unknown(&o.thread_id, &to);
+                        return;
+                    }
                     self.notify(
                         Some(o.thread_id.clone()),
                         NotifyKind::Delivery,
@@ -1174,6 +1287,49 @@ impl Agent {
             }
             _ => {}
         }
+    }
+
+    /// The relay refused this agent's `register` (`address_taken`,
+    /// `registration_limited`, or `unknown_recipient`: a domain it does not serve): stop
+    /// answering challenges, close the connection, tell the user once.
+    fn registration_refused(&mut self, code: crate::relay::frame::ErrorCode, message: String) {
+        use crate::relay::frame::ErrorCode as E;
+        let retry_after = (code == E::RegistrationLimited).then_some(REGISTRATION_RETRY);
+        let address = self.config.address.clone();
+        let what = match code {
+            E::AddressTaken => format!(
+                "another agent holds {address} at this relay (with another key). This agent stays offline; create it again with another address (`a2acp agent init --address …`)."
+            ),
+            E::RegistrationLimited => format!(
+                "too many new addresses were registered from this network lately. This agent tries again in {} minutes.",
+                REGISTRATION_RETRY.as_secs() / 60
+            ),
+            _ => format!(
+                "the relay does not serve the domain of {address}. This agent stays offline; use an address of the relay's domain."
+            ),
+        };
+        self.notify(
+            None,
+            NotifyKind::Delivery,
+            format!(
+                "The relay refused to register {address} ({}: {message}): {what}",
+                code.as_str()
+            ),
+        );
+        self.audit(
+            None,
+            format!(
+                "registration refused ({}): closing the connection",
+                code.as_str()
+            ),
+        );
+        self.refusal = Some(LinkRefusal {
+            code,
+            message,
+            retry_after,
+        });
+        self.buf.close.push(Output::CloseConnection);
+        self.on_disconnected();
     }
 
     /// Sends a frame: at once, or, for one that costs the relay's rate tokens, when the

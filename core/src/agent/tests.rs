@@ -1464,3 +1464,108 @@ fn an_llm_answer_overtaken_by_a_peer_packet_is_not_acted_on() {
     let t = net.nodes[b].agent.thread(&id).unwrap();
     assert_eq!(t.waiting, Waiting::Llm, "{}", net.render(None));
 }
+
+#[test]
+fn address_taken_stops_registering_closes_and_tells_once() {
+    let (mut net, a, _b) = net();
+    // Another key claims Alice's address.
+    let thief = net.add_agent(dinner::alice("a2acp.io"), [9; 32], [99; 32]);
+    let sent_before = net.nodes[thief].frames_sent;
+    net.connect(thief);
+    net.settle();
+    net.run_for(Duration::from_secs(60));
+    let t = &net.nodes[thief];
+    let r = t.agent.link_refusal().expect("refusal recorded");
+    assert_eq!(r.code, crate::relay::frame::ErrorCode::AddressTaken);
+    assert_eq!(r.retry_after, None);
+    assert!(!t.agent.is_online());
+    assert!(!t.is_connected(), "the agent closed its connection");
+    // One `register`, not one per challenge the relay issues after each refusal.
+    assert_eq!(t.frames_sent - sent_before, 1);
+    let told: Vec<&Notification> = t
+        .notifications
+        .iter()
+        .filter(|n| n.text.contains("address_taken"))
+        .collect();
+    assert_eq!(told.len(), 1, "{:?}", t.notifications);
+    // Connected again in the same run: the challenge is not answered.
+    net.connect(thief);
+    net.settle();
+    assert_eq!(net.nodes[thief].frames_sent - sent_before, 1);
+    assert!(net.nodes[thief].agent.link_refusal().is_some());
+    // The owner is unaffected.
+    assert!(net.nodes[a].agent.is_online());
+    assert!(net.nodes[a].agent.link_refusal().is_none());
+}
+
+#[test]
+fn registration_limited_waits_then_registers_on_the_next_connection() {
+    let cfg = crate::relay::RelayConfig {
+        domain: "a2acp.io".into(),
+        max_registration_sources: 1,
+        registration_window: Duration::from_secs(60),
+        ..Default::default()
+    };
+    let mut net = Net::with_relay_config(cfg, start(), [7; 32]);
+    let a = net.add_agent(dinner::alice("a2acp.io"), [1; 32], [11; 32]);
+    let b = net.add_agent(dinner::bob("a2acp.io"), [2; 32], [22; 32]);
+    net.connect(a);
+    net.settle();
+    assert!(net.nodes[a].agent.is_online());
+    // Bob's source is a second one while Alice's window is open: refused.
+    let sent_before = net.nodes[b].frames_sent;
+    net.connect(b);
+    net.settle();
+    net.run_for(Duration::from_secs(30));
+    let r = net.nodes[b].agent.link_refusal().cloned().expect("refused");
+    assert_eq!(r.code, crate::relay::frame::ErrorCode::RegistrationLimited);
+    assert_eq!(r.retry_after, Some(REGISTRATION_RETRY));
+    assert!(!net.nodes[b].is_connected());
+    assert_eq!(net.nodes[b].frames_sent - sent_before, 1);
+    // After the window, the next connection registers.
+    net.run_for(Duration::from_secs(61));
+    net.connect(b);
+    net.settle();
+    assert!(net.nodes[b].agent.link_refusal().is_none());
+    assert!(net.nodes[b].agent.is_online());
+}
+
+#[test]
+fn a_thread_to_an_unknown_address_is_declined_with_a_notification() {
+    let (mut net, a, b) = net();
+    let nobody = Address::new("nobody", "a2acp.io").unwrap();
+    net.command(
+        a,
+        Command::StartThread {
+            to: nobody.clone(),
+            intent: dinner_intent("normal"),
+            context: dinner::context(),
+        },
+    );
+    let id = net.nodes[a].agent.threads().keys().last().cloned().unwrap();
+    assert_eq!(
+        net.nodes[a].agent.first_packet(&id),
+        Some(FirstPacket::Waiting)
+    );
+    net.settle();
+    assert_eq!(
+        net.nodes[a].agent.first_packet(&id),
+        Some(FirstPacket::Refused(
+            crate::relay::frame::ErrorCode::UnknownRecipient
+        ))
+    );
+    assert_eq!(state(&net, a, &id), ThreadState::Declined);
+    let n = net.nodes[a]
+        .notifications
+        .iter()
+        .find(|n| n.kind == NotifyKind::Declined)
+        .expect("declined notification");
+    assert_eq!(n.thread_id.as_deref(), Some(id.as_str()));
+    assert!(n.text.contains("agent:nobody@a2acp.io"), "{}", n.text);
+    // A thread to a known agent: its first packet is accepted.
+    let ok = start_dinner(&mut net, a, b, "normal");
+    assert_eq!(
+        net.nodes[a].agent.first_packet(&ok),
+        Some(FirstPacket::Accepted)
+    );
+}

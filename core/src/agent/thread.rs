@@ -315,6 +315,11 @@ pub struct Thread {
     /// moved (SPEC-NOTES §13.1).
     #[serde(default)]
     pub summarised: Option<(ThreadState, usize)>,
+    /// The relay refused this thread's recipient (`unknown_recipient`, to the key
+    /// `lookup` or to the first `send`): the thread was declined before the other agent
+    /// saw it (SPEC-NOTES "Failure handling", unknown recipient).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relay_refused: Option<crate::relay::frame::ErrorCode>,
 }
 
 impl Thread {

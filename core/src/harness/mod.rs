@@ -60,6 +60,13 @@ struct Client {
     inbox: VecDeque<Vec<u8>>,
 }
 
+impl Node {
+    /// Whether the agent has a connection to the relay open.
+    pub fn is_connected(&self) -> bool {
+        self.conn.is_some()
+    }
+}
+
 enum Hop {
     ToRelay(ConnId, Vec<u8>),
     ToAgent(usize, ConnId, Vec<u8>),
