@@ -21,7 +21,7 @@ use a2acp_core::agent::{
 use a2acp_core::crypto::IdentityKey;
 use a2acp_core::harness::summarize_packet;
 use a2acp_core::persist::PersistOp;
-use a2acp_core::relay::{ConnId, Relay, RelayEvent, RelayOutput};
+use a2acp_core::relay::{ConnId, Relay, RelayEvent, RelayInput, RelayOutput};
 use a2acp_core::{Address, Timestamp};
 
 use crate::check::{sig_of, Audit, Checker, Violation};
@@ -598,7 +598,13 @@ impl Sim {
                 let now = self.now;
                 let t0 = self.tick();
                 if let Some(r) = self.relay.as_mut() {
-                    r.handle_bytes(now, conn, &bytes);
+                    r.handle(
+                        now,
+                        RelayInput::Bytes {
+                            conn,
+                            bytes: &bytes,
+                        },
+                    );
                 }
                 self.tock(t0);
                 self.drain_relay();
@@ -640,7 +646,7 @@ impl Sim {
                 let now = self.now;
                 let t0 = self.tick();
                 if let Some(r) = self.relay.as_mut() {
-                    r.handle_disconnected(now, conn);
+                    r.handle(now, RelayInput::Disconnected { conn });
                 }
                 self.tock(t0);
                 self.drain_relay();
@@ -685,7 +691,7 @@ impl Sim {
                 let now = self.now;
                 let t0 = self.tick();
                 if let Some(r) = self.relay.as_mut() {
-                    r.handle_timeout(now);
+                    r.handle(now, RelayInput::Timeout);
                 }
                 self.tock(t0);
                 self.drain_relay();
@@ -1451,7 +1457,13 @@ impl Sim {
         let now = self.now;
         let t0 = self.tick();
         if let Some(r) = self.relay.as_mut() {
-            r.handle_connected(now, conn, a2acp_core::relay::Source(i as u128));
+            r.handle(
+                now,
+                RelayInput::Connected {
+                    conn,
+                    source: a2acp_core::relay::Source(i as u128),
+                },
+            );
         }
         self.tock(t0);
         self.drain_relay();
