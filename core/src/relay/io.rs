@@ -9,6 +9,9 @@ use crate::link::ErrorCode;
 use crate::persist::PersistOp;
 
 /// An input to the relay, handed over with the current time ([`super::Relay::handle`]).
+// `Frame` is large (a parsed envelope), but an input lives on the stack for one call and is
+// never stored: boxing it would cost an allocation per frame.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum RelayInput<'a> {
     /// A connection opened from `source`: the relay sends it a challenge. A number still
