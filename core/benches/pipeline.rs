@@ -6,8 +6,8 @@
 //!    4 KiB packet in "ee" mode with the derived keys cached (after the first exchange)
 //!    vs 1 AEAD seal + 1 AEAD open + 1 Ed25519 sign (the recipient, holding the sender's
 //!    ephemeral key, does not verify: the AEAD authenticates, SPEC-NOTES "Opening").
-//! 2. `relay_route`: one relay routing step — `handle_bytes(send{seq, env})`, draining
-//!    the outputs, then the recipient's `ack` and its outputs — vs the one
+//! 2. `relay_route`: one relay routing step — `RelayInput::Bytes` of a `send{seq, env}`,
+//!    draining the outputs, then the recipient's `ack` and its outputs — vs the one
 //!    `verify_strict` ([`verify_envelope`]) the relay performs on the same envelope.
 //! 3. `pipeline_2KiB`: `Packet::to_bytes` → seal → relay `verify_envelope` → recipient
 //!    open → `Packet::parse` vs the bare crypto of the same (AEAD seal + 1 sign +
