@@ -26,14 +26,14 @@
 //! A connection whose outgoing channel is full (it does not read) is dropped as a slow
 //! consumer; its unacknowledged packets stay queued for its next connection.
 //!
-//! **Logs a client can cause are rate-limited** (the runtime's one [`LogLimiter`]): of each connection's
-//! refusals, the first [`LOGGED_REFUSALS_PER_CONN`] are logged (WARN) and the others
-//! counted and summarised in one line when the connection ends; and every line a client
-//! can cause (refusals, those summaries, connections closed for abuse, replaced, silent
-//! or slow) goes through one token bucket for the whole relay ([`LOG_BURST`] lines, then
-//! [`LOG_LINES_PER_SEC`] per second). Lines past it are counted, and summarised in one
-//! line at most every [`LOG_SUMMARY_EVERY`]. However many clients misbehave, the relay
-//! writes at most a few hundred bytes of such lines per second.
+//! **Logs a client can cause are rate-limited** (the runtime's one [`LogLimiter`]): of
+//! each connection's refusals, the first [`LOGGED_REFUSALS_PER_CONN`] are logged (WARN)
+//! and the others counted and summarised in one line when the connection ends; and every
+//! line a client can cause (refusals, those summaries, connections closed for abuse,
+//! replaced, silent or slow) goes through one limiter for the whole relay ([`LOG_BURST`]
+//! lines, then [`LOG_LINES_PER_SEC`] per second). Lines past it are counted, and
+//! summarised in one line at most every [`LOG_SUMMARY_EVERY`]. However many clients
+//! misbehave, the relay writes at most a few hundred bytes of such lines per second.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
