@@ -13,6 +13,10 @@ use super::Sim;
 use crate::transcript::{short, Tag};
 
 impl Sim {
+    /// One audit record of agent `i`: a packet received goes to the exactly-once audit
+    /// and the transcript, a duplicate marks the delivery as seen, a packet sent is
+    /// counted; every record becomes a transcript line. Returns the line's place in the
+    /// step (0: what was received, 1: the agent's own record).
     pub(super) fn on_audit(&mut self, i: usize, event: &str) -> u8 {
         let name = self.nodes[i].name.clone();
         if let Some(rest) = event.strip_prefix("received ") {
