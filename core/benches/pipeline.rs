@@ -6,8 +6,8 @@
 //!    4 KiB packet in "ee" mode with the derived keys cached (after the first exchange)
 //!    vs 1 AEAD seal + 1 AEAD open + 1 Ed25519 sign (the recipient, holding the sender's
 //!    ephemeral key, does not verify: the AEAD authenticates, SPEC-NOTES "Opening").
-//! 2. `relay_route`: one relay routing step — `handle_bytes(send{seq, env})`, draining
-//!    the outputs, then the recipient's `ack` and its outputs — vs the one
+//! 2. `relay_route`: one relay routing step — `RelayInput::Bytes` of a `send{seq, env}`,
+//!    draining the outputs, then the recipient's `ack` and its outputs — vs the one
 //!    `verify_strict` ([`verify_envelope`]) the relay performs on the same envelope.
 //! 3. `pipeline_2KiB`: `Packet::to_bytes` → seal → relay `verify_envelope` → recipient
 //!    open → `Packet::parse` vs the bare crypto of the same (AEAD seal + 1 sign +
@@ -36,9 +36,9 @@ use a2acp_core::crypto::{
     verify_envelope, Direction, Envelope, IdentityKey, PublicKey, ThreadSession,
 };
 use a2acp_core::harness::dinner;
+use a2acp_core::link::{challenge_signed_bytes, ClientFrame, RelayFrame, REGISTER_LABEL};
 use a2acp_core::packet::Packet;
-use a2acp_core::relay::frame::{challenge_signed_bytes, ClientFrame, RelayFrame, REGISTER_LABEL};
-use a2acp_core::relay::{ConnId, Relay, RelayConfig, RelayEvent, RelayOutput};
+use a2acp_core::relay::{ConnId, Relay, RelayConfig, RelayEvent, RelayInput, RelayOutput};
 use a2acp_core::{Address, Timestamp};
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
@@ -380,7 +380,13 @@ impl RelayCase {
             (CONN_A, ALICE_SEED, alice_addr()),
             (CONN_B, BOB_SEED, bob_addr()),
         ] {
-            relay.handle_connected(now, conn, a2acp_core::relay::Source(u128::from(conn.0)));
+            relay.handle(
+                now,
+                RelayInput::Connected {
+                    conn,
+                    source: a2acp_core::relay::Source(u128::from(conn.0)),
+                },
+            );
             let mut challenge = None;
             while let Some(o) = relay.poll_output() {
                 if let RelayOutput::Send { conn: c, bytes } = o {
@@ -404,7 +410,13 @@ impl RelayCase {
                 ts,
                 sig: id.sign(&msg),
             };
-            relay.handle_bytes(now, conn, &frame.to_bytes());
+            relay.handle(
+                now,
+                RelayInput::Bytes {
+                    conn,
+                    bytes: &frame.to_bytes(),
+                },
+            );
             let mut ok = false;
             while let Some(o) = relay.poll_output() {
                 if let RelayOutput::Send { conn: c, bytes } = o {
@@ -437,7 +449,13 @@ impl RelayCase {
         // One checked step: accepted to Alice, delivered to Bob, acknowledged.
         let mut accepted = false;
         let mut delivered = false;
-        case.relay.handle_bytes(now, CONN_A, &case.send);
+        case.relay.handle(
+            now,
+            RelayInput::Bytes {
+                conn: CONN_A,
+                bytes: &case.send,
+            },
+        );
         while let Some(o) = case.relay.poll_output() {
             if let RelayOutput::Send { conn, bytes } = o {
                 match RelayFrame::from_bytes(&bytes).expect("relay frame") {
@@ -445,8 +463,13 @@ impl RelayCase {
                     RelayFrame::Deliver { id, env } if conn == CONN_B => {
                         assert_eq!(env, case.env);
                         delivered = true;
-                        case.relay
-                            .handle_bytes(now, CONN_B, &ClientFrame::Ack { id }.to_bytes());
+                        case.relay.handle(
+                            now,
+                            RelayInput::Bytes {
+                                conn: CONN_B,
+                                bytes: &ClientFrame::Ack { id }.to_bytes(),
+                            },
+                        );
                     }
                     other => panic!("unexpected frame {other:?}"),
                 }
@@ -460,7 +483,13 @@ impl RelayCase {
     /// `send` from Alice, drain (the `Routed` event names the delivery id), `ack` from
     /// Bob, drain.
     fn step(&mut self) {
-        self.relay.handle_bytes(self.now, CONN_A, &self.send);
+        self.relay.handle(
+            self.now,
+            RelayInput::Bytes {
+                conn: CONN_A,
+                bytes: &self.send,
+            },
+        );
         let mut id = None;
         while let Some(o) = self.relay.poll_output() {
             match o {
@@ -471,8 +500,13 @@ impl RelayCase {
             }
         }
         let id = id.expect("the relay routed the envelope");
-        self.relay
-            .handle_bytes(self.now, CONN_B, &ClientFrame::Ack { id }.to_bytes());
+        self.relay.handle(
+            self.now,
+            RelayInput::Bytes {
+                conn: CONN_B,
+                bytes: &ClientFrame::Ack { id }.to_bytes(),
+            },
+        );
         while let Some(o) = self.relay.poll_output() {
             black_box(o);
         }

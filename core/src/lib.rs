@@ -11,9 +11,12 @@
 //!   routing, the offline queue, heartbeats and rate limits.
 //!
 //! Both follow one contract, in the manner of `quinn-proto` and `str0m`: the caller feeds
-//! an input together with the current time (`handle_*(now, ...)`), then drains outputs with
-//! `poll_output()` until it returns `None`, executing each one in order, and arms a timer
-//! for `poll_timeout()`. When the timer fires it calls `handle_timeout(now)`. Randomness
+//! an input together with the current time (`handle(now, input)`: [`agent::Input`],
+//! [`relay::RelayInput`]), then drains outputs with `poll_output()` until it returns
+//! `None`, executing each one in order (each machine's module documentation gives the
+//! order), and arms a timer for `poll_timeout()`. When the timer fires it tells the machine
+//! (`Agent::handle_timeout(now)`, `RelayInput::Timeout`). The frames of the link between
+//! an agent and its relay are [`link`]'s, owned by neither machine. Randomness
 //! comes from a 32-byte seed given at construction; the same seed and the same inputs
 //! produce byte-identical outputs. Peer input never panics: malformed bytes are refused
 //! with an error output and leave the state unchanged.
@@ -26,9 +29,11 @@ pub mod crypto;
 pub mod display;
 pub mod encoding;
 pub mod harness;
+pub mod link;
 pub mod negotiator;
 pub mod packet;
 pub mod persist;
+pub mod rate_limit;
 pub mod relay;
 pub mod rng;
 pub mod time;

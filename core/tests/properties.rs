@@ -28,6 +28,7 @@ use a2acp_core::agent::{
 };
 use a2acp_core::crypto::{Envelope, IdentityKey};
 use a2acp_core::harness::Net;
+use a2acp_core::link::{ClientFrame, RelayFrame};
 use a2acp_core::packet::{
     ActionSpec, Alternative, Body, Capabilities, Context, ContextBody, ContextRequestBody,
     ContextResponseBody, CoordinatorTransferBody, CoordinatorTransferResponseBody, Escalation,
@@ -36,8 +37,7 @@ use a2acp_core::packet::{
     ResolutionStatus, ThreadForkBody, ThreadStateBody, TransferDecision, Unavailable,
 };
 use a2acp_core::persist::apply;
-use a2acp_core::relay::frame::{ClientFrame, RelayFrame};
-use a2acp_core::relay::{ConnId, Relay, RelayConfig, RelayOutput};
+use a2acp_core::relay::{ConnId, Relay, RelayConfig, RelayInput, RelayOutput};
 use a2acp_core::{Address, Timestamp};
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
 use serde_json::{json, Map, Value};
@@ -183,10 +183,12 @@ impl Mini {
     fn connect(&mut self, i: usize) {
         self.agents[i].handle(self.now, Input::Connected);
         self.drain_agent(i);
-        self.relay.handle_connected(
+        self.relay.handle(
             self.now,
-            Self::conn(i),
-            a2acp_core::relay::Source(i as u128),
+            RelayInput::Connected {
+                conn: Self::conn(i),
+                source: a2acp_core::relay::Source(i as u128),
+            },
         );
         self.drain_relay();
     }
@@ -225,7 +227,13 @@ impl Mini {
             self.now = self.now.add(Duration::from_millis(1));
             match h {
                 Hop::ToRelay(i, b) => {
-                    self.relay.handle_bytes(self.now, Self::conn(i), &b);
+                    self.relay.handle(
+                        self.now,
+                        RelayInput::Bytes {
+                            conn: Self::conn(i),
+                            bytes: &b,
+                        },
+                    );
                     self.drain_relay();
                 }
                 Hop::ToAgent(i, b) => {
@@ -1262,8 +1270,13 @@ fn arbitrary_bytes_on_an_authenticated_relay_connection_never_stop_it_serving_ot
         // Junk on Alice's authenticated connection.
         for j in &junk {
             m.now = m.now.add(Duration::from_millis(1));
-            m.relay
-                .handle_bytes(m.now, Mini::conn(a), &j.bytes(templates));
+            m.relay.handle(
+                m.now,
+                RelayInput::Bytes {
+                    conn: Mini::conn(a),
+                    bytes: &j.bytes(templates),
+                },
+            );
             while m.relay.poll_output().is_some() {}
         }
         // Bob's agent sends a packet to Alice: the relay still accepts it.

@@ -4,7 +4,7 @@
 //! that SPEC-NOTES.md holds exactly its JSON text (a failure prints the text it must hold).
 
 use a2acp_core::crypto::{Direction, IdentityKey, ThreadSession};
-use a2acp_core::relay::frame::{
+use a2acp_core::link::{
     challenge_signed_bytes, ClientFrame, RelayFrame, AUTH_LABEL, REGISTER_LABEL,
 };
 use a2acp_core::Address;

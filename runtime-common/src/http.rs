@@ -287,7 +287,7 @@ mod tests {
         let mut s = RelaySnapshot::default();
         s.stats
             .refusals
-            .insert(a2acp_core::relay::frame::ErrorCode::BadSignature, 2);
+            .insert(a2acp_core::link::ErrorCode::BadSignature, 2);
         s.stats.routed_total = 7;
         s.stats.closed_for_refusals = 3;
         s.stats.registrations_limited = 40;

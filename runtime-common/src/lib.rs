@@ -34,7 +34,7 @@
 //! - [`http`]: `/healthz` and Prometheus `/metrics`, served on the relay's listener;
 //! - [`admission`]: what a connection may cost before it is an agent link — caps per
 //!   source address and in total, one deadline for the HTTP phase, accept failures;
-//! - [`log_limit`]: log lines a client can cause, at most one per interval;
+//! - [`log_limit`]: log lines a client can cause, at a bounded rate (one limiter for all);
 //! - [`transcript`]: human-readable lines for the demo and the logs;
 //! - [`scripted`]: the scripted user of the dinner demo.
 #![forbid(unsafe_code)]

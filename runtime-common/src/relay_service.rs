@@ -26,14 +26,14 @@
 //! A connection whose outgoing channel is full (it does not read) is dropped as a slow
 //! consumer; its unacknowledged packets stay queued for its next connection.
 //!
-//! **Logs a client can cause are rate-limited** ([`LogLimiter`]): of each connection's
-//! refusals, the first [`LOGGED_REFUSALS_PER_CONN`] are logged (WARN) and the others
-//! counted and summarised in one line when the connection ends; and every line a client
-//! can cause (refusals, those summaries, connections closed for abuse, replaced, silent
-//! or slow) goes through one token bucket for the whole relay ([`LOG_BURST`] lines, then
-//! [`LOG_LINES_PER_SEC`] per second). Lines past it are counted, and summarised in one
-//! line at most every [`LOG_SUMMARY_EVERY`]. However many clients misbehave, the relay
-//! writes at most a few hundred bytes of such lines per second.
+//! **Logs a client can cause are rate-limited** (the runtime's one [`LogLimiter`]): of
+//! each connection's refusals, the first [`LOGGED_REFUSALS_PER_CONN`] are logged (WARN)
+//! and the others counted and summarised in one line when the connection ends; and every
+//! line a client can cause (refusals, those summaries, connections closed for abuse,
+//! replaced, silent or slow) goes through one limiter for the whole relay ([`LOG_BURST`]
+//! lines, then [`LOG_LINES_PER_SEC`] per second). Lines past it are counted, and
+//! summarised in one line at most every [`LOG_SUMMARY_EVERY`]. However many clients
+//! misbehave, the relay writes at most a few hundred bytes of such lines per second.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
@@ -44,16 +44,18 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use a2acp_core::crypto::{PublicKey, ENVELOPE_VERSION};
+use a2acp_core::link::{ClientFrame, ErrorCode};
 use a2acp_core::persist::PersistOp;
-use a2acp_core::relay::frame::{ClientFrame, ErrorCode};
+use a2acp_core::rate_limit::TokenBucket;
 use a2acp_core::relay::{
-    self, ConnId, FrameError, ParsedFrame, Relay, RelayConfig, RelayEvent, RelayOutput, RelayStats,
-    Source, Verified,
+    self, ConnId, FrameError, ParsedFrame, Relay, RelayConfig, RelayEvent, RelayInput, RelayOutput,
+    RelayStats, Source, Verified,
 };
-use a2acp_core::Address;
+use a2acp_core::{Address, Timestamp};
 use ed25519_dalek::{Signature, VerifyingKey};
 use tracing::{debug, error, info, warn};
 
+use crate::log_limit::LogLimiter;
 use crate::store::{Durability, Store, StoreError};
 
 /// How to run the relay service.
@@ -414,7 +416,7 @@ impl RelayService {
 
         let (commit_tx, commit_rx) = flume::bounded(COMMIT_QUEUE);
         let (dropped_tx, dropped_rx) = flume::unbounded();
-        let log = Arc::new(LogLimiter::new(Instant::now()));
+        let log = Arc::new(ClientLog::new());
         let committer = Committer {
             store,
             rx: commit_rx,
@@ -570,38 +572,14 @@ struct AuthedConn {
     /// Signatures it may still have checked here: the relay's rate limit, so that a
     /// sender beyond its rate (whose frames the state machine refuses before checking
     /// anything) does not buy signature checks either. Past it, frames go on unverified.
-    budget: Budget,
-}
-
-/// A token bucket in thousandths of a token, refilled at `rate` per second up to `burst`.
-struct Budget {
-    milli: u64,
-    last: Instant,
-}
-
-impl Budget {
-    fn take(&mut self, now: Instant, rate: u32, burst: u32) -> bool {
-        let ms = now.saturating_duration_since(self.last).as_millis();
-        let ms = u64::try_from(ms).unwrap_or(u64::MAX);
-        if ms > 0 {
-            self.last = now;
-        }
-        self.milli = self
-            .milli
-            .saturating_add(ms.saturating_mul(u64::from(rate)))
-            .min(u64::from(burst).saturating_mul(1000));
-        if self.milli >= 1000 {
-            self.milli -= 1000;
-            true
-        } else {
-            false
-        }
-    }
+    budget: TokenBucket,
 }
 
 /// A verifier's knowledge: which key each of its authenticated connections signs with,
 /// and the decompressed keys (`PublicKey::from_bytes` costs about a verification).
 struct VerifyState {
+    /// The instant the budgets' timestamps count from.
+    epoch: Instant,
     max_frame: usize,
     rate: u32,
     burst: u32,
@@ -614,6 +592,7 @@ struct VerifyState {
 impl VerifyState {
     fn new(max_frame: usize, cfg: &RelayConfig) -> Self {
         VerifyState {
+            epoch: Instant::now(),
             max_frame,
             rate: cfg.rate_per_sec,
             burst: cfg.rate_burst.max(1),
@@ -626,10 +605,7 @@ impl VerifyState {
     fn apply(&mut self, c: Ctl) {
         match c {
             Ctl::Authed(conn, key) => {
-                let budget = Budget {
-                    milli: u64::from(self.burst).saturating_mul(1000),
-                    last: Instant::now(),
-                };
+                let budget = TokenBucket::full(self.stamp(Instant::now()), self.burst);
                 self.conns.insert(conn, AuthedConn { key, budget });
             }
             Ctl::Forget(conn) => {
@@ -645,10 +621,17 @@ impl VerifyState {
         }
     }
 
+    /// `now` on the budgets' clock (milliseconds since the verifier started).
+    fn stamp(&self, now: Instant) -> Timestamp {
+        let ms = now.saturating_duration_since(self.epoch).as_millis();
+        Timestamp(u64::try_from(ms).unwrap_or(u64::MAX))
+    }
+
     /// Whether `conn` is authenticated with `key` and within its budget (taking one).
     fn may_verify(&mut self, conn: ConnId, key: &[u8; 32], now: Instant) -> bool {
+        let now = self.stamp(now);
         match self.conns.get_mut(&conn) {
-            Some(c) if c.key == *key => c.budget.take(now, self.rate, self.burst),
+            Some(c) if c.key == *key => c.budget.try_take(now, self.rate, self.burst),
             _ => false,
         }
     }
@@ -864,7 +847,7 @@ struct Core {
     committer: flume::Sender<ToCommitter>,
     /// Connections the committer dropped as slow consumers.
     dropped: flume::Receiver<ConnId>,
-    log: Arc<LogLimiter>,
+    log: Arc<ClientLog>,
     /// Refusals of open connections, for their logging.
     conn_logs: HashMap<ConnId, ConnLog>,
 }
@@ -912,7 +895,7 @@ impl Core {
             }
             let now = crate::clock::now();
             while let Ok(conn) = self.dropped.try_recv() {
-                self.relay.handle_disconnected(now, conn);
+                self.relay.handle(now, RelayInput::Disconnected { conn });
                 self.ctl(Ctl::Closed(conn));
                 self.conn_ended(conn, None);
                 self.collect();
@@ -921,21 +904,27 @@ impl Core {
                 match m {
                     Msg::Connected(conn, tx, source) => {
                         self.pending.connected.push((conn, tx));
-                        self.relay.handle_connected(now, conn, source);
+                        self.relay
+                            .handle(now, RelayInput::Connected { conn, source });
                         self.collect();
                     }
                     Msg::Items(items) => {
                         for it in items {
                             match it {
-                                Item::Frame(conn, parsed, verified) => {
-                                    self.relay.handle_frame(now, conn, parsed, verified)
-                                }
-                                Item::Oversized(conn, limit) => {
-                                    self.relay.handle_oversized(now, conn, limit)
-                                }
+                                Item::Frame(conn, parsed, verified) => self.relay.handle(
+                                    now,
+                                    RelayInput::Frame {
+                                        conn,
+                                        parsed,
+                                        verified,
+                                    },
+                                ),
+                                Item::Oversized(conn, limit) => self
+                                    .relay
+                                    .handle(now, RelayInput::Oversized { conn, limit }),
                                 Item::Disconnected(conn) => {
                                     self.pending.disconnected.push(conn);
-                                    self.relay.handle_disconnected(now, conn);
+                                    self.relay.handle(now, RelayInput::Disconnected { conn });
                                     // Its verifier may have learnt of its authentication
                                     // after it saw the disconnection.
                                     self.ctl(Ctl::Forget(conn));
@@ -950,7 +939,7 @@ impl Core {
                 }
             }
             if self.relay.poll_timeout().is_some_and(|t| t <= now) {
-                self.relay.handle_timeout(now);
+                self.relay.handle(now, RelayInput::Timeout);
                 self.collect();
             }
             self.log.summarise(Instant::now());
@@ -1061,7 +1050,7 @@ struct Committer {
     /// To wake the state machine (weak: it must not keep the channel open).
     core: flume::WeakSender<Msg>,
     shared: Arc<Shared>,
-    log: Arc<LogLimiter>,
+    log: Arc<ClientLog>,
 }
 
 impl Committer {
@@ -1274,58 +1263,29 @@ struct ConnLog {
     unlogged: BTreeMap<ErrorCode, u64>,
 }
 
-/// The rate limit of the log lines clients can cause (module documentation).
+/// The log lines clients can cause (module documentation): one [`LogLimiter`] for all of
+/// them, shared by the state machine's and the committer's threads, and the count of
+/// every line held back (by the limiter, or counted per connection instead of logged).
 #[derive(Debug)]
-struct LogLimiter {
-    state: Mutex<LimiterState>,
-    /// Lines held back since start (per connection or by the limiter).
+struct ClientLog {
+    limiter: LogLimiter,
+    /// Lines held back since start.
     total: AtomicU64,
 }
 
-#[derive(Debug)]
-struct LimiterState {
-    /// Lines that may be written now, in thousandths.
-    milli: u64,
-    last: Instant,
-    /// Lines the limiter held back since its last summary.
-    held: u64,
-    last_summary: Instant,
-}
-
-impl LogLimiter {
-    fn new(now: Instant) -> Self {
-        LogLimiter {
-            state: Mutex::new(LimiterState {
-                milli: u64::from(LOG_BURST) * 1000,
-                last: now,
-                held: 0,
-                last_summary: now,
-            }),
+impl ClientLog {
+    fn new() -> Self {
+        ClientLog {
+            limiter: LogLimiter::per_second(LOG_BURST, LOG_LINES_PER_SEC),
             total: AtomicU64::new(0),
         }
     }
 
     /// Whether a line may be written now (taking its place); otherwise it is counted.
     fn allow(&self) -> bool {
-        let now = Instant::now();
-        let Ok(mut st) = self.state.lock() else {
-            return false;
-        };
-        let ms =
-            u64::try_from(now.saturating_duration_since(st.last).as_millis()).unwrap_or(u64::MAX);
-        if ms > 0 {
-            st.last = now;
-        }
-        st.milli = st
-            .milli
-            .saturating_add(ms.saturating_mul(u64::from(LOG_LINES_PER_SEC)))
-            .min(u64::from(LOG_BURST) * 1000);
-        if st.milli >= 1000 {
-            st.milli -= 1000;
+        if self.limiter.allow().is_some() {
             return true;
         }
-        st.held += 1;
-        drop(st);
         self.held_back(1);
         false
     }
@@ -1342,21 +1302,13 @@ impl LogLimiter {
 
     /// One line for the lines the limiter held back, at most every [`LOG_SUMMARY_EVERY`].
     fn summarise(&self, now: Instant) {
-        let Ok(mut st) = self.state.lock() else {
-            return;
-        };
-        let since = now.saturating_duration_since(st.last_summary);
-        if st.held == 0 || since < LOG_SUMMARY_EVERY {
-            return;
+        if let Some((held, since)) = self.limiter.summary_at(now, LOG_SUMMARY_EVERY) {
+            warn!(
+                held,
+                seconds = since.as_secs(),
+                "log lines about clients held back by the log's rate limit"
+            );
         }
-        let held = std::mem::take(&mut st.held);
-        st.last_summary = now;
-        drop(st);
-        warn!(
-            held,
-            seconds = since.as_secs(),
-            "log lines about clients held back by the log's rate limit"
-        );
     }
 }
 
@@ -1364,7 +1316,7 @@ impl LogLimiter {
 mod tests {
     use super::*;
     use a2acp_core::crypto::{Direction, IdentityKey, ThreadSession};
-    use a2acp_core::relay::frame::RelayFrame;
+    use a2acp_core::link::RelayFrame;
 
     fn seed(i: u64) -> [u8; 32] {
         let mut s = [9u8; 32];
@@ -1537,7 +1489,7 @@ mod tests {
     /// The whole service on its threads: register, send, deliver, ack, metrics, stop.
     #[test]
     fn routes_through_the_pipeline() {
-        use a2acp_core::relay::frame::{challenge_signed_bytes, REGISTER_LABEL};
+        use a2acp_core::link::{challenge_signed_bytes, REGISTER_LABEL};
         let svc = RelayService::start(ServiceConfig {
             verifiers: 2,
             ..ServiceConfig::default()
@@ -1653,9 +1605,9 @@ mod tests {
 
     #[test]
     fn the_log_limiter_lets_a_burst_through_then_counts() {
-        let t0 = Instant::now();
-        let l = LogLimiter::new(t0);
+        let l = ClientLog::new();
         let allowed = (0..1000).filter(|_| l.allow()).count();
+        let t0 = Instant::now();
         // The burst, and whatever the refill gave while the loop ran (well under a second).
         assert!(
             (LOG_BURST as usize..LOG_BURST as usize + 3).contains(&allowed),
@@ -1665,10 +1617,15 @@ mod tests {
         l.held_back(5);
         assert_eq!(l.total(), 1005 - allowed as u64);
         // A summary clears what it reported, at most every LOG_SUMMARY_EVERY.
-        l.summarise(t0);
-        assert!(l.state.lock().unwrap().held > 0);
-        l.summarise(t0 + LOG_SUMMARY_EVERY);
-        assert_eq!(l.state.lock().unwrap().held, 0);
+        assert_eq!(l.limiter.summary_at(t0, LOG_SUMMARY_EVERY), None);
+        let later = t0 + LOG_SUMMARY_EVERY * 2;
+        assert_eq!(
+            l.limiter
+                .summary_at(later, LOG_SUMMARY_EVERY)
+                .map(|(n, _)| n),
+            Some(1000 - allowed as u64)
+        );
+        assert_eq!(l.limiter.summary_at(later, LOG_SUMMARY_EVERY), None);
     }
 
     /// A junk flood through the whole service is closed with `too_many_refusals`; an

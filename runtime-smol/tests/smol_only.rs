@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use a2acp_core::crypto::IdentityKey;
-use a2acp_core::relay::frame::RelayFrame;
+use a2acp_core::link::RelayFrame;
 use a2acp_runtime::agent_host::AgentHost;
 use a2acp_runtime::control::{Request, StatusInfo, ThreadSummary};
 use a2acp_runtime::daemon::RunOptions;

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use a2acp_core::crypto::{Direction, IdentityKey, ThreadSession};
-use a2acp_core::relay::frame::{challenge_signed_bytes, ClientFrame, RelayFrame, REGISTER_LABEL};
+use a2acp_core::link::{challenge_signed_bytes, ClientFrame, RelayFrame, REGISTER_LABEL};
 use a2acp_core::Address;
 use async_tungstenite::tungstenite::{Bytes, Message, Utf8Bytes};
 use futures_util::{SinkExt, StreamExt};

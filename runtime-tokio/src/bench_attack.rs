@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use a2acp_core::agent::AgentConfig;
 use a2acp_core::crypto::IdentityKey;
-use a2acp_core::relay::frame::{ClientFrame, RelayFrame};
+use a2acp_core::link::{ClientFrame, RelayFrame};
 use a2acp_core::Address;
 use a2acp_runtime::control::{Request, StatusInfo, ThreadSummary};
 use a2acp_runtime::scripted::{dinner_configs, next_friday, start_dinner, ScriptedUser};
@@ -1129,7 +1129,7 @@ pub async fn time_to_auth_close(
     how: AfterUpgrade,
     limit: Duration,
 ) -> Result<Duration, BenchError> {
-    use a2acp_core::relay::frame::ClientFrame;
+    use a2acp_core::link::ClientFrame;
     use async_tungstenite::tungstenite::{Bytes, Message};
     use futures_util::StreamExt;
     let ws = crate::ws::connect(url).await.map_err(|e| e.to_string())?;

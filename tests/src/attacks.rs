@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use a2acp_core::crypto::IdentityKey;
-use a2acp_core::relay::frame::{challenge_signed_bytes, ClientFrame, RelayFrame, REGISTER_LABEL};
+use a2acp_core::link::{challenge_signed_bytes, ClientFrame, RelayFrame, REGISTER_LABEL};
 use a2acp_core::Address;
 use async_tungstenite::tokio::TokioAdapter;
 use async_tungstenite::tungstenite::protocol::WebSocketConfig;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use a2acp_core::agent::{AgentConfig, Command, Prompt};
 use a2acp_core::crypto::{Direction, Envelope, IdentityKey, PublicKey, ThreadSession};
-use a2acp_core::relay::frame::{
+use a2acp_core::link::{
     challenge_signed_bytes, ClientFrame, RelayFrame, AUTH_LABEL, REGISTER_LABEL,
 };
 use a2acp_core::relay::RelayConfig;

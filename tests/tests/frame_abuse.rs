@@ -8,7 +8,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Instant;
 
-use a2acp_core::relay::frame::{ClientFrame, ErrorCode, RelayFrame};
+use a2acp_core::link::{ClientFrame, ErrorCode, RelayFrame};
 use a2acp_core::relay::RelayConfig;
 use a2acp_runtime::scripted::{dinner_configs, ScriptedUser};
 use a2acp_tests::attacks::{self, Flood};

@@ -2,7 +2,7 @@
 //! queued in one thread is refused with an overflow notice to its sender (§13.2) — on
 //! tokio and on smol.
 
-use a2acp_core::relay::frame::{ClientFrame, RelayFrame};
+use a2acp_core::link::{ClientFrame, RelayFrame};
 use a2acp_runtime::scripted::{dinner_configs, next_friday, start_dinner, ScriptedUser};
 use a2acp_tests::*;
 

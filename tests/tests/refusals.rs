@@ -3,7 +3,7 @@
 //! error frame and logged (the first refusals of a connection one by one, the others
 //! counted), while the relay keeps serving everyone else — on tokio and on smol.
 
-use a2acp_core::relay::frame::{ClientFrame, ErrorCode, RelayFrame};
+use a2acp_core::link::{ClientFrame, ErrorCode, RelayFrame};
 use a2acp_core::relay::RelayConfig;
 use a2acp_tests::*;
 

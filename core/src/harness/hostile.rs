@@ -36,9 +36,7 @@ use serde_json::{Map, Value};
 use super::Net;
 use crate::address::Address;
 use crate::crypto::{thread_tag, Direction, Envelope, IdentityKey, PublicKey, ThreadSession};
-use crate::relay::frame::{
-    challenge_signed_bytes, ClientFrame, ErrorCode, RelayFrame, REGISTER_LABEL,
-};
+use crate::link::{challenge_signed_bytes, ClientFrame, ErrorCode, RelayFrame, REGISTER_LABEL};
 use crate::rng::DetRng;
 
 /// What went wrong driving a hostile peer.

@@ -22,9 +22,9 @@ use crate::agent::{
     Output, Prompt, PromptKind, ResolutionAnswer,
 };
 use crate::crypto::IdentityKey;
+use crate::link::{ClientFrame, RelayFrame};
 use crate::persist::apply;
-use crate::relay::frame::{ClientFrame, RelayFrame};
-use crate::relay::{ConnId, Relay, RelayConfig, RelayEvent, RelayOutput};
+use crate::relay::{ConnId, Relay, RelayConfig, RelayEvent, RelayInput, RelayOutput};
 use crate::time::Timestamp;
 
 /// One agent of a [`Net`] and what its user sees.
@@ -173,8 +173,13 @@ impl Net {
         cl.conn = Some(conn);
         self.client_conns.insert(conn, c);
         // Clients come from sources of their own, apart from the agents' (`Source(i)`).
-        self.relay
-            .handle_connected(self.now, conn, crate::relay::Source(u128::MAX - c as u128));
+        self.relay.handle(
+            self.now,
+            RelayInput::Connected {
+                conn,
+                source: crate::relay::Source(u128::MAX - c as u128),
+            },
+        );
         self.drain_relay();
     }
 
@@ -250,8 +255,13 @@ impl Net {
         self.conns.insert(conn, i);
         self.nodes[i].agent.handle(self.now, Input::Connected);
         self.drain_agent(i);
-        self.relay
-            .handle_connected(self.now, conn, crate::relay::Source(i as u128));
+        self.relay.handle(
+            self.now,
+            RelayInput::Connected {
+                conn,
+                source: crate::relay::Source(i as u128),
+            },
+        );
         self.drain_relay();
     }
 
@@ -262,7 +272,8 @@ impl Net {
             self.nodes[i].agent.handle(self.now, Input::Disconnected);
             self.drain_agent(i);
             if self.relay_up {
-                self.relay.handle_disconnected(self.now, conn);
+                self.relay
+                    .handle(self.now, RelayInput::Disconnected { conn });
                 self.drain_relay();
             }
         }
@@ -483,7 +494,7 @@ impl Net {
     fn fire_timers(&mut self) {
         let now = self.now;
         if self.relay_up && self.relay.poll_timeout().is_some_and(|t| t <= now) {
-            self.relay.handle_timeout(now);
+            self.relay.handle(now, RelayInput::Timeout);
             self.drain_relay();
         }
         for i in 0..self.nodes.len() {
@@ -506,7 +517,13 @@ impl Net {
                 if self.relay_up
                     && (self.conns.contains_key(&conn) || self.client_conns.contains_key(&conn))
                 {
-                    self.relay.handle_bytes(self.now, conn, &bytes);
+                    self.relay.handle(
+                        self.now,
+                        RelayInput::Bytes {
+                            conn,
+                            bytes: &bytes,
+                        },
+                    );
                     self.drain_relay();
                 }
             }
@@ -535,7 +552,8 @@ impl Net {
             }
             Hop::ClosedByAgent(conn) => {
                 if self.relay_up {
-                    self.relay.handle_disconnected(self.now, conn);
+                    self.relay
+                        .handle(self.now, RelayInput::Disconnected { conn });
                     self.drain_relay();
                 }
             }

@@ -4,26 +4,51 @@
 //! authenticates connections by challenge-response, routes sealed [`Envelope`]s, keeps an
 //! offline queue until each packet is acknowledged, sends heartbeats and rate-limits
 //! senders. It reads only an envelope's header (`from`, `to`, `from_key`, `thread`) and
-//! checks its outer signature; it never needs or sees a packet's plaintext.
+//! checks its outer signature; it never needs or sees a packet's plaintext. The frames it
+//! exchanges with agents are the link's ([`crate::link`]), which the agent uses as well.
 //!
-//! # Driving it
+//! # Contract
 //!
-//! The runtime reports connections (with the [`Source`] they come from), received
-//! WebSocket text messages and disconnections with the current time (`handle_connected`,
-//! `handle_bytes`, `handle_oversized`, `handle_disconnected`),
-//! then drains [`Relay::poll_output`] until `None`, executing each [`RelayOutput`] in
-//! order, and calls [`Relay::handle_timeout`] when [`Relay::poll_timeout`] is reached.
+//! Feed every input with [`Relay::handle`], each with the current time: a connection
+//! opened ([`RelayInput::Connected`], with the [`Source`] it comes from), a frame received
+//! ([`RelayInput::Bytes`]; or [`RelayInput::Frame`], already parsed by [`parse_frame`]
+//! and perhaps checked by [`verify_send`] off the state machine's thread), a frame the
+//! transport could not even read ([`RelayInput::Oversized`]), a connection closed
+//! ([`RelayInput::Disconnected`]) and the timer armed for [`Relay::poll_timeout`] firing
+//! ([`RelayInput::Timeout`]). Then call [`Relay::poll_output`] until it returns `None`
+//! and execute every [`RelayOutput`] in the order given; then re-arm the timer for
+//! [`Relay::poll_timeout`]. Nothing happens between calls. Inputs for unknown
+//! connections are ignored.
 //!
-//! **Output order contract.** Outputs form a single FIFO. Every
-//! [`RelayOutput::Persist`] an action depends on is queued *before* the
-//! [`RelayOutput::Send`] that reveals the action: a registration is persisted before its
-//! `auth_ok`, a packet before the `accepted` that tells its sender it is safe, an
-//! acknowledged packet's deletion before the deliveries its freed slot lets through. A
-//! runtime that executes outputs in order, making each persist durable before the next
-//! send, therefore only ever acknowledges durable packets. After a
-//! [`RelayOutput::Close`] the relay has already forgotten the connection; the runtime
-//! closes the socket and need not report `handle_disconnected` for it (doing so is
-//! harmless). Bytes or disconnections for unknown connections are ignored.
+//! **Output order.** The outputs of one input form a single FIFO, released in the order
+//! the relay decided them (unlike the agent's, they are not grouped by kind: records and
+//! the frames of several connections keep their causal order). Within it:
+//!
+//! 1. every [`RelayOutput::Persist`] an action depends on comes *before* the
+//!    [`RelayOutput::Send`] that reveals the action: a registration is persisted before
+//!    its `auth_ok`, a packet before the `accepted` that tells its sender it is safe, an
+//!    acknowledged packet's deletion before the deliveries its freed slot lets through.
+//!    A runtime that executes outputs in order, making each persist durable before the
+//!    next send, therefore only ever acknowledges durable packets;
+//! 2. the frames to one connection come in the order they are to be sent;
+//! 3. a [`RelayOutput::Close`] comes after the last frame to its connection (the `error`
+//!    or `replaced` saying why). The relay has already forgotten the connection: the
+//!    runtime closes the socket and need not report [`RelayInput::Disconnected`] for it
+//!    (doing so is harmless);
+//! 4. a [`RelayOutput::Event`] comes after the output it reports (a refusal after its
+//!    `error` frame, a delivery after its `deliver`); events need no action.
+//!
+//! The same seed, settings and inputs give byte-identical outputs.
+//!
+//! # Where things are
+//!
+//! `mod.rs` keeps the [`Relay`] struct, the dispatch of inputs and frames and the output
+//! helpers; `io.rs` the public types (inputs, outputs, events, settings, counters);
+//! `parse.rs` frame parsing and signature checks, which need no relay state; `auth.rs`
+//! challenges, `auth`, `register` and the registrations per source; `route.rs` `send`,
+//! `ack` and deliveries; `queue.rs` the offline queue and its records; `limits.rs` the
+//! frame budgets, address buckets and refusal allowances; `liveness.rs` heartbeats and
+//! deadlines.
 //!
 //! # Connection and authentication
 //!
@@ -103,409 +128,50 @@
 //!
 //! A frame longer than `max_frame_bytes` is refused with `too_large` before parsing;
 //! unparseable JSON or an unknown frame with `malformed`. A frame the runtime could not
-//! even read (beyond its transport limit) is reported with `handle_oversized`: refused
+//! even read (beyond its transport limit) is reported as [`RelayInput::Oversized`]: refused
 //! with `too_large` and the connection closed with that code. Every `error` frame the
 //! relay sends also emits [`RelayEvent::Refused`] and counts in [`RelayStats::refusals`].
 //! Refused input changes no state other than counters, rate buckets, liveness and the
 //! consumed challenge; the relay keeps serving everyone else.
 
-pub mod frame;
+mod auth;
+mod io;
+mod limits;
+mod liveness;
+mod parse;
 mod queue;
-mod rate_limit;
+mod route;
 
 #[cfg(test)]
 mod tests;
 
+/// The link's frames under their former path (the agent's modules still name it so).
+pub use crate::link as frame;
+
+pub use io::*;
+pub use parse::{parse_frame, verify_send, FrameError, ParsedFrame, Verified};
+
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
-use std::time::Duration;
 
 use crate::address::Address;
-use crate::crypto;
-use crate::crypto::envelope::Envelope;
+use crate::crypto::PublicKey;
+use crate::link::{ClientFrame, ErrorCode, RelayFrame};
 use crate::persist::PersistOp;
+use crate::rate_limit::{TokenBucket, MILLI};
 use crate::rng::DetRng;
 use crate::time::Timestamp;
 
-use self::crypto::PublicKey;
-use self::frame::{
-    challenge_signed_bytes, ClientFrame, ErrorCode, RelayFrame, AUTH_LABEL, REGISTER_LABEL,
-};
-use self::queue::{
-    queue_key, reg_key, Queues, RegRecord, StoredItem, NEXT_ID_KEY, QUEUE_PREFIX, REG_PREFIX,
-};
-use self::rate_limit::{TokenBucket, MILLI};
+use self::queue::{Queues, RegRecord, StoredItem, NEXT_ID_KEY, QUEUE_PREFIX, REG_PREFIX};
 
 /// Delivery ids are reserved in blocks of this size: `meta/next_id` is persisted once per
 /// block, so ids stay monotonic across restarts even when the queue is empty.
 const ID_BLOCK: u64 = 1024;
 
-/// Longest `message` of a `malformed` refusal, in bytes.
-const MAX_REASON: usize = 160;
-
 /// What a frame costs from its connection's frame budget, in thousandths of a token.
 const FRAME_COST: u64 = MILLI;
 /// What an `ack` or a `pong` costs, and what each `deliver` gives back (its `ack`).
 const CHEAP_FRAME_COST: u64 = MILLI / 4;
-
-/// Where a connection comes from, as the runtime tells it: an opaque key the relay only
-/// compares (for the registrations allowed per source). The reference runtime derives it
-/// from the peer's IP address (the IPv4 address, or the /64 prefix of an IPv6 address);
-/// simulations and tests number their sources.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Source(pub u128);
-
-/// Why bytes are not a frame the relay accepts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FrameError {
-    /// `too_large` or `malformed`.
-    pub code: ErrorCode,
-    /// What is wrong, for the error frame.
-    pub message: String,
-}
-
-/// Whether the runtime already checked a `send`'s envelope signature ([`verify_send`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verified {
-    /// Nothing was checked: the relay checks the signature itself.
-    No,
-    /// The envelope's outer signature verified under its `from_key`.
-    EnvelopeSignature,
-}
-
-/// A parsed client frame. For a `send`, it also keeps the envelope's JSON exactly as
-/// received, so that the relay persists and delivers those bytes instead of serialising
-/// the envelope again.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParsedFrame {
-    frame: ClientFrame,
-    /// A `send`'s `env` member, byte for byte (`None`: serialise `env` when needed).
-    env_json: Option<Box<str>>,
-}
-
-impl ParsedFrame {
-    /// The frame.
-    pub fn frame(&self) -> &ClientFrame {
-        &self.frame
-    }
-
-    /// The envelope's JSON text as received, for a `send` parsed from bytes.
-    pub fn env_json(&self) -> Option<&str> {
-        self.env_json.as_deref()
-    }
-}
-
-impl From<ClientFrame> for ParsedFrame {
-    /// A frame built in memory: a `send`'s envelope is serialised when the relay needs its
-    /// JSON.
-    fn from(frame: ClientFrame) -> Self {
-        ParsedFrame {
-            frame,
-            env_json: None,
-        }
-    }
-}
-
-/// The members of a frame the fast path reads: a `send` is parsed in one pass, its
-/// envelope kept as raw JSON and parsed from that.
-#[derive(serde::Deserialize)]
-struct Head<'a> {
-    #[serde(borrow)]
-    t: std::borrow::Cow<'a, str>,
-    #[serde(default)]
-    seq: Option<u64>,
-    #[serde(borrow, default)]
-    env: Option<&'a serde_json::value::RawValue>,
-}
-
-/// A `send` frame read in one pass, or `None` when the bytes are not one (or are not
-/// valid: the general parser then says why).
-fn parse_send(bytes: &[u8]) -> Option<ParsedFrame> {
-    let head: Head<'_> = serde_json::from_slice(bytes).ok()?;
-    if head.t != "send" {
-        return None;
-    }
-    let raw = head.env?;
-    let env: Envelope = serde_json::from_str(raw.get()).ok()?;
-    Some(ParsedFrame {
-        frame: ClientFrame::Send {
-            seq: head.seq?,
-            env,
-        },
-        env_json: Some(raw.get().into()),
-    })
-}
-
-/// Parses one frame, refusing one longer than `max_frame_bytes` before reading it. Pure:
-/// runtimes may call it on any thread and hand the result to [`Relay::handle_frame`].
-pub fn parse_frame(bytes: &[u8], max_frame_bytes: usize) -> Result<ParsedFrame, FrameError> {
-    if bytes.len() > max_frame_bytes {
-        return Err(FrameError {
-            code: ErrorCode::TooLarge,
-            message: format!(
-                "frame of {} bytes exceeds the limit of {max_frame_bytes}",
-                bytes.len()
-            ),
-        });
-    }
-    if let Some(p) = parse_send(bytes) {
-        return Ok(p);
-    }
-    ClientFrame::from_bytes(bytes)
-        .map(ParsedFrame::from)
-        .map_err(|e| {
-            let mut msg = e.to_string();
-            if msg.len() > MAX_REASON {
-                let mut end = MAX_REASON;
-                while !msg.is_char_boundary(end) {
-                    end -= 1;
-                }
-                msg.truncate(end);
-            }
-            FrameError {
-                code: ErrorCode::Malformed,
-                message: msg,
-            }
-        })
-}
-
-/// Checks a `send` frame's envelope signature under the key the envelope names
-/// (`from_key`), with `key` the decompressed form of that key (cache it: decompressing
-/// costs about as much as a verification). Pure: runtimes call it off the state machine's
-/// thread and pass [`Verified::EnvelopeSignature`] when it returns true. Frames other
-/// than `send` return false.
-pub fn verify_send(frame: &ClientFrame, key: &crypto::PublicKey) -> bool {
-    match frame {
-        ClientFrame::Send { env, .. } => {
-            key.to_bytes() == env.from_key && crypto::verify_envelope(env, key).is_ok()
-        }
-        _ => false,
-    }
-}
-
-/// Relay settings. See [`RelayConfig::default`] for the defaults.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RelayConfig {
-    /// The domain this relay serves (`a2acp.io` in `agent:jono@a2acp.io`); normalised to
-    /// lower case. Default `localhost`.
-    pub domain: String,
-    /// Longest frame accepted, in bytes. Default 131 072 (128 KiB).
-    pub max_frame_bytes: usize,
-    /// Most unacknowledged packets per (recipient, thread) (spec §13.2). Default 100.
-    pub queue_per_thread: u32,
-    /// Most unacknowledged packets per recipient. Default 10 000.
-    pub queue_per_recipient: u32,
-    /// Most deliveries awaiting acknowledgement per connection; at least 1. Default 256.
-    pub max_in_flight: u32,
-    /// Heartbeat period (spec §13.1). Default 30 s.
-    pub ping_interval: Duration,
-    /// A connection silent for `(missed_pongs + 1) × ping_interval` is dead. Default 2.
-    pub missed_pongs: u32,
-    /// Time a connection has to authenticate. Default 10 s.
-    pub auth_timeout: Duration,
-    /// Largest accepted difference between an `auth`/`register` timestamp and the
-    /// relay's clock. Default 5 min.
-    pub auth_max_skew: Duration,
-    /// Token-bucket refill, tokens per second. Default 50.
-    pub rate_per_sec: u32,
-    /// Token-bucket capacity; at least 1. Default 200.
-    pub rate_burst: u32,
-    /// Refill of a connection's frame budget, tokens per second (an `ack` or `pong`
-    /// costs ¼ token, any other frame one). Default 100.
-    pub conn_rate_per_sec: u32,
-    /// Capacity of a connection's frame budget; at least 1. Default 400.
-    pub conn_rate_burst: u32,
-    /// Refusals a connection may collect at once before it is closed
-    /// (`too_many_refusals`); at least 1. Default 50.
-    pub refusal_burst: u32,
-    /// Refill of a connection's refusal allowance, per second. Default 1.
-    pub refusals_per_sec: u32,
-    /// New addresses one source may register per `registration_window`; at least 1.
-    /// Default 20.
-    pub registrations_per_source: u32,
-    /// The window of `registrations_per_source`, from a source's first registration in
-    /// it. Default 1 h.
-    pub registration_window: Duration,
-    /// Most sources whose registrations are counted at once; at least 1. Default 65 536.
-    pub max_registration_sources: usize,
-}
-
-impl Default for RelayConfig {
-    fn default() -> Self {
-        RelayConfig {
-            domain: "localhost".to_string(),
-            max_frame_bytes: 131_072,
-            queue_per_thread: 100,
-            queue_per_recipient: 10_000,
-            max_in_flight: 256,
-            ping_interval: Duration::from_secs(30),
-            missed_pongs: 2,
-            auth_timeout: Duration::from_secs(10),
-            auth_max_skew: Duration::from_secs(300),
-            rate_per_sec: 50,
-            rate_burst: 200,
-            conn_rate_per_sec: 100,
-            conn_rate_burst: 400,
-            refusal_burst: 50,
-            refusals_per_sec: 1,
-            registrations_per_source: 20,
-            registration_window: Duration::from_secs(3600),
-            max_registration_sources: 65_536,
-        }
-    }
-}
-
-/// A connection, as numbered by the runtime. Numbers must not be reused while the
-/// relay still knows the connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ConnId(pub u64);
-
-/// Something the runtime must do, in the order polled.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RelayOutput {
-    /// Apply a storage operation (durably, before executing any later `Send`).
-    Persist(PersistOp),
-    /// Send one frame (a WebSocket text message) on a connection.
-    Send {
-        /// The connection.
-        conn: ConnId,
-        /// The frame's JSON.
-        bytes: Vec<u8>,
-    },
-    /// Close a connection; the relay has already forgotten it.
-    Close {
-        /// The connection.
-        conn: ConnId,
-        /// Why (for the WebSocket close reason: [`ErrorCode::as_str`]).
-        code: ErrorCode,
-    },
-    /// Something for logs and metrics; no action needed.
-    Event(RelayEvent),
-}
-
-/// What happened, for logs and metrics.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RelayEvent {
-    /// A new address was registered (and persisted).
-    Registered {
-        /// The address.
-        address: Address,
-    },
-    /// A connection authenticated.
-    Authenticated {
-        /// The connection.
-        conn: ConnId,
-        /// As whom.
-        address: Address,
-    },
-    /// A packet was accepted and queued.
-    Routed {
-        /// Sender.
-        from: Address,
-        /// Recipient.
-        to: Address,
-        /// Delivery id.
-        id: u64,
-    },
-    /// A packet was sent to its recipient (again, after a reconnect).
-    Delivered {
-        /// Delivery id.
-        id: u64,
-        /// Recipient.
-        to: Address,
-    },
-    /// A packet was acknowledged and dropped from the queue.
-    Acked {
-        /// Delivery id.
-        id: u64,
-    },
-    /// An `ack` named no packet queued for the acknowledging address; ignored.
-    AckIgnored {
-        /// The acknowledging connection.
-        conn: ConnId,
-        /// The id it named.
-        id: u64,
-    },
-    /// The relay sent an `error` frame.
-    Refused {
-        /// The connection.
-        conn: ConnId,
-        /// Its authenticated address, if any.
-        address: Option<Address>,
-        /// The error code.
-        code: ErrorCode,
-        /// The error message.
-        message: String,
-    },
-    /// A newer connection took over an address.
-    Replaced {
-        /// The closed connection.
-        old: ConnId,
-        /// The new one.
-        new: ConnId,
-        /// The address.
-        address: Address,
-    },
-    /// A packet was refused because its (recipient, thread) queue is full.
-    Overflow {
-        /// Sender.
-        from: Address,
-        /// Recipient.
-        to: Address,
-    },
-    /// A connection went silent and was closed.
-    ConnectionDead {
-        /// The connection.
-        conn: ConnId,
-    },
-}
-
-/// Counters and sizes, for metrics.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RelayStats {
-    /// Open connections.
-    pub connections: usize,
-    /// Authenticated connections.
-    pub authenticated: usize,
-    /// Registered addresses.
-    pub registered: usize,
-    /// Packets queued (unacknowledged), all recipients.
-    pub queued: usize,
-    /// Packets accepted since start.
-    pub routed_total: u64,
-    /// Deliveries sent since start (re-deliveries included).
-    pub delivered_total: u64,
-    /// Packets acknowledged since start.
-    pub acked_total: u64,
-    /// `overflow` frames sent since start.
-    pub overflows: u64,
-    /// `error` frames sent since start, by code.
-    pub refusals: BTreeMap<ErrorCode, u64>,
-    /// Connections closed since start because they kept sending refused frames or frames
-    /// beyond their budget (`too_many_refusals`).
-    pub closed_for_refusals: u64,
-    /// Connections closed since start after a frame beyond the transport's limit
-    /// ([`Relay::handle_oversized`]).
-    pub closed_oversized: u64,
-    /// Registrations refused since start by the limit per source
-    /// (`registration_limited`).
-    pub registrations_limited: u64,
-    /// Sources whose registrations are being counted.
-    pub registration_sources: usize,
-}
-
-/// Why [`Relay::restore`] failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RelayRestoreError {
-    /// A record could not be read, or contradicts its key or another record.
-    #[error("bad relay record `{key}`: {reason}")]
-    BadRecord {
-        /// The record key.
-        key: String,
-        /// What is wrong with it.
-        reason: String,
-    },
-}
 
 /// A registered address.
 #[derive(Debug, Clone)]
@@ -717,9 +383,29 @@ impl Relay {
         Ok(relay)
     }
 
+    /// Feeds one input, at time `now`. Then drain [`Relay::poll_output`] (module
+    /// documentation: the contract).
+    pub fn handle(&mut self, now: Timestamp, input: RelayInput<'_>) {
+        match input {
+            RelayInput::Connected { conn, source } => self.on_connected(now, conn, source),
+            RelayInput::Bytes { conn, bytes } => {
+                let parsed = parse_frame(bytes, self.config.max_frame_bytes);
+                self.on_frame(now, conn, parsed, Verified::No);
+            }
+            RelayInput::Frame {
+                conn,
+                parsed,
+                verified,
+            } => self.on_frame(now, conn, parsed, verified),
+            RelayInput::Oversized { conn, limit } => self.on_oversized(conn, limit),
+            RelayInput::Disconnected { conn } => self.remove_conn(conn),
+            RelayInput::Timeout => self.on_timeout(now),
+        }
+    }
+
     /// A connection opened from `source`: the relay sends it a challenge. A number still
     /// in use is treated as a disconnection followed by a new connection.
-    pub fn handle_connected(&mut self, now: Timestamp, conn: ConnId, source: Source) {
+    fn on_connected(&mut self, now: Timestamp, conn: ConnId, source: Source) {
         self.remove_conn(conn);
         if self.conns.is_empty() {
             self.next_ping = Some(now.add(self.config.ping_interval));
@@ -744,20 +430,9 @@ impl Relay {
         self.issue_challenge(now, conn);
     }
 
-    /// One frame (a WebSocket text or binary message) arrived on `conn`.
-    pub fn handle_bytes(&mut self, now: Timestamp, conn: ConnId, bytes: &[u8]) {
-        let parsed = parse_frame(bytes, self.config.max_frame_bytes);
-        self.handle_frame(now, conn, parsed, Verified::No);
-    }
-
-    /// [`Relay::handle_bytes`] for a frame the runtime already parsed with
-    /// [`parse_frame`] — and, for a `send`, whose envelope signature it may already have
-    /// checked with [`verify_send`] (`Verified::EnvelopeSignature`). Parsing and signature
-    /// checks are pure and need no relay state, so a runtime can do them on its connection
-    /// tasks, in parallel or in batches, and keep the state machine's thread for routing.
-    /// Everything else — rate limits, sender and key checks against the registry, queue
-    /// bounds — still happens here, in order.
-    pub fn handle_frame(
+    /// A frame arrived on `conn`, parsed (by [`Relay::handle`] or by the runtime) and,
+    /// for a `send`, perhaps with its envelope signature already checked.
+    fn on_frame(
         &mut self,
         now: Timestamp,
         conn: ConnId,
@@ -780,7 +455,7 @@ impl Relay {
     /// A frame arrived on `conn` that the runtime could not read because it exceeds its
     /// transport's limit (`limit` bytes; a WebSocket message too long to buffer): the
     /// relay refuses it with `too_large` and closes the connection with that code.
-    pub fn handle_oversized(&mut self, _now: Timestamp, conn: ConnId, limit: usize) {
+    fn on_oversized(&mut self, conn: ConnId, limit: usize) {
         if !self.conns.contains_key(&conn) {
             return;
         }
@@ -792,80 +467,6 @@ impl Relay {
         );
         self.counters.closed_oversized = self.counters.closed_oversized.saturating_add(1);
         self.close(conn, ErrorCode::TooLarge);
-    }
-
-    /// Charges a frame to its connection's budget. The first frame it cannot pay is
-    /// refused with `rate_limited`; another before it can pay again closes the
-    /// connection. Returns whether the frame was paid (and is to be processed).
-    fn pay_frame(
-        &mut self,
-        now: Timestamp,
-        conn: ConnId,
-        parsed: &Result<ParsedFrame, FrameError>,
-    ) -> bool {
-        let (rate, burst) = (
-            self.config.conn_rate_per_sec,
-            self.config.conn_rate_burst.max(1),
-        );
-        let cost = match parsed.as_ref().map(ParsedFrame::frame) {
-            Ok(ClientFrame::Ack { .. } | ClientFrame::Pong { .. }) => CHEAP_FRAME_COST,
-            _ => FRAME_COST,
-        };
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return false;
-        };
-        if c.budget.try_take_milli(now, rate, burst, cost) {
-            c.over_budget = false;
-            return true;
-        }
-        if c.over_budget {
-            self.close_for_refusals(conn, "frames beyond the connection's budget");
-            return false;
-        }
-        c.over_budget = true;
-        c.strikes = c.strikes.saturating_add(1);
-        let seq = match parsed.as_ref().map(ParsedFrame::frame) {
-            Ok(ClientFrame::Send { seq, .. }) => Some(*seq),
-            _ => None,
-        };
-        self.refuse(
-            conn,
-            ErrorCode::RateLimited,
-            "frame budget exceeded: slow down, or the connection is closed".into(),
-            seq,
-        );
-        false
-    }
-
-    /// Takes the refusals of the frame just handled from the connection's allowance,
-    /// closing it when the allowance is exhausted.
-    fn settle_strikes(&mut self, now: Timestamp, conn: ConnId) {
-        let (rate, burst) = (
-            self.config.refusals_per_sec,
-            self.config.refusal_burst.max(1),
-        );
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return;
-        };
-        let strikes = std::mem::take(&mut c.strikes);
-        for _ in 0..strikes {
-            if !c.allowance.try_take(now, rate, burst) {
-                self.close_for_refusals(conn, "too many refused frames");
-                return;
-            }
-        }
-    }
-
-    /// Sends `error too_many_refusals` and closes the connection with that code.
-    fn close_for_refusals(&mut self, conn: ConnId, why: &str) {
-        self.refuse(
-            conn,
-            ErrorCode::TooManyRefusals,
-            format!("{why}: connection closed"),
-            None,
-        );
-        self.counters.closed_for_refusals = self.counters.closed_for_refusals.saturating_add(1);
-        self.close(conn, ErrorCode::TooManyRefusals);
     }
 
     /// Handles a frame its connection paid for.
@@ -950,68 +551,12 @@ impl Relay {
         }
     }
 
-    /// A connection closed. Its unacknowledged deliveries stay queued.
-    pub fn handle_disconnected(&mut self, _now: Timestamp, conn: ConnId) {
-        self.remove_conn(conn);
-    }
-
-    /// Time passed: closes connections that did not authenticate in time or went silent,
-    /// and sends the periodic pings.
-    pub fn handle_timeout(&mut self, now: Timestamp) {
-        while let Some(&(when, conn)) = self.deadlines.first() {
-            if when > now {
-                break;
-            }
-            self.deadlines.pop_first();
-            let Some(c) = self.conns.get(&conn) else {
-                continue;
-            };
-            let auth_expired =
-                matches!(c.phase, Phase::Unauth { auth_deadline, .. } if auth_deadline <= now);
-            let dead = self.dead_at(c) <= now;
-            if auth_expired {
-                self.refuse(
-                    conn,
-                    ErrorCode::NotAuthenticated,
-                    "authentication timed out".into(),
-                    None,
-                );
-                self.close(conn, ErrorCode::NotAuthenticated);
-            } else if dead {
-                self.close(conn, ErrorCode::Timeout);
-                self.push_event(RelayEvent::ConnectionDead { conn });
-            } else {
-                // Stale entry (cannot happen: entries are kept current); re-arm.
-                let d = self.deadline_of(c);
-                if let Some(c) = self.conns.get_mut(&conn) {
-                    c.deadline = d;
-                }
-                self.deadlines.insert((d, conn));
-            }
-        }
-        if let Some(t) = self.next_ping {
-            if t <= now {
-                if self.conns.is_empty() {
-                    self.next_ping = None;
-                } else {
-                    let n = self.ping_n;
-                    self.ping_n = self.ping_n.wrapping_add(1);
-                    let conns: Vec<ConnId> = self.conns.keys().copied().collect();
-                    for conn in conns {
-                        self.send(conn, &RelayFrame::Ping { n });
-                    }
-                    self.next_ping = Some(now.add(self.config.ping_interval));
-                }
-            }
-        }
-    }
-
     /// The next output to execute, in order.
     pub fn poll_output(&mut self) -> Option<RelayOutput> {
         self.out.pop_front()
     }
 
-    /// When [`Relay::handle_timeout`] must next be called: the earliest of the next ping,
+    /// When [`RelayInput::Timeout`] must next be handed over: the earliest of the next ping,
     /// an authentication deadline and a dead-connection deadline. `None` with no
     /// connections.
     pub fn poll_timeout(&self) -> Option<Timestamp> {
@@ -1057,384 +602,6 @@ impl Relay {
         &self.config
     }
 
-    // ---- frames ----
-
-    fn on_auth(
-        &mut self,
-        now: Timestamp,
-        conn: ConnId,
-        address: Address,
-        ts: u64,
-        sig: [u8; 64],
-        key: Option<[u8; 32]>,
-    ) {
-        let challenge = match self.conns.get_mut(&conn).map(|c| &mut c.phase) {
-            Some(Phase::Unauth { challenge, .. }) => challenge.take(),
-            _ => return,
-        };
-        match self.check_auth(now, challenge, &address, ts, &sig, key) {
-            Ok(new_key) => {
-                if new_key.is_some() && !self.admit_registration(now, conn) {
-                    self.counters.registrations_limited =
-                        self.counters.registrations_limited.saturating_add(1);
-                    self.refuse(
-                        conn,
-                        ErrorCode::RegistrationLimited,
-                        "too many new addresses registered from this source: try again later"
-                            .into(),
-                        None,
-                    );
-                    self.issue_challenge(now, conn);
-                    return;
-                }
-                if let Some((key, key_bytes)) = new_key {
-                    let rec = RegRecord {
-                        address: address.clone(),
-                        key: key_bytes,
-                        registered_at: now,
-                    };
-                    self.persist_put(reg_key(&address), &rec);
-                    self.registry
-                        .insert(address.clone(), Registration { key, key_bytes });
-                    self.push_event(RelayEvent::Registered {
-                        address: address.clone(),
-                    });
-                }
-                self.authenticate(now, conn, address);
-            }
-            Err((code, message)) => {
-                self.refuse(conn, code, message.into(), None);
-                self.issue_challenge(now, conn);
-            }
-        }
-    }
-
-    /// Checks an `auth` (`key` absent) or `register`; on success returns the key to
-    /// register, if the address is new.
-    #[allow(clippy::type_complexity)]
-    fn check_auth(
-        &self,
-        now: Timestamp,
-        challenge: Option<[u8; 32]>,
-        address: &Address,
-        ts: u64,
-        sig: &[u8; 64],
-        key: Option<[u8; 32]>,
-    ) -> Result<Option<(PublicKey, [u8; 32])>, (ErrorCode, &'static str)> {
-        let nonce = challenge.ok_or((ErrorCode::AuthFailed, "no outstanding challenge"))?;
-        let skew = u128::from(ts.abs_diff(now.as_millis()));
-        if skew > self.config.auth_max_skew.as_millis() {
-            return Err((
-                ErrorCode::AuthFailed,
-                "timestamp too far from the relay's clock",
-            ));
-        }
-        let domain = self.config.domain.as_str();
-        match key {
-            None => {
-                let reg = self
-                    .registry
-                    .get(address)
-                    .ok_or((ErrorCode::AuthFailed, "address is not registered"))?;
-                let msg = challenge_signed_bytes(AUTH_LABEL, &nonce, domain, ts, address, None);
-                reg.key
-                    .verify(&msg, sig)
-                    .map_err(|_| (ErrorCode::AuthFailed, "signature does not verify"))?;
-                Ok(None)
-            }
-            Some(key_bytes) => {
-                if address.domain() != domain {
-                    return Err((
-                        ErrorCode::UnknownRecipient,
-                        "address is not served by this relay",
-                    ));
-                }
-                let key = PublicKey::from_bytes(&key_bytes)
-                    .map_err(|_| (ErrorCode::AuthFailed, "invalid public key"))?;
-                let msg = challenge_signed_bytes(
-                    REGISTER_LABEL,
-                    &nonce,
-                    domain,
-                    ts,
-                    address,
-                    Some(&key_bytes),
-                );
-                key.verify(&msg, sig)
-                    .map_err(|_| (ErrorCode::AuthFailed, "signature does not verify"))?;
-                match self.registry.get(address) {
-                    None => Ok(Some((key, key_bytes))),
-                    Some(reg) if reg.key_bytes == key_bytes => Ok(None),
-                    Some(_) => Err((
-                        ErrorCode::AddressTaken,
-                        "address is registered with another key",
-                    )),
-                }
-            }
-        }
-    }
-
-    /// Whether the source of `conn` may register one more address in its window (and
-    /// counts it). Expired windows are dropped first; a source not counted yet is refused
-    /// while `max_registration_sources` others are.
-    fn admit_registration(&mut self, now: Timestamp, conn: ConnId) -> bool {
-        let Some(source) = self.conns.get(&conn).map(|c| c.source) else {
-            return false;
-        };
-        let window = self.config.registration_window;
-        while let Some(&(start, s)) = self.source_windows.first() {
-            if start.add(window) > now {
-                break;
-            }
-            self.source_windows.pop_first();
-            self.sources.remove(&s);
-        }
-        let limit = self.config.registrations_per_source.max(1);
-        if let Some(w) = self.sources.get_mut(&source) {
-            if w.count >= limit {
-                return false;
-            }
-            w.count += 1;
-            return true;
-        }
-        if self.sources.len() >= self.config.max_registration_sources.max(1) {
-            return false;
-        }
-        self.sources.insert(
-            source,
-            SourceWindow {
-                start: now,
-                count: 1,
-            },
-        );
-        self.source_windows.insert((now, source));
-        true
-    }
-
-    fn authenticate(&mut self, now: Timestamp, conn: ConnId, address: Address) {
-        if let Some(old) = self.online.get(&address).copied() {
-            if old != conn {
-                self.send(old, &RelayFrame::Replaced);
-                self.close(old, ErrorCode::NotAuthenticated);
-                self.push_event(RelayEvent::Replaced {
-                    old,
-                    new: conn,
-                    address: address.clone(),
-                });
-            }
-        }
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return;
-        };
-        c.phase = Phase::Authed {
-            address: address.clone(),
-            in_flight: BTreeSet::new(),
-            cursor: 0,
-        };
-        self.online.insert(address.clone(), conn);
-        self.reschedule(conn);
-        self.bucket(now, &address);
-        let queued = u64::try_from(self.queued_for(&address)).unwrap_or(u64::MAX);
-        self.send(
-            conn,
-            &RelayFrame::AuthOk {
-                address: address.clone(),
-                queued,
-            },
-        );
-        self.push_event(RelayEvent::Authenticated {
-            conn,
-            address: address.clone(),
-        });
-        self.pump(&address);
-    }
-
-    fn on_send(
-        &mut self,
-        now: Timestamp,
-        conn: ConnId,
-        from: Address,
-        seq: u64,
-        (env, env_json): (Envelope, Option<Box<str>>),
-        verified: Verified,
-    ) {
-        let (rate, burst) = (self.config.rate_per_sec, self.config.rate_burst);
-        if !self.bucket(now, &from).try_take(now, rate, burst) {
-            self.refuse(conn, ErrorCode::RateLimited, "slow down".into(), Some(seq));
-            return;
-        }
-        let Some(reg) = self.registry.get(&from) else {
-            return;
-        };
-        if env.from != from || env.from_key != reg.key_bytes {
-            self.refuse(
-                conn,
-                ErrorCode::WrongSender,
-                "envelope sender is not the authenticated address and its key".into(),
-                Some(seq),
-            );
-            return;
-        }
-        if env.v != crypto::ENVELOPE_VERSION {
-            self.refuse(
-                conn,
-                ErrorCode::Malformed,
-                format!("unsupported envelope version {}", env.v),
-                Some(seq),
-            );
-            return;
-        }
-        // A runtime that verified the signature checked it against `env.from_key`, which
-        // was just compared with the registered key: the same check.
-        if verified != Verified::EnvelopeSignature
-            && crypto::verify_envelope(&env, &reg.key).is_err()
-        {
-            self.refuse(
-                conn,
-                ErrorCode::BadSignature,
-                "envelope signature does not verify".into(),
-                Some(seq),
-            );
-            return;
-        }
-        if env.to.domain() != self.config.domain || !self.registry.contains_key(&env.to) {
-            self.refuse(
-                conn,
-                ErrorCode::UnknownRecipient,
-                format!("{} is not registered here", env.to),
-                Some(seq),
-            );
-            return;
-        }
-        let limit = self.config.queue_per_thread;
-        if self.queues.thread_len(&env.to, &env.thread) >= limit {
-            self.counters.overflows = self.counters.overflows.saturating_add(1);
-            let to = env.to.clone();
-            self.send(
-                conn,
-                &RelayFrame::Overflow {
-                    seq,
-                    to: to.clone(),
-                    thread: env.thread,
-                    limit,
-                },
-            );
-            self.push_event(RelayEvent::Overflow { from, to });
-            return;
-        }
-        let per_recipient = usize::try_from(self.config.queue_per_recipient).unwrap_or(usize::MAX);
-        if self.queues.len_for(&env.to) >= per_recipient {
-            self.refuse(
-                conn,
-                ErrorCode::QueueFull,
-                format!("the queue of {} is full", env.to),
-                Some(seq),
-            );
-            return;
-        }
-        let id = self.next_id;
-        let Some(next) = id.checked_add(1) else {
-            self.refuse(
-                conn,
-                ErrorCode::QueueFull,
-                "delivery ids exhausted".into(),
-                Some(seq),
-            );
-            return;
-        };
-        if id >= self.id_reserved {
-            self.id_reserved = id.saturating_add(ID_BLOCK);
-            let reserved = self.id_reserved;
-            self.persist_put(NEXT_ID_KEY.to_string(), &reserved);
-        }
-        self.next_id = next;
-        let to = env.to.clone();
-        let env_json =
-            env_json.unwrap_or_else(|| serde_json::to_string(&env).unwrap_or_default().into());
-        let item = StoredItem {
-            id,
-            accepted_at: now,
-            to: to.clone(),
-            thread: env.thread,
-            env: env_json,
-        };
-        self.out.push_back(RelayOutput::Persist(PersistOp::Put {
-            key: queue_key(&to, id),
-            value: item.record(),
-        }));
-        self.queues.insert(item);
-        self.counters.routed = self.counters.routed.saturating_add(1);
-        self.send(conn, &RelayFrame::Accepted { seq, id });
-        self.push_event(RelayEvent::Routed {
-            from,
-            to: to.clone(),
-            id,
-        });
-        self.pump(&to);
-    }
-
-    fn on_ack(&mut self, conn: ConnId, address: &Address, id: u64) {
-        if self.queues.remove(address, id).is_none() {
-            self.push_event(RelayEvent::AckIgnored { conn, id });
-            return;
-        }
-        self.out.push_back(RelayOutput::Persist(PersistOp::Delete {
-            key: queue_key(address, id),
-        }));
-        self.counters.acked = self.counters.acked.saturating_add(1);
-        if let Some(Phase::Authed { in_flight, .. }) =
-            self.conns.get_mut(&conn).map(|c| &mut c.phase)
-        {
-            in_flight.remove(&id);
-        }
-        self.push_event(RelayEvent::Acked { id });
-        self.pump(address);
-    }
-
-    /// Delivers what is queued for `address` and not yet sent on its connection, in id
-    /// order, up to `max_in_flight`.
-    fn pump(&mut self, address: &Address) {
-        let Some(&conn) = self.online.get(address) else {
-            return;
-        };
-        let Some(Phase::Authed {
-            in_flight, cursor, ..
-        }) = self.conns.get_mut(&conn).map(|c| &mut c.phase)
-        else {
-            return;
-        };
-        let Some(q) = self.queues.by_recipient.get(address) else {
-            return;
-        };
-        let max = usize::try_from(self.config.max_in_flight).unwrap_or(usize::MAX);
-        let mut sent = 0u64;
-        for (&id, item) in q.items.range(*cursor..) {
-            if in_flight.len() >= max {
-                break;
-            }
-            sent += 1;
-            self.out.push_back(RelayOutput::Send {
-                conn,
-                bytes: item.deliver_frame(),
-            });
-            self.out
-                .push_back(RelayOutput::Event(RelayEvent::Delivered {
-                    id,
-                    to: address.clone(),
-                }));
-            self.counters.delivered = self.counters.delivered.saturating_add(1);
-            in_flight.insert(id);
-            *cursor = id.saturating_add(1);
-        }
-        // Each delivery pays for the `ack` it asks for.
-        let burst = self.config.conn_rate_burst.max(1);
-        if let Some(c) = self.conns.get_mut(&conn) {
-            c.budget
-                .credit_milli(sent.saturating_mul(CHEAP_FRAME_COST), burst);
-        }
-    }
-
-    // ---- helpers ----
-
     /// Parses a frame, refusing it (`too_large` before parsing, or `malformed`).
     fn parsed(
         &mut self,
@@ -1448,29 +615,6 @@ impl Relay {
                 None
             }
         }
-    }
-
-    fn issue_challenge(&mut self, now: Timestamp, conn: ConnId) {
-        let nonce = self.rng.bytes32();
-        if let Some(Phase::Unauth { challenge, .. }) =
-            self.conns.get_mut(&conn).map(|c| &mut c.phase)
-        {
-            *challenge = Some(nonce);
-        }
-        let frame = RelayFrame::Challenge {
-            nonce,
-            domain: self.config.domain.clone(),
-            ts: now.as_millis(),
-        };
-        self.send(conn, &frame);
-    }
-
-    /// The rate bucket of an authenticated address, created full.
-    fn bucket(&mut self, now: Timestamp, address: &Address) -> &mut TokenBucket {
-        let burst = self.config.rate_burst;
-        self.buckets
-            .entry(address.clone())
-            .or_insert_with(|| TokenBucket::full(now, burst))
     }
 
     fn send(&mut self, conn: ConnId, frame: &RelayFrame) {
@@ -1537,36 +681,6 @@ impl Relay {
                 if self.online.get(address) == Some(&conn) {
                     self.online.remove(address);
                 }
-            }
-        }
-    }
-
-    fn dead_at(&self, c: &Conn) -> Timestamp {
-        let periods = self.config.missed_pongs.saturating_add(1);
-        let silence = self.config.ping_interval.saturating_mul(periods);
-        c.last_seen.add(silence)
-    }
-
-    fn deadline_of(&self, c: &Conn) -> Timestamp {
-        let dead = self.dead_at(c);
-        match c.phase {
-            Phase::Unauth { auth_deadline, .. } => dead.min(auth_deadline),
-            Phase::Authed { .. } => dead,
-        }
-    }
-
-    /// Recomputes `conn`'s deadline after its liveness or phase changed.
-    fn reschedule(&mut self, conn: ConnId) {
-        let Some(c) = self.conns.get(&conn) else {
-            return;
-        };
-        let d = self.deadline_of(c);
-        let old = c.deadline;
-        if d != old {
-            self.deadlines.remove(&(old, conn));
-            self.deadlines.insert((d, conn));
-            if let Some(c) = self.conns.get_mut(&conn) {
-                c.deadline = d;
             }
         }
     }

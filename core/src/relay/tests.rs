@@ -6,12 +6,13 @@ use std::time::Duration;
 
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
 
-use super::frame::{
-    challenge_signed_bytes, ClientFrame, ErrorCode, RelayFrame, AUTH_LABEL, REGISTER_LABEL,
-};
 use super::*;
 use crate::crypto::envelope::Direction;
+use crate::crypto::envelope::Envelope;
 use crate::crypto::{IdentityKey, ThreadSession};
+use crate::link::{
+    challenge_signed_bytes, ClientFrame, ErrorCode, RelayFrame, AUTH_LABEL, REGISTER_LABEL,
+};
 use crate::persist;
 
 const T0: Timestamp = Timestamp::from_secs(1_800_000_000);
@@ -111,7 +112,13 @@ impl H {
 
     /// Connects `conn` from `source`; returns the challenge nonce.
     fn connect_from(&mut self, conn: u64, source: Source) -> [u8; 32] {
-        self.relay.handle_connected(self.now, ConnId(conn), source);
+        self.relay.handle(
+            self.now,
+            RelayInput::Connected {
+                conn: ConnId(conn),
+                source,
+            },
+        );
         self.drain();
         match self.frames(conn).as_slice() {
             [RelayFrame::Challenge { nonce, domain, ts }] => {
@@ -128,7 +135,13 @@ impl H {
     }
 
     fn bytes(&mut self, conn: u64, bytes: &[u8]) -> Vec<RelayFrame> {
-        self.relay.handle_bytes(self.now, ConnId(conn), bytes);
+        self.relay.handle(
+            self.now,
+            RelayInput::Bytes {
+                conn: ConnId(conn),
+                bytes,
+            },
+        );
         self.drain();
         self.frames(conn)
     }
@@ -185,7 +198,7 @@ impl H {
 
     fn advance(&mut self, d: Duration) {
         self.now = self.now.add(d);
-        self.relay.handle_timeout(self.now);
+        self.relay.handle(self.now, RelayInput::Timeout);
         self.drain();
     }
 }
@@ -286,7 +299,8 @@ fn register_then_auth_happy_path() {
     );
 
     // Later: plain auth on a new connection, nothing persisted.
-    h.relay.handle_disconnected(h.now, ConnId(1));
+    h.relay
+        .handle(h.now, RelayInput::Disconnected { conn: ConnId(1) });
     h.login(2, "alice", &a);
     assert!(!h.outs.iter().any(|o| matches!(o, RelayOutput::Persist(_))));
     let s = h.relay.stats();
@@ -588,7 +602,8 @@ fn lookup_returns_registered_key() {
 #[test]
 fn offline_queue_delivered_in_order_on_connect() {
     let (mut h, a, b) = alice_and_bob();
-    h.relay.handle_disconnected(h.now, ConnId(2));
+    h.relay
+        .handle(h.now, RelayInput::Disconnected { conn: ConnId(2) });
     let mut sent = Vec::new();
     for i in 0..3u32 {
         let e = env(
@@ -653,7 +668,8 @@ fn in_flight_window_refills_as_acks_arrive() {
     let (a, b) = (ident(1), ident(2));
     h.register(1, "alice", &a);
     h.register(2, "bob", &b);
-    h.relay.handle_disconnected(h.now, ConnId(2));
+    h.relay
+        .handle(h.now, RelayInput::Disconnected { conn: ConnId(2) });
     for i in 0..5u32 {
         h.input(
             1,
@@ -712,7 +728,8 @@ fn unacked_packets_are_kept_and_redelivered_after_reconnect() {
         assert_eq!(delivered_ids(&h.frames(2)), vec![u64::from(i) + 1]);
     }
     h.input(2, &ClientFrame::Ack { id: 2 });
-    h.relay.handle_disconnected(h.now, ConnId(2));
+    h.relay
+        .handle(h.now, RelayInput::Disconnected { conn: ConnId(2) });
     assert_eq!(h.relay.queued_for(&addr("bob")), 2);
     let frames = h.login(3, "bob", &b);
     assert_eq!(
@@ -728,7 +745,8 @@ fn unacked_packets_are_kept_and_redelivered_after_reconnect() {
 #[test]
 fn restore_keeps_registrations_and_queue() {
     let (mut h, a, b) = alice_and_bob();
-    h.relay.handle_disconnected(h.now, ConnId(2));
+    h.relay
+        .handle(h.now, RelayInput::Disconnected { conn: ConnId(2) });
     for i in 0..3u32 {
         h.input(
             1,
@@ -799,7 +817,8 @@ fn restore_keeps_registrations_and_queue() {
 #[test]
 fn overflow_of_one_thread_leaves_others_alone() {
     let (mut h, a, b) = alice_and_bob();
-    h.relay.handle_disconnected(h.now, ConnId(2));
+    h.relay
+        .handle(h.now, RelayInput::Disconnected { conn: ConnId(2) });
     for i in 0..100u32 {
         let frames = h.input(
             1,
@@ -866,7 +885,8 @@ fn recipient_total_bound_is_queue_full() {
     let (a, b) = (ident(1), ident(2));
     h.register(1, "alice", &a);
     h.register(2, "bob", &b);
-    h.relay.handle_disconnected(h.now, ConnId(2));
+    h.relay
+        .handle(h.now, RelayInput::Disconnected { conn: ConnId(2) });
     for i in 0..3u32 {
         h.input(
             1,
@@ -922,7 +942,8 @@ fn last_connect_wins() {
     // The old connection is forgotten: its bytes and disconnection are ignored.
     h.bytes(2, &ClientFrame::Ack { id: 1 }.to_bytes());
     assert!(h.outs.is_empty());
-    h.relay.handle_disconnected(h.now, ConnId(2));
+    h.relay
+        .handle(h.now, RelayInput::Disconnected { conn: ConnId(2) });
     assert_eq!(h.relay.online.get(&addr("bob")), Some(&ConnId(3)));
     // New packets go to the new connection.
     h.input(
@@ -1004,7 +1025,8 @@ fn rate_limit_refuses_flood_then_recovers() {
     let frames = h.input(1, &ClientFrame::Ping { n: 1 });
     assert_eq!(frames, vec![RelayFrame::Pong { n: 1 }]);
     // The bucket belongs to the address: reconnecting does not refill it.
-    h.relay.handle_disconnected(h.now, ConnId(1));
+    h.relay
+        .handle(h.now, RelayInput::Disconnected { conn: ConnId(1) });
     h.login(3, "alice", &a);
     let frames = h.input(
         3,
@@ -1272,16 +1294,34 @@ fn registrations_are_limited_per_source_and_window() {
 fn a_frame_beyond_the_transport_limit_closes_with_too_large() {
     let (mut h, _, _) = alice_and_bob();
     h.connect(5);
-    h.relay.handle_oversized(h.now, ConnId(5), 262_144);
+    h.relay.handle(
+        h.now,
+        RelayInput::Oversized {
+            conn: ConnId(5),
+            limit: 262_144,
+        },
+    );
     h.drain();
     let f = h.frames(5);
     assert_eq!(error_code(&f), Some((ErrorCode::TooLarge, None)));
     assert_eq!(h.closed(), vec![(5, ErrorCode::TooLarge)]);
-    h.relay.handle_oversized(h.now, ConnId(1), 262_144);
+    h.relay.handle(
+        h.now,
+        RelayInput::Oversized {
+            conn: ConnId(1),
+            limit: 262_144,
+        },
+    );
     h.drain();
     assert_eq!(h.closed(), vec![(1, ErrorCode::TooLarge)]);
     // Unknown connections are ignored.
-    h.relay.handle_oversized(h.now, ConnId(5), 262_144);
+    h.relay.handle(
+        h.now,
+        RelayInput::Oversized {
+            conn: ConnId(5),
+            limit: 262_144,
+        },
+    );
     h.drain();
     assert!(h.outs.is_empty());
     let st = h.relay.stats();
@@ -1437,7 +1477,13 @@ fn script(seed: [u8; 32]) -> Vec<RelayOutput> {
     let (a, b) = (ident(1), ident(2));
     let mut now = T0;
     for (conn, user, id) in [(1, "alice", &a), (2, "bob", &b)] {
-        relay.handle_connected(now, ConnId(conn), Source(conn.into()));
+        relay.handle(
+            now,
+            RelayInput::Connected {
+                conn: ConnId(conn),
+                source: Source(conn.into()),
+            },
+        );
         let nonce = drain(&mut relay, &mut all).unwrap();
         let key = id.public().to_bytes();
         let msg = challenge_signed_bytes(
@@ -1454,7 +1500,13 @@ fn script(seed: [u8; 32]) -> Vec<RelayOutput> {
             ts: now.0,
             sig: id.sign(&msg),
         };
-        relay.handle_bytes(now, ConnId(conn), &f.to_bytes());
+        relay.handle(
+            now,
+            RelayInput::Bytes {
+                conn: ConnId(conn),
+                bytes: &f.to_bytes(),
+            },
+        );
         drain(&mut relay, &mut all);
     }
     for i in 0..5u32 {
@@ -1463,14 +1515,32 @@ fn script(seed: [u8; 32]) -> Vec<RelayOutput> {
             seq: u64::from(i),
             env: env(&a, "alice", &b, "bob", "t", i),
         };
-        relay.handle_bytes(now, ConnId(1), &f.to_bytes());
-        relay.handle_bytes(now, ConnId(2), b"garbage");
+        relay.handle(
+            now,
+            RelayInput::Bytes {
+                conn: ConnId(1),
+                bytes: &f.to_bytes(),
+            },
+        );
+        relay.handle(
+            now,
+            RelayInput::Bytes {
+                conn: ConnId(2),
+                bytes: b"garbage",
+            },
+        );
         drain(&mut relay, &mut all);
     }
-    relay.handle_connected(now, ConnId(3), Source(3));
+    relay.handle(
+        now,
+        RelayInput::Connected {
+            conn: ConnId(3),
+            source: Source(3),
+        },
+    );
     drain(&mut relay, &mut all);
     now = now.add(Duration::from_secs(120));
-    relay.handle_timeout(now);
+    relay.handle(now, RelayInput::Timeout);
     drain(&mut relay, &mut all);
     all
 }
@@ -1581,10 +1651,16 @@ fn arbitrary_bytes_never_panic_and_change_nothing_when_unauthenticated() {
         let before = durable_state(&h.relay);
         // Junk past the refusal allowance closes conn 7, and nothing else changes.
         let mut without_7 = base.clone();
-        without_7.handle_disconnected(h.now, ConnId(7));
+        without_7.handle(h.now, RelayInput::Disconnected { conn: ConnId(7) });
         let mut closed = false;
         for Junk(bytes) in &inputs {
-            h.relay.handle_bytes(h.now, ConnId(7), bytes);
+            h.relay.handle(
+                h.now,
+                RelayInput::Bytes {
+                    conn: ConnId(7),
+                    bytes,
+                },
+            );
             while let Some(o) = h.relay.poll_output() {
                 match o {
                     RelayOutput::Send {
@@ -1615,8 +1691,20 @@ fn arbitrary_bytes_never_panic_and_change_nothing_when_unauthenticated() {
         }
         // Authenticated connections survive junk too.
         for Junk(bytes) in &inputs {
-            h.relay.handle_bytes(h.now, ConnId(1), bytes);
-            h.relay.handle_bytes(h.now, ConnId(2), bytes);
+            h.relay.handle(
+                h.now,
+                RelayInput::Bytes {
+                    conn: ConnId(1),
+                    bytes,
+                },
+            );
+            h.relay.handle(
+                h.now,
+                RelayInput::Bytes {
+                    conn: ConnId(2),
+                    bytes,
+                },
+            );
             h.drain();
         }
         TestResult::from_bool(h.relay.stats().registered == 2)
@@ -1649,13 +1737,26 @@ fn preverified_frames_route_like_raw_bytes() {
     // The runtime parsed and verified: routed without a second check.
     let bytes = good.to_bytes();
     let parsed = parse_frame(&bytes, h.relay.config().max_frame_bytes);
-    h.relay
-        .handle_frame(h.now, ConnId(1), parsed, Verified::EnvelopeSignature);
+    h.relay.handle(
+        h.now,
+        RelayInput::Frame {
+            conn: ConnId(1),
+            parsed,
+            verified: Verified::EnvelopeSignature,
+        },
+    );
     h.drain();
     assert_eq!(h.frames(1), vec![RelayFrame::Accepted { seq: 1, id: 1 }]);
     // Not verified by the runtime: the relay checks and refuses the forgery.
     let parsed = parse_frame(&forged.to_bytes(), h.relay.config().max_frame_bytes);
-    h.relay.handle_frame(h.now, ConnId(1), parsed, Verified::No);
+    h.relay.handle(
+        h.now,
+        RelayInput::Frame {
+            conn: ConnId(1),
+            parsed,
+            verified: Verified::No,
+        },
+    );
     h.drain();
     assert_eq!(
         error_code(&h.frames(1)),
@@ -1710,14 +1811,16 @@ fn envelope_json_is_stored_and_delivered_exactly_as_received() {
     );
     // A frame built in memory (no bytes) is serialised once, the same way.
     let e2 = env(&a, "alice", &b, "bob", "t", 2);
-    h.relay.handle_frame(
+    h.relay.handle(
         h.now,
-        ConnId(1),
-        Ok(ParsedFrame::from(ClientFrame::Send {
-            seq: 6,
-            env: e2.clone(),
-        })),
-        Verified::No,
+        RelayInput::Frame {
+            conn: ConnId(1),
+            parsed: Ok(ParsedFrame::from(ClientFrame::Send {
+                seq: 6,
+                env: e2.clone(),
+            })),
+            verified: Verified::No,
+        },
     );
     h.drain();
     assert_eq!(h.frames(2), vec![RelayFrame::Deliver { id: 2, env: e2 }]);
@@ -1726,7 +1829,8 @@ fn envelope_json_is_stored_and_delivered_exactly_as_received() {
 #[test]
 fn queue_records_of_the_previous_version_restore() {
     let (mut h, a, b) = alice_and_bob();
-    h.relay.handle_disconnected(h.now, ConnId(2));
+    h.relay
+        .handle(h.now, RelayInput::Disconnected { conn: ConnId(2) });
     h.drain();
     // Records as the previous version wrote them: the envelope re-serialised by serde.
     let mut store: BTreeMap<String, Vec<u8>> = h

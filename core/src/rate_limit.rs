@@ -1,25 +1,37 @@
-//! Token buckets, computed lazily from the time of each frame (no timer).
+//! Token buckets, computed lazily from the time of each use (no timer): the relay's frame
+//! budgets, address buckets and refusal allowances, and the runtime's buckets (signature
+//! checks per connection, log lines) use this one.
 
 use crate::time::Timestamp;
 
 /// Milli-tokens per token: integer arithmetic keeps the bucket exact and deterministic.
-pub(crate) const MILLI: u64 = 1000;
+pub const MILLI: u64 = 1000;
 
 /// A token bucket holding up to `burst` tokens, refilled at `rate` tokens per second.
 ///
 /// Tokens are counted in thousandths so that a refill of `rate` tokens per second is
 /// exactly `rate` milli-tokens per millisecond.
+/// The bucket keeps no settings: `rate` and `burst` are passed on every call, so a bucket
+/// per connection or address costs two words.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct TokenBucket {
+pub struct TokenBucket {
     milli: u64,
     last: Timestamp,
 }
 
 impl TokenBucket {
     /// A full bucket.
-    pub(crate) fn full(now: Timestamp, burst: u32) -> Self {
+    pub fn full(now: Timestamp, burst: u32) -> Self {
         TokenBucket {
             milli: u64::from(burst).saturating_mul(MILLI),
+            last: now,
+        }
+    }
+
+    /// A bucket holding nothing at `now` (it fills from then on).
+    pub fn empty(now: Timestamp) -> Self {
+        TokenBucket {
+            milli: 0,
             last: now,
         }
     }
@@ -37,19 +49,13 @@ impl TokenBucket {
     }
 
     /// Takes one token if there is one; `false` (and nothing taken) otherwise.
-    pub(crate) fn try_take(&mut self, now: Timestamp, rate: u32, burst: u32) -> bool {
+    pub fn try_take(&mut self, now: Timestamp, rate: u32, burst: u32) -> bool {
         self.try_take_milli(now, rate, burst, MILLI)
     }
 
     /// Takes `cost` thousandths of a token if they are there; `false` (and nothing taken)
     /// otherwise.
-    pub(crate) fn try_take_milli(
-        &mut self,
-        now: Timestamp,
-        rate: u32,
-        burst: u32,
-        cost: u64,
-    ) -> bool {
+    pub fn try_take_milli(&mut self, now: Timestamp, rate: u32, burst: u32, cost: u64) -> bool {
         self.refill(now, rate, burst);
         if self.milli >= cost {
             self.milli -= cost;
@@ -60,13 +66,13 @@ impl TokenBucket {
     }
 
     /// Gives back `milli` thousandths of a token, up to the capacity.
-    pub(crate) fn credit_milli(&mut self, milli: u64, burst: u32) {
+    pub fn credit_milli(&mut self, milli: u64, burst: u32) {
         let cap = u64::from(burst).saturating_mul(MILLI);
         self.milli = self.milli.saturating_add(milli).min(cap);
     }
 
     /// Takes one token, or whatever is left: charges a frame that is refused anyway.
-    pub(crate) fn drain_one(&mut self, now: Timestamp, rate: u32, burst: u32) {
+    pub fn drain_one(&mut self, now: Timestamp, rate: u32, burst: u32) {
         self.refill(now, rate, burst);
         self.milli = self.milli.saturating_sub(MILLI);
     }

@@ -1,4 +1,6 @@
-//! Frames of the link between an agent and its relay (SPEC-NOTES "Relay link").
+//! Frames of the link between an agent and its relay (SPEC-NOTES "Relay link"): what both
+//! state machines send and parse, so it belongs to neither ([`crate::agent`] speaks the
+//! client side, [`crate::relay`] the relay side).
 //!
 //! Every frame is one JSON object in one WebSocket text message, tagged by `"t"`.
 //! Unknown fields are ignored; an unknown `"t"` is a malformed frame.

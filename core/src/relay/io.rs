@@ -1,0 +1,296 @@
+//! The relay's public types: its inputs and outputs, events, settings and counters.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::{FrameError, ParsedFrame, Verified};
+use crate::address::Address;
+use crate::link::ErrorCode;
+use crate::persist::PersistOp;
+
+/// An input to the relay, handed over with the current time ([`super::Relay::handle`]).
+// `Frame` is large (a parsed envelope), but an input lives on the stack for one call and is
+// never stored: boxing it would cost an allocation per frame.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum RelayInput<'a> {
+    /// A connection opened from `source`: the relay sends it a challenge. A number still
+    /// in use is treated as a disconnection followed by a new connection.
+    Connected {
+        /// The connection.
+        conn: ConnId,
+        /// Where it comes from.
+        source: Source,
+    },
+    /// One frame (a WebSocket text or binary message) arrived on `conn`.
+    Bytes {
+        /// The connection.
+        conn: ConnId,
+        /// The frame, as received.
+        bytes: &'a [u8],
+    },
+    /// [`RelayInput::Bytes`] for a frame the runtime already parsed with
+    /// [`super::parse_frame`] — and, for a `send`, whose envelope signature it may already
+    /// have checked with [`super::verify_send`] (`Verified::EnvelopeSignature`). Parsing
+    /// and signature checks are pure and need no relay state, so a runtime can do them on
+    /// its connection tasks, in parallel or in batches, and keep the state machine's
+    /// thread for routing. Everything else — rate limits, sender and key checks against
+    /// the registry, queue bounds — still happens in the relay, in order.
+    Frame {
+        /// The connection.
+        conn: ConnId,
+        /// The frame, or why it is not one.
+        parsed: Result<ParsedFrame, FrameError>,
+        /// What the runtime already checked.
+        verified: Verified,
+    },
+    /// A frame arrived on `conn` that the runtime could not read because it exceeds its
+    /// transport's limit (`limit` bytes; a WebSocket message too long to buffer): the
+    /// relay refuses it with `too_large` and closes the connection with that code.
+    Oversized {
+        /// The connection.
+        conn: ConnId,
+        /// The transport's limit, in bytes.
+        limit: usize,
+    },
+    /// A connection closed. Its unacknowledged deliveries stay queued.
+    Disconnected {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// The timer armed for [`super::Relay::poll_timeout`] fired: the relay closes
+    /// connections that did not authenticate in time or went silent, and sends the
+    /// periodic pings.
+    Timeout,
+}
+
+/// Where a connection comes from, as the runtime tells it: an opaque key the relay only
+/// compares (for the registrations allowed per source). The reference runtime derives it
+/// from the peer's IP address (the IPv4 address, or the /64 prefix of an IPv6 address);
+/// simulations and tests number their sources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Source(pub u128);
+
+/// Relay settings. See [`RelayConfig::default`] for the defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelayConfig {
+    /// The domain this relay serves (`a2acp.io` in `agent:jono@a2acp.io`); normalised to
+    /// lower case. Default `localhost`.
+    pub domain: String,
+    /// Longest frame accepted, in bytes. Default 131 072 (128 KiB).
+    pub max_frame_bytes: usize,
+    /// Most unacknowledged packets per (recipient, thread) (spec §13.2). Default 100.
+    pub queue_per_thread: u32,
+    /// Most unacknowledged packets per recipient. Default 10 000.
+    pub queue_per_recipient: u32,
+    /// Most deliveries awaiting acknowledgement per connection; at least 1. Default 256.
+    pub max_in_flight: u32,
+    /// Heartbeat period (spec §13.1). Default 30 s.
+    pub ping_interval: Duration,
+    /// A connection silent for `(missed_pongs + 1) × ping_interval` is dead. Default 2.
+    pub missed_pongs: u32,
+    /// Time a connection has to authenticate. Default 10 s.
+    pub auth_timeout: Duration,
+    /// Largest accepted difference between an `auth`/`register` timestamp and the
+    /// relay's clock. Default 5 min.
+    pub auth_max_skew: Duration,
+    /// Token-bucket refill, tokens per second. Default 50.
+    pub rate_per_sec: u32,
+    /// Token-bucket capacity; at least 1. Default 200.
+    pub rate_burst: u32,
+    /// Refill of a connection's frame budget, tokens per second (an `ack` or `pong`
+    /// costs ¼ token, any other frame one). Default 100.
+    pub conn_rate_per_sec: u32,
+    /// Capacity of a connection's frame budget; at least 1. Default 400.
+    pub conn_rate_burst: u32,
+    /// Refusals a connection may collect at once before it is closed
+    /// (`too_many_refusals`); at least 1. Default 50.
+    pub refusal_burst: u32,
+    /// Refill of a connection's refusal allowance, per second. Default 1.
+    pub refusals_per_sec: u32,
+    /// New addresses one source may register per `registration_window`; at least 1.
+    /// Default 20.
+    pub registrations_per_source: u32,
+    /// The window of `registrations_per_source`, from a source's first registration in
+    /// it. Default 1 h.
+    pub registration_window: Duration,
+    /// Most sources whose registrations are counted at once; at least 1. Default 65 536.
+    pub max_registration_sources: usize,
+}
+
+impl Default for RelayConfig {
+    fn default() -> Self {
+        RelayConfig {
+            domain: "localhost".to_string(),
+            max_frame_bytes: 131_072,
+            queue_per_thread: 100,
+            queue_per_recipient: 10_000,
+            max_in_flight: 256,
+            ping_interval: Duration::from_secs(30),
+            missed_pongs: 2,
+            auth_timeout: Duration::from_secs(10),
+            auth_max_skew: Duration::from_secs(300),
+            rate_per_sec: 50,
+            rate_burst: 200,
+            conn_rate_per_sec: 100,
+            conn_rate_burst: 400,
+            refusal_burst: 50,
+            refusals_per_sec: 1,
+            registrations_per_source: 20,
+            registration_window: Duration::from_secs(3600),
+            max_registration_sources: 65_536,
+        }
+    }
+}
+
+/// A connection, as numbered by the runtime. Numbers must not be reused while the
+/// relay still knows the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConnId(pub u64);
+
+/// Something the runtime must do, in the order polled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RelayOutput {
+    /// Apply a storage operation (durably, before executing any later `Send`).
+    Persist(PersistOp),
+    /// Send one frame (a WebSocket text message) on a connection.
+    Send {
+        /// The connection.
+        conn: ConnId,
+        /// The frame's JSON.
+        bytes: Vec<u8>,
+    },
+    /// Close a connection; the relay has already forgotten it.
+    Close {
+        /// The connection.
+        conn: ConnId,
+        /// Why (for the WebSocket close reason: [`ErrorCode::as_str`]).
+        code: ErrorCode,
+    },
+    /// Something for logs and metrics; no action needed.
+    Event(RelayEvent),
+}
+
+/// What happened, for logs and metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RelayEvent {
+    /// A new address was registered (and persisted).
+    Registered {
+        /// The address.
+        address: Address,
+    },
+    /// A connection authenticated.
+    Authenticated {
+        /// The connection.
+        conn: ConnId,
+        /// As whom.
+        address: Address,
+    },
+    /// A packet was accepted and queued.
+    Routed {
+        /// Sender.
+        from: Address,
+        /// Recipient.
+        to: Address,
+        /// Delivery id.
+        id: u64,
+    },
+    /// A packet was sent to its recipient (again, after a reconnect).
+    Delivered {
+        /// Delivery id.
+        id: u64,
+        /// Recipient.
+        to: Address,
+    },
+    /// A packet was acknowledged and dropped from the queue.
+    Acked {
+        /// Delivery id.
+        id: u64,
+    },
+    /// An `ack` named no packet queued for the acknowledging address; ignored.
+    AckIgnored {
+        /// The acknowledging connection.
+        conn: ConnId,
+        /// The id it named.
+        id: u64,
+    },
+    /// The relay sent an `error` frame.
+    Refused {
+        /// The connection.
+        conn: ConnId,
+        /// Its authenticated address, if any.
+        address: Option<Address>,
+        /// The error code.
+        code: ErrorCode,
+        /// The error message.
+        message: String,
+    },
+    /// A newer connection took over an address.
+    Replaced {
+        /// The closed connection.
+        old: ConnId,
+        /// The new one.
+        new: ConnId,
+        /// The address.
+        address: Address,
+    },
+    /// A packet was refused because its (recipient, thread) queue is full.
+    Overflow {
+        /// Sender.
+        from: Address,
+        /// Recipient.
+        to: Address,
+    },
+    /// A connection went silent and was closed.
+    ConnectionDead {
+        /// The connection.
+        conn: ConnId,
+    },
+}
+
+/// Counters and sizes, for metrics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RelayStats {
+    /// Open connections.
+    pub connections: usize,
+    /// Authenticated connections.
+    pub authenticated: usize,
+    /// Registered addresses.
+    pub registered: usize,
+    /// Packets queued (unacknowledged), all recipients.
+    pub queued: usize,
+    /// Packets accepted since start.
+    pub routed_total: u64,
+    /// Deliveries sent since start (re-deliveries included).
+    pub delivered_total: u64,
+    /// Packets acknowledged since start.
+    pub acked_total: u64,
+    /// `overflow` frames sent since start.
+    pub overflows: u64,
+    /// `error` frames sent since start, by code.
+    pub refusals: BTreeMap<ErrorCode, u64>,
+    /// Connections closed since start because they kept sending refused frames or frames
+    /// beyond their budget (`too_many_refusals`).
+    pub closed_for_refusals: u64,
+    /// Connections closed since start after a frame beyond the transport's limit
+    /// ([`RelayInput::Oversized`]).
+    pub closed_oversized: u64,
+    /// Registrations refused since start by the limit per source
+    /// (`registration_limited`).
+    pub registrations_limited: u64,
+    /// Sources whose registrations are being counted.
+    pub registration_sources: usize,
+}
+
+/// Why [`super::Relay::restore`] failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RelayRestoreError {
+    /// A record could not be read, or contradicts its key or another record.
+    #[error("bad relay record `{key}`: {reason}")]
+    BadRecord {
+        /// The record key.
+        key: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}

@@ -1,0 +1,198 @@
+//! Routing and the queue: `send`, `ack` and deliveries (module documentation of
+//! [`super`]).
+
+use super::queue::{queue_key, StoredItem, NEXT_ID_KEY};
+use super::{ConnId, Phase, Relay, RelayEvent, RelayOutput, Verified, CHEAP_FRAME_COST, ID_BLOCK};
+use crate::address::Address;
+use crate::crypto;
+use crate::crypto::envelope::Envelope;
+use crate::link::{ErrorCode, RelayFrame};
+use crate::persist::PersistOp;
+use crate::time::Timestamp;
+
+impl Relay {
+    pub(super) fn on_send(
+        &mut self,
+        now: Timestamp,
+        conn: ConnId,
+        from: Address,
+        seq: u64,
+        (env, env_json): (Envelope, Option<Box<str>>),
+        verified: Verified,
+    ) {
+        let (rate, burst) = (self.config.rate_per_sec, self.config.rate_burst);
+        if !self.bucket(now, &from).try_take(now, rate, burst) {
+            self.refuse(conn, ErrorCode::RateLimited, "slow down".into(), Some(seq));
+            return;
+        }
+        let Some(reg) = self.registry.get(&from) else {
+            return;
+        };
+        if env.from != from || env.from_key != reg.key_bytes {
+            self.refuse(
+                conn,
+                ErrorCode::WrongSender,
+                "envelope sender is not the authenticated address and its key".into(),
+                Some(seq),
+            );
+            return;
+        }
+        if env.v != crypto::ENVELOPE_VERSION {
+            self.refuse(
+                conn,
+                ErrorCode::Malformed,
+                format!("unsupported envelope version {}", env.v),
+                Some(seq),
+            );
+            return;
+        }
+        // A runtime that verified the signature checked it against `env.from_key`, which
+        // was just compared with the registered key: the same check.
+        if verified != Verified::EnvelopeSignature
+            && crypto::verify_envelope(&env, &reg.key).is_err()
+        {
+            self.refuse(
+                conn,
+                ErrorCode::BadSignature,
+                "envelope signature does not verify".into(),
+                Some(seq),
+            );
+            return;
+        }
+        if env.to.domain() != self.config.domain || !self.registry.contains_key(&env.to) {
+            self.refuse(
+                conn,
+                ErrorCode::UnknownRecipient,
+                format!("{} is not registered here", env.to),
+                Some(seq),
+            );
+            return;
+        }
+        let limit = self.config.queue_per_thread;
+        if self.queues.thread_len(&env.to, &env.thread) >= limit {
+            self.counters.overflows = self.counters.overflows.saturating_add(1);
+            let to = env.to.clone();
+            self.send(
+                conn,
+                &RelayFrame::Overflow {
+                    seq,
+                    to: to.clone(),
+                    thread: env.thread,
+                    limit,
+                },
+            );
+            self.push_event(RelayEvent::Overflow { from, to });
+            return;
+        }
+        let per_recipient = usize::try_from(self.config.queue_per_recipient).unwrap_or(usize::MAX);
+        if self.queues.len_for(&env.to) >= per_recipient {
+            self.refuse(
+                conn,
+                ErrorCode::QueueFull,
+                format!("the queue of {} is full", env.to),
+                Some(seq),
+            );
+            return;
+        }
+        let id = self.next_id;
+        let Some(next) = id.checked_add(1) else {
+            self.refuse(
+                conn,
+                ErrorCode::QueueFull,
+                "delivery ids exhausted".into(),
+                Some(seq),
+            );
+            return;
+        };
+        if id >= self.id_reserved {
+            self.id_reserved = id.saturating_add(ID_BLOCK);
+            let reserved = self.id_reserved;
+            self.persist_put(NEXT_ID_KEY.to_string(), &reserved);
+        }
+        self.next_id = next;
+        let to = env.to.clone();
+        let env_json =
+            env_json.unwrap_or_else(|| serde_json::to_string(&env).unwrap_or_default().into());
+        let item = StoredItem {
+            id,
+            accepted_at: now,
+            to: to.clone(),
+            thread: env.thread,
+            env: env_json,
+        };
+        self.out.push_back(RelayOutput::Persist(PersistOp::Put {
+            key: queue_key(&to, id),
+            value: item.record(),
+        }));
+        self.queues.insert(item);
+        self.counters.routed = self.counters.routed.saturating_add(1);
+        self.send(conn, &RelayFrame::Accepted { seq, id });
+        self.push_event(RelayEvent::Routed {
+            from,
+            to: to.clone(),
+            id,
+        });
+        self.pump(&to);
+    }
+
+    pub(super) fn on_ack(&mut self, conn: ConnId, address: &Address, id: u64) {
+        if self.queues.remove(address, id).is_none() {
+            self.push_event(RelayEvent::AckIgnored { conn, id });
+            return;
+        }
+        self.out.push_back(RelayOutput::Persist(PersistOp::Delete {
+            key: queue_key(address, id),
+        }));
+        self.counters.acked = self.counters.acked.saturating_add(1);
+        if let Some(Phase::Authed { in_flight, .. }) =
+            self.conns.get_mut(&conn).map(|c| &mut c.phase)
+        {
+            in_flight.remove(&id);
+        }
+        self.push_event(RelayEvent::Acked { id });
+        self.pump(address);
+    }
+
+    /// Delivers what is queued for `address` and not yet sent on its connection, in id
+    /// order, up to `max_in_flight`.
+    pub(super) fn pump(&mut self, address: &Address) {
+        let Some(&conn) = self.online.get(address) else {
+            return;
+        };
+        let Some(Phase::Authed {
+            in_flight, cursor, ..
+        }) = self.conns.get_mut(&conn).map(|c| &mut c.phase)
+        else {
+            return;
+        };
+        let Some(q) = self.queues.by_recipient.get(address) else {
+            return;
+        };
+        let max = usize::try_from(self.config.max_in_flight).unwrap_or(usize::MAX);
+        let mut sent = 0u64;
+        for (&id, item) in q.items.range(*cursor..) {
+            if in_flight.len() >= max {
+                break;
+            }
+            sent += 1;
+            self.out.push_back(RelayOutput::Send {
+                conn,
+                bytes: item.deliver_frame(),
+            });
+            self.out
+                .push_back(RelayOutput::Event(RelayEvent::Delivered {
+                    id,
+                    to: address.clone(),
+                }));
+            self.counters.delivered = self.counters.delivered.saturating_add(1);
+            in_flight.insert(id);
+            *cursor = id.saturating_add(1);
+        }
+        // Each delivery pays for the `ack` it asks for.
+        let burst = self.config.conn_rate_burst.max(1);
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.budget
+                .credit_milli(sent.saturating_mul(CHEAP_FRAME_COST), burst);
+        }
+    }
+}

@@ -1,0 +1,41 @@
+//! **asked_twice**: no agent asks the same field twice in a thread (§6.4).
+
+use std::time::Duration;
+
+use a2acp_core::agent::thread::HistoryEntry;
+use a2acp_core::agent::Thread;
+use serde_json::Value;
+
+use super::{Checker, ThreadCheck};
+
+impl Checker {
+    /// Checks the needs of one packet sent in thread `t` (`v`: the packet's JSON).
+    pub(super) fn asked_twice_sent(
+        &mut self,
+        tc: &mut ThreadCheck,
+        at: Duration,
+        name: &str,
+        t: &Thread,
+        h: &HistoryEntry,
+        v: &Value,
+    ) {
+        for list in ["needs", "additional_context_needed"] {
+            if let Some(Value::Array(needs)) = v.get(list) {
+                for n in needs {
+                    if let Some(f) = n.get("field").and_then(Value::as_str) {
+                        if !tc.asked.insert(f.to_string()) {
+                            self.fail(
+                                at,
+                                "asked_twice",
+                                format!(
+                                    "{name} asked for `{f}` a second time in {} ({} {})",
+                                    t.id, h.kind, h.packet_id
+                                ),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! Invariant checkers, one file per property, run as every event's effects happen, plus
+//! the checks at the end of a run ([`Checker::finish`]):
+//!
+//! - [`never_share`]: no outgoing plaintext packet contains a never_share value;
+//! - [`asked_twice`]: no agent asks the same field twice in a thread (§6.4);
+//! - [`round_trips`]: the round-trip limit holds (§6.4);
+//! - [`exactly_once`]: every packet the relay accepted reaches its recipient's logic
+//!   exactly once — audited Jepsen-style as lost / duplicated / unexpected;
+//! - [`relay_plaintext`]: no record the relay stores contains plaintext;
+//! - [`agreement`] and [`liveness`], at the end of a run;
+//! - [`core_bug`]: the agent never audits an internal inconsistency;
+//! - [`restore`]: crashed participants restart from what they persisted;
+//! - [`expect`]: the final states a scenario expects.
+//!
+//! The world ([`crate::world`]) feeds them what happened; what it learns from the agent's
+//! audit text is parsed in one place, `world/audit.rs`.
+
+pub mod agreement;
+pub mod asked_twice;
+pub mod core_bug;
+pub mod exactly_once;
+pub mod expect;
+pub mod liveness;
+pub mod never_share;
+pub mod relay_plaintext;
+pub mod restore;
+pub mod round_trips;
+
+pub use exactly_once::Audit;
+pub use relay_plaintext::plaintext_markers;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use a2acp_core::agent::{Agent, Thread};
+use serde_json::Value;
+
+use crate::scenario::Expect;
+
+/// The checkers' names, as used in reports and `known_issue` entries.
+pub const CHECKS: &[&str] = &[
+    "never_share",
+    "asked_twice",
+    "round_trips",
+    "exactly_once",
+    "relay_plaintext",
+    "agreement",
+    "liveness",
+    "core_bug",
+    "restore",
+    "expect",
+];
+
+/// One broken invariant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// When, since the start of the run.
+    pub at: Duration,
+    /// Which checker.
+    pub check: &'static str,
+    /// What exactly.
+    pub detail: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "[{}] at {}: {}",
+            self.check,
+            crate::util::fmt_duration(self.at),
+            self.detail
+        )
+    }
+}
+
+/// What the thread checks remember of one thread of one agent.
+#[derive(Debug, Default, Clone)]
+struct ThreadCheck {
+    scanned: usize,
+    asked: BTreeSet<String>,
+    exchanges: u32,
+}
+
+/// The checkers' state.
+#[derive(Debug, Default)]
+pub struct Checker {
+    /// Violations found, in order.
+    pub violations: Vec<Violation>,
+    threads: BTreeMap<(usize, String), ThreadCheck>,
+    /// Secret texts typed by users (excuse reasons), per agent.
+    extra_secrets: BTreeMap<usize, BTreeSet<String>>,
+    /// Envelope signature → (sender, packet id).
+    sigs: BTreeMap<String, (usize, String)>,
+    /// (recipient, packet id) accepted by the relay.
+    accepted: BTreeSet<(usize, String)>,
+    /// Packet ids handed to each agent's logic in its surviving history.
+    handled: BTreeMap<usize, BTreeSet<String>>,
+    /// (recipient, packet id) refused by the recipient.
+    refused: BTreeSet<(usize, String)>,
+    /// Texts that must never appear in relay records.
+    markers: Vec<String>,
+    /// Audit counts.
+    pub audit: Audit,
+}
+
+/// The value of `"sig":"…"` in a JSON text (an envelope's outer signature).
+pub fn sig_of(text: &[u8]) -> Option<String> {
+    const NEEDLE: &[u8] = b"\"sig\":\"";
+    let start = text.windows(NEEDLE.len()).rposition(|w| w == NEEDLE)? + NEEDLE.len();
+    let len = text[start..].iter().position(|&b| b == b'"')?;
+    std::str::from_utf8(&text[start..start + len])
+        .ok()
+        .map(String::from)
+}
+
+impl Checker {
+    /// A checker; `markers` are plaintext texts the relay must never store.
+    pub fn new(markers: Vec<String>) -> Self {
+        Checker {
+            markers,
+            ..Checker::default()
+        }
+    }
+
+    /// Records a violation.
+    pub fn fail(&mut self, at: Duration, check: &'static str, detail: String) {
+        if self.violations.len() < 200 {
+            self.violations.push(Violation { at, check, detail });
+        }
+    }
+
+    /// Checks the new history entries of `thread` of agent `node`.
+    pub fn check_thread(
+        &mut self,
+        at: Duration,
+        node: usize,
+        name: &str,
+        agent: &Agent,
+        t: &Thread,
+    ) {
+        let key = (node, t.id.clone());
+        let mut tc = self.threads.remove(&key).unwrap_or_default();
+        if tc.scanned > t.history.len() {
+            tc = ThreadCheck::default();
+        }
+        let limit = agent.config().limits.max_round_trips;
+        for h in &t.history[tc.scanned..] {
+            let v: Value = serde_json::from_str(&h.json).unwrap_or(Value::Null);
+            if h.outgoing {
+                self.never_share_sent(at, node, name, agent, t, h);
+                self.asked_twice_sent(&mut tc, at, name, t, h, &v);
+                self.round_trips_sent(&tc, at, name, t, h, &v, limit);
+            }
+            round_trips::count(&mut tc, &v);
+        }
+        tc.scanned = t.history.len();
+        self.threads.insert(key, tc);
+    }
+
+    /// The checks at the end of a run, in this order: participants down (liveness), the
+    /// exactly-once audit, each thread's liveness and agreement, the scenario's
+    /// expectations.
+    pub fn finish(&mut self, end: &End<'_>) {
+        self.agents_down(end);
+        let mut received: BTreeMap<usize, BTreeSet<String>> = BTreeMap::new();
+        for (i, a) in end.agents.iter().enumerate() {
+            if let Some(a) = a {
+                received.insert(
+                    i,
+                    a.threads()
+                        .values()
+                        .flat_map(|t| t.received_ids.iter().cloned())
+                        .collect(),
+                );
+            }
+        }
+        self.final_audit(end.at, &received, end.names);
+        // Threads by id, seen from each side.
+        let mut by_id: BTreeMap<&str, Vec<(usize, &Thread)>> = BTreeMap::new();
+        for (i, a) in end.agents.iter().enumerate() {
+            if let Some(a) = a {
+                for (id, t) in a.threads() {
+                    by_id.entry(id.as_str()).or_default().push((i, t));
+                }
+            }
+        }
+        let mut fails = Vec::new();
+        for (id, ts) in &by_id {
+            if let Some(d) = liveness::thread_stuck(id, ts, end) {
+                fails.push(("liveness", d));
+            }
+            if let Some(d) = agreement::disagreement(id, ts, end.names) {
+                fails.push(("agreement", d));
+            }
+        }
+        for (check, detail) in fails {
+            self.fail(end.at, check, detail);
+        }
+        self.expectations(end);
+    }
+}
+
+/// What the checks at the end of a run read of the world.
+pub struct End<'a> {
+    /// When, since the start of the run.
+    pub at: Duration,
+    /// The agents' names, by index.
+    pub names: &'a [String],
+    /// Each agent, unless it is down.
+    pub agents: Vec<Option<&'a Agent>>,
+    /// The threads each agent has a prompt open for.
+    pub prompted: Vec<BTreeSet<&'a str>>,
+    /// The scenario's expectations.
+    pub expect: &'a [Expect],
+    /// The threads the scenario started: index → thread id.
+    pub started: &'a BTreeMap<usize, String>,
+}
+
+/// The sides of a thread, for a violation's detail.
+fn describe(ts: &[(usize, &Thread)], names: &[String]) -> String {
+    ts.iter()
+        .map(|(i, t)| {
+            format!(
+                "{} {} waiting {:?}{}",
+                names[*i],
+                t.state,
+                t.waiting,
+                if t.halted { " halted" } else { "" }
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}

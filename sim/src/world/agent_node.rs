@@ -1,0 +1,504 @@
+//! The agent node: feeding the agent its inputs, executing its outputs in order (a crash
+//! may cut a step), answering prompts with the user model and running scripted commands.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use a2acp_core::agent::{Agent, Command, Input, NotifyKind, Output, Prompt, ResolutionAnswer};
+use a2acp_core::persist::PersistOp;
+use a2acp_core::relay::ConnId;
+use a2acp_core::{Address, Timestamp};
+
+use super::events::Ev;
+use super::{store, Sim};
+use crate::model::{ActionLedger, KeyChangePolicy, UserAnswer};
+use crate::scenario::ScriptAction;
+use crate::transcript::{describe_command, describe_prompt, Line, Tag};
+
+/// One agent of the world and what the simulator keeps around it.
+pub(super) struct Node {
+    pub(super) name: String,
+    pub(super) address: Address,
+    pub(super) agent: Option<Agent>,
+    pub(super) inc: u32,
+    pub(super) identity: [u8; 32],
+    pub(super) identity_gen: u32,
+    pub(super) store: BTreeMap<String, Vec<u8>>,
+    pub(super) conn: Option<ConnId>,
+    pub(super) suspended: bool,
+    pub(super) deferred: Vec<Ev>,
+    pub(super) timer: Option<(Timestamp, u64)>,
+    pub(super) reconnect_pending: bool,
+    pub(super) attempt: u32,
+    pub(super) crash_armed: Option<Duration>,
+    pub(super) prompts: BTreeMap<u64, Prompt>,
+    pub(super) scheduled: BTreeSet<u64>,
+    pub(super) decisions: BTreeMap<(u64, bool), UserAnswer>,
+    pub(super) consents_seen: usize,
+    pub(super) resolutions_seen: usize,
+    pub(super) llm_seen: usize,
+    pub(super) ledger: ActionLedger,
+    pub(super) prompts_shown: u64,
+    pub(super) consent_prompts: BTreeMap<String, BTreeSet<u64>>,
+    pub(super) delivering: Option<(String, bool)>,
+}
+
+impl Node {
+    /// A node running `agent`, not yet connected.
+    pub(super) fn new(name: String, address: Address, agent: Agent, identity: [u8; 32]) -> Self {
+        Node {
+            name,
+            address,
+            agent: Some(agent),
+            inc: 0,
+            identity,
+            identity_gen: 0,
+            store: BTreeMap::new(),
+            conn: None,
+            suspended: false,
+            deferred: Vec::new(),
+            timer: None,
+            reconnect_pending: false,
+            attempt: 0,
+            crash_armed: None,
+            prompts: BTreeMap::new(),
+            scheduled: BTreeSet::new(),
+            decisions: BTreeMap::new(),
+            consents_seen: 0,
+            resolutions_seen: 0,
+            llm_seen: 0,
+            ledger: ActionLedger::default(),
+            prompts_shown: 0,
+            consent_prompts: BTreeMap::new(),
+            delivering: None,
+        }
+    }
+}
+
+impl Sim {
+    pub(super) fn feed(&mut self, node: usize, input: Input) {
+        let now = self.agent_now(node);
+        let t0 = self.tick();
+        if let Some(a) = self.nodes[node].agent.as_mut() {
+            a.handle(now, input);
+        }
+        self.tock(t0);
+        self.drain_agent(node);
+    }
+
+    pub(super) fn command(&mut self, node: usize, c: Command) {
+        let name = self.nodes[node].name.clone();
+        self.line(
+            &name,
+            '|',
+            format!("user: {}", describe_command(&c)),
+            Tag::User,
+        );
+        self.feed(node, Input::Command(c));
+    }
+
+    pub(super) fn drain_agent(&mut self, i: usize) {
+        let mut outs = Vec::new();
+        let t0 = self.tick();
+        match self.nodes[i].agent.as_mut() {
+            Some(a) => {
+                while let Some(o) = a.poll_output() {
+                    outs.push(o);
+                }
+            }
+            None => return,
+        }
+        self.tock(t0);
+        // Check the threads this step changed, on the live state.
+        let changed: BTreeSet<String> = outs
+            .iter()
+            .filter_map(|o| match o {
+                Output::Persist(PersistOp::Put { key, .. }) => {
+                    key.strip_prefix("thread/").map(String::from)
+                }
+                _ => None,
+            })
+            .collect();
+        if !changed.is_empty() {
+            let at = self.elapsed();
+            let name = self.nodes[i].name.clone();
+            if let Some(a) = self.nodes[i].agent.as_ref() {
+                for id in &changed {
+                    if let Some(t) = a.thread(id) {
+                        self.checker.check_thread(at, i, &name, a, t);
+                    }
+                }
+            }
+        }
+        let cut = if self.nodes[i].crash_armed.is_some() && !outs.is_empty() {
+            // A thread's new history records come right before its thread record and are
+            // drawn with it: the crash falls before the same records as when the history
+            // was inside the thread record (so seeds keep their faults), and a cut just
+            // before a thread record leaves its history records written, uncommitted.
+            // The transcript counts outputs the same way.
+            let records: Vec<usize> = (0..outs.len())
+                .filter(|&k| !is_history_put(&outs[k]))
+                .collect();
+            let k = self.faults.between(0, records.len() as u64) as usize;
+            Some((
+                records.get(k).copied().unwrap_or(outs.len()),
+                (k, records.len()),
+            ))
+        } else {
+            None
+        };
+        let total = outs.len();
+        let first = self.transcript.len();
+        let mut cats: Vec<u8> = Vec::new();
+        for (k, o) in outs.into_iter().enumerate() {
+            if let Some((_, point)) = cut.filter(|c| c.0 == k) {
+                self.sort_lines(first, &cats);
+                let r = self.nodes[i].crash_armed.take().unwrap_or_default();
+                self.crash_agent(i, r, Some(point));
+                return;
+            }
+            let before = self.transcript.len();
+            let cat = self.exec_agent_output(i, o);
+            cats.extend(std::iter::repeat_n(cat, self.transcript.len() - before));
+        }
+        self.sort_lines(first, &cats);
+        if let Some((_, point)) = cut.filter(|c| c.0 == total) {
+            let r = self.nodes[i].crash_armed.take().unwrap_or_default();
+            self.crash_agent(i, r, Some(point));
+            return;
+        }
+        if self.nodes[i].agent.as_ref().is_some_and(Agent::is_online) {
+            self.nodes[i].attempt = 0;
+        }
+        self.rearm_agent(i);
+    }
+
+    /// Lines of one step are shown as they happened logically: what was received, then
+    /// the agent's own record (sends, state changes), then what the user sees.
+    pub(super) fn sort_lines(&mut self, first: usize, cats: &[u8]) {
+        if !self.record || first >= self.transcript.len() {
+            return;
+        }
+        let lines: Vec<Line> = self.transcript.drain(first..).collect();
+        let mut tagged: Vec<(u8, Line)> = cats.iter().copied().zip(lines).collect();
+        tagged.sort_by_key(|(c, _)| *c);
+        self.transcript.extend(tagged.into_iter().map(|(_, l)| l));
+    }
+
+    pub(super) fn exec_agent_output(&mut self, i: usize, o: Output) -> u8 {
+        let name = self.nodes[i].name.clone();
+        match o {
+            Output::Persist(op) => {
+                if let PersistOp::Put { key, value } = &op {
+                    if key.starts_with("outbox/") {
+                        self.checker.outbox_put(i, value);
+                    }
+                }
+                store(&mut self.nodes[i].store, op);
+                2
+            }
+            Output::Send(bytes) => {
+                if let Some(conn) = self.nodes[i].conn {
+                    self.transmit(conn, true, bytes);
+                }
+                2
+            }
+            Output::Prompt(p) => {
+                self.stats.prompts += 1;
+                self.nodes[i].prompts_shown += 1;
+                let text = describe_prompt(&p);
+                self.line(&name, '|', text, Tag::User);
+                let id = p.id;
+                if matches!(p.kind, a2acp_core::agent::PromptKind::Consent { .. }) {
+                    self.nodes[i]
+                        .consent_prompts
+                        .entry(p.thread_id.clone())
+                        .or_default()
+                        .insert(id);
+                }
+                let first_time = self.nodes[i].scheduled.insert(id);
+                self.nodes[i].prompts.insert(id, p);
+                if first_time {
+                    self.schedule_answer(i, id);
+                }
+                2
+            }
+            Output::ClosePrompt(id) => {
+                if self.nodes[i].prompts.remove(&id).is_some() {
+                    self.line(&name, '|', format!("prompt #{id} withdrawn"), Tag::User);
+                }
+                2
+            }
+            Output::CallLlm(r) => {
+                self.stats.llm_calls += 1;
+                self.line(
+                    &name,
+                    '|',
+                    format!("LLM request #{} (attempt {})", r.id, r.attempt),
+                    Tag::Note,
+                );
+                let n = self.nodes[i].llm_seen;
+                self.nodes[i].llm_seen += 1;
+                let model = self.spec.agents[i].llm.clone();
+                let me = self.nodes[i].address.clone();
+                let result = {
+                    let t = self.nodes[i]
+                        .agent
+                        .as_ref()
+                        .and_then(|a| a.thread(&r.thread_id));
+                    model.answer(n, &r, &me, t, &mut self.llm)
+                };
+                let lat = self.llm.between(model.latency.0, model.latency.1);
+                let inc = self.nodes[i].inc;
+                let at = self.now.add(Duration::from_millis(lat));
+                self.push(
+                    at,
+                    Ev::LlmResult {
+                        node: i,
+                        inc,
+                        id: r.id,
+                        result,
+                    },
+                );
+                2
+            }
+            Output::ExecuteAction(a) => {
+                self.stats.actions += 1;
+                let verb = if a.undo { "undo" } else { "execute" };
+                self.line(
+                    &name,
+                    '|',
+                    format!("{verb} action #{} {}", a.id, a.action.action),
+                    Tag::Note,
+                );
+                let model = self.spec.agents[i].actions.clone();
+                let result = model.outcome(
+                    &mut self.nodes[i].ledger,
+                    a.id,
+                    &a.action.action,
+                    a.undo,
+                    &mut self.acts,
+                );
+                let lat = self.acts.between(model.latency.0, model.latency.1);
+                let inc = self.nodes[i].inc;
+                let at = self.now.add(Duration::from_millis(lat));
+                self.push(
+                    at,
+                    Ev::ActionResult {
+                        node: i,
+                        inc,
+                        id: a.id,
+                        result,
+                    },
+                );
+                2
+            }
+            Output::Notify(n) => {
+                let kind = serde_json::to_value(n.kind)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default();
+                self.line(
+                    &name,
+                    '|',
+                    format!("notify ({kind}): {}", n.text),
+                    Tag::User,
+                );
+                if n.kind == NotifyKind::Security
+                    && self.spec.agents[i].user.key_change == KeyChangePolicy::Accept
+                {
+                    if let Some(peer) = Self::key_changed_peer(&n.text) {
+                        let (lo, hi) = self.spec.agents[i].user.delay;
+                        let d = self.users.between(lo, hi);
+                        let at = self.now.add(Duration::from_millis(d));
+                        self.push(at, Ev::AcceptKey { node: i, peer });
+                    }
+                }
+                2
+            }
+            Output::Audit(a) => {
+                if a.bug {
+                    let (at, name) = (self.elapsed(), self.nodes[i].name.clone());
+                    self.checker.core_bug(at, &name, &a.event);
+                }
+                self.on_audit(i, &a.event)
+            }
+            Output::CloseConnection => {
+                if let Some(conn) = self.nodes[i].conn.take() {
+                    if let Some(c) = self.conns.get_mut(&conn) {
+                        c.agent_open = false;
+                    }
+                    if !self.blocked(i, true) {
+                        let l = self.latency(i);
+                        let at = self.now.add(l);
+                        let inc = self.relay_inc;
+                        self.push(at, Ev::RelaySeesClose { conn, inc });
+                    }
+                    self.gc_conn(conn);
+                    self.schedule_reconnect(i);
+                }
+                2
+            }
+        }
+    }
+
+    pub(super) fn rearm_agent(&mut self, i: usize) {
+        let Some(a) = self.nodes[i].agent.as_ref() else {
+            return;
+        };
+        let want = a.poll_timeout().map(|t| {
+            let skew = self.spec.agents[i].skew_ms;
+            let sim = t.as_millis() as i64 - skew;
+            Timestamp::from_millis(sim.max(0) as u64).max(self.now)
+        });
+        let cur = self.nodes[i].timer;
+        if cur.map(|k| k.0) == want {
+            return;
+        }
+        if let Some(k) = cur {
+            self.queue.remove(&k);
+        }
+        self.nodes[i].timer = want.map(|t| {
+            let inc = self.nodes[i].inc;
+            self.push(t, Ev::AgentTimer { node: i, inc })
+        });
+    }
+
+    pub(super) fn schedule_answer(&mut self, i: usize, prompt_id: u64) {
+        let Some(p) = self.nodes[i].prompts.get(&prompt_id).cloned() else {
+            return;
+        };
+        let consent = matches!(p.kind, a2acp_core::agent::PromptKind::Consent { .. });
+        let key = (prompt_id, consent);
+        let answer = match self.nodes[i].decisions.get(&key) {
+            Some(a) => a.clone(),
+            None => {
+                let n = if consent {
+                    self.nodes[i].consents_seen += 1;
+                    self.nodes[i].consents_seen - 1
+                } else {
+                    self.nodes[i].resolutions_seen += 1;
+                    self.nodes[i].resolutions_seen - 1
+                };
+                let a = self.spec.agents[i].user.decide(&p, n, &mut self.users);
+                self.nodes[i].decisions.insert(key, a.clone());
+                a
+            }
+        };
+        if answer == UserAnswer::Never {
+            return;
+        }
+        let (lo, hi) = self.spec.agents[i].user.delay;
+        let d = self.users.between(lo, hi);
+        let inc = self.nodes[i].inc;
+        let at = self.now.add(Duration::from_millis(d));
+        self.push(
+            at,
+            Ev::UserAnswer {
+                node: i,
+                inc,
+                prompt: prompt_id,
+            },
+        );
+    }
+
+    pub(super) fn answer_prompt(&mut self, i: usize, prompt_id: u64) {
+        let Some(p) = self.nodes[i].prompts.get(&prompt_id).cloned() else {
+            return;
+        };
+        let consent = matches!(p.kind, a2acp_core::agent::PromptKind::Consent { .. });
+        let Some(answer) = self.nodes[i].decisions.get(&(prompt_id, consent)).cloned() else {
+            return;
+        };
+        self.nodes[i].prompts.remove(&prompt_id);
+        match answer {
+            UserAnswer::Never => {}
+            UserAnswer::Consent(a) => self.command(
+                i,
+                Command::AnswerConsent {
+                    prompt_id,
+                    answer: a,
+                },
+            ),
+            UserAnswer::Resolution(a) => {
+                if let ResolutionAnswer::MakeExcuse {
+                    actual_reason: Some(r),
+                } = &a
+                {
+                    self.checker.add_secret(i, r);
+                }
+                self.command(
+                    i,
+                    Command::AnswerResolution {
+                        prompt_id,
+                        answer: a,
+                    },
+                )
+            }
+        }
+    }
+
+    pub(super) fn start_thread(&mut self, idx: usize) {
+        let t = self.spec.threads[idx].clone();
+        let to = self.nodes[t.to].address.clone();
+        let before: BTreeSet<String> = self.nodes[t.from]
+            .agent
+            .as_ref()
+            .map(|a| a.threads().keys().cloned().collect())
+            .unwrap_or_default();
+        self.command(
+            t.from,
+            Command::StartThread {
+                to,
+                intent: t.intent,
+                context: t.context,
+            },
+        );
+        if let Some(a) = self.nodes[t.from].agent.as_ref() {
+            if let Some(id) = a.threads().keys().find(|k| !before.contains(*k)) {
+                self.threads.insert(idx, id.clone());
+            }
+        }
+    }
+
+    pub(super) fn scripted_command(&mut self, i: usize) {
+        let c = self.spec.commands[i].clone();
+        let tid = |s: &Self, t: usize| s.threads.get(&t).cloned();
+        let cmd = match c.action {
+            ScriptAction::UpdateContext { thread, context } => {
+                let Some(id) = tid(self, thread) else { return };
+                self.checker.user_resumed(c.agent, &id);
+                Command::UpdateContext {
+                    thread_id: id,
+                    context,
+                }
+            }
+            ScriptAction::UpdateIntent {
+                thread,
+                intent,
+                reason,
+            } => {
+                let Some(id) = tid(self, thread) else { return };
+                Command::UpdateIntent {
+                    thread_id: id,
+                    intent,
+                    reason,
+                }
+            }
+            ScriptAction::Cancel { thread } => {
+                let Some(id) = tid(self, thread) else { return };
+                Command::CancelThread { thread_id: id }
+            }
+            ScriptAction::AcceptKeyChange { peer } => Command::AcceptKeyChange {
+                address: self.nodes[peer].address.clone(),
+            },
+            ScriptAction::Block { peer } => Command::Block(self.nodes[peer].address.clone()),
+        };
+        self.command(c.agent, cmd);
+    }
+}
+
+/// A put of one entry of a thread's history (`history/<thread>/<n>`).
+fn is_history_put(o: &Output) -> bool {
+    matches!(o, Output::Persist(PersistOp::Put { key, .. }) if key.starts_with("history/"))
+}

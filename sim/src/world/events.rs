@@ -1,0 +1,489 @@
+//! The event queue and the loop: what can happen ([`Ev`]), scheduling it, and handing each
+//! event to the part of the world it concerns.
+
+use std::time::Duration;
+
+use a2acp_core::agent::{Command, Input};
+use a2acp_core::relay::{ConnId, RelayInput};
+use a2acp_core::{Address, Timestamp};
+
+use super::Sim;
+use crate::check::sig_of;
+use crate::scenario::Direction;
+use crate::transcript::Tag;
+use crate::util::fmt_duration;
+
+/// One scheduled event. `inc` is the incarnation of the node (or relay) it was scheduled
+/// for: an event for an earlier incarnation (before a crash) is dropped.
+#[derive(Debug)]
+pub(super) enum Ev {
+    ToRelay {
+        conn: ConnId,
+        inc: u32,
+        bytes: Vec<u8>,
+    },
+    ToAgent {
+        node: usize,
+        inc: u32,
+        conn: ConnId,
+        bytes: Vec<u8>,
+    },
+    RelaySeesClose {
+        conn: ConnId,
+        inc: u32,
+    },
+    AgentSeesClose {
+        node: usize,
+        inc: u32,
+        conn: ConnId,
+    },
+    AgentTimer {
+        node: usize,
+        inc: u32,
+    },
+    RelayTimer {
+        inc: u32,
+    },
+    Reconnect {
+        node: usize,
+        inc: u32,
+    },
+    UserAnswer {
+        node: usize,
+        inc: u32,
+        prompt: u64,
+    },
+    AcceptKey {
+        node: usize,
+        peer: Address,
+    },
+    LlmResult {
+        node: usize,
+        inc: u32,
+        id: u64,
+        result: Result<String, String>,
+    },
+    ActionResult {
+        node: usize,
+        inc: u32,
+        id: u64,
+        result: Result<(), String>,
+    },
+    StartThread(usize),
+    Command(usize),
+    CrashAgent {
+        node: usize,
+        restart_after: Duration,
+    },
+    CrashAgentIdle {
+        node: usize,
+        inc: u32,
+    },
+    RestartAgent {
+        node: usize,
+    },
+    Suspend {
+        node: usize,
+        length: Duration,
+    },
+    Resume {
+        node: usize,
+    },
+    CrashRelay {
+        down_for: Duration,
+    },
+    CrashRelayIdle {
+        inc: u32,
+    },
+    RestartRelay,
+    Partition {
+        idx: usize,
+        on: bool,
+    },
+    KeyChange(usize),
+}
+
+impl Sim {
+    pub(super) fn schedule_script(&mut self) {
+        let s = self.start;
+        let at = |d: Duration| s.add(d);
+        let mut evs: Vec<(Timestamp, Ev)> = Vec::new();
+        for (i, t) in self.spec.threads.iter().enumerate() {
+            evs.push((at(t.at), Ev::StartThread(i)));
+        }
+        for (i, c) in self.spec.commands.iter().enumerate() {
+            evs.push((at(c.at), Ev::Command(i)));
+        }
+        for (i, a) in self.spec.agents.iter().enumerate() {
+            for o in &a.offline {
+                evs.push((
+                    at(o.at),
+                    Ev::Suspend {
+                        node: i,
+                        length: o.length,
+                    },
+                ));
+            }
+            for c in &a.crashes {
+                evs.push((
+                    at(c.at),
+                    Ev::CrashAgent {
+                        node: i,
+                        restart_after: c.length,
+                    },
+                ));
+            }
+        }
+        for c in &self.spec.relay.crashes {
+            evs.push((at(c.at), Ev::CrashRelay { down_for: c.length }));
+        }
+        for (i, p) in self.spec.partitions.iter().enumerate() {
+            evs.push((at(p.when.at), Ev::Partition { idx: i, on: true }));
+            evs.push((
+                at(p.when.at + p.when.length),
+                Ev::Partition { idx: i, on: false },
+            ));
+        }
+        for (i, k) in self.spec.key_changes.iter().enumerate() {
+            evs.push((at(k.at), Ev::KeyChange(i)));
+        }
+        for (t, e) in evs {
+            self.push(t, e);
+        }
+    }
+
+    pub(super) fn push(&mut self, at: Timestamp, ev: Ev) -> (Timestamp, u64) {
+        self.seq += 1;
+        let key = (at.max(self.now), self.seq);
+        self.queue.insert(key, ev);
+        key
+    }
+
+    pub(super) fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::ToRelay { conn, inc, bytes } => {
+                if inc != self.relay_inc || self.relay.is_none() {
+                    return;
+                }
+                if !self.conns.get(&conn).is_some_and(|c| c.relay_open) {
+                    return;
+                }
+                let now = self.now;
+                let t0 = self.tick();
+                if let Some(r) = self.relay.as_mut() {
+                    r.handle(
+                        now,
+                        RelayInput::Bytes {
+                            conn,
+                            bytes: &bytes,
+                        },
+                    );
+                }
+                self.tock(t0);
+                self.drain_relay();
+            }
+            Ev::ToAgent {
+                node,
+                inc,
+                conn,
+                bytes,
+            } => {
+                let n = &self.nodes[node];
+                if n.inc != inc || n.conn != Some(conn) || n.agent.is_none() || n.suspended {
+                    return;
+                }
+                let deliver = bytes
+                    .starts_with(b"{\"t\":\"deliver\"")
+                    .then(|| sig_of(&bytes))
+                    .flatten()
+                    .and_then(|s| self.checker.packet_of_sig(&s).map(|p| p.1.clone()));
+                self.nodes[node].delivering = deliver.map(|p| (p, false));
+                self.feed(node, Input::Bytes(bytes));
+                if let Some((pid, seen)) = self.nodes[node].delivering.take() {
+                    if !seen && self.nodes[node].agent.is_some() {
+                        self.checker.refused(node, &pid);
+                    }
+                }
+            }
+            Ev::RelaySeesClose { conn, inc } => {
+                if inc != self.relay_inc || self.relay.is_none() {
+                    return;
+                }
+                let Some(c) = self.conns.get_mut(&conn) else {
+                    return;
+                };
+                if !c.relay_open {
+                    return;
+                }
+                c.relay_open = false;
+                let now = self.now;
+                let t0 = self.tick();
+                if let Some(r) = self.relay.as_mut() {
+                    r.handle(now, RelayInput::Disconnected { conn });
+                }
+                self.tock(t0);
+                self.drain_relay();
+                self.gc_conn(conn);
+            }
+            Ev::AgentSeesClose { node, inc, conn } => {
+                if self.nodes[node].inc != inc || self.nodes[node].conn != Some(conn) {
+                    return;
+                }
+                self.nodes[node].conn = None;
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.agent_open = false;
+                }
+                self.gc_conn(conn);
+                if self.nodes[node].suspended {
+                    return;
+                }
+                self.feed(node, Input::Disconnected);
+                self.schedule_reconnect(node);
+            }
+            Ev::AgentTimer { node, inc } => {
+                if self.nodes[node].inc != inc {
+                    return;
+                }
+                self.nodes[node].timer = None;
+                if self.nodes[node].suspended || self.nodes[node].agent.is_none() {
+                    return;
+                }
+                let now = self.agent_now(node);
+                let t0 = self.tick();
+                if let Some(a) = self.nodes[node].agent.as_mut() {
+                    a.handle_timeout(now);
+                }
+                self.tock(t0);
+                self.drain_agent(node);
+            }
+            Ev::RelayTimer { inc } => {
+                if inc != self.relay_inc {
+                    return;
+                }
+                self.relay_timer = None;
+                let now = self.now;
+                let t0 = self.tick();
+                if let Some(r) = self.relay.as_mut() {
+                    r.handle(now, RelayInput::Timeout);
+                }
+                self.tock(t0);
+                self.drain_relay();
+            }
+            Ev::Reconnect { node, inc } => {
+                if self.nodes[node].inc != inc {
+                    return;
+                }
+                self.nodes[node].reconnect_pending = false;
+                self.connect(node);
+            }
+            Ev::UserAnswer { node, inc, prompt } => {
+                if self.defer_if_away(node, || Ev::UserAnswer { node, inc, prompt }) {
+                    return;
+                }
+                if self.nodes[node].inc != inc {
+                    return;
+                }
+                self.answer_prompt(node, prompt);
+            }
+            Ev::AcceptKey { node, peer } => {
+                if self.defer_if_away(node, || Ev::AcceptKey {
+                    node,
+                    peer: peer.clone(),
+                }) {
+                    return;
+                }
+                self.command(node, Command::AcceptKeyChange { address: peer });
+            }
+            Ev::LlmResult {
+                node,
+                inc,
+                id,
+                result,
+            } => {
+                if self.nodes[node].inc != inc {
+                    return;
+                }
+                if self.nodes[node].suspended {
+                    self.nodes[node].deferred.push(Ev::LlmResult {
+                        node,
+                        inc,
+                        id,
+                        result,
+                    });
+                    return;
+                }
+                let ok = if result.is_ok() { "answer" } else { "error" };
+                let name = self.nodes[node].name.clone();
+                self.line(&name, '|', format!("LLM {ok} to request #{id}"), Tag::Note);
+                self.feed(
+                    node,
+                    Input::LlmResult {
+                        request_id: id,
+                        result,
+                    },
+                );
+            }
+            Ev::ActionResult {
+                node,
+                inc,
+                id,
+                result,
+            } => {
+                if self.nodes[node].inc != inc {
+                    return;
+                }
+                if self.nodes[node].suspended {
+                    self.nodes[node].deferred.push(Ev::ActionResult {
+                        node,
+                        inc,
+                        id,
+                        result,
+                    });
+                    return;
+                }
+                let name = self.nodes[node].name.clone();
+                let outcome = match &result {
+                    Ok(()) => "ok".to_string(),
+                    Err(e) => format!("failed: {e}"),
+                };
+                self.line(&name, '|', format!("action #{id} → {outcome}"), Tag::Note);
+                self.feed(
+                    node,
+                    Input::ActionResult {
+                        action_id: id,
+                        result,
+                    },
+                );
+            }
+            Ev::StartThread(i) => {
+                let from = self.spec.threads[i].from;
+                if self.defer_if_away(from, || Ev::StartThread(i)) {
+                    return;
+                }
+                self.start_thread(i);
+            }
+            Ev::Command(i) => {
+                let node = self.spec.commands[i].agent;
+                if self.defer_if_away(node, || Ev::Command(i)) {
+                    return;
+                }
+                self.scripted_command(i);
+            }
+            Ev::CrashAgent {
+                node,
+                restart_after,
+            } => {
+                if self.nodes[node].agent.is_none() {
+                    return;
+                }
+                if !self.spec.crash_mid_step {
+                    self.crash_agent(node, restart_after, None);
+                    return;
+                }
+                self.nodes[node].crash_armed = Some(restart_after);
+                let inc = self.nodes[node].inc;
+                let window = Duration::from_millis(self.faults.between(0, 10_000));
+                let at = self.now.add(window);
+                self.push(at, Ev::CrashAgentIdle { node, inc });
+            }
+            Ev::CrashAgentIdle { node, inc } => {
+                if self.nodes[node].inc == inc {
+                    if let Some(r) = self.nodes[node].crash_armed.take() {
+                        self.crash_agent(node, r, None);
+                    }
+                }
+            }
+            Ev::RestartAgent { node } => self.restart_agent(node),
+            Ev::Suspend { node, length } => self.suspend(node, length),
+            Ev::Resume { node } => self.resume(node),
+            Ev::CrashRelay { down_for } => {
+                if self.relay.is_none() {
+                    return;
+                }
+                self.relay_crash_armed = Some(down_for);
+                let inc = self.relay_inc;
+                let window = Duration::from_millis(self.faults.between(0, 3000));
+                let at = self.now.add(window);
+                self.push(at, Ev::CrashRelayIdle { inc });
+            }
+            Ev::CrashRelayIdle { inc } => {
+                if inc == self.relay_inc {
+                    if let Some(d) = self.relay_crash_armed.take() {
+                        self.crash_relay(d, None);
+                    }
+                }
+            }
+            Ev::RestartRelay => self.restart_relay(),
+            Ev::Partition { idx, on } => {
+                let p = self.spec.partitions[idx];
+                let name = self.nodes[p.agent].name.clone();
+                let dir = match p.direction {
+                    Direction::Both => "both ways",
+                    Direction::ToRelay => "agent → relay",
+                    Direction::FromRelay => "relay → agent",
+                };
+                if on {
+                    self.active_partitions.insert(idx);
+                    self.line(
+                        "net",
+                        '|',
+                        format!(
+                            "partition of {name} ({dir}) for {}",
+                            fmt_duration(p.when.length)
+                        ),
+                        Tag::Fault,
+                    );
+                } else {
+                    self.active_partitions.remove(&idx);
+                    self.line(
+                        "net",
+                        '|',
+                        format!("partition of {name} healed"),
+                        Tag::Fault,
+                    );
+                }
+            }
+            Ev::KeyChange(i) => self.key_change(i),
+        }
+    }
+
+    /// Keeps an event for later if the node's device is shut or its agent is down.
+    pub(super) fn defer_if_away(&mut self, node: usize, ev: impl FnOnce() -> Ev) -> bool {
+        let n = &self.nodes[node];
+        if n.suspended || n.agent.is_none() {
+            let e = ev();
+            self.nodes[node].deferred.push(e);
+            return true;
+        }
+        false
+    }
+
+    pub(super) fn replay_deferred(&mut self, node: usize) {
+        let evs = std::mem::take(&mut self.nodes[node].deferred);
+        let inc = self.nodes[node].inc;
+        for (k, e) in evs.into_iter().enumerate() {
+            let e = match e {
+                Ev::UserAnswer { node, prompt, .. } => Ev::UserAnswer { node, inc, prompt },
+                Ev::LlmResult {
+                    node, id, result, ..
+                } => Ev::LlmResult {
+                    node,
+                    inc,
+                    id,
+                    result,
+                },
+                Ev::ActionResult {
+                    node, id, result, ..
+                } => Ev::ActionResult {
+                    node,
+                    inc,
+                    id,
+                    result,
+                },
+                other => other,
+            };
+            let at = self.now.add(Duration::from_millis(1000 + k as u64));
+            self.push(at, e);
+        }
+    }
+}

@@ -1,0 +1,454 @@
+//! The simulation engine: one virtual clock, one event queue, agents and a relay driven
+//! through their public contract only, a seeded network between them, and the world
+//! models (users, LLMs, action executors) around them.
+//!
+//! The queue is a `BTreeMap` keyed by `(time, sequence)`: events at the same instant run in
+//! the order they were scheduled. Every random choice comes from streams derived from the
+//! run seed, nothing reads a clock, and every map iterated is ordered: a run is a pure
+//! function of (scenario, seed).
+//!
+//! The simulator plays the runtime: it executes every output in order (persist operations
+//! go to an in-memory store per participant), arms timers, reconnects with exponential
+//! backoff after a disconnection, restarts crashed participants from exactly what they
+//! persisted, and answers prompts, LLM calls and actions with the world models.
+//!
+//! # Where things are
+//!
+//! - `mod.rs`: the [`Sim`] of one run — its state, construction, the final report;
+//! - `events.rs`: the event queue and the loop's dispatch of each event;
+//! - `agent_node.rs`: the agent node — feeding the agent, executing its outputs, the
+//!   user's answers and scripted commands;
+//! - `audit.rs`: what the simulator learns from the agent's audit text and notifications,
+//!   parsed in this one place (to be replaced by the agent's typed events);
+//! - `relay_node.rs`: the relay node — feeding the relay and executing its outputs;
+//! - `network.rs`: the network model — connections, latency, loss, duplication,
+//!   reordering, partitions and reconnection;
+//! - `faults.rs`: the fault model — crashes, restarts, devices shut, key changes.
+//!
+//! The invariant checks live in [`crate::check`], one file per property.
+
+mod agent_node;
+mod audit;
+mod events;
+mod faults;
+mod network;
+mod relay_node;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use a2acp_core::agent::{Agent, ThreadState};
+use a2acp_core::crypto::IdentityKey;
+use a2acp_core::persist::PersistOp;
+use a2acp_core::relay::{ConnId, Relay};
+use a2acp_core::{Address, Timestamp};
+
+use crate::check::{plaintext_markers, Audit, Checker, End, Violation};
+use crate::scenario::Spec;
+use crate::transcript::{render_with, IdNames, Line, Tag};
+use crate::util::{derive_seed, Rng};
+
+use self::agent_node::Node;
+use self::events::Ev;
+use self::network::Conn;
+
+/// Measures time spent inside the core's state machines (for `bench`). The simulation
+/// never reads a clock itself: a stopwatch is handed in from outside and only counted.
+pub trait Stopwatch {
+    /// Monotonic nanoseconds.
+    fn nanos(&mut self) -> u64;
+}
+
+/// Counters of one run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Events processed.
+    pub events: u64,
+    /// Frames put on the wire.
+    pub frames: u64,
+    /// Frames lost (loss, partitions, dead connections).
+    pub frames_lost: u64,
+    /// Frames duplicated by the network.
+    pub frames_duplicated: u64,
+    /// Connections opened.
+    pub connections: u64,
+    /// Agent crashes.
+    pub agent_crashes: u64,
+    /// Relay crashes.
+    pub relay_crashes: u64,
+    /// Prompts shown (reminders and re-shows included).
+    pub prompts: u64,
+    /// Packets sent by agents' logic.
+    pub packets_sent: u64,
+    /// LLM calls.
+    pub llm_calls: u64,
+    /// Actions executed (undo included).
+    pub actions: u64,
+    /// Simulated time covered.
+    pub sim_time: Duration,
+    /// Nanoseconds inside the core (only with a stopwatch).
+    pub core_nanos: u64,
+}
+
+/// What a run found.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// Scenario name.
+    pub name: String,
+    /// Seed.
+    pub seed: u64,
+    /// Broken invariants (empty: the run passed).
+    pub violations: Vec<Violation>,
+    /// Violations of checks the scenario lists as known core issues.
+    pub known: Vec<Violation>,
+    /// The exactly-once audit.
+    pub audit: Audit,
+    /// Counters.
+    pub stats: Stats,
+    /// Final state of every thread: (thread number or id, agent name, state).
+    pub finals: Vec<(String, String, ThreadState)>,
+    /// Per-thread metrics of the threads a scenario started that reached a resolution:
+    /// (thread index, packets up to and including the first resolution, distinct consent
+    /// prompts shown to either user in the thread).
+    pub first_resolution: Vec<(usize, u32, u32)>,
+}
+
+impl Report {
+    /// Whether every invariant held.
+    pub fn passed(&self) -> bool {
+        self.violations.is_empty()
+    }
+}
+
+/// One simulation run.
+pub struct Sim {
+    spec: Spec,
+    seed: u64,
+    now: Timestamp,
+    start: Timestamp,
+    queue: BTreeMap<(Timestamp, u64), Ev>,
+    seq: u64,
+    net: Rng,
+    users: Rng,
+    llm: Rng,
+    acts: Rng,
+    faults: Rng,
+    relay: Option<Relay>,
+    relay_store: BTreeMap<String, Vec<u8>>,
+    relay_inc: u32,
+    relay_timer: Option<(Timestamp, u64)>,
+    relay_crash_armed: Option<Duration>,
+    relay_broken: bool,
+    nodes: Vec<Node>,
+    by_address: BTreeMap<Address, usize>,
+    conns: BTreeMap<ConnId, Conn>,
+    next_conn: u64,
+    active_partitions: BTreeSet<usize>,
+    heal: Timestamp,
+    threads: BTreeMap<usize, String>,
+    transcript: Vec<Line>,
+    record: bool,
+    checker: Checker,
+    stats: Stats,
+    stopwatch: Option<Box<dyn Stopwatch>>,
+}
+
+impl Sim {
+    /// A run of `spec` with `seed`.
+    pub fn new(spec: Spec, seed: u64) -> Self {
+        let markers = plaintext_markers(&spec);
+        let start = spec.start;
+        let relay = Relay::new(spec.relay.config.clone(), derive_seed(seed, "relay#0"));
+        let mut nodes = Vec::new();
+        let mut by_address = BTreeMap::new();
+        for (i, a) in spec.agents.iter().enumerate() {
+            let identity = derive_seed(seed, &format!("identity/{}", a.name));
+            let agent = Agent::new(
+                a.config.clone(),
+                IdentityKey::from_seed(identity),
+                derive_seed(seed, &format!("agent/{}", a.name)),
+            );
+            by_address.insert(a.config.address.clone(), i);
+            nodes.push(Node::new(
+                a.name.clone(),
+                a.config.address.clone(),
+                agent,
+                identity,
+            ));
+        }
+        let record = spec.transcript;
+        let mut sim = Sim {
+            seed,
+            now: start,
+            start,
+            queue: BTreeMap::new(),
+            seq: 0,
+            net: Rng::new(seed, "net"),
+            users: Rng::new(seed, "users"),
+            llm: Rng::new(seed, "llm"),
+            acts: Rng::new(seed, "actions"),
+            faults: Rng::new(seed, "faults"),
+            relay: Some(relay),
+            relay_store: BTreeMap::new(),
+            relay_inc: 0,
+            relay_timer: None,
+            relay_crash_armed: None,
+            relay_broken: false,
+            nodes,
+            by_address,
+            conns: BTreeMap::new(),
+            next_conn: 1,
+            active_partitions: BTreeSet::new(),
+            heal: start.add(spec.heal_at()),
+            threads: BTreeMap::new(),
+            transcript: Vec::new(),
+            record,
+            checker: Checker::new(markers),
+            stats: Stats::default(),
+            stopwatch: None,
+            spec,
+        };
+        sim.schedule_script();
+        for i in 0..sim.nodes.len() {
+            sim.drain_agent(i);
+            let inc = sim.nodes[i].inc;
+            sim.push(start, Ev::Reconnect { node: i, inc });
+            sim.nodes[i].reconnect_pending = true;
+        }
+        sim
+    }
+
+    /// Counts time spent in the core with `sw`.
+    pub fn with_stopwatch(mut self, sw: Box<dyn Stopwatch>) -> Self {
+        self.stopwatch = Some(sw);
+        self
+    }
+
+    /// Runs to the end of the scenario and runs the final checks.
+    pub fn run(mut self) -> (Report, String, Vec<Line>) {
+        let end = self.start.add(self.spec.end_at());
+        while let Some((&(at, _), _)) = self.queue.first_key_value() {
+            if at > end {
+                break;
+            }
+            let Some(((at, _), ev)) = self.queue.pop_first() else {
+                break;
+            };
+            self.now = self.now.max(at);
+            self.stats.events += 1;
+            self.handle(ev);
+        }
+        self.now = end;
+        self.final_checks();
+        self.stats.sim_time = self.now.since(self.start);
+        let finals = self.finals();
+        let first_resolution = self.first_resolution_metrics();
+        let text = if self.record {
+            self.render_full()
+        } else {
+            String::new()
+        };
+        let (known, violations) = self.split_known();
+        let report = Report {
+            name: self.spec.name.clone(),
+            seed: self.seed,
+            violations,
+            known,
+            audit: self.checker.audit,
+            stats: self.stats.clone(),
+            finals,
+            first_resolution,
+        };
+        (report, text, std::mem::take(&mut self.transcript))
+    }
+
+    /// Splits violations into (known issues, failures); a known issue that did not
+    /// happen is a failure too.
+    fn split_known(&self) -> (Vec<Violation>, Vec<Violation>) {
+        let known: BTreeSet<&str> = self
+            .spec
+            .known_issues
+            .iter()
+            .map(|(c, _)| c.as_str())
+            .collect();
+        let (k, mut v): (Vec<Violation>, Vec<Violation>) = self
+            .checker
+            .violations
+            .iter()
+            .cloned()
+            .partition(|x| known.contains(x.check));
+        for (c, note) in &self.spec.known_issues {
+            if !k.iter().any(|x| x.check == c) {
+                v.push(Violation {
+                    at: self.now.since(self.start),
+                    check: "expect",
+                    detail: format!(
+                        "known issue `{c}` did not happen (fixed? remove it from the scenario): {note}"
+                    ),
+                });
+            }
+        }
+        (k, v)
+    }
+
+    fn render_full(&self) -> String {
+        let mut out = format!(
+            "# scenario {} — seed {}\n# {}\n",
+            self.spec.name, self.seed, self.spec.summary
+        );
+        let mut names = IdNames::default();
+        out += &render_with(&self.transcript, self.start, None, &mut names);
+        out += "# final states\n";
+        for (t, who, s) in self.finals() {
+            out += &format!("#   thread {} {who}: {s}\n", names.scrub(&t));
+        }
+        let a = self.checker.audit;
+        out += &format!(
+            "# exactly-once audit: accepted {} delivered {} refused {} lost {} duplicated {} unexpected {}\n",
+            a.accepted, a.delivered, a.refused, a.lost, a.duplicated, a.unexpected
+        );
+        let (known, failures) = self.split_known();
+        for (c, note) in &self.spec.known_issues {
+            out += &format!("# known issue [{c}]: {note}\n");
+        }
+        for v in &known {
+            out += &format!("# KNOWN {}\n", names.scrub(&v.to_string()));
+        }
+        if failures.is_empty() {
+            out += "# checks: all passed\n";
+        } else {
+            for v in &failures {
+                out += &format!("# VIOLATION {}\n", names.scrub(&v.to_string()));
+            }
+        }
+        out
+    }
+
+    fn finals(&self) -> Vec<(String, String, ThreadState)> {
+        let mut numbers: BTreeMap<&str, usize> = BTreeMap::new();
+        for (k, id) in &self.threads {
+            numbers.insert(id.as_str(), k + 1);
+        }
+        let mut out = Vec::new();
+        for n in &self.nodes {
+            let Some(a) = n.agent.as_ref() else { continue };
+            for t in a.threads().values() {
+                let label = match numbers.get(t.id.as_str()) {
+                    Some(k) => format!("{k}"),
+                    None => t.id.clone(),
+                };
+                out.push((label, n.name.clone(), t.state));
+            }
+        }
+        out.sort();
+        out
+    }
+
+    fn first_resolution_metrics(&self) -> Vec<(usize, u32, u32)> {
+        let mut out = Vec::new();
+        for (k, id) in &self.threads {
+            let from = self.spec.threads[*k].from;
+            let Some(t) = self.nodes[from].agent.as_ref().and_then(|a| a.thread(id)) else {
+                continue;
+            };
+            let mut packets = 0;
+            let mut found = false;
+            for h in &t.history {
+                if h.kind == "thread_state" {
+                    continue;
+                }
+                packets += 1;
+                if h.kind == "resolution" {
+                    found = true;
+                    break;
+                }
+            }
+            if found {
+                let prompts: usize = self
+                    .nodes
+                    .iter()
+                    .map(|n| n.consent_prompts.get(id).map_or(0, BTreeSet::len))
+                    .sum();
+                out.push((*k, packets, prompts as u32));
+            }
+        }
+        out
+    }
+
+    /// The prompts shown per agent (for metrics).
+    pub fn prompts_shown(&self) -> Vec<u64> {
+        self.nodes.iter().map(|n| n.prompts_shown).collect()
+    }
+
+    /// The checks at the end of the run ([`Checker::finish`]).
+    fn final_checks(&mut self) {
+        let at = self.elapsed();
+        let names: Vec<String> = self.nodes.iter().map(|n| n.name.clone()).collect();
+        let end = End {
+            at,
+            names: &names,
+            agents: self.nodes.iter().map(|n| n.agent.as_ref()).collect(),
+            prompted: self
+                .nodes
+                .iter()
+                .map(|n| n.prompts.values().map(|p| p.thread_id.as_str()).collect())
+                .collect(),
+            expect: &self.spec.expect,
+            started: &self.threads,
+        };
+        self.checker.finish(&end);
+    }
+
+    // ----- plumbing, for every part of the world -----
+
+    pub(super) fn elapsed(&self) -> Duration {
+        self.now.since(self.start)
+    }
+
+    pub(super) fn tick(&mut self) -> u64 {
+        self.stopwatch.as_mut().map_or(0, |s| s.nanos())
+    }
+
+    pub(super) fn tock(&mut self, t0: u64) {
+        if let Some(s) = self.stopwatch.as_mut() {
+            self.stats.core_nanos += s.nanos().saturating_sub(t0);
+        }
+    }
+
+    pub(super) fn line(&mut self, who: &str, mark: char, text: String, tag: Tag) {
+        if self.record {
+            self.transcript.push(Line {
+                at: self.now,
+                who: who.to_string(),
+                mark,
+                text,
+                tag,
+            });
+        }
+    }
+
+    pub(super) fn agent_now(&self, i: usize) -> Timestamp {
+        let skew = self.spec.agents[i].skew_ms;
+        let t = self.now.as_millis() as i64 + skew;
+        Timestamp::from_millis(t.max(0) as u64)
+    }
+}
+
+/// Applies `op` to `records` as [`a2acp_core::persist::apply`] does, moving the key and
+/// value in instead of copying them.
+fn store(records: &mut BTreeMap<String, Vec<u8>>, op: PersistOp) {
+    match op {
+        PersistOp::Put { key, value } => {
+            records.insert(key, value);
+        }
+        PersistOp::Delete { key } => {
+            records.remove(&key);
+        }
+    }
+}
+
+/// Runs `spec` with `seed`: the report and the rendered transcript.
+pub fn run(spec: Spec, seed: u64) -> (Report, String) {
+    let (r, t, _) = Sim::new(spec, seed).run();
+    (r, t)
+}
