@@ -886,6 +886,111 @@ mod tests {
         assert_eq!(ui.open().count(), 1);
     }
 
+    fn with_alternatives() -> Prompt {
+        let mut p = resolution();
+        if let PromptKind::Resolution { proposal, .. } = &mut p.kind {
+            for (t, why) in [("18:30", "Earliest start"), ("19:30", "30 minutes later")] {
+                proposal.alternatives.push(a2acp_core::packet::Alternative {
+                    summary: format!("Friday {t}"),
+                    reason: why.into(),
+                    details: Default::default(),
+                });
+            }
+        }
+        p
+    }
+
+    #[test]
+    fn alternatives_are_shown_with_their_trade_off_and_taken_with_one_key() {
+        let p = with_alternatives();
+        let r = render(&p);
+        assert!(
+            r.contains("[1] alternative: Friday 18:30 — Earliest start"),
+            "{r}"
+        );
+        assert!(
+            r.contains("[2] alternative: Friday 19:30 — 30 minutes later"),
+            "{r}"
+        );
+        assert!(r.contains("[1–2] Take that alternative"), "{r}");
+        assert!(help(&p).contains("alternative 1…2"));
+        let mut ui = PromptUi::new();
+        ui.show(p.clone());
+        // A key beyond the alternatives only shows the keys again.
+        assert!(!ui
+            .key(Key::Char('3'))
+            .iter()
+            .any(|o| matches!(o, UiOut::Answer(_))));
+        let out = ui.key(Key::Char('2'));
+        assert!(out.contains(&UiOut::Answer(Command::AnswerResolution {
+            prompt_id: 2,
+            answer: ResolutionAnswer::Alternative(1)
+        })));
+        // `a2acp answer 2 alternative 1`.
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            parse_answer(&p, &s(&["alternative", "1"])).unwrap(),
+            Command::AnswerResolution {
+                prompt_id: 2,
+                answer: ResolutionAnswer::Alternative(0)
+            }
+        );
+        for bad in [
+            &["alternative"][..],
+            &["alternative", "3"],
+            &["alt", "0"],
+            &["alt", "x"],
+        ] {
+            assert!(parse_answer(&p, &s(bad)).unwrap_err().contains("offers 2"));
+        }
+        assert!(parse_answer(&resolution(), &s(&["alternative", "1"]))
+            .unwrap_err()
+            .contains("offers no alternative"));
+        // Without alternatives, digits do nothing.
+        let mut ui = PromptUi::new();
+        ui.show(resolution());
+        assert!(!ui
+            .key(Key::Char('1'))
+            .iter()
+            .any(|o| matches!(o, UiOut::Answer(_))));
+    }
+
+    #[test]
+    fn a_suggestion_is_accepted_with_one_key_once_no_prompt_is_open() {
+        let s = Suggestion::Promote {
+            id: 4,
+            field: "dietary".into(),
+            peer: Address::parse("agent:bob@localhost").unwrap(),
+        };
+        let mut ui = PromptUi::new();
+        ui.show(resolution());
+        // Waits behind the open prompt.
+        assert!(ui
+            .suggest(s.clone(), "Always share dietary with Bob?".into())
+            .is_empty());
+        let out = ui.key(Key::Char('c'));
+        assert!(
+            out.iter().any(
+                |o| matches!(o, UiOut::Print(t) if t.contains("Suggestion #4") && t.contains("[y]"))
+            ),
+            "{out:?}"
+        );
+        let out = ui.key(Key::Char('y'));
+        assert!(out.contains(&UiOut::Answer(Command::SetPermission {
+            field: "dietary".into(),
+            tier: a2acp_core::agent::Tier::AlwaysShare,
+            for_peer: Some(Address::parse("agent:bob@localhost").unwrap()),
+        })));
+        assert!(ui.key(Key::Char('y')).is_empty(), "answered once");
+        // "Not now", and one accepted elsewhere is no longer offered.
+        ui.suggest(s.clone(), "again".into());
+        let out = ui.key(Key::Char('n'));
+        assert!(!out.iter().any(|o| matches!(o, UiOut::Answer(_))));
+        ui.suggest(s, "again".into());
+        ui.retain_suggestions(|_| false);
+        assert!(ui.key(Key::Char('y')).is_empty());
+    }
+
     #[test]
     fn excuse_keeps_reason() {
         let mut ui = PromptUi::new();

@@ -142,7 +142,7 @@ async fn an_alternative_chosen_over_the_control_socket_is_proposed_and_confirmed
         .unwrap_or_default()
         .contains("no open suggestion #1"));
 
-    alice.stop().await;
-    bob.stop().await;
+    alice.stop().await.unwrap();
+    bob.stop().await.unwrap();
     relay.stop(true).await;
 }
