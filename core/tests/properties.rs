@@ -694,6 +694,7 @@ fn gen_body(g: &mut Gen, kind: usize) -> Body {
             ),
             reason_class: gen_opt_string(g),
             message_to_other_agent: gen_opt_string(g),
+            alternative: bool::arbitrary(g).then(|| u32::arbitrary(g)),
         }),
         5 => Body::IntentUpdate(IntentUpdateBody {
             previous_intent: bool::arbitrary(g).then(|| gen_intent(g)),

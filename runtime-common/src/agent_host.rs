@@ -364,6 +364,36 @@ impl AgentHost {
                 let v: Vec<&Notification> = self.notifications.iter().collect();
                 (Response::ok(v), Vec::new())
             }
+            Request::Suggestions => (Response::ok(self.agent.suggestions()), Vec::new()),
+            Request::AcceptSuggestion { id } => {
+                let list = self.agent.suggestions();
+                match list.iter().find(|s| s.id() == id) {
+                    Some(s) => {
+                        let text = match s {
+                            a2acp_core::agent::Suggestion::Promote { field, peer, .. } => {
+                                format!("suggestion #{id} accepted: {field} is always shared with {peer}")
+                            }
+                        };
+                        let e = cmd(self, s.accept())?;
+                        (Response::ok(text), e)
+                    }
+                    None => {
+                        let open: Vec<String> =
+                            list.iter().map(|s| format!("#{}", s.id())).collect();
+                        (
+                            Response::err(format!(
+                                "no open suggestion #{id} (open: {})",
+                                if open.is_empty() {
+                                    "none".into()
+                                } else {
+                                    open.join(", ")
+                                }
+                            )),
+                            Vec::new(),
+                        )
+                    }
+                }
+            }
             Request::Answer { prompt_id, args } => {
                 let Some(p) = self.prompts.get(&prompt_id).cloned() else {
                     let open: Vec<String> = self.prompts.keys().map(|k| format!("#{k}")).collect();

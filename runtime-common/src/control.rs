@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use a2acp_core::agent::{RelationshipOverride, Tier};
+use a2acp_core::agent::{RelationshipOverride, Suggestion, Tier};
 use a2acp_core::packet::Context;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -86,6 +86,14 @@ pub enum Request {
     },
     /// Recent notifications.
     Notifications,
+    /// The §7.2 suggestions that still apply (`a2acp suggestions`), oldest first.
+    Suggestions,
+    /// Accept a §7.2 suggestion by its number (`a2acp suggestions accept N`): "always
+    /// share FIELD with PEER" becomes a relationship override.
+    AcceptSuggestion {
+        /// The suggestion's number, as listed.
+        id: u64,
+    },
 }
 
 /// The agent's answer.
@@ -386,6 +394,23 @@ fn join(s: &std::collections::BTreeSet<String>) -> String {
     } else {
         s.iter().cloned().collect::<Vec<_>>().join(", ")
     }
+}
+
+/// Text for `a2acp suggestions`.
+pub fn render_suggestions(list: &[Suggestion]) -> String {
+    if list.is_empty() {
+        return "no suggestions".into();
+    }
+    let mut out = String::new();
+    for s in list {
+        match s {
+            Suggestion::Promote { id, field, peer } => {
+                out += &format!("#{id} always share {field} with {peer}\n");
+            }
+        }
+    }
+    out += "accept one with `a2acp suggestions accept N`";
+    out
 }
 
 /// Text for `a2acp permissions show`.

@@ -411,6 +411,16 @@ impl Driver {
                 self.ui_out(outs);
             }
         }
+        // Suggestions accepted with `a2acp suggestions accept N` are no longer offered.
+        let open: Vec<u64> = self
+            .host
+            .agent()
+            .suggestions()
+            .iter()
+            .map(|s| s.id())
+            .collect();
+        let outs = self.ui.retain_suggestions(|id| open.contains(&id));
+        self.ui_out(outs);
     }
 
     fn on_link(&mut self, l: LinkEvent) -> Result<(), AgentError> {
@@ -535,6 +545,11 @@ impl Driver {
                         } else {
                             info!(kind = ?n.kind, thread = n.thread_id.as_deref().unwrap_or("-"), "{}", n.text);
                         }
+                    }
+                    // §7.2 "one tap to promote": the terminal offers it with one key.
+                    if let (Some(s), Some(_)) = (&n.suggestion, &self.opts.terminal) {
+                        let outs = self.ui.suggest(s.clone(), n.text.clone());
+                        self.ui_out(outs);
                     }
                 }
                 Effect::Audit(a) => debug!(

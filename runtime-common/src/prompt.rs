@@ -8,12 +8,13 @@
 //! Keys — consent: `a` share all, `d` decline all, `c` choose field by field (then per
 //! field `s` share, `n` don't share, `o` other value…). Resolution: `c` confirm, `t`
 //! different time, `p` different place, `e` can't make it — make an excuse for me, `x`
-//! decline.
+//! decline, `1`…`9` choose that alternative. A §7.2 suggestion, shown when no prompt is
+//! open: `y` accept, `n` not now.
 
 use std::collections::{BTreeMap, VecDeque};
 
 use a2acp_core::agent::{
-    Command, ConsentAnswer, FieldChoice, Prompt, PromptKind, ResolutionAnswer,
+    Command, ConsentAnswer, FieldChoice, Prompt, PromptKind, ResolutionAnswer, Suggestion,
 };
 use a2acp_core::display;
 use serde_json::Value;
@@ -25,6 +26,40 @@ pub const FIELD_KEYS: &str = "[s] Share   [n] Don't share   [o] Other value…";
 /// The keys of a resolution prompt, as shown.
 pub const RESOLUTION_KEYS: &str =
     "[c] Confirm   [t] Different time   [p] Different place   [e] Can't make it — make an excuse for me   [x] Decline";
+/// The keys of a §7.2 suggestion, as shown.
+pub const SUGGESTION_KEYS: &str = "[y] Yes, always   [n] Not now";
+/// Most alternatives offered with a key (`1`…`9`).
+const MAX_ALTERNATIVE_KEYS: usize = 9;
+
+/// The keys of a resolution prompt with `n` alternatives.
+fn resolution_keys(n: usize) -> String {
+    match n.min(MAX_ALTERNATIVE_KEYS) {
+        0 => RESOLUTION_KEYS.to_string(),
+        1 => format!("{RESOLUTION_KEYS}   [1] Take the alternative"),
+        n => format!("{RESOLUTION_KEYS}   [1–{n}] Take that alternative"),
+    }
+}
+
+/// The alternatives of a resolution prompt that can be chosen.
+fn alternatives(p: &Prompt) -> usize {
+    match &p.kind {
+        PromptKind::Resolution { proposal, .. } => {
+            proposal.alternatives.len().min(MAX_ALTERNATIVE_KEYS)
+        }
+        PromptKind::Consent { .. } => 0,
+    }
+}
+
+/// The text of a §7.2 suggestion with its keys (several lines).
+pub fn render_suggestion(s: &Suggestion, text: &str) -> String {
+    let t = format!(
+        "── Suggestion #{} · {}\n   {SUGGESTION_KEYS}   (later: a2acp suggestions accept {})",
+        s.id(),
+        shown(text),
+        s.id()
+    );
+    display::lines(&t, usize::MAX).into_owned()
+}
 
 fn compact(v: &Value) -> String {
     let s = match v {
@@ -104,10 +139,14 @@ fn render_raw(p: &Prompt) -> String {
             if !proposal.reasoning.is_empty() {
                 s += &format!("\n   why: {}", shown(&proposal.reasoning));
             }
-            for a in &proposal.alternatives {
-                s += &format!("\n   alternative: {}", shown(&a.summary));
+            let n = proposal.alternatives.len().min(MAX_ALTERNATIVE_KEYS);
+            for (i, a) in proposal.alternatives.iter().take(n).enumerate() {
+                s += &format!("\n   [{}] alternative: {}", i + 1, shown(&a.summary));
+                if !a.reason.is_empty() {
+                    s += &format!(" — {}", shown(&a.reason));
+                }
             }
-            s += &format!("\n   answer before {deadline}\n   {RESOLUTION_KEYS}");
+            s += &format!("\n   answer before {deadline}\n   {}", resolution_keys(n));
             s
         }
     }
@@ -139,7 +178,8 @@ pub fn summary(p: &Prompt) -> String {
 /// Parses the arguments of `a2acp answer PROMPT_ID ...` for `prompt`.
 ///
 /// Resolution: `confirm` (`c`), `different-time` (`t`), `different-place` (`p`),
-/// `excuse [REASON...]` (`e`; the reason stays on this device), `decline` (`x`).
+/// `excuse [REASON...]` (`e`; the reason stays on this device), `decline` (`x`),
+/// `alternative N` (`alt N`; N from 1, as numbered in the prompt).
 /// Consent: `share-all` (`a`), `decline-all` (`d`), or one item per field: `FIELD`
 /// (share the suggested value), `FIELD=no` (don't share), `FIELD=VALUE` (share VALUE, JSON
 /// or text); fields left out are not shared.
@@ -161,6 +201,29 @@ pub fn parse_answer(p: &Prompt, args: &[String]) -> Result<Command, String> {
                     }
                 }
                 "decline" | "x" => ResolutionAnswer::Decline,
+                "alternative" | "alt" => {
+                    let n = alternatives(p);
+                    let pick = args
+                        .get(1)
+                        .and_then(|a| a.parse::<usize>().ok())
+                        .filter(|i| (1..=n).contains(i));
+                    match (n, pick) {
+                        (0, _) => return Err(format!("prompt #{} offers no alternative", p.id)),
+                        (_, Some(i)) if args.len() == 2 => ResolutionAnswer::Alternative(i - 1),
+                        _ => {
+                            return Err(format!(
+                                "which alternative? prompt #{} offers {}: `alternative 1`{}",
+                                p.id,
+                                n,
+                                if n > 1 {
+                                    format!(" … `alternative {n}`")
+                                } else {
+                                    String::new()
+                                }
+                            ))
+                        }
+                    }
+                }
                 other => {
                     return Err(format!(
                         "`{other}` is not an answer to prompt #{}: {}",
@@ -169,7 +232,11 @@ pub fn parse_answer(p: &Prompt, args: &[String]) -> Result<Command, String> {
                     ))
                 }
             };
-            if !matches!(answer, ResolutionAnswer::MakeExcuse { .. }) && args.len() > 1 {
+            if !matches!(
+                answer,
+                ResolutionAnswer::MakeExcuse { .. } | ResolutionAnswer::Alternative(_)
+            ) && args.len() > 1
+            {
                 return Err(format!("one answer only: {}", help(p)));
             }
             Ok(Command::AnswerResolution {
@@ -251,8 +318,12 @@ pub fn parse_answer(p: &Prompt, args: &[String]) -> Result<Command, String> {
 pub fn help(p: &Prompt) -> String {
     match &p.kind {
         PromptKind::Resolution { .. } => {
-            "answer with confirm | different-time | different-place | excuse [REASON] | decline"
-                .into()
+            let alt = match alternatives(p) {
+                0 => String::new(),
+                1 => " | alternative 1".to_string(),
+                n => format!(" | alternative 1…{n}"),
+            };
+            format!("answer with confirm | different-time | different-place | excuse [REASON] | decline{alt}")
         }
         PromptKind::Consent { fields } => {
             let f = fields
@@ -310,6 +381,8 @@ enum Step {
 pub struct PromptUi {
     queue: VecDeque<Prompt>,
     step: Option<Step>,
+    /// §7.2 suggestions with their text, shown one at a time when no prompt is open.
+    suggestions: VecDeque<(Suggestion, String)>,
 }
 
 impl PromptUi {
@@ -368,9 +441,61 @@ impl PromptUi {
             }
             None => {
                 self.step = None;
-                Vec::new()
+                match self.suggestions.front() {
+                    Some((s, text)) => vec![UiOut::Print(render_suggestion(s, text))],
+                    None => Vec::new(),
+                }
             }
         }
+    }
+
+    /// A §7.2 suggestion to offer with one key (after the open prompts).
+    pub fn suggest(&mut self, s: Suggestion, text: String) -> Vec<UiOut> {
+        if self.suggestions.iter().any(|(x, _)| x.id() == s.id()) {
+            return Vec::new();
+        }
+        self.suggestions.push_back((s, text));
+        if self.queue.is_empty() && self.suggestions.len() == 1 {
+            let (s, text) = &self.suggestions[0];
+            vec![UiOut::Print(render_suggestion(s, text))]
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Keeps only the suggestions `keep` accepts (the others were accepted elsewhere);
+    /// the next one is shown if the one on screen went.
+    pub fn retain_suggestions(&mut self, keep: impl Fn(u64) -> bool) -> Vec<UiOut> {
+        let front = self.suggestions.front().map(|(s, _)| s.id());
+        self.suggestions.retain(|(s, _)| keep(s.id()));
+        if self.queue.is_empty()
+            && front.is_some()
+            && front != self.suggestions.front().map(|(s, _)| s.id())
+        {
+            return self.next();
+        }
+        Vec::new()
+    }
+
+    /// The suggestion on screen answered with `key`.
+    fn suggestion_key(&mut self, key: Key) -> Vec<UiOut> {
+        let Some((s, _)) = self.suggestions.front().cloned() else {
+            return Vec::new();
+        };
+        let mut out = match key {
+            Key::Char('y') => vec![
+                UiOut::Print(format!("   → suggestion #{} accepted", s.id())),
+                UiOut::Answer(s.accept()),
+            ],
+            Key::Char('n') | Key::Esc => vec![UiOut::Print(format!(
+                "   → not now (a2acp suggestions accept {} does it later)",
+                s.id()
+            ))],
+            _ => return vec![UiOut::Print(format!("   {SUGGESTION_KEYS}"))],
+        };
+        self.suggestions.pop_front();
+        out.extend(self.next());
+        out
     }
 
     fn finish(&mut self, cmd: Command, what: String) -> Vec<UiOut> {
@@ -383,7 +508,7 @@ impl PromptUi {
     /// A key was pressed.
     pub fn key(&mut self, key: Key) -> Vec<UiOut> {
         let Some(p) = self.queue.front().cloned() else {
-            return Vec::new();
+            return self.suggestion_key(key);
         };
         let Some(step) = self.step.take() else {
             return Vec::new();
@@ -397,6 +522,9 @@ impl PromptUi {
                     Key::Char('t') => ResolutionAnswer::DifferentTime,
                     Key::Char('p') => ResolutionAnswer::DifferentPlace,
                     Key::Char('x') => ResolutionAnswer::Decline,
+                    Key::Char(d @ '1'..='9') if (d as usize - '0' as usize) <= alternatives(&p) => {
+                        ResolutionAnswer::Alternative(d as usize - '1' as usize)
+                    }
                     Key::Char('e') => {
                         self.step = Some(Step::Excuse { buf: String::new() });
                         return vec![UiOut::Print(
@@ -405,10 +533,16 @@ impl PromptUi {
                     }
                     _ => {
                         self.step = Some(Step::Top);
-                        return vec![UiOut::Print(format!("   {RESOLUTION_KEYS}"))];
+                        return vec![UiOut::Print(format!(
+                            "   {}",
+                            resolution_keys(alternatives(&p))
+                        ))];
                     }
                 };
-                let what = format!("{answer:?}").to_lowercase();
+                let what = match answer {
+                    ResolutionAnswer::Alternative(i) => format!("alternative {}", i + 1),
+                    ref other => format!("{other:?}").to_lowercase(),
+                };
                 self.finish(
                     Command::AnswerResolution {
                         prompt_id: id,
@@ -861,6 +995,111 @@ mod tests {
             .iter()
             .all(|o| matches!(o, UiOut::Print(_))));
         assert_eq!(ui.open().count(), 1);
+    }
+
+    fn with_alternatives() -> Prompt {
+        let mut p = resolution();
+        if let PromptKind::Resolution { proposal, .. } = &mut p.kind {
+            for (t, why) in [("18:30", "Earliest start"), ("19:30", "30 minutes later")] {
+                proposal.alternatives.push(a2acp_core::packet::Alternative {
+                    summary: format!("Friday {t}"),
+                    reason: why.into(),
+                    details: Default::default(),
+                });
+            }
+        }
+        p
+    }
+
+    #[test]
+    fn alternatives_are_shown_with_their_trade_off_and_taken_with_one_key() {
+        let p = with_alternatives();
+        let r = render(&p);
+        assert!(
+            r.contains("[1] alternative: Friday 18:30 — Earliest start"),
+            "{r}"
+        );
+        assert!(
+            r.contains("[2] alternative: Friday 19:30 — 30 minutes later"),
+            "{r}"
+        );
+        assert!(r.contains("[1–2] Take that alternative"), "{r}");
+        assert!(help(&p).contains("alternative 1…2"));
+        let mut ui = PromptUi::new();
+        ui.show(p.clone());
+        // A key beyond the alternatives only shows the keys again.
+        assert!(!ui
+            .key(Key::Char('3'))
+            .iter()
+            .any(|o| matches!(o, UiOut::Answer(_))));
+        let out = ui.key(Key::Char('2'));
+        assert!(out.contains(&UiOut::Answer(Command::AnswerResolution {
+            prompt_id: 2,
+            answer: ResolutionAnswer::Alternative(1)
+        })));
+        // `a2acp answer 2 alternative 1`.
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            parse_answer(&p, &s(&["alternative", "1"])).unwrap(),
+            Command::AnswerResolution {
+                prompt_id: 2,
+                answer: ResolutionAnswer::Alternative(0)
+            }
+        );
+        for bad in [
+            &["alternative"][..],
+            &["alternative", "3"],
+            &["alt", "0"],
+            &["alt", "x"],
+        ] {
+            assert!(parse_answer(&p, &s(bad)).unwrap_err().contains("offers 2"));
+        }
+        assert!(parse_answer(&resolution(), &s(&["alternative", "1"]))
+            .unwrap_err()
+            .contains("offers no alternative"));
+        // Without alternatives, digits do nothing.
+        let mut ui = PromptUi::new();
+        ui.show(resolution());
+        assert!(!ui
+            .key(Key::Char('1'))
+            .iter()
+            .any(|o| matches!(o, UiOut::Answer(_))));
+    }
+
+    #[test]
+    fn a_suggestion_is_accepted_with_one_key_once_no_prompt_is_open() {
+        let s = Suggestion::Promote {
+            id: 4,
+            field: "dietary".into(),
+            peer: Address::parse("agent:bob@localhost").unwrap(),
+        };
+        let mut ui = PromptUi::new();
+        ui.show(resolution());
+        // Waits behind the open prompt.
+        assert!(ui
+            .suggest(s.clone(), "Always share dietary with Bob?".into())
+            .is_empty());
+        let out = ui.key(Key::Char('c'));
+        assert!(
+            out.iter().any(
+                |o| matches!(o, UiOut::Print(t) if t.contains("Suggestion #4") && t.contains("[y]"))
+            ),
+            "{out:?}"
+        );
+        let out = ui.key(Key::Char('y'));
+        assert!(out.contains(&UiOut::Answer(Command::SetPermission {
+            field: "dietary".into(),
+            tier: a2acp_core::agent::Tier::AlwaysShare,
+            for_peer: Some(Address::parse("agent:bob@localhost").unwrap()),
+        })));
+        assert!(ui.key(Key::Char('y')).is_empty(), "answered once");
+        // "Not now", and one accepted elsewhere is no longer offered.
+        ui.suggest(s.clone(), "again".into());
+        let out = ui.key(Key::Char('n'));
+        assert!(!out.iter().any(|o| matches!(o, UiOut::Answer(_))));
+        ui.suggest(s, "again".into());
+        ui.retain_suggestions(|_| false);
+        assert!(ui.key(Key::Char('y')).is_empty());
     }
 
     #[test]

@@ -149,14 +149,16 @@ impl ScriptedUser {
                     }
                 })
                 .collect(),
-            PromptKind::Resolution { .. } => vec![match self.resolution {
-                ResolutionAnswer::Confirm => "confirm",
-                ResolutionAnswer::DifferentTime => "different-time",
-                ResolutionAnswer::DifferentPlace => "different-place",
-                ResolutionAnswer::MakeExcuse { .. } => "excuse",
-                ResolutionAnswer::Decline => "decline",
-            }
-            .to_string()],
+            PromptKind::Resolution { .. } => match self.resolution {
+                ResolutionAnswer::Confirm => vec!["confirm".to_string()],
+                ResolutionAnswer::DifferentTime => vec!["different-time".to_string()],
+                ResolutionAnswer::DifferentPlace => vec!["different-place".to_string()],
+                ResolutionAnswer::MakeExcuse { .. } => vec!["excuse".to_string()],
+                ResolutionAnswer::Decline => vec!["decline".to_string()],
+                ResolutionAnswer::Alternative(i) => {
+                    vec!["alternative".to_string(), (i + 1).to_string()]
+                }
+            },
         }
     }
 }

@@ -58,11 +58,11 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Answer a prompt without the terminal: `answer 3 confirm`, `answer 1 transport_mode cuisine_preference=no`.
+    /// Answer a prompt without the terminal: `answer 3 confirm`, `answer 3 alternative 2`, `answer 1 transport_mode cuisine_preference=no`.
     Answer {
         /// The prompt's number (see `a2acp prompts`).
         prompt_id: u64,
-        /// Resolution: confirm | different-time | different-place | excuse [REASON] | decline.
+        /// Resolution: confirm | different-time | different-place | excuse [REASON] | decline | alternative N.
         /// Consent: share-all | decline-all | FIELD (share) | FIELD=no | FIELD=VALUE.
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         choice: Vec<String>,
@@ -83,6 +83,14 @@ enum Cmd {
     /// What your agent knows about the agents it talks to.
     #[command(subcommand)]
     Memory(MemoryCmd),
+    /// Your agent's suggestions (§7.2, e.g. "always share dietary with Bob?"); `suggestions accept N` takes one.
+    Suggestions {
+        #[command(subcommand)]
+        cmd: Option<SuggestionsCmd>,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
     /// Your agent's address, key and connection.
     Status {
         /// Machine-readable output.
@@ -182,6 +190,15 @@ enum PermCmd {
         /// Only for this agent (relationship override: always_share or never_share).
         #[arg(long = "for")]
         for_peer: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum SuggestionsCmd {
+    /// Accept suggestion N (as listed): e.g. always share that field with that agent.
+    Accept {
+        /// The suggestion's number.
+        id: u64,
     },
 }
 
@@ -622,6 +639,17 @@ async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
                     .unwrap_or_default()
             })
         }
+        Cmd::Suggestions { cmd: None, json } => (Request::Suggestions, json, |r| {
+            serde_json::from_value::<Vec<a2acp_core::agent::Suggestion>>(r.data.clone())
+                .map(|d| control::render_suggestions(&d))
+                .unwrap_or_default()
+        }),
+        Cmd::Suggestions {
+            cmd: Some(SuggestionsCmd::Accept { id }),
+            ..
+        } => (Request::AcceptSuggestion { id }, false, |r| {
+            r.data.as_str().unwrap_or("accepted").to_string()
+        }),
         Cmd::Status { json } => (Request::Status, json, |r| {
             serde_json::from_value::<control::StatusInfo>(r.data.clone())
                 .map(|s| control::render_status(&s))

@@ -168,11 +168,12 @@ pub fn describe_command(c: &Command) -> String {
         },
         Command::AnswerResolution { prompt_id, answer } => {
             let a = match answer {
-                ResolutionAnswer::Confirm => "confirm",
-                ResolutionAnswer::DifferentTime => "different time",
-                ResolutionAnswer::DifferentPlace => "different place",
-                ResolutionAnswer::MakeExcuse { .. } => "make an excuse for me",
-                ResolutionAnswer::Decline => "decline",
+                ResolutionAnswer::Confirm => "confirm".to_string(),
+                ResolutionAnswer::DifferentTime => "different time".to_string(),
+                ResolutionAnswer::DifferentPlace => "different place".to_string(),
+                ResolutionAnswer::MakeExcuse { .. } => "make an excuse for me".to_string(),
+                ResolutionAnswer::Decline => "decline".to_string(),
+                ResolutionAnswer::Alternative(i) => format!("alternative {}", i + 1),
             };
             format!("answers prompt #{prompt_id}: {a}")
         }

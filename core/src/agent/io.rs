@@ -157,6 +157,10 @@ pub enum ResolutionAnswer {
     },
     /// Decline outright; the thread closes.
     Decline,
+    /// Choose one of the proposal's `alternatives` instead (§8.1): its index in
+    /// `proposal.alternatives`, from 0. The proposer proposes it as the main proposal,
+    /// which both users then confirm (SPEC-NOTES "Resolution and confirmation").
+    Alternative(usize),
 }
 
 /// An output of the agent. Drain with `poll_output` until `None`, in order.
@@ -314,6 +318,46 @@ pub struct Notification {
     /// count kept up to date, e.g. `refused/<address>`). `None`: a notification of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+    /// What the user can accept in one step, for a [`NotifyKind::Suggestion`] (§7.2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suggestion: Option<Suggestion>,
+}
+
+/// A suggestion the user can accept with one key or one command (§7.2 "One tap to
+/// promote"). Listed by [`crate::agent::Agent::suggestions`] while it still applies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Suggestion {
+    /// Always share `field` with `peer` (a relationship override, §7.2).
+    Promote {
+        /// The suggestion's number: unique for this agent, never reused, so an accept
+        /// typed for #N can never accept another suggestion.
+        id: u64,
+        /// The field the user approved three times.
+        field: String,
+        /// The agent it was shared with.
+        peer: Address,
+    },
+}
+
+impl Suggestion {
+    /// The suggestion's number.
+    pub fn id(&self) -> u64 {
+        match self {
+            Suggestion::Promote { id, .. } => *id,
+        }
+    }
+
+    /// The command that accepts it.
+    pub fn accept(&self) -> Command {
+        match self {
+            Suggestion::Promote { field, peer, .. } => Command::SetPermission {
+                field: field.clone(),
+                tier: Tier::AlwaysShare,
+                for_peer: Some(peer.clone()),
+            },
+        }
+    }
 }
 
 /// One audit record.

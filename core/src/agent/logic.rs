@@ -27,6 +27,10 @@ const MAX_GAP_ASKED: usize = 256;
 /// How long an ended thread keeps its ephemeral secret to answer late gap requests.
 const ERASE_GRACE: std::time::Duration = std::time::Duration::from_secs(7 * 86_400);
 
+/// The `reason_class` of a `counter_requested` that picks one of the proposal's
+/// alternatives (its index in `alternative`; SPEC-NOTES "Resolution and confirmation").
+const ALTERNATIVE_CHOSEN: &str = "alternative_chosen";
+
 /// How the `reason` of a stall notice starts (§6.4; SPEC-NOTES "Negotiation").
 const STALL_REASON: &str = "stalled";
 
@@ -112,6 +116,7 @@ impl Agent {
                 // §11.3: blocking purges what this agent remembered about the relationship.
                 if let Some(rec) = self.peers.get_mut(&addr) {
                     rec.approvals.clear();
+                    rec.suggested.clear();
                     rec.pending.clear();
                     self.dirty.peers.insert(addr.clone());
                 }
@@ -180,6 +185,7 @@ impl Agent {
                         "Your agent's identity key changed; my user accepted the new key. Let's start this one again."
                             .into(),
                     ),
+                    alternative: None,
                 }),
             );
             self.close_prompts(&id);
@@ -1087,16 +1093,24 @@ impl Agent {
             for f in fields {
                 let n = rec.approvals.entry(f.clone()).or_insert(0);
                 *n += 1;
-                if *n == 3 {
-                    suggest.push(f.clone());
+                if *n == 3 && !rec.suggested.contains_key(f) {
+                    self.meta.last_suggestion += 1;
+                    rec.suggested.insert(f.clone(), self.meta.last_suggestion);
+                    suggest.push((f.clone(), self.meta.last_suggestion));
                 }
             }
         }
+        if !suggest.is_empty() {
+            self.dirty.meta = true;
+        }
         self.dirty.peers.insert(peer.clone());
-        for f in suggest {
-            self.notify(
-                None,
-                NotifyKind::Suggestion,
+        for (f, id) in suggest {
+            self.notify_suggestion(
+                Suggestion::Promote {
+                    id,
+                    field: f.clone(),
+                    peer: peer.clone(),
+                },
                 format!("You've shared {f} with {peer} three times now. Want me to always share it with them automatically?"),
             );
         }
@@ -1636,8 +1650,39 @@ impl Agent {
         let Some(r) = t.resolution.as_mut() else {
             return;
         };
+        let chosen = match &answer {
+            ResolutionAnswer::Alternative(i) => {
+                match r.body.proposal.alternatives.get(*i) {
+                    Some(a) => Some((*i, a.summary.clone())),
+                    None => {
+                        // The prompt stays open: the user picks again.
+                        let n = r.body.proposal.alternatives.len();
+                        self.audit(
+                        Some(&id),
+                        format!("alternative {} of prompt {prompt_id} does not exist (it offers {n})", i + 1),
+                    );
+                        return;
+                    }
+                }
+            }
+            _ => None,
+        };
+        if let (Some((i, _)), true) = (chosen.as_ref(), r.proposer == me) {
+            // The proposer's own user picks an alternative: it becomes the proposal at
+            // once; the new resolution supersedes this one on the other side.
+            let i = *i;
+            self.audit(
+                Some(&id),
+                format!("the user chose alternative {} of the own proposal", i + 1),
+            );
+            self.propose_alternative(&id, i);
+            return;
+        }
         r.prompt_id = None;
         let resolution_id = r.packet_id.clone();
+        let alt_message = chosen
+            .as_ref()
+            .map(|(_, summary)| format!("Could we do this instead: {summary}?"));
         let (status, class, message) = match &answer {
             ResolutionAnswer::Confirm => (ResolutionStatus::Confirmed, None, None),
             ResolutionAnswer::DifferentTime => (
@@ -1660,6 +1705,11 @@ impl Agent {
                 Some("user_declined"),
                 Some("Thanks, but this doesn't work for me."),
             ),
+            ResolutionAnswer::Alternative(_) => (
+                ResolutionStatus::CounterRequested,
+                Some(ALTERNATIVE_CHOSEN),
+                alt_message.as_deref(),
+            ),
         };
         r.answers.retain(|(a, _)| a != &me);
         r.answers.push((me.clone(), status));
@@ -1678,6 +1728,7 @@ impl Agent {
             status,
             reason_class: class.map(str::to_string),
             message_to_other_agent: message.map(str::to_string),
+            alternative: chosen.as_ref().and_then(|(i, _)| u32::try_from(*i).ok()),
         });
         let _ = self.send_packet(&id, body);
         match status {
@@ -1687,6 +1738,56 @@ impl Agent {
             }
             _ => self.reopen(&id, class.unwrap_or("declined")),
         }
+    }
+
+    /// The proposer proposes alternative `i` of its open resolution as the main proposal
+    /// (its user picked it, or the other user did with `alternative_chosen`): the open
+    /// proposal is ruled out, the alternative's `details` replace the proposal's key by
+    /// key, the other alternatives stay offered, the actions stay the same. Both users
+    /// confirm the new resolution (SPEC-NOTES "Resolution and confirmation").
+    fn propose_alternative(&mut self, id: &str, i: usize) {
+        let Some(t) = self.threads.get_mut(id) else {
+            return;
+        };
+        let Some(r) = t.resolution.take() else { return };
+        let Some(alt) = r.body.proposal.alternatives.get(i).cloned() else {
+            t.resolution = Some(r);
+            return;
+        };
+        if let Some(pid) = r.prompt_id {
+            self.buf.prompt.push(Output::ClosePrompt(pid));
+        }
+        let old = r.body.proposal;
+        t.rejected.push(Rejected {
+            summary: old.summary.clone(),
+            details: old.details.clone(),
+            reason: ALTERNATIVE_CHOSEN.to_string(),
+        });
+        self.dirty.threads.insert(id.to_string());
+        let mut details = old.details.clone();
+        for (k, v) in alt.details {
+            details.insert(k, v);
+        }
+        let alternatives = old
+            .alternatives
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, a)| a.clone())
+            .collect();
+        let reasoning = if alt.reason.is_empty() {
+            format!("Chosen instead of “{}”", old.summary)
+        } else {
+            format!("Chosen instead of “{}”: {}", old.summary, alt.reason)
+        };
+        let proposal = crate::packet::Proposal {
+            summary: alt.summary,
+            details,
+            alternatives,
+            reasoning,
+        };
+        self.set_state(id, ThreadState::Negotiating, "an alternative was chosen");
+        self.propose(id, proposal, r.body.actions_on_confirm);
     }
 
     /// A proposal was declined with a reason that invites another one: rule it out and
@@ -1819,6 +1920,30 @@ impl Agent {
         r.answers.push((from.clone(), b.status));
         self.dirty.threads.insert(id.to_string());
         let msg = b.message_to_other_agent.clone().unwrap_or_default();
+        // The other user chose one of this agent's alternatives: it is proposed as the
+        // main proposal. An index this resolution does not have is an ordinary counter.
+        let chosen = (b.status == ResolutionStatus::CounterRequested
+            && b.reason_class.as_deref() == Some(ALTERNATIVE_CHOSEN)
+            && r.proposer == self.config.address)
+            .then_some(b.alternative)
+            .flatten()
+            .and_then(|i| usize::try_from(i).ok())
+            .and_then(|i| {
+                r.body
+                    .proposal
+                    .alternatives
+                    .get(i)
+                    .map(|a| (i, a.summary.clone()))
+            });
+        if let Some((i, summary)) = chosen {
+            self.notify(
+                Some(id.into()),
+                NotifyKind::Info,
+                format!("{from} chose an alternative: {summary}. Proposing it."),
+            );
+            self.propose_alternative(id, i);
+            return;
+        }
         match (b.status, b.reason_class.as_deref()) {
             (ResolutionStatus::Confirmed, _) => self.check_confirmed(id),
             (ResolutionStatus::Declined, Some("user_declined"))
@@ -1840,6 +1965,31 @@ impl Agent {
                 self.reopen(id, class.unwrap_or("counter_requested"));
             }
         }
+    }
+
+    /// Who the open resolution still waits for: the participants it names (this
+    /// agent's user included) without a `confirmed` answer.
+    fn missing_confirmations(&self, id: &str) -> Vec<String> {
+        let Some(r) = self.threads.get(id).and_then(|t| t.resolution.as_ref()) else {
+            return Vec::new();
+        };
+        let me = &self.config.address;
+        let mut out: Vec<String> = Vec::new();
+        for a in &r.body.requires_confirmation_from {
+            let confirmed = r
+                .answers
+                .iter()
+                .any(|(who, st)| who == a && *st == ResolutionStatus::Confirmed);
+            let name = if a == me {
+                "you".to_string()
+            } else {
+                a.to_string()
+            };
+            if !confirmed && !out.contains(&name) {
+                out.push(name);
+            }
+        }
+        out
     }
 
     fn check_confirmed(&mut self, id: &str) {
@@ -2442,11 +2592,35 @@ impl Agent {
         if t.state.is_terminal() {
             return;
         }
+        // A fresh start, except for places ruled out by a different-place answer: the
+        // user answering "which place?" names another one, and the place asked to
+        // change must not come back first (unless the user names it again).
+        let named: Vec<String> = ["location_preference", "location", "venue"]
+            .iter()
+            .filter_map(|k| context.get(*k))
+            .flat_map(|v| match v {
+                Value::String(s) => vec![s.trim().to_lowercase()],
+                Value::Array(a) => a
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(|s| s.trim().to_lowercase())
+                    .collect(),
+                _ => Vec::new(),
+            })
+            .collect();
         for (k, v) in context {
             t.local.insert(k, v);
         }
         t.escalated = false;
-        t.rejected.clear();
+        t.rejected.retain(|r| {
+            r.reason == negotiator::DIFFERENT_PLACE
+                && ["location", "venue"].iter().all(|k| {
+                    r.details
+                        .get(*k)
+                        .and_then(Value::as_str)
+                        .is_none_or(|p| !named.contains(&p.trim().to_lowercase()))
+                })
+        });
         t.no_overlap_sent = false;
         // A fresh start: the §6.3 markers of the earlier round no longer apply.
         for k in ["conflict", "proposed_alternatives"] {
@@ -2546,6 +2720,7 @@ impl Agent {
                 status: ResolutionStatus::Declined,
                 reason_class: Some("user_declined".into()),
                 message_to_other_agent: Some("Thanks, but let's leave this one.".into()),
+                alternative: None,
             }),
         );
         self.close_prompts(id);
@@ -2663,7 +2838,7 @@ impl Agent {
         }
         if t.state == ThreadState::Proposed {
             if let Some(r) = &t.resolution {
-                if !r.reminded && r.prompt_id.is_some() {
+                if !r.reminded {
                     at(r.remind_at);
                 }
                 at(r.deadline);
@@ -2724,21 +2899,45 @@ impl Agent {
                     self.buf.prompt.push(Output::ClosePrompt(p));
                 }
                 let summary = r.body.proposal.summary.clone();
+                let missing = self.missing_confirmations(id);
                 self.set_state(id, ThreadState::Expired, "confirmation timeout");
                 self.notify(
                     Some(id.into()),
                     NotifyKind::Expired,
-                    format!("“{summary}” expired: not everyone confirmed in time."),
+                    format!(
+                        "“{summary}” expired: not everyone confirmed in time (no confirmation from {}).",
+                        list(missing.iter())
+                    ),
                 );
+                // §8.3 "both users are notified": the other side learns it at once, also
+                // when it is the one whose confirmation never came (a proposer that does
+                // not send its own `resolution_response`), instead of staying PROPOSED.
+                self.send_thread_state(id);
             } else if now >= r.remind_at && !r.reminded {
                 r.reminded = true;
+                let answered = r.prompt_id.is_none();
+                let summary = r.body.proposal.summary.clone();
                 self.dirty.threads.insert(id.to_string());
-                self.show_resolution_prompt(id, true);
-                self.notify(
-                    Some(id.into()),
-                    NotifyKind::Info,
-                    "Reminder: a proposal is waiting for your answer.".into(),
-                );
+                if answered {
+                    // The user answered; others have not confirmed yet (§8.1
+                    // remind_then_expire).
+                    let missing = self.missing_confirmations(id);
+                    self.notify(
+                        Some(id.into()),
+                        NotifyKind::Info,
+                        format!(
+                            "Reminder: “{summary}” still waits for a confirmation from {}; it expires if none comes in time.",
+                            list(missing.iter())
+                        ),
+                    );
+                } else {
+                    self.show_resolution_prompt(id, true);
+                    self.notify(
+                        Some(id.into()),
+                        NotifyKind::Info,
+                        "Reminder: a proposal is waiting for your answer.".into(),
+                    );
+                }
             }
             return;
         }

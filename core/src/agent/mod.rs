@@ -198,6 +198,9 @@ struct Meta {
     next_action: u64,
     next_llm: u64,
     authenticated_before: bool,
+    /// The last §7.2 suggestion number given (0: none yet).
+    #[serde(default)]
+    last_suggestion: u64,
 }
 
 /// Settings the user can change at run time (`settings`).
@@ -236,6 +239,10 @@ struct PeerRecord {
     lookup_sent: bool,
     /// How often the user approved each field for this agent (§7.2 suggestions).
     approvals: BTreeMap<String, u32>,
+    /// Fields suggested for always_share with this agent (§7.2), with the suggestion's
+    /// number.
+    #[serde(default)]
+    suggested: BTreeMap<String, u64>,
     /// What was refused of this agent past the limits per peer.
     #[serde(default)]
     refused: Refusals,
@@ -544,6 +551,7 @@ impl Agent {
             next_action: 1,
             next_llm: 1,
             authenticated_before: false,
+            last_suggestion: 0,
         };
         let mut a = Agent {
             config,
@@ -721,6 +729,25 @@ impl Agent {
     /// Current permission tiers.
     pub fn permissions(&self) -> &PermissionTiers {
         &self.settings.tiers
+    }
+
+    /// The §7.2 suggestions that still apply, oldest first: a promotion is listed until
+    /// the field is always_share for that agent (accepted, or set by hand).
+    pub fn suggestions(&self) -> Vec<Suggestion> {
+        let mut out: Vec<Suggestion> = self
+            .peers
+            .iter()
+            .filter(|(peer, _)| !self.settings.blocked.contains(*peer))
+            .flat_map(|(peer, rec)| rec.suggested.iter().map(move |(f, id)| (peer, f, *id)))
+            .filter(|(peer, f, _)| self.tier(peer, f) != Tier::AlwaysShare)
+            .map(|(peer, field, id)| Suggestion::Promote {
+                id,
+                field: field.clone(),
+                peer: peer.clone(),
+            })
+            .collect();
+        out.sort_by_key(Suggestion::id);
+        out
     }
 
     /// Current relationship overrides.
@@ -1471,6 +1498,19 @@ impl Agent {
             kind,
             text,
             key: None,
+            suggestion: None,
+        }));
+    }
+
+    /// A §7.2 suggestion the user can accept in one step.
+    fn notify_suggestion(&mut self, s: Suggestion, text: String) {
+        let text = shown(text);
+        self.buf.notify.push(Output::Notify(Notification {
+            thread_id: None,
+            kind: NotifyKind::Suggestion,
+            text,
+            key: None,
+            suggestion: Some(s),
         }));
     }
 
@@ -1482,6 +1522,7 @@ impl Agent {
             kind,
             text,
             key: Some(key),
+            suggestion: None,
         }));
     }
 
@@ -1654,6 +1695,8 @@ fn new_session(rng: &mut DetRng) -> ThreadSession {
 
 #[cfg(test)]
 mod hostile_tests;
+#[cfg(test)]
+mod resolution_tests;
 #[cfg(test)]
 mod surface_tests;
 #[cfg(test)]

@@ -990,6 +990,7 @@ fn describe_command(c: &Command) -> String {
                 ResolutionAnswer::DifferentPlace => "different place".into(),
                 ResolutionAnswer::MakeExcuse { .. } => "make an excuse for me".into(),
                 ResolutionAnswer::Decline => "decline".into(),
+                ResolutionAnswer::Alternative(i) => format!("alternative {}", i + 1),
             };
             format!("answers prompt #{prompt_id}: {a}")
         }

@@ -50,6 +50,11 @@ pub use llm::{decision_schema, parse_decision};
 /// Round trips after which a thread is escalated to both users (§6.4).
 pub const MAX_ROUND_TRIPS: u32 = 8;
 
+/// The [`Rejected::reason`] of a proposal whose user asked for another place (the
+/// `reason_class` of its `counter_requested` answer, §8.2): it rules out the place, not
+/// the time.
+pub const DIFFERENT_PLACE: &str = "different_place";
+
 /// Everything the negotiator may look at: one thread, from one agent's side.
 #[derive(Debug, Clone, Copy)]
 pub struct View<'a> {

@@ -10,7 +10,7 @@ use super::windows::{
     fmt_hm, intersect, local_to_utc, parse_date, parse_hm, place, read_side, Iv, LocalWin,
     SideWindows, Zone, DAY_MIN,
 };
-use super::{clip, str_field, tried_summary, Decision, View};
+use super::{clip, str_field, tried_summary, Decision, View, DIFFERENT_PLACE};
 use crate::packet::{
     ActionSpec, Alternative, Context, Escalation, Need, Priority, Proposal, MAX_NEEDS_PER_PACKET,
 };
@@ -388,13 +388,17 @@ fn is_rejected(view: &View, zone: Zone, start: i64) -> bool {
     let Some((date, minutes)) = local_parts(zone, start) else {
         return false;
     };
-    view.rejected.iter().any(|r| {
-        let rd = str_field(&r.details, "date").and_then(parse_date);
-        let rt = str_field(&r.details, "time")
-            .or_else(|| str_field(&r.details, "start"))
-            .and_then(|t| parse_hm(t).map(|(m, _)| m % DAY_MIN));
-        rd == Some(date) && rt == Some(minutes)
-    })
+    // A place asked to change keeps its time (§8.2 "Suggest different place").
+    view.rejected
+        .iter()
+        .filter(|r| r.reason != DIFFERENT_PLACE)
+        .any(|r| {
+            let rd = str_field(&r.details, "date").and_then(parse_date);
+            let rt = str_field(&r.details, "time")
+                .or_else(|| str_field(&r.details, "start"))
+                .and_then(|t| parse_hm(t).map(|(m, _)| m % DAY_MIN));
+            rd == Some(date) && rt == Some(minutes)
+        })
 }
 
 /// Candidate slots for the common windows `ivs` of one tier.
@@ -679,6 +683,8 @@ struct Shared {
     fields: Vec<(String, Value)>,
     notes: Vec<String>,
     location: Option<String>,
+    /// Every place known was ruled out by a `different_place` answer.
+    no_other_place: bool,
 }
 
 fn short_str(s: &str) -> Option<String> {
@@ -740,39 +746,67 @@ fn shared_values(f: &Facts) -> Shared {
             }
         }
     }
-    let loc = |c: &Context| {
-        str_field(c, "location_preference")
-            .or_else(|| str_field(c, "location"))
-            .and_then(short_str)
-    };
-    let (il, rl) = (loc(init), loc(resp));
+    // Places (§8.2 "Suggest different place"): each side's `location_preference` (a
+    // string, or an array of strings in order of preference), else `location`. A place
+    // ruled out by a `different_place` answer is skipped; the responder's fixed place
+    // comes first, then the initiator's, then the responder's (SPEC-NOTES negotiator).
+    let ruled = ruled_out_places(f.view);
     let resp_fixed = flex_of(resp, "location") == Some(Flex::NotFlexible);
     let init_fixed = flex_of(init, "location") == Some(Flex::NotFlexible);
-    let (location, whose) = if resp_fixed && !init_fixed && rl.is_some() {
-        (rl.clone(), "the responder's, marked not_flexible")
-    } else if il.is_some() {
-        (il.clone(), "the initiator's preference")
-    } else {
-        (rl.clone(), "the responder's preference")
-    };
-    if let Some(l) = &location {
-        let other = if location == il { &rl } else { &il };
-        match other {
-            Some(o) if o != l => notes.push(format!(
-                "location: {l} ({whose}; other side: {})",
-                clip(o, 80)
-            )),
-            _ => notes.push(format!("location: {l} ({whose})")),
+    let (il, rl) = (places_of(init), places_of(resp));
+    let mut cands: Vec<(String, &str)> = Vec::new();
+    if resp_fixed && !init_fixed {
+        cands.extend(
+            rl.iter()
+                .map(|l| (l.clone(), "the responder's, marked not_flexible")),
+        );
+    }
+    cands.extend(il.iter().map(|l| (l.clone(), "the initiator's preference")));
+    cands.extend(rl.iter().map(|l| (l.clone(), "the responder's preference")));
+    let first = cands.first().map(|(l, _)| l.clone());
+    let pick = cands
+        .iter()
+        .find(|(l, _)| !ruled.locations.iter().any(|r| r.eq_ignore_ascii_case(l)))
+        .cloned();
+    let location = pick.as_ref().map(|(l, _)| l.clone());
+    if let Some((l, whose)) = &pick {
+        let other = if il.contains(l) {
+            rl.first()
+        } else {
+            il.first()
+        };
+        if first.as_ref() != Some(l) {
+            notes.push(format!(
+                "location: {l} ({whose}; {} ruled out: a different place was asked for)",
+                list_clipped(&ruled.locations)
+            ));
+        } else {
+            match other {
+                Some(o) if o != l => notes.push(format!(
+                    "location: {l} ({whose}; other side: {})",
+                    clip(o, 80)
+                )),
+                _ => notes.push(format!("location: {l} ({whose})")),
+            }
         }
         fields.push(("location".to_string(), Value::String(l.clone())));
     }
-    if let Some(v) = [init, resp]
+    let venue = [init, resp]
         .iter()
-        .find_map(|c| str_field(c, "venue"))
-        .and_then(short_str)
-    {
-        fields.push(("venue".to_string(), Value::String(v)));
+        .filter_map(|c| str_field(c, "venue").and_then(short_str))
+        .find(|v| !ruled.venues.iter().any(|r| r.eq_ignore_ascii_case(v)));
+    if let Some(v) = &venue {
+        fields.push(("venue".to_string(), Value::String(v.clone())));
     }
+    // A different place was asked for and every place known here was ruled out: the
+    // same place again would only move the time, so the user is asked for one.
+    // After such an answer a proposal must name a place not ruled out.
+    let no_other_place = ruled.asked
+        && ((location.is_none() && venue.is_none())
+            || ruled.rejected.iter().any(|(l, v)| {
+                same_place(l.as_deref(), location.as_deref())
+                    && same_place(v.as_deref(), venue.as_deref())
+            }));
     for c in [init, resp] {
         if let Some(t) = str_field(c, "transport_mode").and_then(short_str) {
             notes.push(format!("transport: {}", clip(&t, 60)));
@@ -795,7 +829,85 @@ fn shared_values(f: &Facts) -> Shared {
         fields,
         notes,
         location,
+        no_other_place,
     }
+}
+
+/// The places ruled out by `different_place` answers (§8.2) in `view.rejected`.
+struct RuledOut {
+    /// A `different_place` answer was given in this thread.
+    asked: bool,
+    /// The `location` of each proposal ruled out that way.
+    locations: Vec<String>,
+    /// Their `venue`.
+    venues: Vec<String>,
+    /// `(location, venue)` of each.
+    rejected: Vec<(Option<String>, Option<String>)>,
+}
+
+fn ruled_out_places(view: &View) -> RuledOut {
+    let mut out = RuledOut {
+        asked: false,
+        locations: Vec::new(),
+        venues: Vec::new(),
+        rejected: Vec::new(),
+    };
+    for r in view.rejected.iter().filter(|r| r.reason == DIFFERENT_PLACE) {
+        out.asked = true;
+        let l = str_field(&r.details, "location").map(str::to_string);
+        let v = str_field(&r.details, "venue").map(str::to_string);
+        out.locations.extend(l.clone());
+        out.venues.extend(v.clone());
+        out.rejected.push((l, v));
+    }
+    out
+}
+
+/// Whether two optional places are the same (case-insensitive; both absent is the
+/// same: nothing was changed).
+fn same_place(a: Option<&str>, b: Option<&str>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => a.trim().eq_ignore_ascii_case(b.trim()),
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+/// A side's places: `location_preference` (a string or an array of strings, in order of
+/// preference), else `location`; at most 8, each at most 200 characters.
+fn places_of(c: &Context) -> Vec<String> {
+    let v = c
+        .get("location_preference")
+        .filter(|v| !is_blank(v))
+        .or_else(|| c.get("location").filter(|v| !is_blank(v)));
+    let mut out: Vec<String> = Vec::new();
+    let mut add = |s: &str| {
+        let s = s.trim();
+        if !s.is_empty() && !out.iter().any(|o| o == s) {
+            if let Some(s) = short_str(s) {
+                out.push(s);
+            }
+        }
+    };
+    match v {
+        Some(Value::String(s)) => add(s),
+        Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).take(8).for_each(add),
+        _ => {}
+    }
+    out
+}
+
+fn is_blank(v: &Value) -> bool {
+    match v {
+        Value::String(s) => s.trim().is_empty(),
+        Value::Array(a) => a.is_empty(),
+        _ => true,
+    }
+}
+
+fn list_clipped(v: &[String]) -> String {
+    let v: Vec<String> = v.iter().take(4).map(|s| clip(s, 60)).collect();
+    v.join(", ")
 }
 
 /// The slot's `date`, `time`, `end` (and `end_date` when it ends on a later day) and
@@ -850,6 +962,12 @@ fn build_proposal(
     mut notes: Vec<String>,
 ) -> Decision {
     let shared = shared_values(f);
+    if shared.no_other_place {
+        return Decision::Escalate {
+            reason: "A different place was asked for and no other place is known: which place would work?".to_string(),
+            summary: tried_summary(f.view),
+        };
+    }
     let Some(slot) = slot_details(f, main) else {
         return Decision::Escalate {
             reason: "The chosen time cannot be represented".to_string(),
@@ -917,7 +1035,23 @@ fn build_proposal(
 
 /// An alternative for a slot, with a reason relative to the main one.
 fn alternative(f: &Facts, c: &Cand, main: &Cand) -> Option<Alternative> {
-    let details = slot_details(f, c.slot)?;
+    // Every key of the main proposal that depends on the slot, so that the alternative's
+    // details replace them all when it is chosen (SPEC-NOTES "Resolution").
+    let mut details = slot_details(f, c.slot)?;
+    let main_details = slot_details(f, main.slot)?;
+    if main_details.contains_key("end_date") && !details.contains_key("end_date") {
+        let end = details.get("date").cloned().unwrap_or(Value::Null);
+        details.insert("end_date".into(), end);
+    }
+    if let Some(s) = utc_text(c.slot.s) {
+        details.insert("start_utc".into(), Value::String(s));
+    }
+    if let Some(e) = utc_text(c.slot.e) {
+        details.insert("end_utc".into(), Value::String(e));
+    }
+    if c.slot.len() != main.slot.len() {
+        details.insert("duration".into(), Value::String(iso_duration(c.slot.len())));
+    }
     let (d, _) = local_parts(f.pres, c.slot.s)?;
     let (md, _) = local_parts(f.pres, main.slot.s)?;
     let reason = match c.tier {

@@ -219,6 +219,11 @@ pub struct ResolutionResponseBody {
     /// A polite message for the other side.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_to_other_agent: Option<String>,
+    /// With `counter_requested` and `reason_class: alternative_chosen`: the index, from
+    /// 0, of the alternative chosen in the answered resolution's `proposal.alternatives`
+    /// (an a2acp extension; SPEC-NOTES "Resolution and confirmation").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alternative: Option<u32>,
 }
 
 /// Body of `intent_update` (§6.5).
