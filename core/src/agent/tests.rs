@@ -1464,3 +1464,87 @@ fn an_llm_answer_overtaken_by_a_peer_packet_is_not_acted_on() {
     let t = net.nodes[b].agent.thread(&id).unwrap();
     assert_eq!(t.waiting, Waiting::Llm, "{}", net.render(None));
 }
+
+/// A thread handed to both users at the round-trip limit (§6.4) goes on when one user
+/// gives new context: the other side leaves its users' hands too (the context packet
+/// carries the `resume_negotiation` marker), both count round trips afresh, and the
+/// negotiation reaches a proposal both users are asked about.
+#[test]
+fn new_context_resumes_an_escalated_thread_on_both_sides() {
+    let limits = Limits {
+        max_round_trips: 2,
+        ..Limits::default()
+    };
+    let (mut net, a, b) = net_with(Setup {
+        limits,
+        ..Setup::default()
+    });
+    let id = start_dinner(&mut net, a, b, "low");
+    consent_share_transport(&mut net, a);
+    assert!(net.nodes[a].agent.thread(&id).unwrap().escalated);
+    assert!(net.nodes[b].agent.thread(&id).unwrap().escalated);
+    assert_eq!(
+        net.nodes[b].agent.thread(&id).unwrap().waiting,
+        Waiting::User
+    );
+    let before = net.nodes[b].notifications.len();
+    net.command(
+        a,
+        Command::UpdateContext {
+            thread_id: id.clone(),
+            context: ctx(json!({"note": "any evening works"})),
+        },
+    );
+    net.settle();
+    let (ta, tb) = (
+        net.nodes[a].agent.thread(&id).unwrap(),
+        net.nodes[b].agent.thread(&id).unwrap(),
+    );
+    assert_eq!(
+        tb.theirs.get("note"),
+        Some(&json!("any evening works")),
+        "{}",
+        net.render(None)
+    );
+    assert!(
+        net.nodes[b].notifications[before..]
+            .iter()
+            .any(|n| n.kind == NotifyKind::Info && n.text.contains("negotiating again")),
+        "{:?}",
+        &net.nodes[b].notifications[before..]
+    );
+    assert_eq!(ta.state, ThreadState::Proposed, "{}", net.render(None));
+    assert_eq!(tb.state, ThreadState::Proposed, "{}", net.render(None));
+    assert!(!ta.escalated && !tb.escalated);
+    assert!(net.prompt(a).is_some() && net.prompt(b).is_some());
+    // The marker is on the wire, once.
+    let sent = all_plaintext(&net, a);
+    assert_eq!(sent.matches("resume_negotiation").count(), 1, "{sent}");
+}
+
+/// Either user can resume: Bob's new context resumes Alice's side too.
+#[test]
+fn either_user_can_resume_an_escalated_thread() {
+    let limits = Limits {
+        max_round_trips: 2,
+        ..Limits::default()
+    };
+    let (mut net, a, b) = net_with(Setup {
+        limits,
+        ..Setup::default()
+    });
+    let id = start_dinner(&mut net, a, b, "low");
+    consent_share_transport(&mut net, a);
+    assert!(net.nodes[b].agent.thread(&id).unwrap().escalated);
+    net.command(
+        b,
+        Command::UpdateContext {
+            thread_id: id.clone(),
+            context: ctx(json!({"note": "Thursday is fine too"})),
+        },
+    );
+    net.settle();
+    let ta = net.nodes[a].agent.thread(&id).unwrap();
+    assert!(!ta.escalated, "{}", net.render(None));
+    assert_eq!(ta.theirs.get("note"), Some(&json!("Thursday is fine too")));
+}
