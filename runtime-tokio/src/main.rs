@@ -83,6 +83,21 @@ enum Cmd {
     /// What your agent knows about the agents it talks to.
     #[command(subcommand)]
     Memory(MemoryCmd),
+    /// What your agent told you: unread notifications (numbered), or mark them read.
+    Notifications {
+        /// `read N` or `read --all`.
+        #[command(subcommand)]
+        cmd: Option<NotificationsCmd>,
+        /// Read ones too.
+        #[arg(long)]
+        all: bool,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check (safety number, as digits and a QR code) and accept another agent's identity key (§16).
+    #[command(subcommand)]
+    Keys(KeysCmd),
     /// Your agent's address, key and connection.
     Status {
         /// Machine-readable output.
@@ -141,12 +156,30 @@ enum ThreadCmd {
         /// What it is about, in one line.
         #[arg(long)]
         summary: String,
-        /// Context you give, a JSON object (shared in this thread except never_share fields).
+        /// A JSON file holding one object: context you give (shared in this thread except
+        /// never_share fields), e.g. {"time_windows": ["Friday 19:00-22:00"]}.
         #[arg(long)]
         context: Option<PathBuf>,
         /// Urgent: shorter staleness timeout.
         #[arg(long)]
         urgent: bool,
+    },
+    /// Give a thread new context, or answer its escalation ("I need your input…"): the
+    /// negotiation goes on. `thread reply thr_… day=Thursday time=19:00`.
+    #[command(alias = "context")]
+    Reply {
+        /// Thread id.
+        id: String,
+        /// FIELD=VALUE pairs (a value that reads as JSON is taken as JSON, else as text).
+        values: Vec<String>,
+        /// Values from a JSON file holding one object, e.g. {"day": "Thursday"}.
+        #[arg(long)]
+        context: Option<PathBuf>,
+    },
+    /// Cancel a thread: it closes (DECLINED) and the other agent is told.
+    Cancel {
+        /// Thread id.
+        id: String,
     },
     /// One thread in detail.
     Show {
@@ -155,6 +188,43 @@ enum ThreadCmd {
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum NotificationsCmd {
+    /// Mark a notification read (its number from `a2acp notifications`), or all of them.
+    Read {
+        /// The notification's number.
+        #[arg(required_unless_present = "all")]
+        number: Option<u64>,
+        /// Every notification.
+        #[arg(long, conflicts_with = "number")]
+        all: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeysCmd {
+    /// Your key, the key pinned for ADDR, a changed key waiting, and the safety number to
+    /// compare with the other person (60 digits and a QR code).
+    Show {
+        /// The other agent, e.g. agent:bob@localhost.
+        address: String,
+        /// Digits only, no QR code.
+        #[arg(long)]
+        no_qr: bool,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Accept the changed key of ADDR after comparing safety numbers with its user.
+    Accept {
+        /// The other agent.
+        address: String,
+        /// The 60 digits the other person's device shows: nothing is accepted unless they match.
+        #[arg(long)]
+        safety_number: Option<String>,
     },
 }
 
@@ -435,6 +505,38 @@ async fn agent_run(home: &Home, a: &RunArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A `--context` file: one JSON object.
+fn context_file(p: &std::path::Path) -> Result<a2acp_core::packet::Context, String> {
+    let text =
+        std::fs::read_to_string(p).map_err(|e| format!("--context {}: {e}", p.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| format!("--context {}: not JSON: {e}", p.display()))?;
+    match v {
+        serde_json::Value::Object(m) => Ok(m),
+        _ => Err(format!(
+            "--context {}: must hold a JSON object, e.g. {{\"day\": \"Thursday\"}}",
+            p.display()
+        )),
+    }
+}
+
+/// A response whose data is a sentence.
+fn text(r: &Response) -> String {
+    r.data.as_str().unwrap_or("done").to_string()
+}
+
+fn notifications(r: &Response, all: bool) -> String {
+    serde_json::from_value::<Vec<control::NotificationEntry>>(r.data.clone())
+        .map(|d| control::render_notifications(&d, all))
+        .unwrap_or_default()
+}
+
+fn key(r: &Response, qr: bool) -> String {
+    serde_json::from_value::<control::KeyInfo>(r.data.clone())
+        .map(|d| control::render_key(&d, qr))
+        .unwrap_or_default()
+}
+
 async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
     let (req, json, render): (Request, bool, fn(&Response) -> String) = match cmd {
         Cmd::Thread(ThreadCmd::Start {
@@ -444,21 +546,7 @@ async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
             context,
             urgent,
         }) => {
-            let context = match context {
-                Some(p) => {
-                    let text = std::fs::read_to_string(&p)
-                        .map_err(|e| format!("--context {}: {e}", p.display()))?;
-                    let v: serde_json::Value = serde_json::from_str(&text)
-                        .map_err(|e| format!("--context {}: not JSON: {e}", p.display()))?;
-                    match v {
-                        serde_json::Value::Object(m) => Some(m),
-                        _ => {
-                            return Err(format!("--context {}: must be a JSON object", p.display()))
-                        }
-                    }
-                }
-                None => None,
-            };
+            let context = context.as_deref().map(context_file).transpose()?;
             (
                 Request::StartThread {
                     to,
@@ -476,6 +564,66 @@ async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
                 },
             )
         }
+        Cmd::Thread(ThreadCmd::Reply {
+            id,
+            values,
+            context,
+        }) => {
+            let mut c = match context.as_deref() {
+                Some(p) => context_file(p)?,
+                None => a2acp_core::packet::Context::new(),
+            };
+            c.extend(control::parse_values(&values)?);
+            if c.is_empty() {
+                return Err(
+                    "give the new context: FIELD=VALUE words or --context FILE (a JSON object)"
+                        .into(),
+                );
+            }
+            (Request::ReplyThread { id, context: c }, false, text)
+        }
+        Cmd::Thread(ThreadCmd::Cancel { id }) => (Request::CancelThread { id }, false, text),
+        Cmd::Notifications {
+            cmd: Some(NotificationsCmd::Read { number, all }),
+            ..
+        } => (Request::ReadNotifications { number, all }, false, text),
+        Cmd::Notifications {
+            cmd: None,
+            all,
+            json,
+        } => (
+            Request::Notifications { all },
+            json,
+            if all {
+                |r: &Response| notifications(r, true)
+            } else {
+                |r: &Response| notifications(r, false)
+            },
+        ),
+        Cmd::Keys(KeysCmd::Show {
+            address,
+            no_qr,
+            json,
+        }) => (
+            Request::KeyShow { address },
+            json,
+            if no_qr {
+                |r: &Response| key(r, false)
+            } else {
+                |r: &Response| key(r, true)
+            },
+        ),
+        Cmd::Keys(KeysCmd::Accept {
+            address,
+            safety_number,
+        }) => (
+            Request::KeyAccept {
+                address,
+                safety_number,
+            },
+            false,
+            text,
+        ),
         Cmd::Thread(ThreadCmd::Show { id, json }) => (Request::Thread { id }, json, |r| {
             serde_json::from_value(r.data.clone())
                 .map(|d| control::render_thread(&d))
