@@ -28,8 +28,8 @@ use a2acp_core::{Address, Timestamp};
 
 use crate::config::{AgentFile, ConfigError};
 use crate::control::{
-    parse_tier, KeyInfo, NotificationEntry, PacketLine, PeerMemory, PermissionsInfo, Request, Response, StatusInfo,
-    ThreadDetail, ThreadSummary,
+    parse_tier, KeyInfo, NotificationEntry, PacketLine, PeerMemory, PermissionsInfo, Request,
+    Response, StatusInfo, ThreadDetail, ThreadSummary,
 };
 use crate::home::Home;
 use crate::keys::KeyError;
@@ -620,10 +620,7 @@ impl AgentHost {
             return Ok((Response::err(format!("no thread `{id}`")), e));
         };
         let r = if t.state.is_terminal() {
-            Response::ok(format!(
-                "thread {id} is {}; {} is told",
-                t.state, t.peer
-            ))
+            Response::ok(format!("thread {id} is {}; {} is told", t.state, t.peer))
         } else if t.execution.as_ref().is_some_and(|x| x.cancelled) {
             Response::ok(format!(
                 "thread {id}: cancelled; what was done is being undone, then it closes (DECLINED) on both sides"

@@ -228,8 +228,7 @@ pub fn render_key(k: &KeyInfo, with_qr: bool) -> String {
         );
         out += &format!(
             "\nIf both match: a2acp keys accept {} --safety-number \"{}\"\n",
-            k.peer,
-            n
+            k.peer, n
         );
     } else if let Some(n) = &k.safety_number {
         number(
@@ -520,7 +519,7 @@ pub fn render_thread(t: &ThreadDetail) -> String {
         row(
             &mut out,
             "open prompt",
-            &format!("#{n} {p} — `a2acp prompts` shows it, `a2acp answer {n} …` answers"),
+            &format!("{p} — `a2acp prompts` shows it, `a2acp answer {n} …` answers it"),
         );
     }
     if t.halted {

@@ -113,7 +113,10 @@ mod tests {
         assert_eq!(half(&ka, &alice), "741614771256728470648821051252");
         assert_eq!(half(&kb, &bob), "393939275264157385724525251668");
         let n = safety_number((&ka, &alice), (&kb, &bob));
-        assert_eq!(n, "393939275264157385724525251668741614771256728470648821051252");
+        assert_eq!(
+            n,
+            "393939275264157385724525251668741614771256728470648821051252"
+        );
         assert_eq!(n, safety_number((&kb, &bob), (&ka, &alice)));
         assert_eq!(n.len(), DIGITS);
         assert_eq!(normalise(&grouped(&n)), Some(n.clone()));

@@ -507,8 +507,7 @@ async fn agent_run(home: &Home, a: &RunArgs) -> Result<ExitCode, String> {
 
 /// A `--context` file: one JSON object.
 fn context_file(p: &std::path::Path) -> Result<a2acp_core::packet::Context, String> {
-    let text =
-        std::fs::read_to_string(p).map_err(|e| format!("--context {}: {e}", p.display()))?;
+    let text = std::fs::read_to_string(p).map_err(|e| format!("--context {}: {e}", p.display()))?;
     let v: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| format!("--context {}: not JSON: {e}", p.display()))?;
     match v {

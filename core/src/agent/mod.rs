@@ -674,7 +674,7 @@ impl Agent {
         self.peers.get(peer).and_then(|r| r.changed_key)
     }
 
-        /// Whether an agent was flagged for malformed packets (§13.4).
+    /// Whether an agent was flagged for malformed packets (§13.4).
     pub fn is_flagged(&self, peer: &Address) -> bool {
         self.peers.get(peer).is_some_and(|p| p.flagged)
     }
