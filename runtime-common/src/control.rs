@@ -651,7 +651,121 @@ mod tests {
             }
         ));
         assert!(serde_json::from_str::<Request>(r#"{"cmd":"explode"}"#).is_err());
+        // The requests of the person's commands.
+        let r: Request = serde_json::from_str(r#"{"cmd":"notifications"}"#).unwrap();
+        assert_eq!(r, Request::Notifications { all: false });
+        let r: Request =
+            serde_json::from_str(r#"{"cmd":"read_notifications","all":true}"#).unwrap();
+        assert_eq!(
+            r,
+            Request::ReadNotifications {
+                number: None,
+                all: true
+            }
+        );
+        let r: Request = serde_json::from_str(
+            r#"{"cmd":"reply_thread","id":"thr_1","context":{"day":"Thursday"}}"#,
+        )
+        .unwrap();
+        assert!(
+            matches!(r, Request::ReplyThread { ref context, .. } if context["day"] == "Thursday")
+        );
+        let r: Request =
+            serde_json::from_str(r#"{"cmd":"key_accept","address":"agent:b@x"}"#).unwrap();
+        assert_eq!(
+            r,
+            Request::KeyAccept {
+                address: "agent:b@x".into(),
+                safety_number: None
+            }
+        );
         let s = serde_json::to_string(&Response::err("nope")).unwrap();
         assert_eq!(s, r#"{"ok":false,"error":"nope","data":null}"#);
+    }
+
+    #[test]
+    fn reply_values() {
+        let w = |xs: &[&str]| xs.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let c = parse_values(&w(&[
+            "day=Thursday",
+            "guests=2",
+            "ok=true",
+            "slots=[\"a\",\"b\"]",
+            "time=19:00",
+            "note=a=b",
+        ]))
+        .unwrap();
+        assert_eq!(c["day"], "Thursday");
+        assert_eq!(c["guests"], 2);
+        assert_eq!(c["ok"], true);
+        assert_eq!(c["slots"], serde_json::json!(["a", "b"]));
+        assert_eq!(c["time"], "19:00");
+        assert_eq!(c["note"], "a=b");
+        assert!(parse_values(&w(&["day"])).is_err());
+        assert!(parse_values(&w(&["=x"])).is_err());
+    }
+
+    /// `thread show` printed an empty line: the detail's packet list and the summary's
+    /// packet count had one JSON name, so the client could not read the answer back.
+    #[test]
+    fn a_thread_detail_reads_back_and_renders_for_a_person() {
+        let mut shared = Context::new();
+        shared.insert(
+            "time_windows".into(),
+            serde_json::json!(["Friday 19:00-22:00"]),
+        );
+        let mut theirs = Context::new();
+        theirs.insert("name".into(), serde_json::json!("Bob"));
+        let d = ThreadDetail {
+            summary: ThreadSummary {
+                id: "thr_1".into(),
+                peer: "agent:bob@localhost".into(),
+                state: "NEGOTIATING".into(),
+                category: "scheduling".into(),
+                summary: "Dinner on Friday".into(),
+                initiator: true,
+                round_trips: 2,
+                waiting: "user".into(),
+                last_activity: "2026-03-21T14:30:00Z".into(),
+                packets: 1,
+            },
+            version: Some("0.2".into()),
+            shared,
+            withheld: vec!["cuisine_preference".into()],
+            theirs,
+            peer_unavailable: vec!["dietary".into()],
+            resolution: None,
+            history: vec![PacketLine {
+                dir: "sent".into(),
+                kind: "context".into(),
+                packet_id: "pkt_1".into(),
+                summary: String::new(),
+            }],
+            audit: vec!["2026-03-21T14:30:00Z state INITIATED -> NEGOTIATING".into()],
+            urgency: Some("low".into()),
+            escalated: true,
+            halted: false,
+            prompts: vec![(3, "#3 consent".into())],
+        };
+        let v = serde_json::to_value(&d).unwrap();
+        assert_eq!(v["packets"], 1);
+        let back: ThreadDetail = serde_json::from_value(v).unwrap();
+        assert_eq!(back, d);
+        let text = render_thread(&back);
+        for part in [
+            "Thread thr_1 — NEGOTIATING",
+            "with           agent:bob@localhost (you started it)",
+            "about          scheduling: Dinner on Friday (urgency low)",
+            "waiting        for you · 2 round trip(s)",
+            "you shared     time_windows=[\"Friday 19:00-22:00\"]",
+            "you declined   cuisine_preference",
+            "they shared    name=Bob",
+            "they declined  dietary",
+            "open prompt    #3 consent",
+            "needs you      give new context or an answer: `a2acp thread reply thr_1 FIELD=VALUE …`",
+            "timeline:\n    2026-03-21T14:30:00Z state INITIATED -> NEGOTIATING",
+        ] {
+            assert!(text.contains(part), "{part:?} in\n{text}");
+        }
     }
 }

@@ -30,15 +30,6 @@ const ERASE_GRACE: std::time::Duration = std::time::Duration::from_secs(7 * 86_4
 /// How the `reason` of a stall notice starts (§6.4; SPEC-NOTES "Negotiation").
 const STALL_REASON: &str = "stalled";
 
-/// The `recommend` of the escalation object a user's new context carries when it resumes
-/// a thread handed to the users (SPEC-NOTES "Negotiation": resuming an escalated thread).
-pub(crate) const RESUME_RECOMMEND: &str = "resume_negotiation";
-
-/// Whether an escalation is the peer's notice that its user resumed the thread.
-fn is_resume(e: &Escalation) -> bool {
-    e.recommend == RESUME_RECOMMEND
-}
-
 /// Whether an escalation is the peer's stall notice: it tells this side's user that the
 /// peer waited too long for this side, and asks nothing of the negotiation.
 fn is_stall_notice(e: &Escalation) -> bool {
@@ -830,9 +821,6 @@ impl Agent {
     }
 
     fn on_context(&mut self, id: &str, b: ContextBody) {
-        if b.escalation.as_ref().is_some_and(is_resume) {
-            self.resumed_by_peer(id);
-        }
         self.absorb(id, &b.context, &[]);
         if let Some(i) = &b.intent {
             if let Some(t) = self.threads.get_mut(id) {
@@ -842,8 +830,7 @@ impl Agent {
             }
         }
         let has_alternatives = b.context.contains_key("proposed_alternatives");
-        let escalation = b.escalation.as_ref().filter(|e| !is_resume(e));
-        if let (Some(e), false) = (escalation, has_alternatives) {
+        if let (Some(e), false) = (&b.escalation, has_alternatives) {
             // The peer's stall notice (§6.4) only tells this user: the peer stalled waiting
             // for this side, and this side's next packet resumes it there. It hands nothing
             // to the humans here, so the thread keeps negotiating; marked escalated, it
@@ -871,36 +858,6 @@ impl Agent {
         }
         self.take_needs(id, &b.needs);
         self.evaluate(id, Turn::Free);
-    }
-
-    /// The peer's user gave new context to a thread handed to the users (§6.3, §6.4): the
-    /// thread leaves the humans' hands on this side too and negotiates afresh, with the
-    /// round-trip count started again (this packet is the first exchange of the new round)
-    /// and the earlier round's conflict markers dropped, as on the side that resumed.
-    fn resumed_by_peer(&mut self, id: &str) {
-        let Some(t) = self.threads.get_mut(id) else {
-            return;
-        };
-        if t.state.is_terminal() || t.halted || !t.escalated {
-            return;
-        }
-        t.escalated = false;
-        t.rejected.clear();
-        t.no_overlap_sent = false;
-        for k in ["conflict", "proposed_alternatives"] {
-            t.shared.remove(k);
-            t.theirs.remove(k);
-        }
-        t.round_trips = 1;
-        let peer = t.peer.clone();
-        self.dirty.threads.insert(id.to_string());
-        self.set_waiting(id, Waiting::Nothing);
-        self.notify(
-            Some(id.into()),
-            NotifyKind::Info,
-            format!("{peer}'s user gave new context; your agent is negotiating again."),
-        );
-        self.audit(Some(id), "resumed by the peer's user".into());
     }
 
     /// Takes in what the peer gave and what it declined.
@@ -2485,13 +2442,10 @@ impl Agent {
         if t.state.is_terminal() {
             return;
         }
-        if t.halted {
-            return;
-        }
         for (k, v) in context {
             t.local.insert(k, v);
         }
-        let was_escalated = std::mem::replace(&mut t.escalated, false);
+        t.escalated = false;
         t.rejected.clear();
         t.no_overlap_sent = false;
         // A fresh start: the §6.3 markers of the earlier round no longer apply.
@@ -2515,25 +2469,15 @@ impl Agent {
             }
             c
         };
-        if !ctx.is_empty() || was_escalated {
-            // Handed to the users, the peer's side waits for its user too: the marker
-            // tells it this user answered, so it negotiates again as well (SPEC-NOTES
-            // "Negotiation").
-            let escalation = was_escalated.then(|| Escalation {
-                recommend: RESUME_RECOMMEND.into(),
-                reason: "user_gave_context".into(),
-                suggested_prompt: None,
-            });
+        if !ctx.is_empty() {
             let _ = self.send_packet(
                 id,
                 Body::Context(ContextBody {
                     context: ctx,
-                    escalation,
                     ..Default::default()
                 }),
             );
         }
-        self.audit(Some(id), "new context from the user".into());
         self.evaluate(id, Turn::Free);
     }
 
@@ -3557,9 +3501,7 @@ fn blank_thread(
 fn counts_as_exchange(b: &Body) -> bool {
     match b {
         Body::Context(c) => {
-            c.escalation.is_none()
-                || c.context.contains_key("proposed_alternatives")
-                || c.escalation.as_ref().is_some_and(is_resume)
+            c.escalation.is_none() || c.context.contains_key("proposed_alternatives")
         }
         Body::ContextRequest(_) | Body::ContextResponse(_) | Body::IntentUpdate(_) => true,
         _ => false,
