@@ -28,8 +28,8 @@ use a2acp_core::{Address, Timestamp};
 
 use crate::config::{AgentFile, ConfigError};
 use crate::control::{
-    parse_tier, PacketLine, PeerMemory, PermissionsInfo, Request, Response, StatusInfo,
-    ThreadDetail, ThreadSummary,
+    parse_tier, KeyInfo, NotificationEntry, PacketLine, PeerMemory, PermissionsInfo, Request,
+    Response, StatusInfo, ThreadDetail, ThreadSummary,
 };
 use crate::home::Home;
 use crate::keys::KeyError;
@@ -100,7 +100,8 @@ pub struct AgentHost {
     agent: Agent,
     store: Store,
     prompts: BTreeMap<u64, Prompt>,
-    notifications: VecDeque<Notification>,
+    notifications: VecDeque<NotificationEntry>,
+    next_notification: u64,
     follow_up: VecDeque<Input>,
     stats: HostStats,
     now: Timestamp,
@@ -133,7 +134,8 @@ pub struct Opened {
     pub tls: Option<crate::tls::ClientTls>,
 }
 
-const MAX_NOTIFICATIONS: usize = 100;
+/// Notifications kept (the oldest goes first).
+pub const MAX_NOTIFICATIONS: usize = 100;
 
 impl AgentHost {
     /// Starts (new) or restores (records in `store`) the agent.
@@ -156,6 +158,7 @@ impl AgentHost {
             store,
             prompts: BTreeMap::new(),
             notifications: VecDeque::new(),
+            next_notification: 1,
             follow_up: VecDeque::new(),
             stats: HostStats::default(),
             now,
@@ -211,8 +214,8 @@ impl AgentHost {
         &self.prompts
     }
 
-    /// Recent notifications, oldest first.
-    pub fn notifications(&self) -> impl Iterator<Item = &Notification> {
+    /// Recent notifications, oldest first, numbered, with their read flag.
+    pub fn notifications(&self) -> impl Iterator<Item = &NotificationEntry> {
         self.notifications.iter()
     }
 
@@ -324,12 +327,18 @@ impl AgentHost {
             Output::Notify(n) => {
                 // One with the key of an earlier notification replaces it.
                 if n.key.is_some() {
-                    self.notifications.retain(|x| x.key != n.key);
+                    self.notifications.retain(|x| x.notification.key != n.key);
                 }
                 if self.notifications.len() == MAX_NOTIFICATIONS {
                     self.notifications.pop_front();
                 }
-                self.notifications.push_back(n.clone());
+                self.notifications.push_back(NotificationEntry {
+                    number: self.next_notification,
+                    at: self.now.to_string(),
+                    read: false,
+                    notification: n.clone(),
+                });
+                self.next_notification += 1;
                 effects.push(Effect::Notify(n));
             }
             Output::Audit(a) => effects.push(Effect::Audit(a)),
@@ -360,8 +369,12 @@ impl AgentHost {
                 let v: Vec<&Prompt> = self.prompts.values().collect();
                 (Response::ok(v), Vec::new())
             }
-            Request::Notifications => {
-                let v: Vec<&Notification> = self.notifications.iter().collect();
+            Request::Notifications { all } => {
+                let v: Vec<&NotificationEntry> = self
+                    .notifications
+                    .iter()
+                    .filter(|n| all || !n.read)
+                    .collect();
                 (Response::ok(v), Vec::new())
             }
             Request::Suggestions => (Response::ok(self.agent.suggestions()), Vec::new()),
@@ -394,6 +407,19 @@ impl AgentHost {
                     }
                 }
             }
+            Request::ReadNotifications { number, all } => {
+                (self.read_notifications(number, all), Vec::new())
+            }
+            Request::ReplyThread { id, context } => self.reply_thread(now, &id, context)?,
+            Request::CancelThread { id } => self.cancel_thread(now, &id)?,
+            Request::KeyShow { address } => match Address::parse(&address) {
+                Ok(a) => (Response::ok(self.key_info(&a)), Vec::new()),
+                Err(e) => (Response::err(format!("`{address}`: {e}")), Vec::new()),
+            },
+            Request::KeyAccept {
+                address,
+                safety_number,
+            } => self.key_accept(now, &address, safety_number.as_deref())?,
             Request::Answer { prompt_id, args } => {
                 let Some(p) = self.prompts.get(&prompt_id).cloned() else {
                     let open: Vec<String> = self.prompts.keys().map(|k| format!("#{k}")).collect();
@@ -466,7 +492,7 @@ impl AgentHost {
                         let why = self
                             .notifications
                             .back()
-                            .map(|n| n.text.clone())
+                            .map(|n| n.notification.text.clone())
                             .unwrap_or_else(|| "the agent refused it".into());
                         (Response::err(format!("no thread started: {why}")), e)
                     }
@@ -570,6 +596,211 @@ impl AgentHost {
         })
     }
 
+    fn read_notifications(&mut self, number: Option<u64>, all: bool) -> Response {
+        match (number, all) {
+            (_, true) => {
+                let mut n = 0;
+                for e in self.notifications.iter_mut().filter(|e| !e.read) {
+                    e.read = true;
+                    n += 1;
+                }
+                Response::ok(format!("{n} notification(s) marked read"))
+            }
+            (Some(k), false) => match self.notifications.iter_mut().find(|e| e.number == k) {
+                Some(e) => {
+                    e.read = true;
+                    Response::ok(format!("notification {k} marked read"))
+                }
+                None => Response::err(format!(
+                    "no notification {k} (the agent keeps the last {MAX_NOTIFICATIONS}; see `a2acp notifications --all`)"
+                )),
+            },
+            (None, false) => Response::err("give a notification's number, or --all"),
+        }
+    }
+
+    /// The open thread `id`, or the error to answer with.
+    fn open_thread(&self, id: &str) -> Result<&a2acp_core::agent::Thread, Response> {
+        match self.agent.thread(id) {
+            None => Err(Response::err(format!(
+                "no thread `{id}` (see `a2acp threads`)"
+            ))),
+            Some(t) if t.state.is_terminal() => Err(Response::err(format!(
+                "thread {id} is {} already; start a new one with `a2acp thread start`",
+                t.state
+            ))),
+            Some(t) if t.halted => Err(Response::err(format!(
+                "thread {id} is halted: the identity key of {} changed; check it with `a2acp keys show {}` first",
+                t.peer, t.peer
+            ))),
+            Some(t) => Ok(t),
+        }
+    }
+
+    fn reply_thread(
+        &mut self,
+        now: Timestamp,
+        id: &str,
+        context: Context,
+    ) -> Result<(Response, Vec<Effect>), HostError> {
+        let escalated = match self.open_thread(id) {
+            Ok(t) => t.escalated,
+            Err(r) => return Ok((r, Vec::new())),
+        };
+        if context.is_empty() {
+            return Ok((
+                Response::err("give at least one value (FIELD=VALUE or --context FILE)"),
+                Vec::new(),
+            ));
+        }
+        let e = self.handle(
+            now,
+            Input::Command(Command::UpdateContext {
+                thread_id: id.to_string(),
+                context,
+            }),
+        )?;
+        let state = self
+            .agent
+            .thread(id)
+            .map(|t| t.state.to_string())
+            .unwrap_or_default();
+        Ok((
+            Response::ok(format!(
+                "thread {id}: {} ({state})",
+                if escalated {
+                    "your answer is shared; the negotiation goes on on both sides"
+                } else {
+                    "new context shared; the negotiation goes on"
+                }
+            )),
+            e,
+        ))
+    }
+
+    fn cancel_thread(
+        &mut self,
+        now: Timestamp,
+        id: &str,
+    ) -> Result<(Response, Vec<Effect>), HostError> {
+        if let Err(r) = self.open_thread(id) {
+            return Ok((r, Vec::new()));
+        }
+        let e = self.handle(
+            now,
+            Input::Command(Command::CancelThread {
+                thread_id: id.to_string(),
+            }),
+        )?;
+        let Some(t) = self.agent.thread(id) else {
+            return Ok((Response::err(format!("no thread `{id}`")), e));
+        };
+        let r = if t.state.is_terminal() {
+            Response::ok(format!("thread {id} is {}; {} is told", t.state, t.peer))
+        } else if t.execution.as_ref().is_some_and(|x| x.cancelled) {
+            Response::ok(format!(
+                "thread {id}: cancelled; what was done is being undone, then it closes (DECLINED) on both sides"
+            ))
+        } else {
+            let why = self
+                .notifications
+                .iter()
+                .rev()
+                .find(|n| n.notification.thread_id.as_deref() == Some(id))
+                .map(|n| n.notification.text.clone())
+                .unwrap_or_else(|| "the agent kept it open".into());
+            Response::err(format!("thread {id} is still {}: {why}", t.state))
+        };
+        Ok((r, e))
+    }
+
+    fn key_info(&self, peer: &Address) -> KeyInfo {
+        let me = self.agent.address();
+        let mine = self.agent.public_key().to_bytes();
+        let number = |k: &[u8; 32]| crate::safety::safety_number((&mine, me), (k, peer));
+        let pinned = self.agent.pinned_key(peer);
+        let changed = self.agent.changed_key(peer);
+        KeyInfo {
+            address: me.to_string(),
+            key: b64_encode(&mine),
+            peer: peer.to_string(),
+            pinned_key: pinned.map(|k| b64_encode(&k)),
+            safety_number: pinned.as_ref().map(number),
+            changed_key: changed.map(|k| b64_encode(&k)),
+            changed_safety_number: changed.as_ref().map(number),
+        }
+    }
+
+    fn key_accept(
+        &mut self,
+        now: Timestamp,
+        address: &str,
+        typed: Option<&str>,
+    ) -> Result<(Response, Vec<Effect>), HostError> {
+        let peer = match Address::parse(address) {
+            Ok(a) => a,
+            Err(e) => return Ok((Response::err(format!("`{address}`: {e}")), Vec::new())),
+        };
+        let info = self.key_info(&peer);
+        let Some(expected) = info.changed_safety_number else {
+            return Ok((
+                Response::err(format!(
+                    "no changed key of {peer} waits for acceptance (its pinned key: {})",
+                    info.pinned_key.as_deref().unwrap_or("none yet")
+                )),
+                Vec::new(),
+            ));
+        };
+        if let Some(t) = typed {
+            match crate::safety::normalise(t) {
+                None => {
+                    return Ok((
+                        Response::err(
+                            "--safety-number takes the 60 digits (spaces allowed); nothing accepted",
+                        ),
+                        Vec::new(),
+                    ))
+                }
+                Some(d) if d != expected => {
+                    return Ok((
+                        Response::err(format!(
+                            "the safety number does not match the one with {peer}'s new key; nothing accepted. Do not accept the key unless you are sure it is theirs (`a2acp keys show {peer}`)"
+                        )),
+                        Vec::new(),
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+        let halted: Vec<String> = self
+            .agent
+            .threads()
+            .values()
+            .filter(|t| t.peer == peer && t.halted && !t.state.is_terminal())
+            .map(|t| t.id.clone())
+            .collect();
+        let e = self.handle(
+            now,
+            Input::Command(Command::AcceptKeyChange {
+                address: peer.clone(),
+            }),
+        )?;
+        if self.agent.pinned_key(&peer).map(|k| b64_encode(&k)) != info.changed_key {
+            return Ok((
+                Response::err(format!("the new key of {peer} could not be accepted")),
+                e,
+            ));
+        }
+        Ok((
+            Response::ok(format!(
+                "the new key of {peer} is pinned{}; {} halted thread(s) resumed or closed (start new ones with `a2acp thread start`)",
+                if typed.is_some() { " (safety numbers match)" } else { "" },
+                halted.len()
+            )),
+            e,
+        ))
+    }
+
     fn status(&self) -> StatusInfo {
         let a = &self.agent;
         StatusInfo {
@@ -657,8 +888,17 @@ impl AgentHost {
                         .join(", ")
                 )
             }),
-            packets,
+            history: packets,
             audit,
+            urgency: t.intent.urgency.clone(),
+            escalated: t.escalated,
+            halted: t.halted,
+            prompts: self
+                .prompts
+                .values()
+                .filter(|p| p.thread_id == t.id)
+                .map(|p| (p.id, crate::prompt::summary(p)))
+                .collect(),
         }))
     }
 

@@ -84,8 +84,50 @@ pub enum Request {
         #[serde(default)]
         address: Option<String>,
     },
-    /// Recent notifications.
-    Notifications,
+    /// Recent notifications: the unread ones, or all kept (at most
+    /// [`crate::agent_host::MAX_NOTIFICATIONS`]).
+    Notifications {
+        /// Read ones too.
+        #[serde(default)]
+        all: bool,
+    },
+    /// Mark notifications read: one by its number, or all.
+    ReadNotifications {
+        /// The notification's number (see `notifications`).
+        #[serde(default)]
+        number: Option<u64>,
+        /// Every notification.
+        #[serde(default)]
+        all: bool,
+    },
+    /// Give a thread new context, or answer its escalation ("I need your input…"): the
+    /// values are kept for the thread, shared with the peer (never_share fields excepted)
+    /// and the negotiation goes on, on both sides (SPEC-NOTES "Negotiation").
+    ReplyThread {
+        /// Thread id.
+        id: String,
+        /// New or changed values.
+        context: Context,
+    },
+    /// Close a thread (→ DECLINED); the peer is told.
+    CancelThread {
+        /// Thread id.
+        id: String,
+    },
+    /// The safety number of this agent and another (§16), and a changed key waiting.
+    KeyShow {
+        /// The other agent.
+        address: String,
+    },
+    /// Accept the changed key of an agent (§16), after comparing safety numbers.
+    KeyAccept {
+        /// The other agent.
+        address: String,
+        /// The safety number the other person read out: the key is accepted only if it
+        /// matches the one with the new key.
+        #[serde(default)]
+        safety_number: Option<String>,
+    },
     /// The §7.2 suggestions that still apply (`a2acp suggestions`), oldest first.
     Suggestions,
     /// Accept a §7.2 suggestion by its number (`a2acp suggestions accept N`): "always
@@ -94,6 +136,116 @@ pub enum Request {
         /// The suggestion's number, as listed.
         id: u64,
     },
+}
+
+/// One notification of `notifications`, numbered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NotificationEntry {
+    /// Its number: stable while the agent runs, never reused; a notification replacing
+    /// an earlier one with the same key gets a new number.
+    pub number: u64,
+    /// When it came (RFC 3339).
+    pub at: String,
+    /// Marked read by the user.
+    pub read: bool,
+    /// The notification.
+    #[serde(flatten)]
+    pub notification: a2acp_core::agent::Notification,
+}
+
+/// `keys show`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeyInfo {
+    /// This agent.
+    pub address: String,
+    /// Its key (base64url).
+    pub key: String,
+    /// The other agent.
+    pub peer: String,
+    /// The key pinned for it (base64url), if any.
+    pub pinned_key: Option<String>,
+    /// The safety number with the pinned key (60 digits), if a key is pinned.
+    pub safety_number: Option<String>,
+    /// The new key it presented, waiting for acceptance (base64url).
+    pub changed_key: Option<String>,
+    /// The safety number with the new key: the one to compare before accepting.
+    pub changed_safety_number: Option<String>,
+}
+
+/// Text for `a2acp notifications`.
+pub fn render_notifications(ns: &[NotificationEntry], all: bool) -> String {
+    if ns.is_empty() {
+        return if all {
+            "no notifications".into()
+        } else {
+            "no unread notifications (`a2acp notifications --all` lists the read ones too)".into()
+        };
+    }
+    let mut out = String::new();
+    for n in ns {
+        let kind = serde_json::to_value(n.notification.kind)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        out += &format!(
+            "{:>4}{} {} {:<10} {}\n      {}\n",
+            n.number,
+            if n.read { " " } else { "*" },
+            n.at,
+            kind,
+            n.notification
+                .thread_id
+                .as_deref()
+                .map(|t| format!("thread {t}"))
+                .unwrap_or_default(),
+            n.notification.text
+        );
+    }
+    out += "(* unread; `a2acp notifications read N` or `read --all` marks them read)";
+    out
+}
+
+/// Text for `a2acp keys show`: the digits in 12 groups of 5 and the QR code.
+pub fn render_key(k: &KeyInfo, with_qr: bool) -> String {
+    let mut out = format!("{} (you): {}\n", k.address, k.key);
+    out += &format!(
+        "{}: {}\n",
+        k.peer,
+        k.pinned_key
+            .as_deref()
+            .unwrap_or("no key pinned yet (pinned on first contact)")
+    );
+    let number = |title: &str, n: &str, out: &mut String| {
+        *out += &format!("\n{title}\n");
+        for l in crate::safety::grouped(n).lines() {
+            *out += &format!("    {l}\n");
+        }
+        if with_qr {
+            if let Some(q) = crate::safety::qr(n) {
+                *out += &q;
+                *out += "\n";
+            }
+        }
+    };
+    if let (Some(new), Some(n)) = (&k.changed_key, &k.changed_safety_number) {
+        out += &format!("\nCHANGED: {} now presents the key {new}\n", k.peer);
+        number(
+            "Safety number with the NEW key — compare it with the one their device shows (read it out or scan it):",
+            n,
+            &mut out,
+        );
+        out += &format!(
+            "\nIf both match: a2acp keys accept {} --safety-number \"{}\"\n",
+            k.peer, n
+        );
+    } else if let Some(n) = &k.safety_number {
+        number(
+            "Safety number — the same 60 digits on both devices if the keys are the ones you both hold:",
+            n,
+            &mut out,
+        );
+    }
+    out.trim_end().to_string()
 }
 
 /// The agent's answer.
@@ -243,10 +395,22 @@ pub struct ThreadDetail {
     pub peer_unavailable: Vec<String>,
     /// The open or last resolution's summary.
     pub resolution: Option<String>,
-    /// The packets.
-    pub packets: Vec<PacketLine>,
-    /// The thread's recent audit records.
+    /// The packets (named `history`: `packets` is the count of the summary line).
+    pub history: Vec<PacketLine>,
+    /// The thread's recent audit records, oldest first: its timeline.
     pub audit: Vec<String>,
+    /// The intent's urgency.
+    #[serde(default)]
+    pub urgency: Option<String>,
+    /// Handed to the users (§6.3, §6.4): `thread reply` goes on.
+    #[serde(default)]
+    pub escalated: bool,
+    /// Halted by a key change of the peer (§16).
+    #[serde(default)]
+    pub halted: bool,
+    /// Open prompts of the thread: number and one-line summary.
+    #[serde(default)]
+    pub prompts: Vec<(u64, String)>,
 }
 
 /// `memory show`: what the agent knows of one peer.
@@ -281,6 +445,25 @@ pub struct PermissionsInfo {
     pub blocked: Vec<String>,
 }
 
+/// The `FIELD=VALUE` words of `a2acp thread reply`: a value that reads as JSON (a number,
+/// `true`, `[…]`, `{…}`, `"…"`) is taken as that JSON, anything else as the text itself
+/// (`day=Thursday`, `time=19:00`).
+pub fn parse_values(words: &[String]) -> Result<Context, String> {
+    let mut c = Context::new();
+    for w in words {
+        let Some((k, v)) = w.split_once('=') else {
+            return Err(format!("`{w}`: expected FIELD=VALUE, e.g. day=Thursday"));
+        };
+        let k = k.trim();
+        if k.is_empty() {
+            return Err(format!("`{w}`: the field name is empty"));
+        }
+        let v = serde_json::from_str::<Value>(v).unwrap_or_else(|_| Value::String(v.into()));
+        c.insert(k.to_string(), v);
+    }
+    Ok(c)
+}
+
 /// Parses a tier name (`always_share`, `ask_first`, `never_share`, or `always`/`ask`/`never`).
 pub fn parse_tier(s: &str) -> Result<Tier, String> {
     Tier::parse(s)
@@ -305,40 +488,111 @@ pub fn render_threads(ts: &[ThreadSummary]) -> String {
     s.trim_end().to_string()
 }
 
-/// Text for `a2acp thread show`.
+/// Text for `a2acp thread show`: state, peer, intent, what each side shared and declined,
+/// open prompts, the proposal and the timeline of the thread's main events.
 pub fn render_thread(t: &ThreadDetail) -> String {
     let s = &t.summary;
-    let mut out = format!(
-        "thread {} with {} — {}\n  about: {}: {}\n  opened by {} · round trips {} · waiting for {} · last activity {}\n",
-        s.id,
-        s.peer,
-        s.state,
-        s.category,
-        s.summary,
-        if s.initiator { "this agent" } else { "the peer" },
-        s.round_trips,
-        s.waiting,
-        s.last_activity
+    let mut out = format!("Thread {} — {}\n", s.id, s.state);
+    let row = |out: &mut String, k: &str, v: &str| *out += &format!("  {k:<14} {v}\n");
+    row(
+        &mut out,
+        "with",
+        &format!(
+            "{} ({} started it)",
+            s.peer,
+            if s.initiator { "you" } else { "they" }
+        ),
     );
-    if let Some(v) = &t.version {
-        out += &format!("  protocol version {v}\n");
-    }
-    let j = |c: &Context| serde_json::to_string(c).unwrap_or_default();
-    out += &format!("  shared: {}\n", j(&t.shared));
-    if !t.withheld.is_empty() {
-        out += &format!("  withheld: {}\n", t.withheld.join(", "));
-    }
-    out += &format!("  they shared: {}\n", j(&t.theirs));
-    if !t.peer_unavailable.is_empty() {
-        out += &format!("  they declined: {}\n", t.peer_unavailable.join(", "));
-    }
+    row(
+        &mut out,
+        "about",
+        &format!(
+            "{}: {}{}",
+            s.category,
+            s.summary,
+            t.urgency
+                .as_deref()
+                .map(|u| format!(" (urgency {u})"))
+                .unwrap_or_default()
+        ),
+    );
+    let waiting = match s.waiting.as_str() {
+        "user" => "for you".to_string(),
+        "peer" => "for the other agent".to_string(),
+        "llm" => "for the language model".to_string(),
+        "nothing" | "" => "for nothing".to_string(),
+        w => format!("for {w}"),
+    };
+    row(
+        &mut out,
+        "waiting",
+        &format!(
+            "{waiting} · {} round trip(s) · last activity {}{}",
+            s.round_trips,
+            s.last_activity,
+            t.version
+                .as_deref()
+                .map(|v| format!(" · protocol {v}"))
+                .unwrap_or_default()
+        ),
+    );
+    let fields = |c: &Context| -> String {
+        if c.is_empty() {
+            return "nothing".into();
+        }
+        c.iter()
+            .map(|(k, v)| match v {
+                Value::String(x) => format!("{k}={x}"),
+                v => format!("{k}={v}"),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let list = |l: &[String]| {
+        if l.is_empty() {
+            "nothing".to_string()
+        } else {
+            l.join(", ")
+        }
+    };
+    row(&mut out, "you shared", &fields(&t.shared));
+    row(&mut out, "you declined", &list(&t.withheld));
+    row(&mut out, "they shared", &fields(&t.theirs));
+    row(&mut out, "they declined", &list(&t.peer_unavailable));
     if let Some(r) = &t.resolution {
-        out += &format!("  resolution: {r}\n");
+        row(&mut out, "proposal", r);
     }
-    out += "  packets:\n";
-    for p in &t.packets {
-        let arrow = if p.dir == "sent" { ">" } else { "<" };
-        out += &format!("    {arrow} {} {}{}\n", p.kind, p.packet_id, p.summary);
+    for (n, p) in &t.prompts {
+        row(
+            &mut out,
+            "open prompt",
+            &format!("{p} — `a2acp prompts` shows it, `a2acp answer {n} …` answers it"),
+        );
+    }
+    if t.halted {
+        row(
+            &mut out,
+            "HALTED",
+            &format!(
+                "the identity key of {} changed: `a2acp keys show {}`",
+                s.peer, s.peer
+            ),
+        );
+    } else if t.escalated {
+        row(
+            &mut out,
+            "needs you",
+            &format!(
+                "give new context or an answer: `a2acp thread reply {} FIELD=VALUE …` (or `a2acp thread cancel {}`)",
+                s.id, s.id
+            ),
+        );
+    }
+    if !t.audit.is_empty() {
+        out += "  timeline:\n";
+        for a in &t.audit {
+            out += &format!("    {a}\n");
+        }
     }
     out.trim_end().to_string()
 }
@@ -461,7 +715,121 @@ mod tests {
             }
         ));
         assert!(serde_json::from_str::<Request>(r#"{"cmd":"explode"}"#).is_err());
+        // The requests of the person's commands.
+        let r: Request = serde_json::from_str(r#"{"cmd":"notifications"}"#).unwrap();
+        assert_eq!(r, Request::Notifications { all: false });
+        let r: Request =
+            serde_json::from_str(r#"{"cmd":"read_notifications","all":true}"#).unwrap();
+        assert_eq!(
+            r,
+            Request::ReadNotifications {
+                number: None,
+                all: true
+            }
+        );
+        let r: Request = serde_json::from_str(
+            r#"{"cmd":"reply_thread","id":"thr_1","context":{"day":"Thursday"}}"#,
+        )
+        .unwrap();
+        assert!(
+            matches!(r, Request::ReplyThread { ref context, .. } if context["day"] == "Thursday")
+        );
+        let r: Request =
+            serde_json::from_str(r#"{"cmd":"key_accept","address":"agent:b@x"}"#).unwrap();
+        assert_eq!(
+            r,
+            Request::KeyAccept {
+                address: "agent:b@x".into(),
+                safety_number: None
+            }
+        );
         let s = serde_json::to_string(&Response::err("nope")).unwrap();
         assert_eq!(s, r#"{"ok":false,"error":"nope","data":null}"#);
+    }
+
+    #[test]
+    fn reply_values() {
+        let w = |xs: &[&str]| xs.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let c = parse_values(&w(&[
+            "day=Thursday",
+            "guests=2",
+            "ok=true",
+            "slots=[\"a\",\"b\"]",
+            "time=19:00",
+            "note=a=b",
+        ]))
+        .unwrap();
+        assert_eq!(c["day"], "Thursday");
+        assert_eq!(c["guests"], 2);
+        assert_eq!(c["ok"], true);
+        assert_eq!(c["slots"], serde_json::json!(["a", "b"]));
+        assert_eq!(c["time"], "19:00");
+        assert_eq!(c["note"], "a=b");
+        assert!(parse_values(&w(&["day"])).is_err());
+        assert!(parse_values(&w(&["=x"])).is_err());
+    }
+
+    /// `thread show` printed an empty line: the detail's packet list and the summary's
+    /// packet count had one JSON name, so the client could not read the answer back.
+    #[test]
+    fn a_thread_detail_reads_back_and_renders_for_a_person() {
+        let mut shared = Context::new();
+        shared.insert(
+            "time_windows".into(),
+            serde_json::json!(["Friday 19:00-22:00"]),
+        );
+        let mut theirs = Context::new();
+        theirs.insert("name".into(), serde_json::json!("Bob"));
+        let d = ThreadDetail {
+            summary: ThreadSummary {
+                id: "thr_1".into(),
+                peer: "agent:bob@localhost".into(),
+                state: "NEGOTIATING".into(),
+                category: "scheduling".into(),
+                summary: "Dinner on Friday".into(),
+                initiator: true,
+                round_trips: 2,
+                waiting: "user".into(),
+                last_activity: "2026-03-21T14:30:00Z".into(),
+                packets: 1,
+            },
+            version: Some("0.2".into()),
+            shared,
+            withheld: vec!["cuisine_preference".into()],
+            theirs,
+            peer_unavailable: vec!["dietary".into()],
+            resolution: None,
+            history: vec![PacketLine {
+                dir: "sent".into(),
+                kind: "context".into(),
+                packet_id: "pkt_1".into(),
+                summary: String::new(),
+            }],
+            audit: vec!["2026-03-21T14:30:00Z state INITIATED -> NEGOTIATING".into()],
+            urgency: Some("low".into()),
+            escalated: true,
+            halted: false,
+            prompts: vec![(3, "#3 consent".into())],
+        };
+        let v = serde_json::to_value(&d).unwrap();
+        assert_eq!(v["packets"], 1);
+        let back: ThreadDetail = serde_json::from_value(v).unwrap();
+        assert_eq!(back, d);
+        let text = render_thread(&back);
+        for part in [
+            "Thread thr_1 — NEGOTIATING",
+            "with           agent:bob@localhost (you started it)",
+            "about          scheduling: Dinner on Friday (urgency low)",
+            "waiting        for you · 2 round trip(s)",
+            "you shared     time_windows=[\"Friday 19:00-22:00\"]",
+            "you declined   cuisine_preference",
+            "they shared    name=Bob",
+            "they declined  dietary",
+            "open prompt    #3 consent",
+            "needs you      give new context or an answer: `a2acp thread reply thr_1 FIELD=VALUE …`",
+            "timeline:\n    2026-03-21T14:30:00Z state INITIATED -> NEGOTIATING",
+        ] {
+            assert!(text.contains(part), "{part:?} in\n{text}");
+        }
     }
 }

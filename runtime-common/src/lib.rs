@@ -35,6 +35,7 @@
 //! - [`admission`]: what a connection may cost before it is an agent link — caps per
 //!   source address and in total, one deadline for the HTTP phase, accept failures;
 //! - [`log_limit`]: log lines a client can cause, at a bounded rate (one limiter for all);
+//! - [`safety`]: safety numbers of two identity keys (§16), as digits and as a QR code;
 //! - [`transcript`]: human-readable lines for the demo and the logs;
 //! - [`scripted`]: the scripted user of the dinner demo.
 #![forbid(unsafe_code)]
@@ -54,6 +55,7 @@ pub mod log_limit;
 pub mod prompt;
 pub mod race;
 pub mod relay_service;
+pub mod safety;
 pub mod scripted;
 pub mod store;
 pub mod term;

@@ -91,6 +91,21 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// What your agent told you: unread notifications (numbered), or mark them read.
+    Notifications {
+        /// `read N` or `read --all`.
+        #[command(subcommand)]
+        cmd: Option<NotificationsCmd>,
+        /// Read ones too.
+        #[arg(long)]
+        all: bool,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check (safety number, as digits and a QR code) and accept another agent's identity key (§16).
+    #[command(subcommand)]
+    Keys(KeysCmd),
     /// Your agent's address, key and connection.
     Status {
         /// Machine-readable output.
@@ -163,6 +178,24 @@ enum ThreadCmd {
         #[arg(long)]
         urgent: bool,
     },
+    /// Give a thread new context, or answer its escalation ("I need your input…"): the
+    /// negotiation goes on. `thread reply thr_… day=Thursday time=19:00`.
+    #[command(alias = "context")]
+    Reply {
+        /// Thread id.
+        id: String,
+        /// FIELD=VALUE pairs (a value that reads as JSON is taken as JSON, else as text).
+        values: Vec<String>,
+        /// Values as a JSON object: a path to a file holding one, or the object itself
+        /// inline (starting with `{`), e.g. '{"day": "Thursday"}'.
+        #[arg(long, value_name = "FILE.json|{JSON}")]
+        context: Option<String>,
+    },
+    /// Cancel a thread: it closes (DECLINED) and the other agent is told.
+    Cancel {
+        /// Thread id.
+        id: String,
+    },
     /// One thread in detail.
     Show {
         /// Thread id.
@@ -170,6 +203,43 @@ enum ThreadCmd {
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum NotificationsCmd {
+    /// Mark a notification read (its number from `a2acp notifications`), or all of them.
+    Read {
+        /// The notification's number.
+        #[arg(required_unless_present = "all")]
+        number: Option<u64>,
+        /// Every notification.
+        #[arg(long, conflicts_with = "number")]
+        all: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeysCmd {
+    /// Your key, the key pinned for ADDR, a changed key waiting, and the safety number to
+    /// compare with the other person (60 digits and a QR code).
+    Show {
+        /// The other agent, e.g. agent:bob@localhost.
+        address: String,
+        /// Digits only, no QR code.
+        #[arg(long)]
+        no_qr: bool,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Accept the changed key of ADDR after comparing safety numbers with its user.
+    Accept {
+        /// The other agent.
+        address: String,
+        /// The 60 digits the other person's device shows: nothing is accepted unless they match.
+        #[arg(long)]
+        safety_number: Option<String>,
     },
 }
 
@@ -530,6 +600,23 @@ fn read_context(arg: &str) -> Result<a2acp_core::packet::Context, String> {
     }
 }
 
+/// A response whose data is a sentence.
+fn text(r: &Response) -> String {
+    r.data.as_str().unwrap_or("done").to_string()
+}
+
+fn notifications(r: &Response, all: bool) -> String {
+    serde_json::from_value::<Vec<control::NotificationEntry>>(r.data.clone())
+        .map(|d| control::render_notifications(&d, all))
+        .unwrap_or_default()
+}
+
+fn key(r: &Response, qr: bool) -> String {
+    serde_json::from_value::<control::KeyInfo>(r.data.clone())
+        .map(|d| control::render_key(&d, qr))
+        .unwrap_or_default()
+}
+
 async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
     let (req, json, render): (Request, bool, fn(&Response) -> String) = match cmd {
         Cmd::Thread(ThreadCmd::Start {
@@ -568,6 +655,66 @@ async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
                 },
             )
         }
+        Cmd::Thread(ThreadCmd::Reply {
+            id,
+            values,
+            context,
+        }) => {
+            let mut c = match context.as_deref() {
+                Some(arg) => read_context(arg)?,
+                None => a2acp_core::packet::Context::new(),
+            };
+            c.extend(control::parse_values(&values)?);
+            if c.is_empty() {
+                return Err(
+                    "give the new context: FIELD=VALUE words or --context FILE (a JSON object)"
+                        .into(),
+                );
+            }
+            (Request::ReplyThread { id, context: c }, false, text)
+        }
+        Cmd::Thread(ThreadCmd::Cancel { id }) => (Request::CancelThread { id }, false, text),
+        Cmd::Notifications {
+            cmd: Some(NotificationsCmd::Read { number, all }),
+            ..
+        } => (Request::ReadNotifications { number, all }, false, text),
+        Cmd::Notifications {
+            cmd: None,
+            all,
+            json,
+        } => (
+            Request::Notifications { all },
+            json,
+            if all {
+                |r: &Response| notifications(r, true)
+            } else {
+                |r: &Response| notifications(r, false)
+            },
+        ),
+        Cmd::Keys(KeysCmd::Show {
+            address,
+            no_qr,
+            json,
+        }) => (
+            Request::KeyShow { address },
+            json,
+            if no_qr {
+                |r: &Response| key(r, false)
+            } else {
+                |r: &Response| key(r, true)
+            },
+        ),
+        Cmd::Keys(KeysCmd::Accept {
+            address,
+            safety_number,
+        }) => (
+            Request::KeyAccept {
+                address,
+                safety_number,
+            },
+            false,
+            text,
+        ),
         Cmd::Thread(ThreadCmd::Show { id, json }) => (Request::Thread { id }, json, |r| {
             serde_json::from_value(r.data.clone())
                 .map(|d| control::render_thread(&d))

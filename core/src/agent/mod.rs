@@ -713,6 +713,12 @@ impl Agent {
         self.peers.get(peer).and_then(|p| p.key)
     }
 
+    /// The key a pinned peer presented instead of its pinned one, waiting for the user to
+    /// check and accept it (§16, `Command::AcceptKeyChange`).
+    pub fn changed_key(&self, peer: &Address) -> Option<[u8; 32]> {
+        self.peers.get(peer).and_then(|r| r.changed_key)
+    }
+
     /// Whether an agent was flagged for malformed packets (§13.4).
     pub fn is_flagged(&self, peer: &Address) -> bool {
         self.peers.get(peer).is_some_and(|p| p.flagged)
@@ -1187,7 +1193,7 @@ impl Agent {
             None,
             NotifyKind::Security,
             format!(
-                "The identity key of {peer} changed. {} thread(s) with it are halted until you check the new key with them and accept it.",
+                "The identity key of {peer} changed. {} thread(s) with it are halted until you check the new key with them and accept it: compare the safety number `a2acp keys show {peer}` prints with theirs, then run `a2acp keys accept {peer} --safety-number DIGITS`.",
                 ids.len()
             ),
         );

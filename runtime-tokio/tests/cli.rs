@@ -1,0 +1,281 @@
+//! The real `a2acp` binary, as a person types it: a relay and two agents as processes,
+//! then `thread start`, `thread show` (readable text and `--json`), `thread cancel`,
+//! `thread reply`/`thread context`, `notifications` (list, `read N`, `--all`) and
+//! `keys show`/`keys accept` — their argument parsing and their output.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_a2acp");
+
+/// Child processes killed when the test ends, whatever happens.
+struct Kids(Vec<Child>);
+
+impl Drop for Kids {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn a2acp(home: &Path, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .arg("--home")
+        .arg(home)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run a2acp")
+}
+
+fn ok(home: &Path, args: &[&str]) -> String {
+    let o = a2acp(home, args);
+    assert!(
+        o.status.success(),
+        "a2acp {args:?}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+fn fails(home: &Path, args: &[&str]) -> String {
+    let o = a2acp(home, args);
+    assert!(!o.status.success(), "a2acp {args:?} should fail");
+    String::from_utf8(o.stderr).unwrap()
+}
+
+fn until<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let end = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn json(s: &str) -> serde_json::Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("{e}: {s}"))
+}
+
+/// The 60 digits of a `keys show` output: its three lines of four groups of five.
+fn digits(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| {
+            l.split(' ').count() == 4
+                && l.split(' ')
+                    .all(|g| g.len() == 5 && g.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .collect::<String>()
+        .replace(' ', "")
+}
+
+#[test]
+fn the_person_s_commands_on_the_real_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut kids = Kids(Vec::new());
+    let mut relay = Command::new(BIN)
+        .args(["relay", "--listen", "127.0.0.1:0", "--domain", "localhost"])
+        .arg("--data")
+        .arg(d.join("relay"))
+        .args(["--sync", "normal"])
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(relay.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    kids.0.push(relay);
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("ws://"))
+        .unwrap_or_else(|| panic!("{line}"))
+        .to_string();
+    let home = |n: &str| -> PathBuf { d.join(n) };
+    for (n, name) in [("alice", "Alice"), ("bob", "Bob")] {
+        ok(
+            &home(n),
+            &[
+                "agent",
+                "init",
+                "--address",
+                &format!("agent:{n}@localhost"),
+                "--relay",
+                &url,
+                "--name",
+                name,
+                "--timezone",
+                "Europe/London",
+            ],
+        );
+        let run = Command::new(BIN)
+            .args(["agent", "run", "--no-prompt", "--sync", "normal", "--home"])
+            .arg(home(n))
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        kids.0.push(run);
+    }
+    let (alice, bob) = (home("alice"), home("bob"));
+    for h in [&alice, &bob] {
+        until(20, "agent online", || {
+            let o = a2acp(h, &["status", "--json"]);
+            (o.status.success() && json(&String::from_utf8_lossy(&o.stdout))["online"] == true)
+                .then_some(())
+        });
+    }
+
+    // Nothing yet.
+    assert!(ok(&bob, &["notifications"]).contains("no unread notifications"));
+    assert_eq!(
+        json(&ok(&bob, &["notifications", "--json"])),
+        serde_json::json!([])
+    );
+
+    let ctx = d.join("dinner.json");
+    std::fs::write(&ctx, r#"{"time_windows": ["Friday 19:00-22:00"]}"#).unwrap();
+    let out = ok(
+        &alice,
+        &[
+            "thread",
+            "start",
+            "--to",
+            "agent:bob@localhost",
+            "--category",
+            "scheduling",
+            "--summary",
+            "Dinner on Friday",
+            "--context",
+            ctx.to_str().unwrap(),
+        ],
+    );
+    let id = out
+        .split_whitespace()
+        .find(|w| w.starts_with("thr_"))
+        .unwrap_or_else(|| panic!("{out}"))
+        .to_string();
+
+    // `thread show`: readable, with the state, the peer, the intent, what was shared and
+    // the timeline; `--json` the same thread.
+    let shown = until(15, "Bob has the thread", || {
+        let o = a2acp(&bob, &["thread", "show", &id]);
+        o.status
+            .success()
+            .then(|| String::from_utf8(o.stdout).unwrap())
+    });
+    assert!(shown.starts_with(&format!("Thread {id} — ")), "{shown}");
+    for part in [
+        "with           agent:alice@localhost (they started it)",
+        "about          scheduling: Dinner on Friday",
+        "they shared",
+        "time_windows=",
+        "you declined",
+        "timeline:",
+    ] {
+        assert!(shown.contains(part), "{part:?} missing in:\n{shown}");
+    }
+    let j = json(&ok(&alice, &["thread", "show", &id, "--json"]));
+    assert_eq!(j["id"], serde_json::json!(id));
+    assert_eq!(j["peer"], "agent:bob@localhost");
+    assert!(
+        j["history"].as_array().is_some_and(|h| !h.is_empty()),
+        "{j}"
+    );
+    assert!(fails(&alice, &["thread", "show", "thr_nope"]).contains("no thread"));
+
+    // `keys show`: the same 60 digits on both sides, grouped, with a QR code unless
+    // `--no-qr`.
+    let a_keys = ok(&alice, &["keys", "show", "agent:bob@localhost"]);
+    let b_keys = ok(&bob, &["keys", "show", "agent:alice@localhost", "--no-qr"]);
+    let n = digits(&a_keys);
+    assert_eq!(n.len(), 60, "{a_keys}");
+    assert_eq!(digits(&b_keys), n, "{b_keys}");
+    assert!(a_keys.contains('▀') || a_keys.contains('▄'), "{a_keys}");
+    assert!(!b_keys.contains('▀') && !b_keys.contains('▄'), "{b_keys}");
+    let kj = json(&ok(
+        &alice,
+        &["keys", "show", "agent:bob@localhost", "--json"],
+    ));
+    assert_eq!(kj["safety_number"], serde_json::json!(n));
+    assert!(kj["changed_key"].is_null());
+    let e = fails(
+        &alice,
+        &[
+            "keys",
+            "accept",
+            "agent:bob@localhost",
+            "--safety-number",
+            &n,
+        ],
+    );
+    assert!(e.contains("no changed key"), "{e}");
+    assert!(fails(&alice, &["keys", "show", "bob"]).contains("bob"));
+
+    // `thread reply` needs values; `thread context` is the same command.
+    assert!(fails(&alice, &["thread", "reply", &id]).contains("FIELD=VALUE"));
+    assert!(fails(&alice, &["thread", "reply", &id, "oops"]).contains("FIELD=VALUE"));
+    let r = ok(
+        &alice,
+        &["thread", "context", &id, "note=any evening", "guests=2"],
+    );
+    assert!(r.contains(&id), "{r}");
+    until(15, "Bob has Alice's note", || {
+        let j = json(&ok(&bob, &["thread", "show", &id, "--json"]));
+        (j["theirs"]["note"] == "any evening" && j["theirs"]["guests"] == 2).then_some(())
+    });
+
+    // `thread cancel`: closed on both sides; Bob is told.
+    let r = ok(&alice, &["thread", "cancel", &id]);
+    assert!(r.contains("DECLINED"), "{r}");
+    until(15, "Bob's side declined", || {
+        let j = json(&ok(&bob, &["thread", "show", &id, "--json"]));
+        (j["state"] == "DECLINED").then_some(())
+    });
+    assert!(fails(&alice, &["thread", "cancel", &id]).contains("DECLINED"));
+
+    // `notifications`: Bob's unread ones, numbered, with thread and kind.
+    let list = until(15, "Bob notified", || {
+        let v = json(&ok(&bob, &["notifications", "--json"]));
+        v.as_array()
+            .filter(|a| a.iter().any(|n| n["thread_id"] == serde_json::json!(id)))
+            .cloned()
+    });
+    let first = list[0]["number"].as_u64().unwrap();
+    let text = ok(&bob, &["notifications"]);
+    assert!(text.contains(&format!("thread {id}")), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.trim_start().starts_with(&format!("{first}*"))),
+        "{text}"
+    );
+    ok(&bob, &["notifications", "read", &first.to_string()]);
+    let after = json(&ok(&bob, &["notifications", "--json"]));
+    assert!(after
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|n| n["number"].as_u64() != Some(first)));
+    ok(&bob, &["notifications", "read", "--all"]);
+    assert!(ok(&bob, &["notifications"]).contains("no unread notifications"));
+    let all = json(&ok(&bob, &["notifications", "--all", "--json"]));
+    assert_eq!(all.as_array().unwrap().len(), list.len());
+    assert!(all.as_array().unwrap().iter().all(|n| n["read"] == true));
+    assert!(fails(&bob, &["notifications", "read", "999"]).contains("no notification 999"));
+    // Neither a number nor --all: clap refuses before anything is sent.
+    assert!(fails(&bob, &["notifications", "read"]).contains("<NUMBER>"));
+    assert!(fails(&bob, &["notifications", "read", "3", "--all"]).contains("cannot be used"));
+}
