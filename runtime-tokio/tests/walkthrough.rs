@@ -312,7 +312,7 @@ fn the_readme_by_hand_section_runs_as_written() {
     assert!(out.contains(&w.thread), "{out}");
     let out = w.ok(c[7]);
     assert!(
-        out.contains(&w.thread) && out.contains("packets:") && out.contains("> context"),
+        out.contains(&w.thread) && out.contains("timeline:") && out.contains("sent context"),
         "thread show: {out}"
     );
     w.until(20, "Bob's consent prompt #1", || w.prompt_open("./bob", 1));

@@ -77,7 +77,7 @@ async fn relay_restart_mid_negotiation(rt: Runtime) {
     let pb = ctl(&hb, Request::Thread { id }).await.data;
     // (After a reconnection both sides also exchange `thread_state` summaries, §13.1.)
     let ids = |v: &serde_json::Value| -> Vec<String> {
-        v["packets"]
+        v["history"]
             .as_array()
             .unwrap()
             .iter()
@@ -96,7 +96,7 @@ async fn relay_restart_mid_negotiation(rt: Runtime) {
         a.iter().collect::<BTreeSet<_>>(),
         b.iter().collect::<BTreeSet<_>>()
     );
-    let kinds: Vec<&str> = pa["packets"]
+    let kinds: Vec<&str> = pa["history"]
         .as_array()
         .unwrap()
         .iter()

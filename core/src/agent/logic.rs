@@ -34,6 +34,15 @@ const ALTERNATIVE_CHOSEN: &str = "alternative_chosen";
 /// How the `reason` of a stall notice starts (§6.4; SPEC-NOTES "Negotiation").
 const STALL_REASON: &str = "stalled";
 
+/// The `recommend` of the escalation object a user's new context carries when it resumes
+/// a thread handed to the users (SPEC-NOTES "Negotiation": resuming an escalated thread).
+const RESUME_RECOMMEND: &str = "resume_negotiation";
+
+/// Whether an escalation is the peer's notice that its user resumed the thread.
+fn is_resume(e: &Escalation) -> bool {
+    e.recommend == RESUME_RECOMMEND
+}
+
 /// Whether an escalation is the peer's stall notice: it tells this side's user that the
 /// peer waited too long for this side, and asks nothing of the negotiation.
 fn is_stall_notice(e: &Escalation) -> bool {
@@ -717,12 +726,18 @@ impl Agent {
 
     fn on_packet(&mut self, id: &str, p: Packet) {
         self.negotiate_version(id, &p);
+        let mut resume_sent = false;
         if let Some(t) = self.threads.get_mut(id) {
             if counts_as_exchange(&p.body) {
                 t.round_trips += 1;
             }
+            // Any packet from the peer answers this side's resume marker.
+            resume_sent = std::mem::take(&mut t.resume_sent);
         }
         match p.body {
+            Body::Context(b) if b.escalation.as_ref().is_some_and(is_resume) => {
+                self.on_resume(id, b, resume_sent)
+            }
             Body::Context(b) => self.on_context(id, b),
             Body::ContextRequest(b) => {
                 self.absorb(id, &b.context_provided, &[]);
@@ -824,6 +839,50 @@ impl Agent {
                 t.version = mine.first().cloned();
             }
         }
+    }
+
+    /// The peer's user gave new context to a thread handed to the users (§6.3, §6.4): the
+    /// thread leaves the humans' hands on this side too, with a fresh round (round-trip
+    /// count from this packet, the earlier round's rejections and conflict markers
+    /// dropped, as on the side that resumed), and it is this side's move. When both users
+    /// resumed at once (this side's marker is unanswered too), the initiator moves and the
+    /// responder waits for it, so the two never act at once.
+    fn on_resume(&mut self, id: &str, b: ContextBody, resume_sent: bool) {
+        let Some(t) = self.threads.get_mut(id) else {
+            return;
+        };
+        if t.state.is_terminal() || t.halted {
+            return;
+        }
+        let was_escalated = std::mem::replace(&mut t.escalated, false);
+        if was_escalated || resume_sent {
+            t.rejected.clear();
+            t.no_overlap_sent = false;
+            for k in ["conflict", "proposed_alternatives"] {
+                t.shared.remove(k);
+                t.theirs.remove(k);
+            }
+            t.round_trips = 1;
+        }
+        let initiator = t.initiator;
+        let peer = t.peer.clone();
+        self.dirty.threads.insert(id.to_string());
+        if was_escalated {
+            self.set_waiting(id, Waiting::Nothing);
+            self.notify(
+                Some(id.into()),
+                NotifyKind::Info,
+                format!("{peer}'s user gave new context; your agent is negotiating again."),
+            );
+            self.audit(Some(id), "resumed by the peer's user".into());
+        }
+        self.absorb(id, &b.context, &[]);
+        if resume_sent && !initiator {
+            // Both resumed at once: the initiator's agent moves first.
+            self.set_waiting(id, Waiting::Peer);
+            return;
+        }
+        self.evaluate(id, Turn::Free);
     }
 
     fn on_context(&mut self, id: &str, b: ContextBody) {
@@ -2608,10 +2667,13 @@ impl Agent {
                 _ => Vec::new(),
             })
             .collect();
+        if t.halted {
+            return;
+        }
         for (k, v) in context {
             t.local.insert(k, v);
         }
-        t.escalated = false;
+        let was_escalated = std::mem::replace(&mut t.escalated, false);
         t.rejected.retain(|r| {
             r.reason == negotiator::DIFFERENT_PLACE
                 && ["location", "venue"].iter().all(|k| {
@@ -2643,7 +2705,31 @@ impl Agent {
             }
             c
         };
-        if !ctx.is_empty() {
+        if was_escalated {
+            // Handed to the users, the peer's side waits for its user too: the resume
+            // marker tells it this user answered, and it is the peer's move (this side
+            // waits for it, so the two never act at once; SPEC-NOTES "Negotiation").
+            let sent = self.send_packet(
+                id,
+                Body::Context(ContextBody {
+                    context: ctx,
+                    escalation: Some(Escalation {
+                        recommend: RESUME_RECOMMEND.into(),
+                        reason: "resumed_by_user".into(),
+                        suggested_prompt: None,
+                    }),
+                    ..Default::default()
+                }),
+            );
+            if sent.is_ok() {
+                if let Some(t) = self.threads.get_mut(id) {
+                    t.resume_sent = true;
+                }
+                self.set_waiting(id, Waiting::Peer);
+                self.audit(Some(id), "resumed by the user; the peer moves next".into());
+                return;
+            }
+        } else if !ctx.is_empty() {
             let _ = self.send_packet(
                 id,
                 Body::Context(ContextBody {
@@ -3670,6 +3756,7 @@ fn blank_thread(
         answered: BTreeSet::new(),
         round_trips: 0,
         escalated: false,
+        resume_sent: false,
         no_overlap_sent: false,
         consent: None,
         resolution: None,
@@ -3701,7 +3788,9 @@ fn blank_thread(
 fn counts_as_exchange(b: &Body) -> bool {
     match b {
         Body::Context(c) => {
-            c.escalation.is_none() || c.context.contains_key("proposed_alternatives")
+            c.escalation.is_none()
+                || c.context.contains_key("proposed_alternatives")
+                || c.escalation.as_ref().is_some_and(is_resume)
         }
         Body::ContextRequest(_) | Body::ContextResponse(_) | Body::IntentUpdate(_) => true,
         _ => false,

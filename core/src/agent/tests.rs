@@ -229,6 +229,100 @@ fn round_trip_limit_escalates_to_both_users() {
     assert_ne!(state(&net, b, &id), ThreadState::Proposed);
 }
 
+fn escalated_dinner(net: &mut Net, a: usize, b: usize) -> String {
+    let id = start_dinner(net, a, b, "low");
+    consent_share_transport(net, a);
+    for i in [a, b] {
+        assert!(
+            net.nodes[i].agent.thread(&id).unwrap().escalated,
+            "{}",
+            net.render(None)
+        );
+    }
+    id
+}
+
+fn reply(net: &mut Net, i: usize, id: &str) {
+    let mut extra = Context::new();
+    extra.insert("note".into(), json!("any evening works"));
+    net.command(
+        i,
+        Command::UpdateContext {
+            thread_id: id.to_string(),
+            context: extra,
+        },
+    );
+}
+
+fn resolution_of(net: &Net, i: usize, id: &str) -> Option<String> {
+    let t = net.nodes[i].agent.thread(id).unwrap();
+    t.resolution.as_ref().map(|r| r.packet_id.clone())
+}
+
+/// The user's answer to an escalation resumes the thread on both sides: the resume
+/// marker takes the peer out of its users' hands, and it moves next (SPEC-NOTES
+/// "Negotiation", resuming an escalated thread).
+#[test]
+fn new_context_resumes_an_escalated_thread_on_both_sides() {
+    let limits = Limits {
+        max_round_trips: 2,
+        ..Limits::default()
+    };
+    let (mut net, a, b) = net_with(Setup {
+        limits,
+        ..Setup::default()
+    });
+    let id = escalated_dinner(&mut net, a, b);
+    reply(&mut net, a, &id);
+    net.settle();
+    for i in [a, b] {
+        assert!(!net.nodes[i].agent.thread(&id).unwrap().escalated);
+        assert_eq!(
+            state(&net, i, &id),
+            ThreadState::Proposed,
+            "{}",
+            net.render(None)
+        );
+    }
+    assert_eq!(resolution_of(&net, a, &id), resolution_of(&net, b, &id));
+    let t = net.nodes[b].agent.thread(&id).unwrap();
+    assert_eq!(t.theirs.get("note"), Some(&json!("any evening works")));
+    assert!(notified(&net, b, NotifyKind::Info));
+}
+
+/// Both users answer the escalation at once: each side receives the other's marker with
+/// its own unanswered, and the thread still reaches one resolution that both sides hold
+/// (the responder's agent leaves the move to the initiator's).
+#[test]
+fn both_users_resuming_at_once_let_the_initiator_move() {
+    let limits = Limits {
+        max_round_trips: 2,
+        ..Limits::default()
+    };
+    let (mut net, a, b) = net_with(Setup {
+        limits,
+        ..Setup::default()
+    });
+    let id = escalated_dinner(&mut net, a, b);
+    reply(&mut net, a, &id);
+    reply(&mut net, b, &id);
+    for i in [a, b] {
+        assert!(net.nodes[i].agent.thread(&id).unwrap().resume_sent);
+    }
+    net.settle();
+    for i in [a, b] {
+        let t = net.nodes[i].agent.thread(&id).unwrap();
+        assert!(!t.escalated && !t.resume_sent);
+        assert_eq!(
+            state(&net, i, &id),
+            ThreadState::Proposed,
+            "{}",
+            net.render(None)
+        );
+    }
+    assert_eq!(resolution_of(&net, a, &id), resolution_of(&net, b, &id));
+}
+
 #[test]
 fn confirmation_timeout_reminds_then_expires() {
     let (mut net, a, b) = net();
