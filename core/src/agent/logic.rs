@@ -726,17 +726,14 @@ impl Agent {
 
     fn on_packet(&mut self, id: &str, p: Packet) {
         self.negotiate_version(id, &p);
-        let mut resume_sent = false;
         if let Some(t) = self.threads.get_mut(id) {
             if counts_as_exchange(&p.body) {
                 t.round_trips += 1;
             }
-            // Any packet from the peer answers this side's resume marker.
-            resume_sent = std::mem::take(&mut t.resume_sent);
         }
         match p.body {
             Body::Context(b) if b.escalation.as_ref().is_some_and(is_resume) => {
-                self.on_resume(id, b, resume_sent)
+                self.on_resume(id, b)
             }
             Body::Context(b) => self.on_context(id, b),
             Body::ContextRequest(b) => {
@@ -844,18 +841,18 @@ impl Agent {
     /// The peer's user gave new context to a thread handed to the users (§6.3, §6.4): the
     /// thread leaves the humans' hands on this side too, with a fresh round (round-trip
     /// count from this packet, the earlier round's rejections and conflict markers
-    /// dropped, as on the side that resumed), and it is this side's move. When both users
-    /// resumed at once (this side's marker is unanswered too), the initiator moves and the
-    /// responder waits for it, so the two never act at once.
-    fn on_resume(&mut self, id: &str, b: ContextBody, resume_sent: bool) {
+    /// dropped, as on the side that resumed). The side that resumed drives the new round
+    /// (it evaluated with a free turn after sending the marker); this side answers what it
+    /// is asked and does not propose on the marker itself, so the two never act at once
+    /// on it.
+    fn on_resume(&mut self, id: &str, b: ContextBody) {
         let Some(t) = self.threads.get_mut(id) else {
             return;
         };
         if t.state.is_terminal() || t.halted {
             return;
         }
-        let was_escalated = std::mem::replace(&mut t.escalated, false);
-        if was_escalated || resume_sent {
+        if std::mem::replace(&mut t.escalated, false) {
             t.rejected.clear();
             t.no_overlap_sent = false;
             for k in ["conflict", "proposed_alternatives"] {
@@ -863,12 +860,9 @@ impl Agent {
                 t.theirs.remove(k);
             }
             t.round_trips = 1;
-        }
-        let initiator = t.initiator;
-        let peer = t.peer.clone();
-        self.dirty.threads.insert(id.to_string());
-        if was_escalated {
-            self.set_waiting(id, Waiting::Nothing);
+            let peer = t.peer.clone();
+            self.dirty.threads.insert(id.to_string());
+            self.set_waiting(id, Waiting::Peer);
             self.notify(
                 Some(id.into()),
                 NotifyKind::Info,
@@ -877,12 +871,7 @@ impl Agent {
             self.audit(Some(id), "resumed by the peer's user".into());
         }
         self.absorb(id, &b.context, &[]);
-        if resume_sent && !initiator {
-            // Both resumed at once: the initiator's agent moves first.
-            self.set_waiting(id, Waiting::Peer);
-            return;
-        }
-        self.evaluate(id, Turn::Free);
+        self.evaluate(id, Turn::AnsweringRequest);
     }
 
     fn on_context(&mut self, id: &str, b: ContextBody) {
@@ -2705,35 +2694,20 @@ impl Agent {
             }
             c
         };
-        if was_escalated {
+        if was_escalated || !ctx.is_empty() {
             // Handed to the users, the peer's side waits for its user too: the resume
-            // marker tells it this user answered, and it is the peer's move (this side
-            // waits for it, so the two never act at once; SPEC-NOTES "Negotiation").
-            let sent = self.send_packet(
-                id,
-                Body::Context(ContextBody {
-                    context: ctx,
-                    escalation: Some(Escalation {
-                        recommend: RESUME_RECOMMEND.into(),
-                        reason: "resumed_by_user".into(),
-                        suggested_prompt: None,
-                    }),
-                    ..Default::default()
-                }),
-            );
-            if sent.is_ok() {
-                if let Some(t) = self.threads.get_mut(id) {
-                    t.resume_sent = true;
-                }
-                self.set_waiting(id, Waiting::Peer);
-                self.audit(Some(id), "resumed by the user; the peer moves next".into());
-                return;
-            }
-        } else if !ctx.is_empty() {
+            // marker tells it this user answered, and it answers this side's requests
+            // again (SPEC-NOTES "Negotiation").
+            let escalation = was_escalated.then(|| Escalation {
+                recommend: RESUME_RECOMMEND.into(),
+                reason: "resumed_by_user".into(),
+                suggested_prompt: None,
+            });
             let _ = self.send_packet(
                 id,
                 Body::Context(ContextBody {
                     context: ctx,
+                    escalation,
                     ..Default::default()
                 }),
             );
@@ -3756,7 +3730,6 @@ fn blank_thread(
         answered: BTreeSet::new(),
         round_trips: 0,
         escalated: false,
-        resume_sent: false,
         no_overlap_sent: false,
         consent: None,
         resolution: None,

@@ -258,11 +258,6 @@ pub struct Thread {
     pub round_trips: u32,
     /// Whether the thread was escalated to the users.
     pub escalated: bool,
-    /// This side's user resumed the escalated thread and the resume marker sent to the
-    /// peer has had no packet back yet (SPEC-NOTES "Negotiation": resuming an escalated
-    /// thread; it breaks the tie when both users resume at once).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub resume_sent: bool,
     /// Whether the §6.3 no-overlap packet was already used.
     pub no_overlap_sent: bool,
     /// Consent prompt in progress.
