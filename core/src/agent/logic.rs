@@ -34,15 +34,6 @@ const ALTERNATIVE_CHOSEN: &str = "alternative_chosen";
 /// How the `reason` of a stall notice starts (§6.4; SPEC-NOTES "Negotiation").
 const STALL_REASON: &str = "stalled";
 
-/// The `recommend` of the escalation object a user's new context carries when it resumes
-/// a thread handed to the users (SPEC-NOTES "Negotiation": resuming an escalated thread).
-const RESUME_RECOMMEND: &str = "resume_negotiation";
-
-/// Whether an escalation is the peer's notice that its user resumed the thread.
-fn is_resume(e: &Escalation) -> bool {
-    e.recommend == RESUME_RECOMMEND
-}
-
 /// Whether an escalation is the peer's stall notice: it tells this side's user that the
 /// peer waited too long for this side, and asks nothing of the negotiation.
 fn is_stall_notice(e: &Escalation) -> bool {
@@ -732,9 +723,6 @@ impl Agent {
             }
         }
         match p.body {
-            Body::Context(b) if b.escalation.as_ref().is_some_and(is_resume) => {
-                self.on_resume(id, b)
-            }
             Body::Context(b) => self.on_context(id, b),
             Body::ContextRequest(b) => {
                 self.absorb(id, &b.context_provided, &[]);
@@ -836,42 +824,6 @@ impl Agent {
                 t.version = mine.first().cloned();
             }
         }
-    }
-
-    /// The peer's user gave new context to a thread handed to the users (§6.3, §6.4): the
-    /// thread leaves the humans' hands on this side too, with a fresh round (round-trip
-    /// count from this packet, the earlier round's rejections and conflict markers
-    /// dropped, as on the side that resumed). The side that resumed drives the new round
-    /// (it evaluated with a free turn after sending the marker); this side answers what it
-    /// is asked and does not propose on the marker itself, so the two never act at once
-    /// on it.
-    fn on_resume(&mut self, id: &str, b: ContextBody) {
-        let Some(t) = self.threads.get_mut(id) else {
-            return;
-        };
-        if t.state.is_terminal() || t.halted {
-            return;
-        }
-        if std::mem::replace(&mut t.escalated, false) {
-            t.rejected.clear();
-            t.no_overlap_sent = false;
-            for k in ["conflict", "proposed_alternatives"] {
-                t.shared.remove(k);
-                t.theirs.remove(k);
-            }
-            t.round_trips = 1;
-            let peer = t.peer.clone();
-            self.dirty.threads.insert(id.to_string());
-            self.set_waiting(id, Waiting::Peer);
-            self.notify(
-                Some(id.into()),
-                NotifyKind::Info,
-                format!("{peer}'s user gave new context; your agent is negotiating again."),
-            );
-            self.audit(Some(id), "resumed by the peer's user".into());
-        }
-        self.absorb(id, &b.context, &[]);
-        self.evaluate(id, Turn::AnsweringRequest);
     }
 
     fn on_context(&mut self, id: &str, b: ContextBody) {
@@ -2656,13 +2608,10 @@ impl Agent {
                 _ => Vec::new(),
             })
             .collect();
-        if t.halted {
-            return;
-        }
         for (k, v) in context {
             t.local.insert(k, v);
         }
-        let was_escalated = std::mem::replace(&mut t.escalated, false);
+        t.escalated = false;
         t.rejected.retain(|r| {
             r.reason == negotiator::DIFFERENT_PLACE
                 && ["location", "venue"].iter().all(|k| {
@@ -2694,20 +2643,11 @@ impl Agent {
             }
             c
         };
-        if was_escalated || !ctx.is_empty() {
-            // Handed to the users, the peer's side waits for its user too: the resume
-            // marker tells it this user answered, and it answers this side's requests
-            // again (SPEC-NOTES "Negotiation").
-            let escalation = was_escalated.then(|| Escalation {
-                recommend: RESUME_RECOMMEND.into(),
-                reason: "resumed_by_user".into(),
-                suggested_prompt: None,
-            });
+        if !ctx.is_empty() {
             let _ = self.send_packet(
                 id,
                 Body::Context(ContextBody {
                     context: ctx,
-                    escalation,
                     ..Default::default()
                 }),
             );
@@ -3761,9 +3701,7 @@ fn blank_thread(
 fn counts_as_exchange(b: &Body) -> bool {
     match b {
         Body::Context(c) => {
-            c.escalation.is_none()
-                || c.context.contains_key("proposed_alternatives")
-                || c.escalation.as_ref().is_some_and(is_resume)
+            c.escalation.is_none() || c.context.contains_key("proposed_alternatives")
         }
         Body::ContextRequest(_) | Body::ContextResponse(_) | Body::IntentUpdate(_) => true,
         _ => false,
