@@ -11,7 +11,7 @@ use super::*;
 use crate::display;
 use crate::harness::hostile::HostilePeer;
 use crate::harness::{dinner, Net};
-use crate::relay::frame::ErrorCode;
+use crate::link::ErrorCode;
 
 /// Every kind of thing a terminal or a viewer may act on: CSI, OSC with BEL, a C1 CSI,
 /// a right-to-left override, an isolate, a zero-width space, CR LF (a fake next line),

@@ -5,10 +5,12 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use super::records::parse_history;
 use super::*;
 use crate::crypto::{Direction, IdentityKey, ThreadSession};
 use crate::harness::{dinner, Net};
 use crate::packet::Intent;
+use crate::persist::PersistOp;
 
 fn ctx(v: serde_json::Value) -> Context {
     v.as_object().cloned().unwrap_or_default()
@@ -174,7 +176,7 @@ fn a_packet_reaches_the_logic_at_most_once_even_after_restore() {
             first.as_bytes(),
         )
         .unwrap();
-    let frame = crate::relay::frame::RelayFrame::Deliver { id: 999, env }.to_bytes();
+    let frame = crate::link::RelayFrame::Deliver { id: 999, env }.to_bytes();
     net.crash_and_restart_agent(b, [98; 32]);
     net.nodes[b].agent.handle(net.now, Input::Connected);
     net.nodes[b].agent.handle(net.now, Input::Bytes(frame));
@@ -367,7 +369,7 @@ fn a_changed_key_halts_threads_and_alerts() {
             packet.to_string().as_bytes(),
         )
         .unwrap();
-    let frame = crate::relay::frame::RelayFrame::Deliver { id: 5, env }.to_bytes();
+    let frame = crate::link::RelayFrame::Deliver { id: 5, env }.to_bytes();
     net.nodes[a].agent.handle(net.now, Input::Bytes(frame));
     let mut sec = 0;
     while let Some(o) = net.nodes[a].agent.poll_output() {
@@ -405,7 +407,7 @@ fn malformed_packets_get_the_sender_flagged() {
                 b"{\"not\":\"a packet\"}",
             )
             .unwrap();
-        let frame = crate::relay::frame::RelayFrame::Deliver { id: 100 + n, env }.to_bytes();
+        let frame = crate::link::RelayFrame::Deliver { id: 100 + n, env }.to_bytes();
         net.nodes[a].agent.handle(net.now, Input::Bytes(frame));
     }
     assert!(net.nodes[a].agent.is_flagged(&net.address(b)));
@@ -1476,7 +1478,7 @@ fn address_taken_stops_registering_closes_and_tells_once() {
     net.run_for(Duration::from_secs(60));
     let t = &net.nodes[thief];
     let r = t.agent.link_refusal().expect("refusal recorded");
-    assert_eq!(r.code, crate::relay::frame::ErrorCode::AddressTaken);
+    assert_eq!(r.code, crate::link::ErrorCode::AddressTaken);
     assert_eq!(r.retry_after, None);
     assert!(!t.agent.is_online());
     assert!(!t.is_connected(), "the agent closed its connection");
@@ -1518,7 +1520,7 @@ fn registration_limited_waits_then_registers_on_the_next_connection() {
     net.settle();
     net.run_for(Duration::from_secs(30));
     let r = net.nodes[b].agent.link_refusal().cloned().expect("refused");
-    assert_eq!(r.code, crate::relay::frame::ErrorCode::RegistrationLimited);
+    assert_eq!(r.code, crate::link::ErrorCode::RegistrationLimited);
     assert_eq!(r.retry_after, Some(REGISTRATION_RETRY));
     assert!(!net.nodes[b].is_connected());
     assert_eq!(net.nodes[b].frames_sent - sent_before, 1);
@@ -1551,7 +1553,7 @@ fn a_thread_to_an_unknown_address_is_declined_with_a_notification() {
     assert_eq!(
         net.nodes[a].agent.first_packet(&id),
         Some(FirstPacket::Refused(
-            crate::relay::frame::ErrorCode::UnknownRecipient
+            crate::link::ErrorCode::UnknownRecipient
         ))
     );
     assert_eq!(state(&net, a, &id), ThreadState::Declined);

@@ -319,7 +319,7 @@ pub struct Thread {
     /// `lookup` or to the first `send`): the thread was declined before the other agent
     /// saw it (SPEC-NOTES "Failure handling", unknown recipient).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub relay_refused: Option<crate::relay::frame::ErrorCode>,
+    pub relay_refused: Option<crate::link::ErrorCode>,
 }
 
 impl Thread {

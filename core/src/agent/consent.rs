@@ -1,0 +1,201 @@
+//! Consent (§7): permission tiers per peer, consent prompts and their answers, implicit
+//! signals and the §7.2 suggestions.
+
+use super::negotiate::Turn;
+use super::permissions::{resolve_tier, Tier};
+use super::thread::{Thread, ThreadState, Waiting};
+use super::*;
+
+use crate::display;
+use crate::packet::Body;
+
+impl Agent {
+    pub(super) fn tier(&self, peer: &Address, field: &str) -> Tier {
+        resolve_tier(&self.settings.tiers, &self.settings.overrides, peer, field)
+    }
+
+    pub(super) fn show_consent_prompt(&mut self, id: &str) {
+        let Some(t) = self.threads.get(id) else {
+            return;
+        };
+        let Some(c) = &t.consent else { return };
+        if c.prompt_id == 0 || c.ask.is_empty() {
+            return;
+        }
+        // What the peer wrote is shown cleaned; the thread keeps it as sent.
+        let fields = c
+            .ask
+            .iter()
+            .map(|n| ConsentField {
+                field: display::line(&n.field, display::MAX_FIELD_NAME).into_owned(),
+                reason: display::line(&n.reason, display::MAX_SHORT).into_owned(),
+                priority: n.priority,
+                suggested: t
+                    .local
+                    .get(&n.field)
+                    .or_else(|| self.config.profile.get(&n.field))
+                    .cloned(),
+            })
+            .collect();
+        let prompt = Prompt {
+            id: c.prompt_id,
+            thread_id: id.to_string(),
+            peer: t.peer.clone(),
+            intent: display::intent(&t.intent),
+            kind: PromptKind::Consent { fields },
+        };
+        self.buf.prompt.push(Output::Prompt(prompt));
+    }
+
+    pub(super) fn next_prompt_id(&mut self) -> u64 {
+        let id = self.meta.next_prompt;
+        self.meta.next_prompt += 1;
+        self.dirty.meta = true;
+        id
+    }
+
+    pub(super) fn answer_consent(&mut self, prompt_id: u64, answer: ConsentAnswer) {
+        let Some(id) = self.thread_where(
+            |t| {
+                t.consent
+                    .as_ref()
+                    .is_some_and(|c| c.prompt_id == prompt_id && prompt_id != 0)
+            },
+            format!("answer to unknown or closed prompt {prompt_id} ignored"),
+        ) else {
+            return;
+        };
+        let Some(t) = self.threads.get_mut(&id) else {
+            return;
+        };
+        let Some(mut c) = t.consent.take() else {
+            return;
+        };
+        let peer = t.peer.clone();
+        let mut approved = Vec::new();
+        for n in std::mem::take(&mut c.ask) {
+            let suggested = t
+                .local
+                .get(&n.field)
+                .or_else(|| self.config.profile.get(&n.field))
+                .cloned();
+            let choice = match &answer {
+                ConsentAnswer::DeclineAll => FieldChoice::DontShare,
+                ConsentAnswer::ShareSelected(m) => {
+                    m.get(&n.field).cloned().unwrap_or(FieldChoice::DontShare)
+                }
+            };
+            let value = match choice {
+                FieldChoice::Share => suggested,
+                FieldChoice::ShareValue(v) => Some(v),
+                FieldChoice::DontShare => None,
+            };
+            match value {
+                Some(v) => {
+                    c.share.insert(n.field.clone(), v);
+                    approved.push(n.field.clone());
+                }
+                None => c.decline.push(n.field.clone()),
+            }
+        }
+        c.prompt_id = 0;
+        t.consent = Some(c);
+        self.dirty.threads.insert(id.clone());
+        self.audit(Some(&id), format!("consent prompt {prompt_id} answered"));
+        self.count_approvals(&peer, &approved);
+        self.set_waiting(&id, Waiting::Nothing);
+        let turn = if self.threads.get(&id).is_some_and(|t| {
+            t.history
+                .iter()
+                .rev()
+                .find(|h| !h.outgoing)
+                .is_some_and(|h| h.kind == "context_request" || h.kind == "intent_update")
+        }) {
+            Turn::AnsweringRequest
+        } else {
+            Turn::Free
+        };
+        self.evaluate(&id, turn);
+    }
+
+    /// §7.2: after the third approval of a field for one agent, suggest promoting it.
+    pub(super) fn count_approvals(&mut self, peer: &Address, fields: &[String]) {
+        let mut suggest = Vec::new();
+        {
+            let rec = self.peers.entry(peer.clone()).or_default();
+            for f in fields {
+                let n = rec.approvals.entry(f.clone()).or_insert(0);
+                *n += 1;
+                if *n == 3 && !rec.suggested.contains_key(f) {
+                    self.meta.last_suggestion += 1;
+                    rec.suggested.insert(f.clone(), self.meta.last_suggestion);
+                    suggest.push((f.clone(), self.meta.last_suggestion));
+                }
+            }
+        }
+        if !suggest.is_empty() {
+            self.dirty.meta = true;
+        }
+        self.dirty.peers.insert(peer.clone());
+        for (f, id) in suggest {
+            self.notify_suggestion(
+                Suggestion::Promote {
+                    id,
+                    field: f.clone(),
+                    peer: peer.clone(),
+                },
+                format!("You've shared {f} with {peer} three times now. Want me to always share it with them automatically?"),
+            );
+        }
+    }
+
+    pub(super) fn close_prompts(&mut self, id: &str) {
+        let Some(t) = self.threads.get_mut(id) else {
+            return;
+        };
+        if let Some(c) = t.consent.take() {
+            if c.prompt_id != 0 {
+                self.buf.prompt.push(Output::ClosePrompt(c.prompt_id));
+            }
+        }
+        if let Some(r) = t.resolution.as_mut() {
+            if let Some(p) = r.prompt_id.take() {
+                self.buf.prompt.push(Output::ClosePrompt(p));
+            }
+        }
+        self.dirty.threads.insert(id.to_string());
+    }
+}
+
+/// Open prompts of thread `t` (its consent prompt, its resolution prompt).
+pub(super) fn prompts_open(t: &Thread) -> usize {
+    let consent = t.consent.as_ref().is_some_and(|c| c.prompt_id != 0);
+    let resolution = t.state == ThreadState::Proposed
+        && t.resolution.as_ref().is_some_and(|r| r.prompt_id.is_some());
+    usize::from(consent) + usize::from(resolution)
+}
+
+/// Whether a packet of the peer can open a prompt for this agent's user.
+pub(super) fn may_prompt(b: &Body) -> bool {
+    match b {
+        Body::Context(c) => !c.needs.is_empty(),
+        Body::ContextRequest(c) => !c.needs.is_empty(),
+        Body::IntentUpdate(u) => !u.additional_context_needed.is_empty(),
+        Body::Resolution(_) => true,
+        _ => false,
+    }
+}
+
+/// The smallest count above `n` at which a collapsed record is renewed (1, 2, 5, 10…).
+pub(super) fn next_milestone(n: u64) -> u64 {
+    let mut m: u64 = 1;
+    loop {
+        for k in [1u64, 2, 5] {
+            let x = m.saturating_mul(k);
+            if x > n || x == u64::MAX {
+                return x;
+            }
+        }
+        m = m.saturating_mul(10);
+    }
+}

@@ -1,0 +1,338 @@
+//! Executing a confirmed resolution (§9): actions one by one, execution reports, failure
+//! and rollback.
+
+use super::negotiate::Turn;
+use super::thread::{Execution, ThreadState, Waiting};
+use super::*;
+
+use crate::negotiator::Rejected;
+use crate::packet::{Body, ExecutionReport};
+
+impl Agent {
+    pub(super) fn next_action(&mut self, id: &str) {
+        let Some(t) = self.threads.get_mut(id) else {
+            return;
+        };
+        let details = t
+            .resolution
+            .as_ref()
+            .map(|r| r.body.proposal.details.clone())
+            .unwrap_or_default();
+        let Some(ex) = t.execution.as_mut() else {
+            return;
+        };
+        if ex.in_flight.is_some() {
+            return;
+        }
+        if t.state == ThreadState::Rollback {
+            if let Some(i) = ex.undo_queue.pop() {
+                let aid = self.meta.next_action;
+                self.meta.next_action += 1;
+                self.dirty.meta = true;
+                ex.in_flight = Some((aid, i, true));
+                let action = ex.mine.get(i).cloned();
+                self.dirty.threads.insert(id.to_string());
+                if let Some(action) = action {
+                    self.buf.action.push(Output::ExecuteAction(ActionRequest {
+                        id: aid,
+                        thread_id: id.into(),
+                        action,
+                        details,
+                        undo: true,
+                    }));
+                }
+                return;
+            }
+            self.rollback_done(id);
+            return;
+        }
+        if ex.done < ex.mine.len() {
+            let aid = self.meta.next_action;
+            self.meta.next_action += 1;
+            self.dirty.meta = true;
+            let i = ex.done;
+            ex.in_flight = Some((aid, i, false));
+            let action = ex.mine[i].clone();
+            self.dirty.threads.insert(id.to_string());
+            self.buf.action.push(Output::ExecuteAction(ActionRequest {
+                id: aid,
+                thread_id: id.into(),
+                action,
+                details,
+                undo: false,
+            }));
+            return;
+        }
+        // All of mine done.
+        if !ex.reported {
+            ex.reported = true;
+            let rid = t
+                .resolution
+                .as_ref()
+                .map(|r| r.packet_id.clone())
+                .unwrap_or_default();
+            self.dirty.threads.insert(id.to_string());
+            let _ = self.send_packet(
+                id,
+                Body::ExecutionReport(ExecutionReport {
+                    resolution_id: rid,
+                    status: "completed".into(),
+                    failed_action: None,
+                    error: None,
+                }),
+            );
+        }
+        self.maybe_complete(id);
+    }
+
+    pub(super) fn maybe_complete(&mut self, id: &str) {
+        let Some(t) = self.threads.get(id) else {
+            return;
+        };
+        let Some(ex) = &t.execution else { return };
+        if t.state == ThreadState::Executing
+            && ex.reported
+            && ex.peer_completed
+            && ex.in_flight.is_none()
+        {
+            let summary = t
+                .resolution
+                .as_ref()
+                .map(|r| r.body.proposal.summary.clone())
+                .unwrap_or_default();
+            self.set_state(id, ThreadState::Completed, "all actions succeeded");
+            self.set_waiting(id, Waiting::Nothing);
+            self.notify(
+                Some(id.into()),
+                NotifyKind::Completed,
+                format!("Done: {summary}"),
+            );
+            self.end_thread(id);
+        } else if t.state == ThreadState::Executing && ex.reported {
+            self.set_waiting(id, Waiting::Peer);
+        }
+    }
+
+    pub(super) fn on_action_result(&mut self, action_id: u64, result: Result<(), String>) {
+        let Some(id) = self.thread_where(
+            |t| {
+                t.execution
+                    .as_ref()
+                    .and_then(|e| e.in_flight)
+                    .is_some_and(|(a, _, _)| a == action_id)
+            },
+            format!("result of unknown action {action_id} ignored"),
+        ) else {
+            return;
+        };
+        let Some(t) = self.threads.get_mut(&id) else {
+            return;
+        };
+        let Some(ex) = t.execution.as_mut() else {
+            return;
+        };
+        let Some((_, i, undo)) = ex.in_flight.take() else {
+            return;
+        };
+        let name = ex.mine.get(i).map(|a| a.action.clone()).unwrap_or_default();
+        self.dirty.threads.insert(id.clone());
+        match (undo, result) {
+            (true, Ok(())) => {
+                self.audit(Some(&id), format!("undid {name}"));
+                self.next_action(&id);
+            }
+            (true, Err(e)) => {
+                self.notify(
+                    Some(id.clone()),
+                    NotifyKind::Failed,
+                    format!("Could not undo {name}: {e}. Please check it by hand."),
+                );
+                self.next_action(&id);
+            }
+            (false, Ok(())) => {
+                ex.done += 1;
+                let abort = t.state == ThreadState::Failed || ex.failure.is_some();
+                self.audit(Some(&id), format!("action {name} succeeded"));
+                if abort {
+                    // The peer failed meanwhile: roll back now.
+                    self.start_rollback(&id);
+                } else {
+                    self.next_action(&id);
+                }
+            }
+            (false, Err(e)) => {
+                ex.failure = Some(format!("{name} failed: {e}"));
+                let rid = t
+                    .resolution
+                    .as_ref()
+                    .map(|r| r.packet_id.clone())
+                    .unwrap_or_default();
+                self.audit(Some(&id), format!("action {name} failed: {e}"));
+                let _ = self.send_packet(
+                    &id,
+                    Body::ExecutionReport(ExecutionReport {
+                        resolution_id: rid,
+                        status: "failed".into(),
+                        failed_action: Some(name.clone()),
+                        error: Some(e.clone()),
+                    }),
+                );
+                self.notify(
+                    Some(id.clone()),
+                    NotifyKind::Failed,
+                    format!(
+                        "{name} failed: {e}. Undoing what was done and looking for an alternative."
+                    ),
+                );
+                self.set_state(&id, ThreadState::Failed, "an action failed");
+                self.start_rollback(&id);
+            }
+        }
+    }
+
+    pub(super) fn on_execution_report(&mut self, id: &str, r: ExecutionReport) {
+        let Some(t) = self.threads.get_mut(id) else {
+            return;
+        };
+        if t.resolution
+            .as_ref()
+            .is_none_or(|x| x.packet_id != r.resolution_id)
+        {
+            return;
+        }
+        let Some(ex) = t.execution.as_mut() else {
+            if t.state == ThreadState::Proposed {
+                // The peer confirmed and finished before its confirmation reached here
+                // (reordering, or a gap re-send): keep the report for the execution.
+                t.early_report = Some(r);
+                self.dirty.threads.insert(id.to_string());
+            }
+            return;
+        };
+        match r.status.as_str() {
+            "completed" => {
+                ex.peer_completed = true;
+                self.dirty.threads.insert(id.to_string());
+                self.maybe_complete(id);
+            }
+            _ => {
+                let what = format!(
+                    "{} failed on the other side: {}",
+                    r.failed_action.unwrap_or_default(),
+                    r.error.unwrap_or_default()
+                );
+                if ex.failure.is_none() {
+                    ex.failure = Some(what.clone());
+                }
+                self.dirty.threads.insert(id.to_string());
+                let executing = t.state == ThreadState::Executing;
+                self.notify(
+                    Some(id.into()),
+                    NotifyKind::Failed,
+                    format!("{what}. Undoing what was done here."),
+                );
+                if executing {
+                    self.set_state(id, ThreadState::Failed, "the other agent's action failed");
+                }
+                self.start_rollback(id);
+            }
+        }
+    }
+
+    /// The other side ended the thread while this side was carrying it out: record why
+    /// (`failure`) and how the thread ends after the undo (`mark`), tell the user, and
+    /// undo what was done here (FAILED, then ROLLBACK).
+    pub(super) fn withdraw_execution(
+        &mut self,
+        id: &str,
+        failure: String,
+        mark: impl FnOnce(&mut Execution),
+        kind: NotifyKind,
+        notice: String,
+        why: &str,
+    ) {
+        if let Some(ex) = self.threads.get_mut(id).and_then(|t| t.execution.as_mut()) {
+            ex.failure = Some(failure);
+            mark(ex);
+        }
+        self.dirty.threads.insert(id.to_string());
+        self.notify(Some(id.into()), kind, notice);
+        self.set_state(id, ThreadState::Failed, why);
+        self.start_rollback(id);
+    }
+
+    pub(super) fn start_rollback(&mut self, id: &str) {
+        let Some(t) = self.threads.get_mut(id) else {
+            return;
+        };
+        let Some(ex) = t.execution.as_mut() else {
+            return;
+        };
+        if ex.in_flight.is_some() {
+            return; // resumes when the running action reports
+        }
+        ex.undo_queue = (0..ex.done)
+            .filter(|i| ex.mine.get(*i).is_some_and(|a| a.reversible))
+            .collect();
+        let executing = t.state == ThreadState::Executing;
+        self.dirty.threads.insert(id.to_string());
+        if executing {
+            self.set_state(id, ThreadState::Failed, "execution aborted");
+        }
+        self.set_state(id, ThreadState::Rollback, "undoing reversible actions");
+        self.next_action(id);
+    }
+
+    pub(super) fn rollback_done(&mut self, id: &str) {
+        let me = self.config.address.clone();
+        let Some(t) = self.threads.get_mut(id) else {
+            return;
+        };
+        let failure = t
+            .execution
+            .as_ref()
+            .and_then(|e| e.failure.clone())
+            .unwrap_or_else(|| "an action failed".into());
+        // A cancel or an expiry on the other side ends the thread once the undo is done;
+        // anything waiting for the next proposal goes with it.
+        let end = match t.execution.as_ref() {
+            Some(e) if e.cancelled => Some(ThreadState::Declined),
+            Some(e) if e.expired => Some(ThreadState::Expired),
+            _ => None,
+        };
+        if let Some(end) = end {
+            t.execution = None;
+            t.deferred_resolution = None;
+            t.early_answers.clear();
+            self.dirty.threads.insert(id.to_string());
+            self.set_state(id, end, &failure);
+            return;
+        }
+        t.execution = None;
+        let proposer = t.resolution.as_ref().map(|r| r.proposer.clone());
+        if let Some(r) = t.resolution.take() {
+            t.rejected.push(Rejected {
+                summary: r.body.proposal.summary,
+                details: r.body.proposal.details,
+                reason: failure.clone(),
+            });
+        }
+        self.dirty.threads.insert(id.to_string());
+        self.set_state(
+            id,
+            ThreadState::Negotiating,
+            &format!("re-negotiating: {failure}"),
+        );
+        if let Some((pid, from, body)) = self
+            .threads
+            .get_mut(id)
+            .and_then(|t| t.deferred_resolution.take())
+        {
+            self.on_resolution(id, pid, from, body);
+        } else if proposer.as_ref() == Some(&me) {
+            self.evaluate(id, Turn::Free);
+        } else {
+            self.set_waiting(id, Waiting::Peer);
+        }
+    }
+}

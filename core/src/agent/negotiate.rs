@@ -1,0 +1,553 @@
+//! Context negotiation (§5.2, §6): the Receive-Evaluate-Act cycle, context, requests and
+//! responses, needs, loop limits and escalation.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use super::permissions::Tier;
+use super::thread::{PendingConsent, Thread, ThreadState, Waiting};
+use super::*;
+
+use crate::display;
+use crate::negotiator::{self, Decision, View};
+use crate::packet::{
+    self, Body, ContextBody, ContextRequestBody, ContextResponseBody, Escalation, Intent, Need,
+    PermissionsDeclaration, Priority, Unavailable,
+};
+
+/// How the `reason` of a stall notice starts (§6.4; SPEC-NOTES "Negotiation").
+pub(super) const STALL_REASON: &str = "stalled";
+
+/// What triggered an evaluation: it decides whether a proposal may be made this turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Turn {
+    /// The peer asked this agent something: answer (and ask), but don't propose.
+    AnsweringRequest,
+    /// Anything else: propose when the picture is complete.
+    Free,
+}
+
+impl Agent {
+    pub(super) fn on_context(&mut self, id: &str, b: ContextBody) {
+        self.absorb(id, &b.context, &[]);
+        if let Some(i) = &b.intent {
+            if let Some(t) = self.threads.get_mut(id) {
+                if t.state == ThreadState::Initiated || !t.initiator {
+                    t.intent = i.clone();
+                }
+            }
+        }
+        let has_alternatives = b.context.contains_key("proposed_alternatives");
+        if let (Some(e), false) = (&b.escalation, has_alternatives) {
+            // The peer's stall notice (§6.4) only tells this user: the peer stalled waiting
+            // for this side, and this side's next packet resumes it there. It hands nothing
+            // to the humans here, so the thread keeps negotiating; marked escalated, it
+            // ignored every later packet and both sides waited forever (swarm seed 612).
+            if !is_stall_notice(e) {
+                if let Some(t) = self.threads.get_mut(id) {
+                    t.escalated = true;
+                }
+                // The humans decide now: a question to the model in flight (or waiting
+                // to be retried) is withdrawn, or its answer would go on negotiating
+                // past the escalation and leave both sides waiting on each other
+                // (large swarm, seed 1).
+                self.withdraw_llm(id, "the thread was escalated to the users");
+                self.set_waiting(id, Waiting::User);
+            }
+            let mut text = format!(
+                "The other agent needs you: {}",
+                display::line(&e.reason, display::MAX_LONG)
+            );
+            if let Some(s) = &e.suggested_prompt {
+                text = format!("{text} — {}", display::line(s, display::MAX_LONG));
+            }
+            self.notify(Some(id.into()), NotifyKind::Escalated, text);
+            return;
+        }
+        self.take_needs(id, &b.needs);
+        self.evaluate(id, Turn::Free);
+    }
+
+    /// Takes in what the peer gave and what it declined.
+    pub(super) fn absorb(&mut self, id: &str, provided: &Context, unavailable: &[Unavailable]) {
+        let Some(t) = self.threads.get_mut(id) else {
+            return;
+        };
+        for (k, v) in provided {
+            t.theirs.insert(k.clone(), v.clone());
+        }
+        for u in unavailable {
+            t.peer_unavailable.insert(u.field.clone());
+        }
+        if matches!(t.state, ThreadState::Initiated | ThreadState::Stalled) {
+            let from = t.state;
+            if t.transition(ThreadState::Negotiating).is_ok() {
+                self.audit(Some(id), format!("state {from} -> NEGOTIATING"));
+            }
+        }
+    }
+
+    /// Evaluates the peer's needs against the permission tiers (§5.2 EVALUATE
+    /// PERMISSIONS, §6.2, §7): shares, declines, or queues one batched consent prompt.
+    pub(super) fn take_needs(&mut self, id: &str, needs: &[Need]) {
+        if needs.is_empty() {
+            return;
+        }
+        let Some(t) = self.threads.get(id) else {
+            return;
+        };
+        let peer = t.peer.clone();
+        let urgent = t.intent.is_urgent();
+        let mut share = Context::new();
+        let mut decline = Vec::new();
+        let mut ask = Vec::new();
+        let mut seen = BTreeSet::new();
+        for n in needs {
+            if t.answered.contains(&n.field) || !seen.insert(n.field.clone()) {
+                continue; // §6.4: a field is answered once per thread.
+            }
+            if !display::is_clean(&n.field, display::MAX_FIELD_NAME) {
+                // A field name the user could not read as sent (control or invisible
+                // characters, or too long) is never shown for consent: declined.
+                decline.push(n.field.clone());
+                continue;
+            }
+            let value = t
+                .local
+                .get(&n.field)
+                .or_else(|| self.config.profile.get(&n.field))
+                .cloned();
+            match self.tier(&peer, &n.field) {
+                Tier::NeverShare => decline.push(n.field.clone()),
+                Tier::AlwaysShare => match value {
+                    Some(v) => {
+                        share.insert(n.field.clone(), v);
+                    }
+                    None => decline.push(n.field.clone()),
+                },
+                Tier::AskFirst => {
+                    if t.user_initiated && t.local.contains_key(&n.field) {
+                        // §7.4: the user started the thread and gave this value for it.
+                        if let Some(v) = value {
+                            share.insert(n.field.clone(), v);
+                        }
+                    } else if n.priority == Priority::NiceToHave && !urgent {
+                        // §6.2: nice_to_have is shared only if pre-authorised.
+                        decline.push(n.field.clone());
+                    } else {
+                        ask.push(n.clone());
+                    }
+                }
+            }
+        }
+        let t = match self.threads.get_mut(id) {
+            Some(t) => t,
+            None => return,
+        };
+        for f in share.keys().chain(decline.iter()) {
+            t.answered.insert(f.clone());
+        }
+        for n in &ask {
+            t.answered.insert(n.field.clone());
+        }
+        let consent = t.consent.get_or_insert_with(|| PendingConsent {
+            prompt_id: 0,
+            ask: Vec::new(),
+            share: Context::new(),
+            decline: Vec::new(),
+        });
+        consent.share.extend(share);
+        consent.decline.extend(decline);
+        let asks_more = !ask.is_empty();
+        consent.ask.extend(ask);
+        self.dirty.threads.insert(id.to_string());
+        let asking = !consent.ask.is_empty();
+        let open_prompt = consent.prompt_id;
+        if !asking {
+            return;
+        }
+        if open_prompt != 0 {
+            // The open prompt keeps its number while the thread waits for the user: a
+            // packet that asks for more updates it in place, one that asks for nothing
+            // new leaves it alone (SPEC-NOTES "Prompts and peer text on screen").
+            if asks_more {
+                self.show_consent_prompt(id);
+            }
+            return;
+        }
+        let pid = self.next_prompt_id();
+        if let Some(c) = self.threads.get_mut(id).and_then(|t| t.consent.as_mut()) {
+            c.prompt_id = pid;
+        }
+        self.set_waiting(id, Waiting::User);
+        self.show_consent_prompt(id);
+    }
+
+    /// The Receive-Evaluate-Act cycle (§5.2) for one thread, once its inputs changed.
+    pub(super) fn evaluate(&mut self, id: &str, turn: Turn) {
+        let Some(t) = self.threads.get(id) else {
+            return;
+        };
+        if t.state.is_terminal() || t.halted {
+            return;
+        }
+        if t.consent.as_ref().is_some_and(|c| c.prompt_id != 0) {
+            return; // waits for the user; other threads go on
+        }
+        if t.escalated {
+            // The humans decide what happens next; answers the user gave still go out,
+            // except past the round-trip limit where nothing more is exchanged (§6.4).
+            if t.round_trips < self.config.limits.max_round_trips {
+                self.flush_reply(id);
+            }
+            return;
+        }
+        if t.llm.is_some() {
+            // The model was asked about the thread as it was; what just came in is
+            // looked at when it answers (large swarm, seed 1).
+            if let Some(l) = self.threads.get_mut(id).and_then(|t| t.llm.as_mut()) {
+                if !l.stale {
+                    l.stale = true;
+                    self.dirty.threads.insert(id.to_string());
+                }
+            }
+            return;
+        }
+        if !matches!(
+            t.state,
+            ThreadState::Initiated | ThreadState::Negotiating | ThreadState::Stalled
+        ) {
+            // Proposed/executing: answer open needs, nothing else to decide.
+            self.flush_reply(id);
+            return;
+        }
+        if self.config.use_llm {
+            self.ask_llm(id, 1, None);
+            return;
+        }
+        let decision = {
+            let t = &self.threads[id];
+            let mine = self.mine(t);
+            let theirs = self.theirs(t);
+            let view = self.view(t, &mine, &theirs);
+            negotiator::decide(&view)
+        };
+        self.act(id, decision, turn);
+    }
+
+    /// My values usable in this thread: shared, about to be shared, and always_share.
+    pub(super) fn mine(&self, t: &Thread) -> Context {
+        let mut m = Context::new();
+        for (k, v) in self.config.profile.iter().chain(t.local.iter()) {
+            let tier = self.tier(&t.peer, k);
+            if tier == Tier::AlwaysShare
+                || (tier == Tier::AskFirst && t.user_initiated && t.local.contains_key(k))
+            {
+                m.insert(k.clone(), v.clone());
+            }
+        }
+        if let Some(c) = &t.consent {
+            m.extend(c.share.clone());
+        }
+        m.extend(t.shared.clone());
+        m
+    }
+
+    /// The peer's values for deciding: what it said in this thread, and under it what
+    /// this agent already knew about it (§5.2: fill gaps from local knowledge before asking).
+    pub(super) fn theirs(&self, t: &Thread) -> Context {
+        let mut c = self
+            .config
+            .contacts
+            .get(&t.peer)
+            .cloned()
+            .unwrap_or_default();
+        c.extend(t.theirs.clone());
+        c
+    }
+
+    pub(super) fn view<'a>(
+        &'a self,
+        t: &'a Thread,
+        mine: &'a Context,
+        theirs: &'a Context,
+    ) -> View<'a> {
+        View {
+            intent: &t.intent,
+            i_am_initiator: t.initiator,
+            me: &self.config.address,
+            peer: &t.peer,
+            mine,
+            theirs,
+            asked: &t.asked,
+            unavailable: &t.peer_unavailable,
+            rejected: &t.rejected,
+            round_trips: t.round_trips,
+        }
+    }
+
+    pub(super) fn act(&mut self, id: &str, decision: Decision, turn: Turn) {
+        let limit = self.config.limits.max_round_trips;
+        let Some(t) = self.threads.get(id) else {
+            return;
+        };
+        let over_limit = t.round_trips >= limit;
+        // Turn rule (SPEC-NOTES §6): answering a request is only answering; the agent
+        // whose turn is free proposes, asks or escalates. At the round-trip limit every
+        // further exchange becomes an escalation (§6.4).
+        let escalate = || Decision::Escalate {
+            reason: format!("{limit} context exchanges without a resolution"),
+            summary: self.tried_summary(id),
+        };
+        let decision = match (turn, decision) {
+            (_, Decision::Wait) => Decision::Wait,
+            (Turn::AnsweringRequest, _) if over_limit => escalate(),
+            (Turn::AnsweringRequest, _) => Decision::Wait,
+            (Turn::Free, d @ Decision::Propose { .. }) => d,
+            (Turn::Free, Decision::Ask { .. } | Decision::NoOverlap { .. }) if over_limit => {
+                escalate()
+            }
+            (Turn::Free, d) => d,
+        };
+        match decision {
+            Decision::Ask { needs } => {
+                let (provide, decline) = self.take_reply(id);
+                let Some(t) = self.threads.get_mut(id) else {
+                    return;
+                };
+                let mut fresh: Vec<Need> = needs
+                    .into_iter()
+                    .filter(|n| {
+                        !t.asked.contains(&n.field) && !t.peer_unavailable.contains(&n.field)
+                    })
+                    .collect();
+                fresh.extend(std::mem::take(&mut t.deferred_needs));
+                fresh.sort_by_key(|n| n.priority);
+                let mut seen = BTreeSet::new();
+                fresh.retain(|n| seen.insert(n.field.clone()));
+                let rest = fresh.split_off(fresh.len().min(packet::MAX_NEEDS_PER_PACKET));
+                t.deferred_needs = rest;
+                if fresh.is_empty() {
+                    self.send_reply(id, provide, decline);
+                    return;
+                }
+                for n in &fresh {
+                    t.asked.insert(n.field.clone());
+                }
+                let body = Body::ContextRequest(ContextRequestBody {
+                    needs: fresh,
+                    context_provided: provide,
+                    permissions: None,
+                });
+                self.send_then_wait(id, body, decline);
+            }
+            Decision::Propose { proposal, actions } => {
+                // Answers are superseded by the proposal; nothing more is shared.
+                let _ = self.take_reply(id);
+                self.propose(id, proposal, actions);
+            }
+            Decision::NoOverlap {
+                mut context,
+                escalation,
+            } => {
+                let (provide, decline) = self.take_reply(id);
+                for (k, v) in provide {
+                    context.entry(k).or_insert(v);
+                }
+                if let Some(t) = self.threads.get_mut(id) {
+                    t.no_overlap_sent = true;
+                }
+                let body = Body::Context(ContextBody {
+                    intent: self.threads.get(id).map(|t| Intent {
+                        summary: "No overlap found — proposing alternatives".into(),
+                        ..t.intent.clone()
+                    }),
+                    context,
+                    escalation: Some(escalation),
+                    ..Default::default()
+                });
+                self.send_then_wait(id, body, decline);
+            }
+            Decision::Escalate { reason, summary } => {
+                // At the round-trip limit nothing more is exchanged: a pending answer
+                // stays pending until the user resumes the thread.
+                if !over_limit {
+                    let (provide, decline) = self.take_reply(id);
+                    if !provide.is_empty() || !decline.is_empty() {
+                        self.send_reply(id, provide, decline);
+                    }
+                }
+                self.escalate(id, &reason, &summary);
+            }
+            Decision::Wait => self.flush_reply(id),
+        }
+    }
+
+    pub(super) fn tried_summary(&self, id: &str) -> String {
+        let Some(t) = self.threads.get(id) else {
+            return String::new();
+        };
+        let mut s = format!(
+            "{} exchanges; shared {}; received {}",
+            t.round_trips,
+            list(t.shared.keys()),
+            list(t.theirs.keys())
+        );
+        if !t.rejected.is_empty() {
+            s += &format!(
+                "; ruled out: {}",
+                t.rejected
+                    .iter()
+                    .map(|r| r.summary.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+        }
+        s
+    }
+
+    pub(super) fn escalate(&mut self, id: &str, reason: &str, summary: &str) {
+        let body = Body::Context(ContextBody {
+            escalation: Some(Escalation {
+                recommend: "surface_to_users".into(),
+                reason: reason.to_string(),
+                suggested_prompt: Some(summary.to_string()),
+            }),
+            ..Default::default()
+        });
+        let _ = self.send_packet(id, body);
+        if let Some(t) = self.threads.get_mut(id) {
+            t.escalated = true;
+        }
+        self.set_waiting(id, Waiting::User);
+        self.notify(
+            Some(id.into()),
+            NotifyKind::Escalated,
+            format!("I need your input: {reason}. {summary}"),
+        );
+        self.audit(Some(id), format!("escalated to the users: {reason}"));
+    }
+
+    pub(super) fn take_reply(&mut self, id: &str) -> (Context, Vec<String>) {
+        let Some(t) = self.threads.get_mut(id) else {
+            return (Context::new(), vec![]);
+        };
+        match t.consent.take() {
+            Some(c) if c.prompt_id == 0 => (c.share, c.decline),
+            other => {
+                t.consent = other;
+                (Context::new(), vec![])
+            }
+        }
+    }
+
+    pub(super) fn flush_reply(&mut self, id: &str) {
+        let (provide, decline) = self.take_reply(id);
+        if !provide.is_empty() || !decline.is_empty() {
+            self.send_reply(id, provide, decline);
+        }
+    }
+
+    pub(super) fn send_reply(&mut self, id: &str, provide: Context, decline: Vec<String>) {
+        let body = Body::ContextResponse(ContextResponseBody {
+            context_provided: provide,
+            context_unavailable: decline
+                .iter()
+                .map(|f| Unavailable {
+                    field: f.clone(),
+                    status: "declined".into(),
+                    hint: None,
+                })
+                .collect(),
+            permissions: None,
+        });
+        self.send_then_wait(id, body, vec![]);
+    }
+
+    pub(super) fn send_then_wait(&mut self, id: &str, body: Body, decline: Vec<String>) {
+        let body = match body {
+            Body::ContextRequest(b) if !decline.is_empty() => {
+                // Declines travel with the request as a context_response first.
+                let pre = Body::ContextResponse(ContextResponseBody {
+                    context_provided: Context::new(),
+                    context_unavailable: decline
+                        .iter()
+                        .map(|f| Unavailable {
+                            field: f.clone(),
+                            status: "declined".into(),
+                            hint: None,
+                        })
+                        .collect(),
+                    permissions: None,
+                });
+                let _ = self.send_packet(id, pre);
+                Body::ContextRequest(b)
+            }
+            other => other,
+        };
+        if self.send_packet(id, body).is_ok() {
+            self.set_waiting(id, Waiting::Peer);
+        }
+    }
+}
+
+/// Whether an escalation is the peer's stall notice: it tells this side's user that the
+/// peer waited too long for this side, and asks nothing of the negotiation.
+pub(super) fn is_stall_notice(e: &Escalation) -> bool {
+    e.reason
+        .strip_prefix(STALL_REASON)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(':'))
+}
+
+/// Packets that count as a context exchange for the §6.4 limit.
+pub(super) fn counts_as_exchange(b: &Body) -> bool {
+    match b {
+        Body::Context(c) => {
+            c.escalation.is_none() || c.context.contains_key("proposed_alternatives")
+        }
+        Body::ContextRequest(_) | Body::ContextResponse(_) | Body::IntentUpdate(_) => true,
+        _ => false,
+    }
+}
+
+pub(super) fn provided(b: &Body) -> Option<&Context> {
+    b.provided()
+}
+
+pub(super) fn provided_mut(b: &mut Body) -> Option<&mut Context> {
+    match b {
+        Body::Context(c) => Some(&mut c.context),
+        Body::ContextRequest(c) => Some(&mut c.context_provided),
+        Body::ContextResponse(c) => Some(&mut c.context_provided),
+        _ => None,
+    }
+}
+
+pub(super) fn set_permissions(b: &mut Body, d: PermissionsDeclaration) {
+    match b {
+        Body::Context(c) => c.permissions = Some(d),
+        Body::ContextRequest(c) => c.permissions = Some(d),
+        Body::ContextResponse(c) => c.permissions = Some(d),
+        _ => {}
+    }
+}
+
+pub(super) fn strings_of(v: &Value) -> Vec<String> {
+    match v {
+        Value::String(s) => vec![s.clone()],
+        Value::Number(n) => vec![n.to_string()],
+        Value::Array(a) => a.iter().flat_map(strings_of).collect(),
+        Value::Object(m) => m.values().flat_map(strings_of).collect(),
+        _ => vec![],
+    }
+}
+
+pub(super) fn list<'a>(it: impl Iterator<Item = &'a String>) -> String {
+    let v: Vec<&str> = it.map(|s| s.as_str()).collect();
+    if v.is_empty() {
+        "nothing".into()
+    } else {
+        v.join(", ")
+    }
+}

@@ -1,0 +1,99 @@
+//! What the agent tells its user (notifications) and its audit trail, with the collapsing
+//! that keeps a flood from growing either.
+
+use super::*;
+
+impl Agent {
+    /// Every notification leaves through here: its text, peer strings in it included, is
+    /// cleaned for display ([`crate::display`]).
+    pub(super) fn notify(&mut self, thread_id: Option<String>, kind: NotifyKind, text: String) {
+        let text = shown(text);
+        self.buf.notify.push(Output::Notify(Notification {
+            thread_id,
+            kind,
+            text,
+            key: None,
+            suggestion: None,
+        }));
+    }
+
+    /// A §7.2 suggestion the user can accept in one step.
+    pub(super) fn notify_suggestion(&mut self, s: Suggestion, text: String) {
+        let text = shown(text);
+        self.buf.notify.push(Output::Notify(Notification {
+            thread_id: None,
+            kind: NotifyKind::Suggestion,
+            text,
+            key: None,
+            suggestion: Some(s),
+        }));
+    }
+
+    /// A notification that replaces the earlier one with the same `key` (a count kept up
+    /// to date).
+    pub(super) fn notify_keyed(&mut self, key: String, kind: NotifyKind, text: String) {
+        self.buf.notify.push(Output::Notify(Notification {
+            thread_id: None,
+            kind,
+            text,
+            key: Some(key),
+            suggestion: None,
+        }));
+    }
+
+    /// Audits a dropped packet: the first 10 since the start verbatim, then only the
+    /// 20th, 50th, 100th, 200th, 500th… with the count, so no peer can grow the audit
+    /// log faster than logarithmically (SPEC-NOTES §13, "Limits per peer").
+    pub(super) fn dropped(&mut self, thread_id: Option<&str>, why: String) {
+        self.drops = self.drops.saturating_add(1);
+        let n = self.drops;
+        if n <= 10 {
+            self.audit(thread_id, why);
+        } else if is_milestone(n) {
+            self.audit(
+                thread_id,
+                format!("{why} ({n} packets dropped since the start; only some are logged)"),
+            );
+        }
+    }
+
+    /// Every audit record leaves through here: its text is cleaned for display, as a log
+    /// line shows it ([`crate::display`]).
+    pub(super) fn audit(&mut self, thread_id: Option<&str>, event: String) {
+        self.audit_record(thread_id, event, false);
+    }
+
+    /// Audits an inconsistency of this agent's own (a bug, not a peer's doing).
+    pub(super) fn audit_bug(&mut self, thread_id: Option<&str>, event: String) {
+        self.audit_record(thread_id, format!("BUG {event}"), true);
+    }
+
+    pub(super) fn audit_record(&mut self, thread_id: Option<&str>, event: String, bug: bool) {
+        let event = shown(event);
+        self.buf.audit.push(Output::Audit(AuditRecord {
+            at: self.now,
+            thread_id: thread_id.map(str::to_string),
+            event,
+            bug,
+        }));
+    }
+}
+
+/// A notification's or audit record's text, cleaned for display; the text itself when it
+/// needed nothing.
+pub(super) fn shown(text: String) -> String {
+    match crate::display::line(&text, crate::display::MAX_RECORD) {
+        std::borrow::Cow::Borrowed(_) => text,
+        std::borrow::Cow::Owned(s) => s,
+    }
+}
+
+/// Whether `n` is 1, 2 or 5 times a power of ten: counts at which a collapsed record is
+/// renewed.
+pub(super) fn is_milestone(n: u64) -> bool {
+    let mut m = n;
+    while m >= 10 && m % 10 == 0 {
+        m /= 10;
+    }
+    matches!(m, 1 | 2 | 5)
+}

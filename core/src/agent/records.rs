@@ -1,0 +1,291 @@
+//! Persisted records (`meta`, `settings`, `peer/…`, `thread/…`, `history/…`, `outbox/…`):
+//! writing them after each step and restoring an agent from them.
+
+use std::collections::BTreeSet;
+
+use super::link::OutboxItem;
+use super::refusals::Refusals;
+use super::thread::Thread;
+use super::*;
+
+use crate::persist::PersistOp;
+
+/// Why an agent could not be restored.
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError {
+    /// A record could not be decoded.
+    #[error("record `{key}` is corrupt: {reason}")]
+    Corrupt {
+        /// Record key.
+        key: String,
+        /// Decoder message.
+        reason: String,
+    },
+    /// The records belong to another address.
+    #[error("records belong to {found}, not {expected}")]
+    WrongAgent {
+        /// Address in the records.
+        found: Address,
+        /// Address configured.
+        expected: Address,
+    },
+}
+
+/// Persisted counters and the generator position (`meta`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(super) struct Meta {
+    pub(super) address: Address,
+    pub(super) rng: DetRng,
+    pub(super) next_prompt: u64,
+    pub(super) next_seq: u64,
+    pub(super) next_action: u64,
+    pub(super) next_llm: u64,
+    pub(super) authenticated_before: bool,
+    /// The last §7.2 suggestion number given (0: none yet).
+    #[serde(default)]
+    pub(super) last_suggestion: u64,
+}
+
+/// Settings the user can change at run time (`settings`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(super) struct Settings {
+    pub(super) tiers: PermissionTiers,
+    pub(super) overrides: BTreeMap<Address, RelationshipOverride>,
+    pub(super) blocked: BTreeSet<Address>,
+}
+
+/// A plaintext packet waiting for the peer's key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(super) struct PendingPlain {
+    pub(super) thread_id: String,
+    pub(super) packet_id: String,
+    pub(super) json: String,
+}
+
+/// What an agent knows about another agent (`peer/<address>`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub(super) struct PeerRecord {
+    /// Pinned Ed25519 key (first contact, §16).
+    pub(super) key: Option<[u8; 32]>,
+    /// A different key seen after pinning, awaiting the user.
+    pub(super) changed_key: Option<[u8; 32]>,
+    /// Malformed packets received (§13.4).
+    pub(super) malformed: u32,
+    /// Flagged as a sender of malformed packets.
+    pub(super) flagged: bool,
+    /// Packets waiting for the key lookup.
+    pub(super) pending: Vec<PendingPlain>,
+    /// A lookup is on its way on the current connection. Not persisted: an agent
+    /// restored from its records has no connection, so no lookup can be on its way, and
+    /// a stored `true` kept it from ever asking again (swarm seed 713).
+    #[serde(skip)]
+    pub(super) lookup_sent: bool,
+    /// How often the user approved each field for this agent (§7.2 suggestions).
+    pub(super) approvals: BTreeMap<String, u32>,
+    /// Fields suggested for always_share with this agent (§7.2), with the suggestion's
+    /// number.
+    #[serde(default)]
+    pub(super) suggested: BTreeMap<String, u64>,
+    /// What was refused of this agent past the limits per peer.
+    #[serde(default)]
+    pub(super) refused: Refusals,
+}
+
+#[derive(Default)]
+pub(super) struct Dirty {
+    pub(super) meta: bool,
+    pub(super) settings: bool,
+    pub(super) peers: BTreeSet<Address>,
+    pub(super) threads: BTreeSet<String>,
+    pub(super) ops: Vec<PersistOp>,
+}
+
+/// The stored `thread/<id>` record: the thread without its history (written as `[]`), and
+/// how many `history/<id>/<n>` records belong to it. The thread record is written after
+/// its new history records, so it is the commit point: records from `history_len` on are
+/// leftovers of a step a crash cut, and are ignored.
+#[derive(Serialize)]
+pub(super) struct ThreadRecord<'a> {
+    #[serde(flatten)]
+    pub(super) thread: &'a Thread,
+    pub(super) history_len: usize,
+}
+
+/// The part of a `thread/<id>` record that says where its history is. Records written
+/// before the history was split out have no `history_len`: their history is inside.
+#[derive(Deserialize)]
+pub(super) struct HistoryLen {
+    #[serde(default)]
+    pub(super) history_len: Option<usize>,
+}
+
+pub(super) const META: &str = "meta";
+
+pub(super) const SETTINGS: &str = "settings";
+
+impl Agent {
+    /// Restores an agent from the records it last persisted. Open prompts are shown
+    /// again, and actions and LLM calls that had no answer are asked for again, as
+    /// outputs of the first call to [`Agent::handle`] or [`Agent::poll_output`].
+    ///
+    /// `seed` is used only when no `meta` record exists (nothing was persisted yet).
+    pub fn restore(
+        config: AgentConfig,
+        identity: IdentityKey,
+        seed: [u8; 32],
+        records: impl IntoIterator<Item = (String, Vec<u8>)>,
+    ) -> Result<Self, RestoreError> {
+        fn de<T: serde::de::DeserializeOwned>(key: &str, v: &[u8]) -> Result<T, RestoreError> {
+            serde_json::from_slice(v).map_err(|e| RestoreError::Corrupt {
+                key: key.to_string(),
+                reason: e.to_string(),
+            })
+        }
+        let mut a = Agent::new(config, identity, seed);
+        a.out.clear();
+        a.dirty = Dirty::default();
+        // history/<thread id>/<n> records, by thread id and n.
+        let mut hist: BTreeMap<String, BTreeMap<u64, (String, Vec<u8>)>> = BTreeMap::new();
+        // Threads whose record says how many history records it has.
+        let mut lens: BTreeMap<String, (String, usize)> = BTreeMap::new();
+        for (key, value) in records {
+            if key == META {
+                let m: Meta = de(&key, &value)?;
+                if m.address != a.config.address {
+                    return Err(RestoreError::WrongAgent {
+                        found: m.address,
+                        expected: a.config.address.clone(),
+                    });
+                }
+                a.meta = m;
+            } else if key == SETTINGS {
+                a.settings = de(&key, &value)?;
+            } else if let Some(addr) = key.strip_prefix("peer/") {
+                let addr = Address::parse(addr).map_err(|e| RestoreError::Corrupt {
+                    key: key.clone(),
+                    reason: e.to_string(),
+                })?;
+                let rec: PeerRecord = de(&key, &value)?;
+                a.peers.insert(addr, rec);
+            } else if key.starts_with("thread/") {
+                let t: Thread = de(&key, &value)?;
+                if let Some(n) = de::<HistoryLen>(&key, &value)?.history_len {
+                    lens.insert(t.id.clone(), (key.clone(), n));
+                }
+                a.threads.insert(t.id.clone(), t);
+            } else if let Some((id, n)) = key.strip_prefix("history/").and_then(parse_history) {
+                let id = id.to_string();
+                hist.entry(id).or_default().insert(n, (key, value));
+            } else if key.starts_with("outbox/") {
+                let o: OutboxItem = de(&key, &value)?;
+                a.outbox.insert(o.seq, o);
+            }
+        }
+        for (id, (key, n)) in lens {
+            let Some(t) = a.threads.get_mut(&id) else {
+                continue;
+            };
+            let mut entries = hist.remove(&id).unwrap_or_default();
+            let mut history = Vec::with_capacity(n);
+            for i in 0..n {
+                let Some((hkey, v)) = entries.remove(&(i as u64)) else {
+                    return Err(RestoreError::Corrupt {
+                        key,
+                        reason: format!("history record {i} of {n} is missing"),
+                    });
+                };
+                history.push(de(&hkey, &v)?);
+            }
+            t.history = history;
+            a.hist_stored.insert(id, n);
+        }
+        for (addr, rec) in &a.peers {
+            // Keys in the agent's own store were validated before they were pinned.
+            if let Some(k) = rec.key.and_then(|k| PublicKey::from_stored_bytes(&k).ok()) {
+                a.keys.insert(addr.clone(), k);
+            }
+        }
+        for t in a.threads.values() {
+            a.tags.insert(
+                (t.peer.clone(), crate::crypto::thread_tag(&t.id)),
+                t.id.clone(),
+            );
+        }
+        a.resume_after_restore();
+        a.flush();
+        Ok(a)
+    }
+
+    /// Moves buffered outputs to the output queue in the documented order, persisting
+    /// every dirty record first.
+    pub(super) fn flush(&mut self) {
+        self.release_paced();
+        let d = std::mem::take(&mut self.dirty);
+        if d.meta {
+            self.out.push_back(put(META.into(), &self.meta));
+        }
+        if d.settings {
+            self.out.push_back(put(SETTINGS.into(), &self.settings));
+        }
+        for p in &d.peers {
+            if let Some(rec) = self.peers.get(p) {
+                self.out.push_back(put(format!("peer/{p}"), rec));
+            }
+        }
+        for id in &d.threads {
+            if let Some(t) = self.threads.get_mut(id) {
+                // The history is append-only: only its new entries are written, each as
+                // its own record, before the thread record that counts them.
+                let stored = self.hist_stored.get(id).copied().unwrap_or(0);
+                for (i, h) in t.history.iter().enumerate().skip(stored) {
+                    self.out.push_back(put(history_key(id, i), h));
+                }
+                let history = std::mem::take(&mut t.history);
+                let record = ThreadRecord {
+                    thread: t,
+                    history_len: history.len(),
+                };
+                self.out.push_back(put(format!("thread/{id}"), &record));
+                self.hist_stored.insert(id.clone(), history.len());
+                t.history = history;
+            }
+        }
+        for op in d.ops {
+            self.out.push_back(Output::Persist(op));
+        }
+        let b = std::mem::take(&mut self.buf);
+        self.out.extend(b.send);
+        self.out.extend(b.prompt);
+        self.out.extend(b.llm);
+        self.out.extend(b.action);
+        self.out.extend(b.notify);
+        self.out.extend(b.audit);
+        self.out.extend(b.close);
+    }
+}
+
+pub(super) fn put<T: Serialize>(key: String, v: &T) -> Output {
+    Output::Persist(PersistOp::Put {
+        key,
+        value: serde_json::to_vec(v).unwrap_or_default(),
+    })
+}
+
+pub(super) fn outbox_key(seq: u64) -> String {
+    format!("outbox/{seq:020}")
+}
+
+/// The key of entry `n` of a thread's history. Thread ids may contain `/`; the entry
+/// number is always the last 20 digits.
+pub(super) fn history_key(thread_id: &str, n: usize) -> String {
+    format!("history/{thread_id}/{n:020}")
+}
+
+/// (thread id, entry number) of a history key without its `history/` prefix.
+pub(super) fn parse_history(rest: &str) -> Option<(&str, u64)> {
+    let (id, n) = rest.rsplit_once('/')?;
+    if id.is_empty() || n.len() != 20 || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((id, n.parse().ok()?))
+}
