@@ -5,12 +5,12 @@ use serde_json::Value;
 use super::negotiate::Turn;
 use super::packets::blank_thread;
 use super::permissions::Tier;
-use super::thread::{ThreadState, Waiting};
+use super::thread::{Thread, ThreadState, Waiting};
 use super::*;
 
 use crate::crypto::thread_tag;
 use crate::negotiator::{self};
-use crate::packet::{self, Body, ContextBody, Intent};
+use crate::packet::{self, Body, ContextBody, Escalation, Intent};
 
 impl Agent {
     pub(super) fn on_thread_fork(&mut self, id: &str, f: crate::packet::ThreadForkBody) {
@@ -120,42 +120,12 @@ impl Agent {
         if t.state.is_terminal() {
             return;
         }
-        // A fresh start, except for places ruled out by a different-place answer: the
-        // user answering "which place?" names another one, and the place asked to
-        // change must not come back first (unless the user names it again).
-        let named: Vec<String> = ["location_preference", "location", "venue"]
-            .iter()
-            .filter_map(|k| context.get(*k))
-            .flat_map(|v| match v {
-                Value::String(s) => vec![s.trim().to_lowercase()],
-                Value::Array(a) => a
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .map(|s| s.trim().to_lowercase())
-                    .collect(),
-                _ => Vec::new(),
-            })
-            .collect();
-        for (k, v) in context {
-            t.local.insert(k, v);
+        let was_escalated = t.escalated;
+        for (k, v) in &context {
+            t.local.insert(k.clone(), v.clone());
         }
-        t.escalated = false;
-        t.rejected.retain(|r| {
-            r.reason == negotiator::DIFFERENT_PLACE
-                && ["location", "venue"].iter().all(|k| {
-                    r.details
-                        .get(*k)
-                        .and_then(Value::as_str)
-                        .is_none_or(|p| !named.contains(&p.trim().to_lowercase()))
-                })
-        });
-        t.no_overlap_sent = false;
-        // A fresh start: the §6.3 markers of the earlier round no longer apply.
-        for k in ["conflict", "proposed_alternatives"] {
-            t.shared.remove(k);
-            t.theirs.remove(k);
-        }
-        t.round_trips = 0;
+        start_fresh_round(t);
+        forget_rejected(t, &context);
         self.dirty.threads.insert(id.to_string());
         if t.state == ThreadState::Stalled {
             self.set_state(id, ThreadState::Negotiating, "resumed by the user");
@@ -171,7 +141,29 @@ impl Agent {
             }
             c
         };
-        if !ctx.is_empty() {
+        if was_escalated {
+            // Handed to the users, the peer's side waits for its user too: the resume
+            // marker tells it this user answered, and it leaves its user's hands as well.
+            // This side drives the new round (a free turn below); the peer answers what
+            // it is asked and proposes nothing on the marker itself, so the two never
+            // propose at once on it (SPEC-NOTES "Negotiation", resuming an escalated
+            // thread).
+            let sent = self.send_packet(
+                id,
+                Body::Context(ContextBody {
+                    context: ctx,
+                    escalation: Some(Escalation {
+                        recommend: RESUME_RECOMMEND.into(),
+                        reason: RESUME_REASON.into(),
+                        suggested_prompt: None,
+                    }),
+                    ..Default::default()
+                }),
+            );
+            if sent.is_ok() {
+                self.audit(Some(id), "resumed by the user".into());
+            }
+        } else if !ctx.is_empty() {
             let _ = self.send_packet(
                 id,
                 Body::Context(ContextBody {
@@ -181,6 +173,30 @@ impl Agent {
             );
         }
         self.evaluate(id, Turn::Free);
+    }
+
+    /// The peer's user gave new context to a thread handed to the users (its resume
+    /// marker): the thread leaves the users' hands on this side too, in a fresh round.
+    /// The peer drives it; this side answers.
+    pub(super) fn on_resume(&mut self, id: &str) {
+        let Some(t) = self.threads.get_mut(id) else {
+            return;
+        };
+        if t.state.is_terminal() || t.halted || !t.escalated {
+            return;
+        }
+        start_fresh_round(t);
+        self.dirty.threads.insert(id.to_string());
+        if t.state == ThreadState::Stalled {
+            self.set_state(id, ThreadState::Negotiating, "resumed by the peer's user");
+        }
+        self.set_waiting(id, Waiting::Nothing);
+        self.notify(
+            Some(id.into()),
+            NotifyKind::Info,
+            "The other person gave new context: negotiating again".into(),
+        );
+        self.audit(Some(id), "resumed by the peer's user".into());
     }
 
     pub(super) fn update_intent(&mut self, id: &str, intent: Intent, reason: String) {
@@ -208,4 +224,59 @@ impl Agent {
         });
         self.send_then_wait(id, body, vec![]);
     }
+}
+
+/// What `escalation.recommend` says in a resume marker (SPEC-NOTES "Negotiation").
+pub(super) const RESUME_RECOMMEND: &str = "resume_negotiation";
+
+/// The `reason` of a resume marker.
+const RESUME_REASON: &str = "resumed_by_user";
+
+/// Whether an escalation is the peer's resume marker: its user gave new context to a
+/// thread handed to the users.
+pub(super) fn is_resume_marker(e: &Escalation) -> bool {
+    e.recommend == RESUME_RECOMMEND
+}
+
+/// A fresh round after new context from a user (this side's or, by its resume marker,
+/// the peer's): out of the users' hands, the round-trip count restarted and the §6.3
+/// markers of the earlier round dropped.
+fn start_fresh_round(t: &mut Thread) {
+    t.escalated = false;
+    t.no_overlap_sent = false;
+    for k in ["conflict", "proposed_alternatives"] {
+        t.shared.remove(k);
+        t.theirs.remove(k);
+    }
+    t.round_trips = 0;
+}
+
+/// The user's new context changes the picture, so this side forgets the proposals
+/// rejected so far — except places ruled out by a different-place answer: the user
+/// answering "which place?" names another one, and the place asked to change must not
+/// come back first (unless the user names it again). The peer's side keeps its own: its
+/// user changed nothing.
+fn forget_rejected(t: &mut Thread, context: &Context) {
+    let named: Vec<String> = ["location_preference", "location", "venue"]
+        .iter()
+        .filter_map(|k| context.get(*k))
+        .flat_map(|v| match v {
+            Value::String(s) => vec![s.trim().to_lowercase()],
+            Value::Array(a) => a
+                .iter()
+                .filter_map(Value::as_str)
+                .map(|s| s.trim().to_lowercase())
+                .collect(),
+            _ => Vec::new(),
+        })
+        .collect();
+    t.rejected.retain(|r| {
+        r.reason == negotiator::DIFFERENT_PLACE
+            && ["location", "venue"].iter().all(|k| {
+                r.details
+                    .get(*k)
+                    .and_then(Value::as_str)
+                    .is_none_or(|p| !named.contains(&p.trim().to_lowercase()))
+            })
+    });
 }

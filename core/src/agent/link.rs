@@ -6,8 +6,8 @@ use super::thread::ThreadState;
 use super::*;
 
 use crate::crypto::Envelope;
-use crate::persist::PersistOp;
 use crate::link::{challenge_signed_bytes, ClientFrame, RelayFrame, REGISTER_LABEL};
+use crate::persist::PersistOp;
 
 /// A sealed packet the relay has not yet accepted (`outbox/<seq>`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -496,11 +496,7 @@ impl Agent {
     /// The relay refused this agent's `register` (`address_taken`,
     /// `registration_limited`, or `unknown_recipient`: a domain it does not serve): stop
     /// answering challenges, close the connection, tell the user once.
-    pub(super) fn registration_refused(
-        &mut self,
-        code: crate::link::ErrorCode,
-        message: String,
-    ) {
+    pub(super) fn registration_refused(&mut self, code: crate::link::ErrorCode, message: String) {
         use crate::link::ErrorCode as E;
         let retry_after = (code == E::RegistrationLimited).then_some(REGISTRATION_RETRY);
         let address = self.config.address.clone();

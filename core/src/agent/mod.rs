@@ -473,4 +473,6 @@ mod resolution_tests;
 #[cfg(test)]
 mod surface_tests;
 #[cfg(test)]
+mod test_support;
+#[cfg(test)]
 mod tests;

@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
+use super::drift::is_resume_marker;
 use super::permissions::Tier;
 use super::thread::{PendingConsent, Thread, ThreadState, Waiting};
 use super::*;
@@ -30,6 +31,15 @@ pub(super) enum Turn {
 
 impl Agent {
     pub(super) fn on_context(&mut self, id: &str, b: ContextBody) {
+        if b.escalation.as_ref().is_some_and(is_resume_marker) {
+            // The peer's user resumed the thread: it goes on here too; the peer drives
+            // the new round, this side answers what it is asked.
+            self.on_resume(id);
+            self.absorb(id, &b.context, &[]);
+            self.take_needs(id, &b.needs);
+            self.flush_reply(id);
+            return;
+        }
         self.absorb(id, &b.context, &[]);
         if let Some(i) = &b.intent {
             if let Some(t) = self.threads.get_mut(id) {

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use super::test_support::*;
 use super::*;
 use crate::harness::hostile::HostilePeer;
 use crate::harness::{dinner, Net};
@@ -14,88 +15,6 @@ use crate::packet::Proposal;
 
 fn net() -> (Net, usize, usize) {
     dinner::net()
-}
-
-fn state(net: &Net, i: usize, id: &str) -> ThreadState {
-    net.nodes[i].agent.thread(id).unwrap().state
-}
-
-/// Alice opens the §4 dinner with Bob, shares her transport mode; Bob proposes.
-fn to_proposed(net: &mut Net, a: usize, b: usize) -> String {
-    let to = net.address(b);
-    net.command(
-        a,
-        Command::StartThread {
-            to,
-            intent: dinner::intent(),
-            context: dinner::context(),
-        },
-    );
-    net.settle();
-    let id = net.nodes[a].agent.threads().keys().last().cloned().unwrap();
-    share_transport(net, a);
-    assert_eq!(
-        state(net, a, &id),
-        ThreadState::Proposed,
-        "{}",
-        net.render(None)
-    );
-    assert_eq!(state(net, b, &id), ThreadState::Proposed);
-    id
-}
-
-fn share_transport(net: &mut Net, a: usize) {
-    let p = net.prompt(a).expect("consent prompt");
-    let mut m = BTreeMap::new();
-    m.insert("transport_mode".to_string(), FieldChoice::Share);
-    net.answer_consent(a, p.id, ConsentAnswer::ShareSelected(m));
-    net.settle();
-}
-
-/// The open resolution prompt of node `i` and its proposal.
-fn resolution_prompt(net: &Net, i: usize) -> (Prompt, Proposal) {
-    let p = net.nodes[i]
-        .prompts
-        .values()
-        .find(|p| matches!(p.kind, PromptKind::Resolution { .. }))
-        .cloned()
-        .unwrap_or_else(|| panic!("no resolution prompt\n{}", net.render(None)));
-    let PromptKind::Resolution { proposal, .. } = &p.kind else {
-        unreachable!()
-    };
-    let proposal = proposal.clone();
-    (p, proposal)
-}
-
-fn open_proposal(net: &Net, i: usize, id: &str) -> Proposal {
-    net.nodes[i]
-        .agent
-        .thread(id)
-        .and_then(|t| t.resolution.as_ref())
-        .map(|r| r.body.proposal.clone())
-        .expect("an open resolution")
-}
-
-/// The packets of `kind` node `i` sent in thread `id`, as JSON.
-fn sent(net: &Net, i: usize, id: &str, kind: &str) -> Vec<Value> {
-    net.nodes[i]
-        .agent
-        .thread(id)
-        .unwrap()
-        .history
-        .iter()
-        .filter(|h| h.outgoing && h.kind == kind)
-        .filter_map(|h| serde_json::from_str(&h.json).ok())
-        .collect()
-}
-
-fn notices(net: &Net, i: usize, kind: NotifyKind) -> Vec<String> {
-    net.nodes[i]
-        .notifications
-        .iter()
-        .filter(|n| n.kind == kind)
-        .map(|n| n.text.clone())
-        .collect()
 }
 
 fn confirm(net: &mut Net, i: usize) {
@@ -361,6 +280,7 @@ fn a_different_place_with_no_other_place_asks_the_user_for_one() {
         },
     );
     net.settle();
+    eprintln!("{}", net.render(None));
     let third = open_proposal(&net, a, &id);
     assert_eq!(
         third.details["location"],

@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::records::parse_history;
+use super::test_support::*;
 use super::*;
 use crate::crypto::{Direction, IdentityKey, ThreadSession};
 use crate::harness::{dinner, Net};
@@ -81,31 +82,6 @@ fn start_dinner(net: &mut Net, a: usize, b: usize, urgency: &str) -> String {
     net.nodes[a].agent.threads().keys().last().cloned().unwrap()
 }
 
-fn consent_share_transport(net: &mut Net, a: usize) {
-    let p = net.prompt(a).expect("consent prompt");
-    let mut m = BTreeMap::new();
-    m.insert("transport_mode".to_string(), FieldChoice::Share);
-    net.answer_consent(a, p.id, ConsentAnswer::ShareSelected(m));
-    net.settle();
-}
-
-fn state(net: &Net, i: usize, id: &str) -> ThreadState {
-    net.nodes[i].agent.thread(id).unwrap().state
-}
-
-fn to_proposed(net: &mut Net, a: usize, b: usize) -> String {
-    let id = start_dinner(net, a, b, "low");
-    consent_share_transport(net, a);
-    assert_eq!(
-        state(net, a, &id),
-        ThreadState::Proposed,
-        "{}",
-        net.render(None)
-    );
-    assert_eq!(state(net, b, &id), ThreadState::Proposed);
-    id
-}
-
 fn confirm_both(net: &mut Net, a: usize, b: usize) {
     let pa = net.prompt(a).unwrap();
     net.answer_resolution(a, pa.id, ResolutionAnswer::Confirm);
@@ -129,10 +105,6 @@ fn all_plaintext(net: &Net, i: usize) -> String {
         .join("\n")
 }
 
-fn notified(net: &Net, i: usize, kind: NotifyKind) -> bool {
-    net.nodes[i].notifications.iter().any(|n| n.kind == kind)
-}
-
 #[test]
 fn restore_shows_the_open_prompt_again_and_resumes() {
     let (mut net, a, b) = net();
@@ -144,7 +116,7 @@ fn restore_shows_the_open_prompt_again_and_resumes() {
     assert_eq!(again.kind, before.kind);
     net.connect(a);
     net.settle();
-    consent_share_transport(&mut net, a);
+    share_transport(&mut net, a);
     assert_eq!(
         state(&net, b, &id),
         ThreadState::Proposed,
@@ -222,13 +194,95 @@ fn round_trip_limit_escalates_to_both_users() {
         ..Setup::default()
     });
     let id = start_dinner(&mut net, a, b, "low");
-    consent_share_transport(&mut net, a);
+    share_transport(&mut net, a);
     let t = net.nodes[a].agent.thread(&id).unwrap();
     assert!(t.escalated, "{}", net.render(None));
     assert!(t.round_trips <= 2 + 1);
     assert!(notified(&net, a, NotifyKind::Escalated));
     assert!(notified(&net, b, NotifyKind::Escalated));
     assert_ne!(state(&net, b, &id), ThreadState::Proposed);
+}
+
+/// Two agents that hand the dinner to their users after two exchanges (§6.4).
+fn escalated_dinner() -> (Net, usize, usize, String) {
+    let limits = Limits {
+        max_round_trips: 2,
+        ..Limits::default()
+    };
+    let (mut net, a, b) = net_with(Setup {
+        limits,
+        ..Setup::default()
+    });
+    let id = start_dinner(&mut net, a, b, "low");
+    share_transport(&mut net, a);
+    for i in [a, b] {
+        assert!(
+            net.nodes[i].agent.thread(&id).unwrap().escalated,
+            "{}",
+            net.render(None)
+        );
+    }
+    (net, a, b, id)
+}
+
+fn reply(net: &mut Net, i: usize, id: &str, note: &str) {
+    let mut context = Context::new();
+    context.insert("note".into(), json!(note));
+    net.command(
+        i,
+        Command::UpdateContext {
+            thread_id: id.to_string(),
+            context,
+        },
+    );
+}
+
+/// Both sides hold the same open proposal, and neither waits for its user any more.
+fn assert_resumed_to_one_proposal(net: &Net, a: usize, b: usize, id: &str) {
+    let held = |i: usize| {
+        let t = net.nodes[i].agent.thread(id).unwrap();
+        assert_eq!(t.state, ThreadState::Proposed, "{}", net.render(None));
+        assert!(!t.escalated, "{}", net.render(None));
+        t.resolution.as_ref().map(|r| r.packet_id.clone())
+    };
+    assert_eq!(held(a), held(b));
+    for i in [a, b] {
+        let (_, proposal) = resolution_prompt(net, i);
+        assert_eq!(proposal, open_proposal(net, i, id));
+    }
+}
+
+#[test]
+fn a_reply_resumes_an_escalated_thread_on_both_sides() {
+    for replier in ["initiator", "responder"] {
+        let (mut net, a, b, id) = escalated_dinner();
+        let (from, to) = if replier == "initiator" {
+            (a, b)
+        } else {
+            (b, a)
+        };
+        reply(&mut net, from, &id, "any evening works");
+        net.settle();
+        assert_resumed_to_one_proposal(&net, a, b, &id);
+        let t = net.nodes[to].agent.thread(&id).unwrap();
+        assert_eq!(t.theirs.get("note"), Some(&json!("any evening works")));
+        assert!(
+            notices(&net, to, NotifyKind::Info)
+                .iter()
+                .any(|n| n.contains("negotiating again")),
+            "{replier}: the other user is told: {}",
+            net.render(None)
+        );
+    }
+}
+
+#[test]
+fn both_users_replying_at_once_resume_to_one_proposal() {
+    let (mut net, a, b, id) = escalated_dinner();
+    reply(&mut net, a, &id, "any evening works");
+    reply(&mut net, b, &id, "weekends too");
+    net.settle();
+    assert_resumed_to_one_proposal(&net, a, b, &id);
 }
 
 #[test]
@@ -897,12 +951,19 @@ fn crossed_resolutions_settle_on_the_initiators() {
     };
     assert_eq!(held(&net, a), held(&net, b), "{}", net.render(None));
     assert_eq!(held(&net, a).1, net.address(a));
-    // The next answer is understood: Bob's excuse rules Alice's proposal out on her side.
+    // The next answer is understood: Bob's excuse rules Alice's proposal out on her side
+    // (Bob's user resumed the thread, so her agent goes on without it).
+    let (excused, _) = held(&net, a);
+    let details = open_proposal(&net, a, &id).details;
     excuse(&mut net, b);
     net.settle();
     let t = net.nodes[a].agent.thread(&id).unwrap();
-    assert_eq!(t.state, ThreadState::Negotiating, "{}", net.render(None));
-    assert!(t.resolution.is_none());
+    assert!(
+        t.resolution.as_ref().is_none_or(|r| r.packet_id != excused),
+        "{}",
+        net.render(None)
+    );
+    assert!(t.rejected.iter().any(|r| r.details == details));
 }
 
 /// A confirmation sent in time reaches the proposer only after its deadline (its device
@@ -1043,7 +1104,7 @@ fn re_connections_send_a_summary_only_when_the_thread_moved() {
     assert_eq!(summaries(&net, b), 1, "{}", net.render(None));
     // The thread moves on (Alice's user answers the consent prompt, packets go both
     // ways): the next re-connection summarises it again, once.
-    consent_share_transport(&mut net, a);
+    share_transport(&mut net, a);
     assert_eq!(state(&net, a, &id), ThreadState::Proposed);
     flap(&mut net, a);
     flap(&mut net, a);
@@ -1093,7 +1154,7 @@ fn a_stall_notice_does_not_stop_the_negotiation() {
     net.connect(b);
     net.settle();
     assert!(notified(&net, b, NotifyKind::Escalated));
-    consent_share_transport(&mut net, a);
+    share_transport(&mut net, a);
     assert_eq!(
         state(&net, a, &id),
         ThreadState::Proposed,
@@ -1290,7 +1351,7 @@ fn a_late_llm_proposal_does_not_replace_the_peers_open_resolution() {
         json!({"decision": "ask", "needs": [{"field": "transport_mode", "reason": "distance", "priority": "helpful"}]}),
     );
     net.settle();
-    consent_share_transport(&mut net, a);
+    share_transport(&mut net, a);
     // Alice's user adds context: she asks Bob for the fields that refine a proposal.
     let update = |net: &mut Net, i: usize| {
         let mut extra = Context::new();
