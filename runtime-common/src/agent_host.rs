@@ -209,7 +209,8 @@ impl AgentHost {
         self.stats
     }
 
-    /// Open prompts by id.
+    /// Open prompts by id: the runtime's one copy of them. The terminal's prompt flow
+    /// ([`crate::prompt::PromptUi`]) and the control socket read them here.
     pub fn prompts(&self) -> &BTreeMap<u64, Prompt> {
         &self.prompts
     }

@@ -15,7 +15,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use a2acp_core::agent::{Command, Input, Prompt};
-use a2acp_core::relay::frame::RelayFrame;
 use a2acp_core::Timestamp;
 use async_tungstenite::tungstenite::{Message, Utf8Bytes};
 use async_tungstenite::WebSocketStream;
@@ -145,10 +144,9 @@ pub enum LinkEvent {
     Up(flume::Sender<LinkOut>),
     /// A frame from the relay.
     Frame(Vec<u8>),
-    /// The connection ended; the link reconnects.
+    /// The connection ended; the link reconnects once the agent loop let go of the
+    /// connection's [`LinkOut`] channel (unless it said [`LinkOut::Replaced`] on it).
     Down,
-    /// Another connection of this agent took over; the link gave up.
-    Replaced,
     /// The agent was refused by the relay for good in this run ([`LinkOut::GiveUp`]
     /// with no retry): the link gave up.
     GaveUp,
@@ -164,6 +162,10 @@ pub enum LinkOut {
     /// The relay refused this agent's registration: close the connection and reconnect
     /// only after this long (`None`: not in this run).
     GiveUp(Option<Duration>),
+    /// Another connection of this agent took over at the relay (the core's
+    /// [`Agent::was_replaced`](a2acp_core::agent::Agent::was_replaced)): close the
+    /// connection and stop reconnecting.
+    Replaced,
 }
 
 /// Sends a control request to an agent loop and waits for its answer.
@@ -338,7 +340,7 @@ impl Driver {
                     let _ = reply.send(());
                 }
                 Ev::Key(Some(UiKey::Key(k))) => {
-                    let outs = self.ui.key(k);
+                    let outs = self.ui.key(k, self.host.prompts());
                     self.ui_out(outs);
                 }
                 Ev::Key(Some(UiKey::Quit) | None) => return Ok(()),
@@ -402,15 +404,11 @@ impl Driver {
         }
     }
 
-    /// Prompts answered through the control socket leave the terminal's queue too.
+    /// Prompts answered through the control socket leave the terminal's queue too (the
+    /// host, which owns the open prompts, no longer has them).
     fn sync_ui_after_answer(&mut self) {
-        let open: Vec<u64> = self.ui.open().map(|p| p.id).collect();
-        for id in open {
-            if !self.host.prompts().contains_key(&id) {
-                let outs = self.ui.close(id);
-                self.ui_out(outs);
-            }
-        }
+        let outs = self.ui.closed_elsewhere(self.host.prompts());
+        self.ui_out(outs);
         // Suggestions accepted with `a2acp suggestions accept N` are no longer offered.
         let open: Vec<u64> = self
             .host
@@ -419,7 +417,9 @@ impl Driver {
             .iter()
             .map(|s| s.id())
             .collect();
-        let outs = self.ui.retain_suggestions(|id| open.contains(&id));
+        let outs = self
+            .ui
+            .retain_suggestions(|id| open.contains(&id), self.host.prompts());
         self.ui_out(outs);
     }
 
@@ -435,7 +435,22 @@ impl Driver {
             LinkEvent::Frame(b) => {
                 let e = self.host.handle(now, Input::Bytes(b))?;
                 self.execute(e);
+                // The core read the relay's `replaced`: this agent stays offline.
+                if self.host.agent().was_replaced() {
+                    if let Some(l) = self.link.take() {
+                        let _ = l.send(LinkOut::Replaced);
+                        (self.emit)(AgentEvent::Replaced);
+                        let e = self.host.handle(now, Input::Disconnected)?;
+                        self.execute(e);
+                        self.say(&format!(
+                            "another connection of {} took over at the relay; this agent stays offline (run it again to take over)",
+                            self.host.agent().address()
+                        ));
+                    }
+                }
             }
+            // The connection of a replaced agent ended: it was let go of already.
+            LinkEvent::Down if self.host.agent().was_replaced() => {}
             LinkEvent::Down => {
                 self.link = None;
                 (self.emit)(AgentEvent::Link(false));
@@ -447,16 +462,6 @@ impl Driver {
                 (self.emit)(AgentEvent::Link(false));
                 let e = self.host.handle(now, Input::Disconnected)?;
                 self.execute(e);
-            }
-            LinkEvent::Replaced => {
-                self.link = None;
-                (self.emit)(AgentEvent::Replaced);
-                let e = self.host.handle(now, Input::Disconnected)?;
-                self.execute(e);
-                self.say(&format!(
-                    "another connection of {} took over at the relay; this agent stays offline (run it again to take over)",
-                    self.host.agent().address()
-                ));
             }
         }
         Ok(())
@@ -531,7 +536,7 @@ impl Driver {
                 }
                 Effect::Prompt(p) => self.show_prompt(p),
                 Effect::ClosePrompt(id) => {
-                    let outs = self.ui.close(*id);
+                    let outs = self.ui.close(*id, self.host.prompts());
                     self.ui_out(outs);
                 }
                 Effect::Notify(n) => {
@@ -568,7 +573,7 @@ impl Driver {
             return;
         }
         if self.opts.terminal.is_some() {
-            let outs = self.ui.show(p.clone());
+            let outs = self.ui.show(p);
             self.ui_out(outs);
             return;
         }
@@ -658,7 +663,8 @@ impl Backoff {
 /// (the binding's TCP connect, Nagle off, then [`crate::ws::handshake`]), reports
 /// [`LinkEvent::Up`], moves frames both ways, reports [`LinkEvent::Down`] and reconnects
 /// after a [`Backoff`] wait (`sleep`: the binding's timer). Returns when the agent loop is
-/// gone or another connection of the agent took over ([`LinkEvent::Replaced`]).
+/// gone or says another connection of the agent took over ([`LinkOut::Replaced`]: the
+/// core, not the link, reads the relay's frames).
 #[allow(clippy::too_many_arguments)]
 pub async fn link_loop<St, C, CF, S, SF>(
     url: String,
@@ -686,13 +692,10 @@ pub async fn link_loop<St, C, CF, S, SF>(
                 if to_agent.send_async(LinkEvent::Up(tx)).await.is_err() {
                     return;
                 }
-                let end = pump(ws, rx, &to_agent).await;
+                let end = pump(ws, &rx, &to_agent).await;
                 reachable = Instant::now();
                 match end {
-                    PumpEnd::Replaced => {
-                        let _ = to_agent.send_async(LinkEvent::Replaced).await;
-                        return;
-                    }
+                    PumpEnd::Replaced => return,
                     PumpEnd::GiveUp(None) => {
                         let _ = to_agent.send_async(LinkEvent::GaveUp).await;
                         return;
@@ -713,6 +716,14 @@ pub async fn link_loop<St, C, CF, S, SF>(
                 }
                 if to_agent.send_async(LinkEvent::Down).await.is_err() {
                     return;
+                }
+                // The agent loop reads the frames that came before `Down` first: the
+                // relay's `replaced` (then closing the connection) among them is answered
+                // with `Replaced` on this connection's channel, which it then lets go of.
+                while let Ok(o) = rx.recv_async().await {
+                    if o == LinkOut::Replaced {
+                        return;
+                    }
                 }
                 if started.elapsed() > Duration::from_secs(10) {
                     backoff.reset();
@@ -736,7 +747,7 @@ pub async fn link_loop<St, C, CF, S, SF>(
 enum PumpEnd {
     /// Lost or closed: reconnect.
     Lost,
-    /// The relay said another connection replaced this one.
+    /// The agent loop said another connection replaced this one ([`LinkOut::Replaced`]).
     Replaced,
     /// The agent gave up ([`LinkOut::GiveUp`]).
     GiveUp(Option<Duration>),
@@ -745,7 +756,7 @@ enum PumpEnd {
 /// Moves frames both ways until the connection ends.
 async fn pump<St>(
     ws: WebSocketStream<St>,
-    rx: flume::Receiver<LinkOut>,
+    rx: &flume::Receiver<LinkOut>,
     to_agent: &flume::Sender<LinkEvent>,
 ) -> PumpEnd
 where
@@ -769,11 +780,6 @@ where
                     break;
                 }
             };
-            if bytes.len() < 64
-                && matches!(RelayFrame::from_bytes(&bytes), Ok(RelayFrame::Replaced))
-            {
-                replaced = true;
-            }
             if to_agent.send_async(LinkEvent::Frame(bytes)).await.is_err() {
                 break;
             }
@@ -798,6 +804,11 @@ where
                     }
                     LinkOut::GiveUp(after) => {
                         give_up = Some(after);
+                        let _ = sink.close(None).await;
+                        return;
+                    }
+                    LinkOut::Replaced => {
+                        replaced = true;
                         let _ = sink.close(None).await;
                         return;
                     }

@@ -3,7 +3,10 @@
 //!
 //! [`render`] gives a prompt's text. [`PromptUi`] is the keyboard flow of a terminal: it is
 //! fed keys and tells what to print and which [`Command`] to hand the agent; prompts queue
-//! up and are shown one at a time while the agent goes on with every other thread.
+//! up and are shown one at a time while the agent goes on with every other thread. The
+//! open prompts themselves are the agent host's ([`crate::agent_host::AgentHost::prompts`]):
+//! the flow reads them from there and keeps only the order it showed them in and how far
+//! the answer to the one on screen has come.
 //!
 //! Keys — consent: `a` share all, `d` decline all, `c` choose field by field (then per
 //! field `s` share, `n` don't share, `o` other value…). Resolution: `c` confirm, `t`
@@ -12,6 +15,10 @@
 //! open: `y` accept, `n` not now.
 
 use std::collections::{BTreeMap, VecDeque};
+
+/// The open prompts by id, as the agent host keeps them
+/// ([`crate::agent_host::AgentHost::prompts`]).
+pub type OpenPrompts = BTreeMap<u64, Prompt>;
 
 use a2acp_core::agent::{
     Command, ConsentAnswer, FieldChoice, Prompt, PromptKind, ResolutionAnswer, Suggestion,
@@ -377,9 +384,12 @@ enum Step {
 }
 
 /// The terminal's prompt flow: one prompt at a time, the others queued.
+///
+/// It reads the prompts from the host's [`OpenPrompts`] (passed to each call) and keeps
+/// only their ids, in the order it announced them, the first one on screen.
 #[derive(Debug, Default)]
 pub struct PromptUi {
-    queue: VecDeque<Prompt>,
+    queue: VecDeque<u64>,
     step: Option<Step>,
     /// §7.2 suggestions with their text, shown one at a time when no prompt is open.
     suggestions: VecDeque<(Suggestion, String)>,
@@ -391,53 +401,72 @@ impl PromptUi {
         Self::default()
     }
 
-    /// Open prompts, the one shown first.
-    pub fn open(&self) -> impl Iterator<Item = &Prompt> {
-        self.queue.iter()
+    /// The ids of the prompts announced, the one shown first.
+    pub fn queued(&self) -> impl Iterator<Item = u64> + '_ {
+        self.queue.iter().copied()
     }
 
-    /// A prompt to show (replacing one with the same id).
-    pub fn show(&mut self, p: Prompt) -> Vec<UiOut> {
-        if let Some(i) = self.queue.iter().position(|q| q.id == p.id) {
-            self.queue[i] = p;
+    /// The host opened prompt `p` (or updated the one with its id).
+    pub fn show(&mut self, p: &Prompt) -> Vec<UiOut> {
+        if let Some(i) = self.queue.iter().position(|&q| q == p.id) {
             if i == 0 {
                 self.step = Some(Step::Top);
-                return vec![UiOut::Print(render(&self.queue[0]))];
+                return vec![UiOut::Print(render(p))];
             }
             return Vec::new();
         }
-        self.queue.push_back(p);
+        self.queue.push_back(p.id);
         if self.queue.len() == 1 {
             self.step = Some(Step::Top);
-            vec![UiOut::Print(render(&self.queue[0]))]
+            vec![UiOut::Print(render(p))]
         } else {
-            let last = &self.queue[self.queue.len() - 1];
             vec![UiOut::Print(format!(
                 "   (prompt #{} waits: {})",
-                last.id,
-                summary(last)
+                p.id,
+                summary(p)
             ))]
         }
     }
 
     /// A prompt was withdrawn or answered elsewhere.
-    pub fn close(&mut self, id: u64) -> Vec<UiOut> {
-        let Some(i) = self.queue.iter().position(|q| q.id == id) else {
+    pub fn close(&mut self, id: u64, open: &OpenPrompts) -> Vec<UiOut> {
+        let Some(i) = self.queue.iter().position(|&q| q == id) else {
             return Vec::new();
         };
         self.queue.remove(i);
         let mut out = vec![UiOut::Print(format!("   (prompt #{id} closed)"))];
         if i == 0 {
-            out.extend(self.next());
+            out.extend(self.next(open));
         }
         out
     }
 
-    fn next(&mut self) -> Vec<UiOut> {
+    /// Closes the prompts announced here that the host no longer has open (answered
+    /// through the control socket).
+    pub fn closed_elsewhere(&mut self, open: &OpenPrompts) -> Vec<UiOut> {
+        let gone: Vec<u64> = self
+            .queue
+            .iter()
+            .copied()
+            .filter(|id| !open.contains_key(id))
+            .collect();
+        let mut out = Vec::new();
+        for id in gone {
+            out.extend(self.close(id, open));
+        }
+        out
+    }
+
+    /// Shows the first prompt of the queue (read from the host's open prompts), or else
+    /// the first suggestion.
+    fn next(&mut self, open: &OpenPrompts) -> Vec<UiOut> {
         match self.queue.front() {
-            Some(p) => {
+            Some(id) => {
                 self.step = Some(Step::Top);
-                vec![UiOut::Print(render(p))]
+                // One the host closed in the same batch is closed here next.
+                open.get(id)
+                    .map(|p| vec![UiOut::Print(render(p))])
+                    .unwrap_or_default()
             }
             None => {
                 self.step = None;
@@ -465,20 +494,24 @@ impl PromptUi {
 
     /// Keeps only the suggestions `keep` accepts (the others were accepted elsewhere);
     /// the next one is shown if the one on screen went.
-    pub fn retain_suggestions(&mut self, keep: impl Fn(u64) -> bool) -> Vec<UiOut> {
+    pub fn retain_suggestions(
+        &mut self,
+        keep: impl Fn(u64) -> bool,
+        open: &OpenPrompts,
+    ) -> Vec<UiOut> {
         let front = self.suggestions.front().map(|(s, _)| s.id());
         self.suggestions.retain(|(s, _)| keep(s.id()));
         if self.queue.is_empty()
             && front.is_some()
             && front != self.suggestions.front().map(|(s, _)| s.id())
         {
-            return self.next();
+            return self.next(open);
         }
         Vec::new()
     }
 
     /// The suggestion on screen answered with `key`.
-    fn suggestion_key(&mut self, key: Key) -> Vec<UiOut> {
+    fn suggestion_key(&mut self, key: Key, open: &OpenPrompts) -> Vec<UiOut> {
         let Some((s, _)) = self.suggestions.front().cloned() else {
             return Vec::new();
         };
@@ -494,28 +527,34 @@ impl PromptUi {
             _ => return vec![UiOut::Print(format!("   {SUGGESTION_KEYS}"))],
         };
         self.suggestions.pop_front();
-        out.extend(self.next());
+        out.extend(self.next(open));
         out
     }
 
-    fn finish(&mut self, cmd: Command, what: String) -> Vec<UiOut> {
+    /// The prompt on screen is answered with `cmd`; the next one is shown (the host
+    /// closes the answered one when it handles `cmd`).
+    fn finish(&mut self, cmd: Command, what: String, open: &OpenPrompts) -> Vec<UiOut> {
         self.queue.pop_front();
         let mut out = vec![UiOut::Print(format!("   → {what}")), UiOut::Answer(cmd)];
-        out.extend(self.next());
+        out.extend(self.next(open));
         out
     }
 
-    /// A key was pressed.
-    pub fn key(&mut self, key: Key) -> Vec<UiOut> {
-        let Some(p) = self.queue.front().cloned() else {
-            return self.suggestion_key(key);
+    /// A key was pressed; `open`: the host's open prompts.
+    pub fn key(&mut self, key: Key, open: &OpenPrompts) -> Vec<UiOut> {
+        let Some(id) = self.queue.front() else {
+            return self.suggestion_key(key, open);
+        };
+        // The prompt on screen, as the host has it.
+        let Some(p) = open.get(id).cloned() else {
+            return Vec::new();
         };
         let Some(step) = self.step.take() else {
             return Vec::new();
         };
         let id = p.id;
         match (&p.kind, step) {
-            (_, _) if key == Key::Esc => self.next(),
+            (_, _) if key == Key::Esc => self.next(open),
             (PromptKind::Resolution { .. }, Step::Top) => {
                 let answer = match key {
                     Key::Char('c') => ResolutionAnswer::Confirm,
@@ -549,6 +588,7 @@ impl PromptUi {
                         answer,
                     },
                     what,
+                    open,
                 )
             }
             (PromptKind::Resolution { .. }, Step::Excuse { mut buf }) => match key {
@@ -560,6 +600,7 @@ impl PromptUi {
                             answer: ResolutionAnswer::MakeExcuse { actual_reason },
                         },
                         "a polite excuse is sent; your reason stays here".into(),
+                        open,
                     )
                 }
                 other => {
@@ -593,6 +634,7 @@ impl PromptUi {
                             answer: ConsentAnswer::ShareSelected(m),
                         },
                         "share all".into(),
+                        open,
                     )
                 }
                 Key::Char('d') => self.finish(
@@ -601,6 +643,7 @@ impl PromptUi {
                         answer: ConsentAnswer::DeclineAll,
                     },
                     "decline all".into(),
+                    open,
                 ),
                 Key::Char('c') if !fields.is_empty() => {
                     self.step = Some(Step::Field {
@@ -641,7 +684,7 @@ impl PromptUi {
                     }
                 };
                 choices.insert(name, choice);
-                self.after_field(&p, idx, choices)
+                self.after_field(&p, idx, choices, open)
             }
             (
                 PromptKind::Consent { fields },
@@ -655,7 +698,7 @@ impl PromptUi {
                     let v = serde_json::from_str(buf.trim())
                         .unwrap_or_else(|_| Value::String(buf.trim().to_string()));
                     choices.insert(fields[idx].field.clone(), FieldChoice::ShareValue(v));
-                    self.after_field(&p, idx, choices)
+                    self.after_field(&p, idx, choices, open)
                 }
                 other => {
                     let echo = edit(&mut buf, other);
@@ -675,6 +718,7 @@ impl PromptUi {
         p: &Prompt,
         idx: usize,
         choices: BTreeMap<String, FieldChoice>,
+        open: &OpenPrompts,
     ) -> Vec<UiOut> {
         let PromptKind::Consent { fields } = &p.kind else {
             return Vec::new();
@@ -701,6 +745,7 @@ impl PromptUi {
                 answer: ConsentAnswer::ShareSelected(choices),
             },
             what,
+            open,
         )
     }
 }
@@ -741,6 +786,40 @@ mod tests {
     use a2acp_core::agent::ConsentField;
     use a2acp_core::packet::{Intent, Priority, Proposal};
     use a2acp_core::{Address, Timestamp};
+
+    /// The terminal flow beside the host's open prompts, driven as the daemon drives them:
+    /// the host opens a prompt before the flow shows it, and closes it when it handles the
+    /// answer.
+    #[derive(Default)]
+    struct Flow {
+        open: OpenPrompts,
+        ui: PromptUi,
+    }
+
+    impl Flow {
+        fn show(&mut self, p: Prompt) -> Vec<UiOut> {
+            self.open.insert(p.id, p.clone());
+            self.ui.show(&p)
+        }
+
+        fn key(&mut self, k: Key) -> Vec<UiOut> {
+            let out = self.ui.key(k, &self.open);
+            for o in &out {
+                if let UiOut::Answer(
+                    Command::AnswerConsent { prompt_id, .. }
+                    | Command::AnswerResolution { prompt_id, .. },
+                ) = o
+                {
+                    self.open.remove(prompt_id);
+                }
+            }
+            out
+        }
+
+        fn suggest(&mut self, s: Suggestion, text: String) -> Vec<UiOut> {
+            self.ui.suggest(s, text)
+        }
+    }
 
     fn consent() -> Prompt {
         Prompt {
@@ -842,7 +921,7 @@ mod tests {
         if let PromptKind::Consent { fields } = &mut p.kind {
             fields[0].suggested = None;
         }
-        let mut ui = PromptUi::new();
+        let mut ui = Flow::default();
         ui.show(p);
         let out = ui.key(Key::Char('a'));
         assert!(
@@ -874,7 +953,7 @@ mod tests {
 
     #[test]
     fn keystrokes() {
-        let mut ui = PromptUi::new();
+        let mut ui = Flow::default();
         ui.show(consent());
         ui.show(resolution());
         ui.key(Key::Char('c'));
@@ -948,7 +1027,7 @@ mod tests {
             assert!(terminal_safe(&s) && !s.contains('\n'), "{s:?}");
         }
         // The terminal flow prints the same clean text.
-        let mut ui = PromptUi::new();
+        let mut ui = Flow::default();
         for o in ui.show(hostile(consent())) {
             if let UiOut::Print(s) = o {
                 assert!(terminal_safe(&s), "{s:?}");
@@ -958,7 +1037,7 @@ mod tests {
 
     #[test]
     fn an_updated_prompt_is_replaced_in_place() {
-        let mut ui = PromptUi::new();
+        let mut ui = Flow::default();
         ui.show(consent());
         ui.show(resolution());
         // The prompt on screen, updated: drawn again under its number, keys start over.
@@ -977,7 +1056,7 @@ mod tests {
             matches!(&out[..], [UiOut::Print(s)] if s.contains("Prompt #1") && s.contains("name")),
             "{out:?}"
         );
-        assert_eq!(ui.open().map(|p| p.id).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(ui.ui.queued().collect::<Vec<_>>(), [1, 2]);
         let out = ui.key(Key::Char('a'));
         let Some(UiOut::Answer(Command::AnswerConsent {
             prompt_id: 1,
@@ -994,7 +1073,7 @@ mod tests {
             .show(resolution())
             .iter()
             .all(|o| matches!(o, UiOut::Print(_))));
-        assert_eq!(ui.open().count(), 1);
+        assert_eq!(ui.ui.queued().count(), 1);
     }
 
     fn with_alternatives() -> Prompt {
@@ -1025,7 +1104,7 @@ mod tests {
         );
         assert!(r.contains("[1–2] Take that alternative"), "{r}");
         assert!(help(&p).contains("alternative 1…2"));
-        let mut ui = PromptUi::new();
+        let mut ui = Flow::default();
         ui.show(p.clone());
         // A key beyond the alternatives only shows the keys again.
         assert!(!ui
@@ -1058,7 +1137,7 @@ mod tests {
             .unwrap_err()
             .contains("offers no alternative"));
         // Without alternatives, digits do nothing.
-        let mut ui = PromptUi::new();
+        let mut ui = Flow::default();
         ui.show(resolution());
         assert!(!ui
             .key(Key::Char('1'))
@@ -1073,7 +1152,7 @@ mod tests {
             field: "dietary".into(),
             peer: Address::parse("agent:bob@localhost").unwrap(),
         };
-        let mut ui = PromptUi::new();
+        let mut ui = Flow::default();
         ui.show(resolution());
         // Waits behind the open prompt.
         assert!(ui
@@ -1098,13 +1177,13 @@ mod tests {
         let out = ui.key(Key::Char('n'));
         assert!(!out.iter().any(|o| matches!(o, UiOut::Answer(_))));
         ui.suggest(s, "again".into());
-        ui.retain_suggestions(|_| false);
+        ui.ui.retain_suggestions(|_| false, &ui.open);
         assert!(ui.key(Key::Char('y')).is_empty());
     }
 
     #[test]
     fn excuse_keeps_reason() {
-        let mut ui = PromptUi::new();
+        let mut ui = Flow::default();
         ui.show(resolution());
         ui.key(Key::Char('e'));
         for c in "tired".chars() {
@@ -1155,5 +1234,30 @@ mod tests {
             m["transport_mode"],
             FieldChoice::ShareValue("walking".into())
         );
+    }
+
+    #[test]
+    fn a_prompt_answered_elsewhere_leaves_the_terminal_and_the_next_is_shown() {
+        let mut ui = Flow::default();
+        ui.show(consent());
+        ui.show(resolution());
+        // Nothing closed yet: nothing to say.
+        assert!(ui.ui.closed_elsewhere(&ui.open).is_empty());
+        // `a2acp answer 1 …` through the control socket: the host no longer has it.
+        ui.open.remove(&1);
+        let out = ui.ui.closed_elsewhere(&ui.open);
+        assert!(
+            matches!(&out[..], [UiOut::Print(a), UiOut::Print(b)]
+                if a.contains("prompt #1 closed") && b.contains("Prompt #2")),
+            "{out:?}"
+        );
+        assert_eq!(ui.ui.queued().collect::<Vec<_>>(), [2]);
+        // The keys now answer the prompt on screen, as the host has it.
+        let out = ui.key(Key::Char('x'));
+        assert!(out.contains(&UiOut::Answer(Command::AnswerResolution {
+            prompt_id: 2,
+            answer: ResolutionAnswer::Decline
+        })));
+        assert!(ui.open.is_empty() && ui.ui.queued().next().is_none());
     }
 }
