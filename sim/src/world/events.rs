@@ -168,19 +168,10 @@ impl Sim {
                 if !self.conns.get(&conn).is_some_and(|c| c.relay_open) {
                     return;
                 }
-                let now = self.now;
-                let t0 = self.tick();
-                if let Some(r) = self.relay.as_mut() {
-                    r.handle(
-                        now,
-                        RelayInput::Bytes {
-                            conn,
-                            bytes: &bytes,
-                        },
-                    );
-                }
-                self.tock(t0);
-                self.drain_relay();
+                self.feed_relay(RelayInput::Bytes {
+                    conn,
+                    bytes: &bytes,
+                });
             }
             Ev::ToAgent {
                 node,
@@ -216,13 +207,7 @@ impl Sim {
                     return;
                 }
                 c.relay_open = false;
-                let now = self.now;
-                let t0 = self.tick();
-                if let Some(r) = self.relay.as_mut() {
-                    r.handle(now, RelayInput::Disconnected { conn });
-                }
-                self.tock(t0);
-                self.drain_relay();
+                self.feed_relay(RelayInput::Disconnected { conn });
                 self.gc_conn(conn);
             }
             Ev::AgentSeesClose { node, inc, conn } => {
@@ -248,26 +233,14 @@ impl Sim {
                 if self.nodes[node].suspended || self.nodes[node].agent.is_none() {
                     return;
                 }
-                let now = self.agent_now(node);
-                let t0 = self.tick();
-                if let Some(a) = self.nodes[node].agent.as_mut() {
-                    a.handle_timeout(now);
-                }
-                self.tock(t0);
-                self.drain_agent(node);
+                self.feed_timeout(node);
             }
             Ev::RelayTimer { inc } => {
                 if inc != self.relay_inc {
                     return;
                 }
                 self.relay_timer = None;
-                let now = self.now;
-                let t0 = self.tick();
-                if let Some(r) = self.relay.as_mut() {
-                    r.handle(now, RelayInput::Timeout);
-                }
-                self.tock(t0);
-                self.drain_relay();
+                self.feed_relay(RelayInput::Timeout);
             }
             Ev::Reconnect { node, inc } => {
                 if self.nodes[node].inc != inc {
@@ -309,9 +282,10 @@ impl Sim {
                         inc,
                         id,
                         result,
-                    });
+                    })
+                else {
                     return;
-                }
+                };
                 let ok = if result.is_ok() { "answer" } else { "error" };
                 let name = self.nodes[node].name.clone();
                 self.line(&name, '|', format!("LLM {ok} to request #{id}"), Tag::Note);
@@ -338,9 +312,10 @@ impl Sim {
                         inc,
                         id,
                         result,
-                    });
+                    })
+                else {
                     return;
-                }
+                };
                 let name = self.nodes[node].name.clone();
                 let outcome = match &result {
                     Ok(()) => "ok".to_string(),
