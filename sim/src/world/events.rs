@@ -273,11 +273,8 @@ impl Sim {
                 id,
                 result,
             } => {
-                if self.nodes[node].inc != inc {
-                    return;
-                }
-                if self.nodes[node].suspended {
-                    self.nodes[node].deferred.push(Ev::LlmResult {
+                let Some((id, result)) =
+                    self.live(node, inc, (id, result), |(id, result)| Ev::LlmResult {
                         node,
                         inc,
                         id,
@@ -303,11 +300,8 @@ impl Sim {
                 id,
                 result,
             } => {
-                if self.nodes[node].inc != inc {
-                    return;
-                }
-                if self.nodes[node].suspended {
-                    self.nodes[node].deferred.push(Ev::ActionResult {
+                let Some((id, result)) =
+                    self.live(node, inc, (id, result), |(id, result)| Ev::ActionResult {
                         node,
                         inc,
                         id,
@@ -420,6 +414,27 @@ impl Sim {
             }
             Ev::KeyChange(i) => self.key_change(i),
         }
+    }
+
+    /// The payload of an event of incarnation `inc` for `node`, if it is to be handled
+    /// now: `None` if it is stale (from before a crash: dropped) or the device is shut
+    /// (kept, as `defer(payload)`, until it is back on).
+    fn live<T>(
+        &mut self,
+        node: usize,
+        inc: u32,
+        payload: T,
+        defer: impl FnOnce(T) -> Ev,
+    ) -> Option<T> {
+        if self.nodes[node].inc != inc {
+            return None;
+        }
+        if self.nodes[node].suspended {
+            let e = defer(payload);
+            self.nodes[node].deferred.push(e);
+            return None;
+        }
+        Some(payload)
     }
 
     /// Keeps an event for later if the node's device is shut or its agent is down.
