@@ -15,17 +15,15 @@ use serde_json::json;
 
 per_runtime!(a_changed_key_is_checked_by_safety_number_and_accepted);
 
-// Not run yet: the peer's side of an escalated thread does not resume on the other user's
-// new context (SPEC-NOTES "Negotiation", resuming an escalated thread: open). It is the
-// acceptance test of that fix; add it back to `per_runtime!` with it.
-
-#[allow(dead_code)]
-fn pending(rt: Runtime) -> impl std::future::Future<Output = ()> {
-    reply_resumes_an_escalated_thread_then_cancel_closes_it(rt)
-}
+// Ignored (run with `--run-ignored only`): the peer's side of an escalated thread does not
+// resume on the other user's new context (SPEC-NOTES "Negotiation", resuming an escalated
+// thread: open). It is the acceptance test of that fix; un-ignore it with it.
+per_runtime!(
+    #[ignore = "the peer's side does not resume yet (SPEC-NOTES: open)"]
+    reply_resumes_an_escalated_thread_then_cancel_closes_it
+);
 
 /// Makes the agent of `home` escalate after `limit` context exchanges (§6.4).
-#[allow(dead_code)]
 fn limit_round_trips(home: &Home, limit: u32) {
     edit_config(home, |f| f.limits.max_round_trips = Some(limit));
 }
@@ -55,7 +53,6 @@ async fn key_show(home: &Home, address: &a2acp_core::Address) -> KeyInfo {
     serde_json::from_value(r.data).unwrap()
 }
 
-#[allow(dead_code)]
 async fn reply_resumes_an_escalated_thread_then_cancel_closes_it(rt: Runtime) {
     let dir = tmp();
     let relay = rt.relay("127.0.0.1:0", &dir.path().join("relay")).await;
