@@ -345,22 +345,16 @@ fn unusable_files_are_named() {
     let dir = tmp();
     let p = pki(dir.path());
     let missing = dir.path().join("missing.pem");
-    let e = ServerTls::from_files(&missing, &p.key)
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("--tls-cert") && e.contains("missing.pem"), "{e}");
-    let e = ServerTls::from_files(&p.cert, &p.cert)
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("--tls-key") && e.contains("relay.pem"), "{e}");
-    let e = ServerTls::from_files(&p.cert, &p.ca_key)
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("--tls-key") && e.contains("ca.key"), "{e}");
-    let e = ServerTls::from_files(&p.key, &p.key)
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("--tls-cert") && e.contains("relay.key"), "{e}");
+    // (certificate file, key file, the flag and the file the error names)
+    for (cert, key, flag, named) in [
+        (&missing, &p.key, "--tls-cert", "missing.pem"),
+        (&p.cert, &p.cert, "--tls-key", "relay.pem"),
+        (&p.cert, &p.ca_key, "--tls-key", "ca.key"),
+        (&p.key, &p.key, "--tls-cert", "relay.key"),
+    ] {
+        let e = ServerTls::from_files(cert, key).unwrap_err().to_string();
+        assert!(e.contains(flag) && e.contains(named), "{e}");
+    }
     let garbage = dir.path().join("garbage.pem");
     std::fs::write(&garbage, "not a certificate\n").unwrap();
     let e = ClientTls::new(Some(&garbage)).unwrap_err().to_string();
