@@ -28,6 +28,10 @@ pub mod agent;
 pub mod crypto;
 pub mod display;
 pub mod encoding;
+// The in-memory network the tests, the simulator and the benches drive the machines in:
+// compiled only with the `harness` feature (and in this crate's own tests), not into
+// every user's build.
+#[cfg(any(test, feature = "harness"))]
 pub mod harness;
 pub mod link;
 pub mod negotiator;
@@ -37,6 +41,7 @@ pub mod rate_limit;
 pub mod relay;
 pub mod rng;
 pub mod time;
+pub mod transcript;
 
 pub use address::Address;
 pub use time::Timestamp;

@@ -28,6 +28,8 @@
 //!
 //! A binding owns the listener, the spawning and the timer; it calls [`Admission::admit`]
 //! after each accept and spawns [`serve_connection`] with the ticket and a timer future.
+//! What a running relay shows of itself whatever the executor (its address, URL, counters)
+//! is a [`Listening`], and why it could not start a [`RelayError`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
@@ -44,7 +46,7 @@ use tracing::{debug, info, warn};
 
 use crate::http::{self, Route};
 use crate::log_limit::LogLimiter;
-use crate::relay_service::RelayHandle;
+use crate::relay_service::{RelayHandle, RelayService, RelaySnapshot, ServiceError};
 use crate::tls::{MaybeTls, ServerTls};
 
 /// Default deadline of the HTTP phase (request head and WebSocket handshake).
@@ -624,6 +626,94 @@ pub async fn serve_connection<S, D>(
         HttpPhase::Done => {}
     }
     drop(ticket);
+}
+
+/// Why a relay could not start (on either executor).
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    /// The listener could not bind.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The service failed.
+    #[error(transparent)]
+    Service(#[from] ServiceError),
+}
+
+impl RelayError {
+    /// The error of a listener that could not bind `addr` (or read its local address).
+    pub fn bind(addr: &str) -> impl Fn(std::io::Error) -> RelayError + '_ {
+        move |source| RelayError::Bind {
+            addr: addr.to_string(),
+            source,
+        }
+    }
+}
+
+/// A relay's listener with its service started, whatever the executor: the address it
+/// listens on, its scheme, the service's handle and the connection counters.
+#[derive(Debug)]
+pub struct Listening {
+    addr: SocketAddr,
+    handle: RelayHandle,
+    admission: Arc<Admission>,
+    scheme: &'static str,
+}
+
+impl Listening {
+    /// The relay listening on `addr` with `service` started, admitting with `conns`,
+    /// serving TLS (`wss://`) if `tls`; logs the `relay listening` line (with what the
+    /// service restored).
+    pub fn new(
+        addr: SocketAddr,
+        service: &RelayService,
+        conns: AdmissionConfig,
+        tls: bool,
+    ) -> Listening {
+        let (regs, queued) = service.restored();
+        info!(%addr, domain = service.domain(), registered = regs, queued, "relay listening");
+        Listening {
+            addr,
+            handle: service.handle(),
+            admission: Admission::new(conns),
+            scheme: if tls { "wss" } else { "ws" },
+        }
+    }
+
+    /// The address listened on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `ws://addr`, or `wss://addr` when the relay serves TLS.
+    pub fn url(&self) -> String {
+        format!("{}://{}", self.scheme, self.addr)
+    }
+
+    /// The service's handle (for the connection tasks).
+    pub fn handle(&self) -> &RelayHandle {
+        &self.handle
+    }
+
+    /// The admission of the accept loop.
+    pub fn admission(&self) -> &Arc<Admission> {
+        &self.admission
+    }
+
+    /// The service's current counters (`None` once it has stopped).
+    pub async fn snapshot(&self) -> Option<RelaySnapshot> {
+        self.handle.snapshot().await
+    }
+
+    /// The listener's connection counters.
+    pub fn connections(&self) -> AdmissionStats {
+        self.admission.stats()
+    }
 }
 
 #[cfg(test)]

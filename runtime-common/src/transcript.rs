@@ -80,7 +80,7 @@ fn describe_raw(agent: &Agent, e: &Effect) -> Option<(char, String)> {
                         .values()
                         .flat_map(|t| t.history.iter())
                         .find(|h| h.packet_id == w[1])
-                        .map(|h| a2acp_core::harness::summarize_packet(&h.json))
+                        .map(|h| a2acp_core::transcript::summarize_packet(&h.json))
                         .unwrap_or_default();
                     return Some(('>', format!("{} {} to {}{body}", w[0], w[1], short(w[3]))));
                 }

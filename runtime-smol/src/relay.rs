@@ -14,42 +14,23 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use a2acp_runtime::admission::{self, Admission, AdmissionConfig, AdmissionStats, Ticket};
+use a2acp_runtime::admission::{self, AdmissionConfig, AdmissionStats, Listening, Ticket};
 use a2acp_runtime::relay_service::{
     RelayHandle, RelayService, RelaySnapshot, ServiceConfig, ServiceError,
 };
 use a2acp_runtime::tls::ServerTls;
 use smol::net::{TcpListener, TcpStream};
 use smol::{Async, Task};
-use tracing::info;
 
-/// Why the relay could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum RelayError {
-    /// The listener could not bind.
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        /// The address.
-        addr: String,
-        /// The error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The service failed.
-    #[error(transparent)]
-    Service(#[from] ServiceError),
-}
+pub use a2acp_runtime::admission::RelayError;
 
 /// A running relay. Dropping it stops accepting connections (the service thread stops
 /// with [`RunningRelay::stop`]).
 #[derive(Debug)]
 pub struct RunningRelay {
-    addr: SocketAddr,
-    handle: RelayHandle,
+    listening: Listening,
     service: Option<RelayService>,
     accept: Option<Task<()>>,
-    admission: Arc<Admission>,
-    scheme: &'static str,
 }
 
 /// Binds `listen` and starts the relay with the default connection caps and deadline
@@ -66,21 +47,15 @@ pub async fn start_with(
     conns: AdmissionConfig,
     tls: Option<ServerTls>,
 ) -> Result<RunningRelay, RelayError> {
-    let bind_err = |source| RelayError::Bind {
-        addr: listen.to_string(),
-        source,
-    };
-    let listener = TcpListener::bind(listen).await.map_err(bind_err)?;
-    let addr = listener.local_addr().map_err(bind_err)?;
+    let listener = TcpListener::bind(listen)
+        .await
+        .map_err(RelayError::bind(listen))?;
+    let addr = listener.local_addr().map_err(RelayError::bind(listen))?;
     let service = smol::unblock(move || RelayService::start(cfg)).await?;
-    let (regs, queued) = service.restored();
-    info!(%addr, domain = service.domain(), registered = regs, queued, "relay listening");
-    let handle = service.handle();
-    let h = handle.clone();
-    let admission = Admission::new(conns);
-    let adm = admission.clone();
+    let listening = Listening::new(addr, &service, conns, tls.is_some());
+    let h = listening.handle().clone();
+    let adm = listening.admission().clone();
     let timeout = conns.upgrade_timeout;
-    let scheme = if tls.is_some() { "wss" } else { "ws" };
     let accept = smol::spawn(async move {
         loop {
             adm.room().await;
@@ -106,34 +81,31 @@ pub async fn start_with(
         }
     });
     Ok(RunningRelay {
-        addr,
-        handle,
+        listening,
         service: Some(service),
         accept: Some(accept),
-        admission,
-        scheme,
     })
 }
 
 impl RunningRelay {
     /// The address listened on.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.listening.addr()
     }
 
     /// `ws://addr`, or `wss://addr` when the relay serves TLS.
     pub fn url(&self) -> String {
-        format!("{}://{}", self.scheme, self.addr)
+        self.listening.url()
     }
 
     /// Current counters.
     pub async fn snapshot(&self) -> Option<RelaySnapshot> {
-        self.handle.snapshot().await
+        self.listening.snapshot().await
     }
 
     /// The listener's connection counters.
     pub fn connections(&self) -> AdmissionStats {
-        self.admission.stats()
+        self.listening.connections()
     }
 
     /// Stops accepting and stops the service. `graceful`: every agent gets a close frame;
@@ -157,7 +129,7 @@ impl RunningRelay {
     pub async fn wait_failed(&mut self) -> Result<(), ServiceError> {
         loop {
             smol::Timer::after(Duration::from_millis(500)).await;
-            if self.handle.snapshot().await.is_none() {
+            if self.listening.snapshot().await.is_none() {
                 if let Some(a) = self.accept.take() {
                     a.cancel().await;
                 }

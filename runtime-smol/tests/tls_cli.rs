@@ -1,15 +1,8 @@
 //! `a2acp-smol relay --tls-cert FILE --tls-key FILE`, the real binary (the same checks as
 //! the tokio binary's).
 
+#[macro_use]
 #[path = "../../runtime-tokio/tests/common/tls_cli.rs"]
 mod tls_cli;
 
-#[test]
-fn bad_tls_files_are_named() {
-    tls_cli::bad_files_are_named(env!("CARGO_BIN_EXE_a2acp-smol"));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn relay_serves_https() {
-    tls_cli::serves_https(env!("CARGO_BIN_EXE_a2acp-smol")).await;
-}
+relay_tls_tests!(env!("CARGO_BIN_EXE_a2acp-smol"));

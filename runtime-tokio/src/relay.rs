@@ -12,9 +12,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use std::sync::Arc;
-
-use a2acp_runtime::admission::{self, Admission, AdmissionConfig, AdmissionStats, Ticket};
+use a2acp_runtime::admission::{self, AdmissionConfig, AdmissionStats, Listening, Ticket};
 use a2acp_runtime::relay_service::{
     RelayHandle, RelayService, RelaySnapshot, ServiceConfig, ServiceError,
 };
@@ -22,34 +20,15 @@ use a2acp_runtime::tls::ServerTls;
 use async_tungstenite::tokio::TokioAdapter;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
-use tracing::info;
 
-/// Why the relay could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum RelayError {
-    /// The listener could not bind.
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        /// The address.
-        addr: String,
-        /// The error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The service failed.
-    #[error(transparent)]
-    Service(#[from] ServiceError),
-}
+pub use a2acp_runtime::admission::RelayError;
 
 /// A running relay.
 #[derive(Debug)]
 pub struct RunningRelay {
-    addr: SocketAddr,
-    handle: RelayHandle,
+    listening: Listening,
     service: Option<RelayService>,
     accept: JoinHandle<()>,
-    admission: Arc<Admission>,
-    scheme: &'static str,
 }
 
 /// Binds `listen` and starts the relay with the default connection caps and deadline
@@ -68,25 +47,15 @@ pub async fn start_with(
 ) -> Result<RunningRelay, RelayError> {
     let listener = TcpListener::bind(listen)
         .await
-        .map_err(|source| RelayError::Bind {
-            addr: listen.to_string(),
-            source,
-        })?;
-    let addr = listener.local_addr().map_err(|source| RelayError::Bind {
-        addr: listen.to_string(),
-        source,
-    })?;
+        .map_err(RelayError::bind(listen))?;
+    let addr = listener.local_addr().map_err(RelayError::bind(listen))?;
     let service = tokio::task::spawn_blocking(move || RelayService::start(cfg))
         .await
         .map_err(|e| ServiceError::Thread(e.to_string()))??;
-    let (regs, queued) = service.restored();
-    info!(%addr, domain = service.domain(), registered = regs, queued, "relay listening");
-    let handle = service.handle();
-    let h = handle.clone();
-    let admission = Admission::new(conns);
-    let adm = admission.clone();
+    let listening = Listening::new(addr, &service, conns, tls.is_some());
+    let h = listening.handle().clone();
+    let adm = listening.admission().clone();
     let timeout = conns.upgrade_timeout;
-    let scheme = if tls.is_some() { "wss" } else { "ws" };
     let accept = tokio::spawn(async move {
         loop {
             adm.room().await;
@@ -112,34 +81,31 @@ pub async fn start_with(
         }
     });
     Ok(RunningRelay {
-        addr,
-        handle,
+        listening,
         service: Some(service),
         accept,
-        admission,
-        scheme,
     })
 }
 
 impl RunningRelay {
     /// The address listened on.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.listening.addr()
     }
 
     /// `ws://addr`, or `wss://addr` when the relay serves TLS.
     pub fn url(&self) -> String {
-        format!("{}://{}", self.scheme, self.addr)
+        self.listening.url()
     }
 
     /// Current counters.
     pub async fn snapshot(&self) -> Option<RelaySnapshot> {
-        self.handle.snapshot().await
+        self.listening.snapshot().await
     }
 
     /// The listener's connection counters.
     pub fn connections(&self) -> AdmissionStats {
-        self.admission.stats()
+        self.listening.connections()
     }
 
     /// Stops accepting and stops the service. `graceful`: every agent gets a close frame;
@@ -164,7 +130,7 @@ impl RunningRelay {
     pub async fn wait_failed(&mut self) -> Result<(), ServiceError> {
         loop {
             tokio::time::sleep(Duration::from_millis(500)).await;
-            if self.handle.snapshot().await.is_none() {
+            if self.listening.snapshot().await.is_none() {
                 self.accept.abort();
                 return match self.service.take() {
                     Some(s) => tokio::task::spawn_blocking(move || s.join())

@@ -1,17 +1,10 @@
 //! `a2acp relay --tls-cert FILE --tls-key FILE`, the real binary.
 
+#[macro_use]
 #[path = "common/tls_cli.rs"]
 mod tls_cli;
 
-#[test]
-fn bad_tls_files_are_named() {
-    tls_cli::bad_files_are_named(env!("CARGO_BIN_EXE_a2acp"));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn relay_serves_https() {
-    tls_cli::serves_https(env!("CARGO_BIN_EXE_a2acp")).await;
-}
+relay_tls_tests!(env!("CARGO_BIN_EXE_a2acp"));
 
 #[test]
 fn agent_init_with_ca_registers_over_wss() {

@@ -1,4 +1,4 @@
-//! The transcript of a run, in the format of `a2acp_core::harness`: a legend line, a
+//! The transcript of a run, in the format of `a2acp_core::harness` (with its vocabulary, `a2acp_core::transcript`): a legend line, a
 //! sim-time column, who, `>` sent / `<` received / `|` state change or local event, and
 //! random ids (`thr_…`, `pkt_…`) replaced by stable names in order of first appearance.
 
@@ -99,7 +99,7 @@ pub fn render_with(
     out
 }
 
-pub use a2acp_core::harness::{compact, describe_relay_event, short, IdNames};
+pub use a2acp_core::transcript::{compact, describe_relay_event, short, IdNames};
 
 /// A prompt as the user sees it.
 pub fn describe_prompt(p: &Prompt) -> String {

@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use a2acp_core::agent::{Command as AgentCommand, Prompt, PromptKind};
 use a2acp_runtime::control::Request;
 use a2acp_runtime::home::Home;
-use a2acp_runtime::scripted::{dinner_configs, next_friday, start_dinner, ScriptedUser};
+use a2acp_runtime::scripted::{next_friday, start_dinner, ScriptedUser};
 use a2acp_tests::*;
 
 const CHILD_ENV: &str = "A2ACP_TEST_CHILD_HOME";
@@ -75,10 +75,13 @@ per_runtime!(sigkill_between_request_and_answer);
 async fn sigkill_between_request_and_answer(rt: Runtime) {
     let dir = tmp();
     let relay = rt.relay("127.0.0.1:0", &dir.path().join("relay")).await;
-    let (alice_cfg, bob_cfg) = dinner_configs("localhost").unwrap();
+    let DinnerHomes {
+        bob_cfg,
+        alice: ha,
+        bob: hb,
+        ..
+    } = dinner_homes(dir.path(), &relay.url());
     let bob_addr = bob_cfg.address.clone();
-    let ha = init_home(&dir.path().join("alice"), &alice_cfg, &relay.url());
-    let hb = init_home(&dir.path().join("bob"), &bob_cfg, &relay.url());
     let bob = rt.agent(&hb, "bob", Some(ScriptedUser::dinner()));
     wait_online(&bob).await;
 

@@ -4,7 +4,6 @@
 
 use a2acp_core::agent::{Prompt, PromptKind};
 use a2acp_runtime::control::Request;
-use a2acp_runtime::scripted::{dinner_configs, next_friday, start_dinner};
 use a2acp_tests::*;
 
 fn resolution_prompt(ps: &[Prompt]) -> Option<Prompt> {
@@ -13,45 +12,24 @@ fn resolution_prompt(ps: &[Prompt]) -> Option<Prompt> {
         .cloned()
 }
 
-async fn answer(home: &a2acp_runtime::home::Home, prompt_id: u64, args: &[&str]) -> String {
-    let r = ctl(
-        home,
-        Request::Answer {
-            prompt_id,
-            args: args.iter().map(|s| s.to_string()).collect(),
-        },
-    )
-    .await;
-    assert!(r.ok, "{r:?}");
-    r.data.as_str().unwrap_or_default().to_string()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_alternative_chosen_over_the_control_socket_is_proposed_and_confirmed() {
     let dir = tmp();
     let relay = Runtime::Tokio
         .relay("127.0.0.1:0", &dir.path().join("relay"))
         .await;
-    let url = relay.url();
-    let (alice_cfg, bob_cfg) = dinner_configs("localhost").unwrap();
-    let bob_addr = bob_cfg.address.clone();
-    let ha = init_home(&dir.path().join("alice"), &alice_cfg, &url);
-    let hb = init_home(&dir.path().join("bob"), &bob_cfg, &url);
+    let DinnerHomes {
+        bob_cfg,
+        alice: ha,
+        bob: hb,
+        ..
+    } = dinner_homes(dir.path(), &relay.url());
     let alice = run_agent(&ha, "alice", None);
     let bob = run_agent(&hb, "bob", None);
     wait_online(&alice).await;
     wait_online(&bob).await;
 
-    alice
-        .tell(start_dinner(bob_addr, &next_friday(a2acp_runtime::now())))
-        .await;
-    let consent = eventually(30, "Alice's consent prompt", || async {
-        prompts(&alice)
-            .await
-            .into_iter()
-            .find(|p| matches!(p.kind, PromptKind::Consent { .. }))
-    })
-    .await;
+    let consent = start_dinner_until_consent(&alice, bob_cfg.address.clone()).await;
     answer(
         &ha,
         consent.id,

@@ -4,43 +4,28 @@
 //! and marked read, and a peer's changed key is checked by safety number and accepted
 //! (`keys show` / `keys accept`).
 
-use a2acp_core::agent::{AgentConfig, NotifyKind, PromptKind};
+use a2acp_core::agent::{NotifyKind, PromptKind};
 use a2acp_core::persist::PersistOp;
-use a2acp_runtime::config::{context_to_toml, AgentFile};
 use a2acp_runtime::control::{KeyInfo, NotificationEntry, Request, ThreadDetail};
 use a2acp_runtime::home::Home;
-use a2acp_runtime::scripted::{dinner_configs, next_friday, start_dinner, ScriptedUser};
+use a2acp_runtime::scripted::{next_friday, start_dinner, ScriptedUser};
 use a2acp_runtime::store::{Durability, Store};
 use a2acp_tests::*;
 use serde_json::json;
 
 per_runtime!(a_changed_key_is_checked_by_safety_number_and_accepted);
 
-// Not run yet: the peer's side of an escalated thread does not resume on the other user's
-// new context (SPEC-NOTES "Negotiation", resuming an escalated thread: open). It is the
-// acceptance test of that fix; add it back to `per_runtime!` with it.
+// Ignored (run with `--run-ignored only`): the peer's side of an escalated thread does not
+// resume on the other user's new context (SPEC-NOTES "Negotiation", resuming an escalated
+// thread: open). It is the acceptance test of that fix; un-ignore it with it.
+per_runtime!(
+    #[ignore = "the peer's side does not resume yet (SPEC-NOTES: open)"]
+    reply_resumes_an_escalated_thread_then_cancel_closes_it
+);
 
-#[allow(dead_code)]
-fn pending(rt: Runtime) -> impl std::future::Future<Output = ()> {
-    reply_resumes_an_escalated_thread_then_cancel_closes_it(rt)
-}
-
-/// A home whose agent escalates after `max_round_trips` context exchanges (§6.4).
-#[allow(dead_code)]
-fn home_with_limit(dir: &std::path::Path, cfg: &AgentConfig, url: &str, limit: u32) -> Home {
-    let home = Home::new(dir);
-    std::fs::create_dir_all(dir).unwrap();
-    a2acp_runtime::keys::create(&home.key()).unwrap();
-    let mut f = AgentFile::new(&cfg.address, url, context_to_toml(&cfg.profile));
-    f.permissions = cfg.permissions.clone();
-    f.overrides = cfg
-        .overrides
-        .iter()
-        .map(|(a, o)| (a.to_string(), o.clone()))
-        .collect();
-    f.limits.max_round_trips = Some(limit);
-    f.write_new(&home.config()).unwrap();
-    home
+/// Makes the agent of `home` escalate after `limit` context exchanges (§6.4).
+fn limit_round_trips(home: &Home, limit: u32) {
+    edit_config(home, |f| f.limits.max_round_trips = Some(limit));
 }
 
 async fn notifications(home: &Home, all: bool) -> Vec<NotificationEntry> {
@@ -55,38 +40,42 @@ async fn detail(home: &Home, id: &str) -> ThreadDetail {
     serde_json::from_value(r.data).unwrap()
 }
 
-#[allow(dead_code)]
-async fn reply_resumes_an_escalated_thread_then_cancel_closes_it(rt: Runtime) {
-    let dir = tmp();
-    let relay = rt.relay("127.0.0.1:0", &dir.path().join("relay")).await;
-    let url = relay.url();
-    let (alice_cfg, bob_cfg) = dinner_configs("localhost").unwrap();
-    let ha = home_with_limit(&dir.path().join("alice"), &alice_cfg, &url, 2);
-    let hb = home_with_limit(&dir.path().join("bob"), &bob_cfg, &url, 2);
-    let alice = rt.agent(&ha, "alice", None);
-    let bob = rt.agent(&hb, "bob", None);
-    wait_online(&alice).await;
-    wait_online(&bob).await;
-    alice
-        .tell(start_dinner(
-            bob_cfg.address.clone(),
-            &next_friday(a2acp_runtime::now()),
-        ))
-        .await;
-    let consent = eventually(15, "Alice's consent prompt", || async {
-        prompts(&alice).await.into_iter().next()
-    })
-    .await;
-    let id = consent.thread_id.clone();
+/// What `a2acp keys show ADDRESS` shows on the agent of `home`.
+async fn key_show(home: &Home, address: &a2acp_core::Address) -> KeyInfo {
     let r = ctl(
-        &ha,
-        Request::Answer {
-            prompt_id: consent.id,
-            args: ScriptedUser::dinner().answer_args(&consent),
+        home,
+        Request::KeyShow {
+            address: address.to_string(),
         },
     )
     .await;
     assert!(r.ok, "{r:?}");
+    serde_json::from_value(r.data).unwrap()
+}
+
+async fn reply_resumes_an_escalated_thread_then_cancel_closes_it(rt: Runtime) {
+    let dir = tmp();
+    let relay = rt.relay("127.0.0.1:0", &dir.path().join("relay")).await;
+    let DinnerHomes {
+        bob_cfg,
+        alice: ha,
+        bob: hb,
+        ..
+    } = dinner_homes(dir.path(), &relay.url());
+    limit_round_trips(&ha, 2);
+    limit_round_trips(&hb, 2);
+    let alice = rt.agent(&ha, "alice", None);
+    let bob = rt.agent(&hb, "bob", None);
+    wait_online(&alice).await;
+    wait_online(&bob).await;
+    let consent = start_dinner_until_consent(&alice, bob_cfg.address.clone()).await;
+    let id = consent.thread_id.clone();
+    answer(
+        &ha,
+        consent.id,
+        &ScriptedUser::dinner().answer_args(&consent),
+    )
+    .await;
     // Two exchanges: both sides hand the thread to their users (§6.4).
     eventually(15, "both sides escalated", || async {
         (detail(&ha, &id).await.escalated && detail(&hb, &id).await.escalated).then_some(())
@@ -223,51 +212,24 @@ async fn a_changed_key_is_checked_by_safety_number_and_accepted(rt: Runtime) {
     let data = dir.path().join("relay");
     let listen = free_addr();
     let relay = rt.relay(&listen, &data).await;
-    let url = relay.url();
-    let (alice_cfg, bob_cfg) = dinner_configs("localhost").unwrap();
+    let DinnerHomes {
+        alice_cfg,
+        bob_cfg,
+        alice: ha,
+        bob: hb,
+    } = dinner_homes(dir.path(), &relay.url());
     let bob_addr = bob_cfg.address.clone();
-    let ha = init_home(&dir.path().join("alice"), &alice_cfg, &url);
-    let hb = init_home(&dir.path().join("bob"), &bob_cfg, &url);
     let alice = rt.agent(&ha, "alice", None);
     let bob = rt.agent(&hb, "bob", None);
     wait_online(&alice).await;
     wait_online(&bob).await;
-    alice
-        .tell(start_dinner(
-            bob_addr.clone(),
-            &next_friday(a2acp_runtime::now()),
-        ))
-        .await;
-    let consent = eventually(15, "Alice's consent prompt", || async {
-        prompts(&alice).await.into_iter().next()
-    })
-    .await;
+    let consent = start_dinner_until_consent(&alice, bob_addr.clone()).await;
     let id = consent.thread_id.clone();
-    let before: KeyInfo = serde_json::from_value(
-        ctl(
-            &ha,
-            Request::KeyShow {
-                address: bob_addr.to_string(),
-            },
-        )
-        .await
-        .data,
-    )
-    .unwrap();
+    let before = key_show(&ha, &bob_addr).await;
     assert!(before.changed_key.is_none());
     let number = before.safety_number.clone().expect("Bob's key is pinned");
     // Bob's side computes the same number (order-independent).
-    let theirs: KeyInfo = serde_json::from_value(
-        ctl(
-            &hb,
-            Request::KeyShow {
-                address: alice_cfg.address.to_string(),
-            },
-        )
-        .await
-        .data,
-    )
-    .unwrap();
+    let theirs = key_show(&hb, &alice_cfg.address).await;
     assert_eq!(theirs.safety_number.as_deref(), Some(number.as_str()));
     // Nothing to accept yet.
     let r = ctl(
@@ -344,17 +306,7 @@ async fn a_changed_key_is_checked_by_safety_number_and_accepted(rt: Runtime) {
     )
     .await;
     assert!(!r.ok && r.error.unwrap().contains("halted"));
-    let shown: KeyInfo = serde_json::from_value(
-        ctl(
-            &ha,
-            Request::KeyShow {
-                address: bob_addr.to_string(),
-            },
-        )
-        .await
-        .data,
-    )
-    .unwrap();
+    let shown = key_show(&ha, &bob_addr).await;
     assert_eq!(shown.pinned_key, before.pinned_key);
     assert_eq!(
         shown.changed_key.as_deref(),
@@ -363,17 +315,7 @@ async fn a_changed_key_is_checked_by_safety_number_and_accepted(rt: Runtime) {
     let new_number = shown.changed_safety_number.clone().unwrap();
     assert_ne!(new_number, number);
     // What Bob's re-installed device shows (his new key, Alice's pinned key).
-    let theirs: KeyInfo = serde_json::from_value(
-        ctl(
-            &hb,
-            Request::KeyShow {
-                address: alice_cfg.address.to_string(),
-            },
-        )
-        .await
-        .data,
-    )
-    .unwrap();
+    let theirs = key_show(&hb, &alice_cfg.address).await;
     assert_eq!(theirs.safety_number.as_deref(), Some(new_number.as_str()));
     // Wrong digits (the old number) and garbage are refused; nothing changes.
     for wrong in [number.as_str(), "12345"] {
@@ -399,17 +341,7 @@ async fn a_changed_key_is_checked_by_safety_number_and_accepted(rt: Runtime) {
     )
     .await;
     assert!(r.ok, "{r:?}");
-    let after: KeyInfo = serde_json::from_value(
-        ctl(
-            &ha,
-            Request::KeyShow {
-                address: bob_addr.to_string(),
-            },
-        )
-        .await
-        .data,
-    )
-    .unwrap();
+    let after = key_show(&ha, &bob_addr).await;
     assert_eq!(after.pinned_key, shown.changed_key);
     assert!(after.changed_key.is_none());
     assert_eq!(after.safety_number.as_deref(), Some(new_number.as_str()));

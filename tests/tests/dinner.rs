@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 
 use a2acp_runtime::agent_host::Effect;
 use a2acp_runtime::daemon::AgentEvent;
-use a2acp_runtime::scripted::{dinner_configs, ScriptedUser};
+use a2acp_runtime::scripted::ScriptedUser;
 use a2acp_tests::*;
 
 /// `GET path` on the relay's port, the whole answer.
@@ -27,10 +27,13 @@ async fn dinner(relay_rt: Runtime, agents: Runtime) {
     let relay = relay_rt
         .relay("127.0.0.1:0", &dir.path().join("relay"))
         .await;
-    let (alice_cfg, bob_cfg) = dinner_configs("localhost").unwrap();
+    let DinnerHomes {
+        bob_cfg,
+        alice: ha,
+        bob: hb,
+        ..
+    } = dinner_homes(dir.path(), &relay.url());
     let bob_addr = bob_cfg.address.clone();
-    let ha = init_home(&dir.path().join("alice"), &alice_cfg, &relay.url());
-    let hb = init_home(&dir.path().join("bob"), &bob_cfg, &relay.url());
     let alice = agents.agent(&ha, "alice", Some(ScriptedUser::dinner()));
     let bob = agents.agent(&hb, "bob", Some(ScriptedUser::dinner()));
     wait_online(&alice).await;
@@ -58,14 +61,7 @@ async fn dinner(relay_rt: Runtime, agents: Runtime) {
     })
     .await
     .unwrap();
-    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
-    assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
-    assert!(
-        metrics
-            .lines()
-            .any(|l| l.starts_with("a2acp_relay_packets_routed_total 8")),
-        "{metrics}"
-    );
+    assert_health_and_metrics(&health, &metrics, 8);
 
     alice.stop().await;
     bob.stop().await;

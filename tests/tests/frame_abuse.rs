@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use a2acp_core::link::{ClientFrame, ErrorCode, RelayFrame};
 use a2acp_core::relay::RelayConfig;
-use a2acp_runtime::scripted::{dinner_configs, ScriptedUser};
+use a2acp_runtime::scripted::ScriptedUser;
 use a2acp_tests::attacks::{self, Flood};
 use a2acp_tests::*;
 
@@ -54,10 +54,13 @@ async fn junk_flood_is_closed_and_logged_in_bounded_lines_while_agents_negotiate
     let dir = tmp();
     let relay = rt.relay("127.0.0.1:0", &dir.path().join("relay")).await;
     let url = relay.url();
-    let (alice_cfg, bob_cfg) = dinner_configs("localhost").unwrap();
+    let DinnerHomes {
+        bob_cfg,
+        alice: ha,
+        bob: hb,
+        ..
+    } = dinner_homes(dir.path(), &url);
     let bob_addr = bob_cfg.address.clone();
-    let ha = init_home(&dir.path().join("alice"), &alice_cfg, &url);
-    let hb = init_home(&dir.path().join("bob"), &bob_cfg, &url);
     let alice = rt.agent(&ha, "alice", Some(ScriptedUser::dinner()));
     let bob = rt.agent(&hb, "bob", Some(ScriptedUser::dinner()));
     wait_online(&alice).await;

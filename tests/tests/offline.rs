@@ -3,7 +3,7 @@
 //! tokio and on smol.
 
 use a2acp_core::link::{ClientFrame, RelayFrame};
-use a2acp_runtime::scripted::{dinner_configs, next_friday, start_dinner, ScriptedUser};
+use a2acp_runtime::scripted::{next_friday, start_dinner, ScriptedUser};
 use a2acp_tests::*;
 
 per_runtime!(
@@ -14,10 +14,13 @@ per_runtime!(
 async fn offline_recipient_gets_it_on_connect(rt: Runtime) {
     let dir = tmp();
     let relay = rt.relay("127.0.0.1:0", &dir.path().join("relay")).await;
-    let (alice_cfg, bob_cfg) = dinner_configs("localhost").unwrap();
+    let DinnerHomes {
+        bob_cfg,
+        alice: ha,
+        bob: hb,
+        ..
+    } = dinner_homes(dir.path(), &relay.url());
     let bob_addr = bob_cfg.address.clone();
-    let ha = init_home(&dir.path().join("alice"), &alice_cfg, &relay.url());
-    let hb = init_home(&dir.path().join("bob"), &bob_cfg, &relay.url());
     // Bob registers, then goes offline.
     let bob = rt.agent(&hb, "bob", Some(ScriptedUser::dinner()));
     wait_online(&bob).await;

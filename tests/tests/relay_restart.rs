@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use a2acp_runtime::control::Request;
-use a2acp_runtime::scripted::{dinner_configs, next_friday, start_dinner, ScriptedUser};
+use a2acp_runtime::scripted::ScriptedUser;
 use a2acp_tests::*;
 
 per_runtime!(relay_restart_mid_negotiation);
@@ -14,23 +14,18 @@ async fn relay_restart_mid_negotiation(rt: Runtime) {
     let data = dir.path().join("relay");
     let listen = free_addr();
     let relay1 = rt.relay(&listen, &data).await;
-    let url = relay1.url();
-    let (alice_cfg, bob_cfg) = dinner_configs("localhost").unwrap();
-    let bob_addr = bob_cfg.address.clone();
-    let ha = init_home(&dir.path().join("alice"), &alice_cfg, &url);
-    let hb = init_home(&dir.path().join("bob"), &bob_cfg, &url);
+    let DinnerHomes {
+        bob_cfg,
+        alice: ha,
+        bob: hb,
+        ..
+    } = dinner_homes(dir.path(), &relay1.url());
     // Alice answers by hand (through the control socket); Bob is scripted.
     let alice = rt.agent(&ha, "alice", None);
     let bob = rt.agent(&hb, "bob", Some(ScriptedUser::dinner()));
     wait_online(&alice).await;
     wait_online(&bob).await;
-    alice
-        .tell(start_dinner(bob_addr, &next_friday(a2acp_runtime::now())))
-        .await;
-    let consent = eventually(15, "Alice's consent prompt", || async {
-        prompts(&alice).await.into_iter().next()
-    })
-    .await;
+    let consent = start_dinner_until_consent(&alice, bob_cfg.address.clone()).await;
 
     // Crash the relay: connections dropped, no close frames; only what it committed stays.
     relay1.stop(false).await;
@@ -39,16 +34,12 @@ async fn relay_restart_mid_negotiation(rt: Runtime) {
     })
     .await;
     // Alice answers while the relay is down: her answer waits in her outbox.
-    let user = ScriptedUser::dinner();
-    let r = ctl(
+    answer(
         &ha,
-        Request::Answer {
-            prompt_id: consent.id,
-            args: user.answer_args(&consent),
-        },
+        consent.id,
+        &ScriptedUser::dinner().answer_args(&consent),
     )
     .await;
-    assert!(r.ok, "{r:?}");
     let status = ctl(&ha, Request::Status).await;
     assert!(status.data["outbox"].as_u64().unwrap() >= 1, "{status:?}");
 
@@ -59,15 +50,7 @@ async fn relay_restart_mid_negotiation(rt: Runtime) {
         prompts(&alice).await.into_iter().next()
     })
     .await;
-    let r = ctl(
-        &ha,
-        Request::Answer {
-            prompt_id: resolution.id,
-            args: vec!["confirm".into()],
-        },
-    )
-    .await;
-    assert!(r.ok, "{r:?}");
+    answer(&ha, resolution.id, &["confirm"]).await;
     let ta = wait_state(&alice, "COMPLETED", 30).await;
     wait_state(&bob, "COMPLETED", 30).await;
 

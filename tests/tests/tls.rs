@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use a2acp_runtime::admission::AdmissionConfig;
-use a2acp_runtime::config::AgentFile;
 use a2acp_runtime::home::Home;
 use a2acp_runtime::scripted::{dinner_configs, ScriptedUser};
 use a2acp_runtime::tls::{ClientTls, ServerTls};
@@ -68,10 +67,7 @@ fn pki(dir: &Path) -> Pki {
 /// home (as a user would write it).
 fn trust(home: &Home, ca: &Path) {
     std::fs::copy(ca, home.dir().join("relay-ca.pem")).unwrap();
-    let mut f = AgentFile::load(&home.config()).unwrap();
-    f.relay_ca = Some("relay-ca.pem".into());
-    std::fs::remove_file(home.config()).unwrap();
-    f.write_new(&home.config()).unwrap();
+    edit_config(home, |f| f.relay_ca = Some("relay-ca.pem".into()));
 }
 
 /// A relay on `rt` serving TLS with the PKI's leaf, with this HTTP-phase deadline.
@@ -82,6 +78,19 @@ async fn tls_relay(rt: Runtime, dir: &Path, p: &Pki, upgrade_timeout: Duration) 
         ..AdmissionConfig::default()
     };
     rt.relay_tls("127.0.0.1:0", &dir.join("relay"), conns, Some(tls))
+        .await
+}
+
+/// A relay on tokio, serving TLS with the PKI's leaf (`tls`) or plain `ws://`, with the
+/// default connection caps and a 10 s HTTP-phase deadline.
+async fn timing_relay(dir: &Path, p: &Pki, tls: bool) -> Relay {
+    let conns = AdmissionConfig {
+        upgrade_timeout: Duration::from_secs(10),
+        ..AdmissionConfig::default()
+    };
+    let tls = tls.then(|| ServerTls::from_files(&p.cert, &p.key).unwrap());
+    Runtime::Tokio
+        .relay_tls("127.0.0.1:0", &dir.join("relay"), conns, tls)
         .await
 }
 
@@ -146,15 +155,8 @@ async fn dinner_over_wss(rt: Runtime) {
     assert_eq!(relay.snapshot().await.stats.routed_total, 8);
 
     let health = https_get(relay.addr(), &p.ca, "/healthz").await;
-    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
     let metrics = https_get(relay.addr(), &p.ca, "/metrics").await;
-    assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
-    assert!(
-        metrics
-            .lines()
-            .any(|l| l.starts_with("a2acp_relay_packets_routed_total 8")),
-        "{metrics}"
-    );
+    assert_health_and_metrics(&health, &metrics, 8);
     assert_eq!(relay.connections().tls_handshake_failures, 0);
 
     alice.stop().await;
@@ -343,22 +345,16 @@ fn unusable_files_are_named() {
     let dir = tmp();
     let p = pki(dir.path());
     let missing = dir.path().join("missing.pem");
-    let e = ServerTls::from_files(&missing, &p.key)
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("--tls-cert") && e.contains("missing.pem"), "{e}");
-    let e = ServerTls::from_files(&p.cert, &p.cert)
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("--tls-key") && e.contains("relay.pem"), "{e}");
-    let e = ServerTls::from_files(&p.cert, &p.ca_key)
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("--tls-key") && e.contains("ca.key"), "{e}");
-    let e = ServerTls::from_files(&p.key, &p.key)
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("--tls-cert") && e.contains("relay.key"), "{e}");
+    // (certificate file, key file, the flag and the file the error names)
+    for (cert, key, flag, named) in [
+        (&missing, &p.key, "--tls-cert", "missing.pem"),
+        (&p.cert, &p.cert, "--tls-key", "relay.pem"),
+        (&p.cert, &p.ca_key, "--tls-key", "ca.key"),
+        (&p.key, &p.key, "--tls-cert", "relay.key"),
+    ] {
+        let e = ServerTls::from_files(cert, key).unwrap_err().to_string();
+        assert!(e.contains(flag) && e.contains(named), "{e}");
+    }
     let garbage = dir.path().join("garbage.pem");
     std::fs::write(&garbage, "not a certificate\n").unwrap();
     let e = ClientTls::new(Some(&garbage)).unwrap_err().to_string();
@@ -368,10 +364,7 @@ fn unusable_files_are_named() {
 
     let (alice_cfg, _) = dinner_configs("localhost").unwrap();
     let ha = init_home(&dir.path().join("alice"), &alice_cfg, "wss://localhost:1");
-    let mut f = AgentFile::load(&ha.config()).unwrap();
-    f.relay_ca = Some("nowhere.pem".into());
-    std::fs::remove_file(ha.config()).unwrap();
-    f.write_new(&ha.config()).unwrap();
+    edit_config(&ha, |f| f.relay_ca = Some("nowhere.pem".into()));
     let e = a2acp_runtime::agent_host::AgentHost::open_home(
         &ha,
         a2acp_runtime::store::Durability::Normal,
@@ -399,23 +392,14 @@ async fn wss_vs_ws_timing() {
     for round in 0..rounds {
         for (i, tls) in [false, true].into_iter().enumerate() {
             let d = dir.path().join(format!("r{round}-{i}"));
-            let relay = match tls {
-                true => tls_relay(Runtime::Tokio, &d, &p, Duration::from_secs(10)).await,
-                false => {
-                    Runtime::Tokio
-                        .relay_tls(
-                            "127.0.0.1:0",
-                            &d.join("relay"),
-                            AdmissionConfig::default(),
-                            None,
-                        )
-                        .await
-                }
-            };
-            let (alice_cfg, bob_cfg) = dinner_configs("localhost").unwrap();
+            let relay = timing_relay(&d, &p, tls).await;
+            let DinnerHomes {
+                bob_cfg,
+                alice: ha,
+                bob: hb,
+                ..
+            } = dinner_homes(&d, &relay.url());
             let bob_addr = bob_cfg.address.clone();
-            let ha = init_home(&d.join("alice"), &alice_cfg, &relay.url());
-            let hb = init_home(&d.join("bob"), &bob_cfg, &relay.url());
             if tls {
                 trust(&ha, &p.ca);
                 trust(&hb, &p.ca);
@@ -440,19 +424,7 @@ async fn wss_vs_ws_timing() {
     let mut per_connect = Vec::new();
     for tls in [false, true] {
         let d = dir.path().join(format!("connects-{tls}"));
-        let relay = match tls {
-            true => tls_relay(Runtime::Tokio, &d, &p, Duration::from_secs(10)).await,
-            false => {
-                Runtime::Tokio
-                    .relay_tls(
-                        "127.0.0.1:0",
-                        &d.join("relay"),
-                        AdmissionConfig::default(),
-                        None,
-                    )
-                    .await
-            }
-        };
+        let relay = timing_relay(&d, &p, tls).await;
         let client = ClientTls::new(Some(&p.ca)).unwrap();
         let n = 200u32;
         let start = Instant::now();

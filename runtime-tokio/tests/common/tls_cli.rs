@@ -11,6 +11,23 @@ use std::time::Duration;
 use a2acp_runtime::tls::ClientTls;
 use futures_util::io::{AsyncReadExt, AsyncWriteExt};
 
+/// The tests every relay binary runs, as `bad_tls_files_are_named` and
+/// `relay_serves_https`: `relay_tls_tests!(env!("CARGO_BIN_EXE_…"))` (the module declared
+/// with `#[macro_use]`).
+macro_rules! relay_tls_tests {
+    ($bin:expr) => {
+        #[test]
+        fn bad_tls_files_are_named() {
+            tls_cli::bad_files_are_named($bin);
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn relay_serves_https() {
+            tls_cli::serves_https($bin).await;
+        }
+    };
+}
+
 fn write_pki(dir: &Path) {
     let ca_key = rcgen::KeyPair::generate().unwrap();
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();

@@ -86,6 +86,17 @@ impl Sim {
         self.drain_agent(node);
     }
 
+    /// Tells agent `node` that its timer fired (`Agent::handle_timeout`), then drains it.
+    pub(super) fn feed_timeout(&mut self, node: usize) {
+        let now = self.agent_now(node);
+        let t0 = self.tick();
+        if let Some(a) = self.nodes[node].agent.as_mut() {
+            a.handle_timeout(now);
+        }
+        self.tock(t0);
+        self.drain_agent(node);
+    }
+
     pub(super) fn command(&mut self, node: usize, c: Command) {
         let name = self.nodes[node].name.clone();
         self.line(
@@ -324,17 +335,7 @@ impl Sim {
                 self.on_audit(i, &a.event)
             }
             Output::CloseConnection => {
-                if let Some(conn) = self.nodes[i].conn.take() {
-                    if let Some(c) = self.conns.get_mut(&conn) {
-                        c.agent_open = false;
-                    }
-                    if !self.blocked(i, true) {
-                        let l = self.latency(i);
-                        let at = self.now.add(l);
-                        let inc = self.relay_inc;
-                        self.push(at, Ev::RelaySeesClose { conn, inc });
-                    }
-                    self.gc_conn(conn);
+                if self.close_agent_conn(i) {
                     self.schedule_reconnect(i);
                 }
                 2

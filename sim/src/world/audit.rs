@@ -6,7 +6,7 @@
 //! audit records and security notifications. Nothing else in the simulator reads that
 //! text; swapping this file for a match on typed events changes nothing else.
 
-use a2acp_core::harness::summarize_packet;
+use a2acp_core::transcript::summarize_packet;
 use a2acp_core::Address;
 
 use super::Sim;

@@ -168,19 +168,10 @@ impl Sim {
                 if !self.conns.get(&conn).is_some_and(|c| c.relay_open) {
                     return;
                 }
-                let now = self.now;
-                let t0 = self.tick();
-                if let Some(r) = self.relay.as_mut() {
-                    r.handle(
-                        now,
-                        RelayInput::Bytes {
-                            conn,
-                            bytes: &bytes,
-                        },
-                    );
-                }
-                self.tock(t0);
-                self.drain_relay();
+                self.feed_relay(RelayInput::Bytes {
+                    conn,
+                    bytes: &bytes,
+                });
             }
             Ev::ToAgent {
                 node,
@@ -216,13 +207,7 @@ impl Sim {
                     return;
                 }
                 c.relay_open = false;
-                let now = self.now;
-                let t0 = self.tick();
-                if let Some(r) = self.relay.as_mut() {
-                    r.handle(now, RelayInput::Disconnected { conn });
-                }
-                self.tock(t0);
-                self.drain_relay();
+                self.feed_relay(RelayInput::Disconnected { conn });
                 self.gc_conn(conn);
             }
             Ev::AgentSeesClose { node, inc, conn } => {
@@ -248,26 +233,14 @@ impl Sim {
                 if self.nodes[node].suspended || self.nodes[node].agent.is_none() {
                     return;
                 }
-                let now = self.agent_now(node);
-                let t0 = self.tick();
-                if let Some(a) = self.nodes[node].agent.as_mut() {
-                    a.handle_timeout(now);
-                }
-                self.tock(t0);
-                self.drain_agent(node);
+                self.feed_timeout(node);
             }
             Ev::RelayTimer { inc } => {
                 if inc != self.relay_inc {
                     return;
                 }
                 self.relay_timer = None;
-                let now = self.now;
-                let t0 = self.tick();
-                if let Some(r) = self.relay.as_mut() {
-                    r.handle(now, RelayInput::Timeout);
-                }
-                self.tock(t0);
-                self.drain_relay();
+                self.feed_relay(RelayInput::Timeout);
             }
             Ev::Reconnect { node, inc } => {
                 if self.nodes[node].inc != inc {
@@ -300,18 +273,16 @@ impl Sim {
                 id,
                 result,
             } => {
-                if self.nodes[node].inc != inc {
-                    return;
-                }
-                if self.nodes[node].suspended {
-                    self.nodes[node].deferred.push(Ev::LlmResult {
+                let Some((id, result)) =
+                    self.live(node, inc, (id, result), |(id, result)| Ev::LlmResult {
                         node,
                         inc,
                         id,
                         result,
-                    });
+                    })
+                else {
                     return;
-                }
+                };
                 let ok = if result.is_ok() { "answer" } else { "error" };
                 let name = self.nodes[node].name.clone();
                 self.line(&name, '|', format!("LLM {ok} to request #{id}"), Tag::Note);
@@ -329,18 +300,16 @@ impl Sim {
                 id,
                 result,
             } => {
-                if self.nodes[node].inc != inc {
-                    return;
-                }
-                if self.nodes[node].suspended {
-                    self.nodes[node].deferred.push(Ev::ActionResult {
+                let Some((id, result)) =
+                    self.live(node, inc, (id, result), |(id, result)| Ev::ActionResult {
                         node,
                         inc,
                         id,
                         result,
-                    });
+                    })
+                else {
                     return;
-                }
+                };
                 let name = self.nodes[node].name.clone();
                 let outcome = match &result {
                     Ok(()) => "ok".to_string(),
@@ -445,6 +414,27 @@ impl Sim {
             }
             Ev::KeyChange(i) => self.key_change(i),
         }
+    }
+
+    /// The payload of an event of incarnation `inc` for `node`, if it is to be handled
+    /// now: `None` if it is stale (from before a crash: dropped) or the device is shut
+    /// (kept, as `defer(payload)`, until it is back on).
+    fn live<T>(
+        &mut self,
+        node: usize,
+        inc: u32,
+        payload: T,
+        defer: impl FnOnce(T) -> Ev,
+    ) -> Option<T> {
+        if self.nodes[node].inc != inc {
+            return None;
+        }
+        if self.nodes[node].suspended {
+            let e = defer(payload);
+            self.nodes[node].deferred.push(e);
+            return None;
+        }
+        Some(payload)
     }
 
     /// Keeps an event for later if the node's device is shut or its agent is down.

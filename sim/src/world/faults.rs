@@ -44,18 +44,7 @@ impl Sim {
         if let Some(k) = n.timer.take() {
             self.queue.remove(&k);
         }
-        if let Some(conn) = self.nodes[i].conn.take() {
-            if let Some(c) = self.conns.get_mut(&conn) {
-                c.agent_open = false;
-            }
-            if !self.blocked(i, true) {
-                let l = self.latency(i);
-                let at = self.now.add(l);
-                let inc = self.relay_inc;
-                self.push(at, Ev::RelaySeesClose { conn, inc });
-            }
-            self.gc_conn(conn);
-        }
+        self.close_agent_conn(i);
         let at = self.now.add(restart_after);
         self.push(at, Ev::RestartAgent { node: i });
     }
@@ -139,13 +128,7 @@ impl Sim {
             self.gc_conn(conn);
             self.feed(i, Input::Disconnected);
         }
-        let now = self.agent_now(i);
-        let t0 = self.tick();
-        if let Some(a) = self.nodes[i].agent.as_mut() {
-            a.handle_timeout(now);
-        }
-        self.tock(t0);
-        self.drain_agent(i);
+        self.feed_timeout(i);
         self.nodes[i].attempt = 0;
         self.schedule_reconnect(i);
         self.replay_deferred(i);

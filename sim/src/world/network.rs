@@ -87,19 +87,29 @@ impl Sim {
         );
         self.nodes[i].conn = Some(conn);
         self.feed(i, Input::Connected);
-        let now = self.now;
-        let t0 = self.tick();
-        if let Some(r) = self.relay.as_mut() {
-            r.handle(
-                now,
-                RelayInput::Connected {
-                    conn,
-                    source: a2acp_core::relay::Source(i as u128),
-                },
-            );
+        self.feed_relay(RelayInput::Connected {
+            conn,
+            source: a2acp_core::relay::Source(i as u128),
+        });
+    }
+
+    /// Agent `i` closes its connection, if it has one: the relay sees the close one
+    /// latency later unless the way up is cut. Whether it had one.
+    pub(super) fn close_agent_conn(&mut self, i: usize) -> bool {
+        let Some(conn) = self.nodes[i].conn.take() else {
+            return false;
+        };
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.agent_open = false;
         }
-        self.tock(t0);
-        self.drain_relay();
+        if !self.blocked(i, true) {
+            let l = self.latency(i);
+            let at = self.now.add(l);
+            let inc = self.relay_inc;
+            self.push(at, Ev::RelaySeesClose { conn, inc });
+        }
+        self.gc_conn(conn);
+        true
     }
 
     pub(super) fn gc_conn(&mut self, conn: ConnId) {

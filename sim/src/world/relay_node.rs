@@ -2,7 +2,7 @@
 //! arming its timer.
 
 use a2acp_core::persist::PersistOp;
-use a2acp_core::relay::{RelayEvent, RelayOutput};
+use a2acp_core::relay::{RelayEvent, RelayInput, RelayOutput};
 use a2acp_core::Address;
 
 use super::events::Ev;
@@ -10,6 +10,17 @@ use super::{store, Sim};
 use crate::transcript::{describe_relay_event, Tag};
 
 impl Sim {
+    /// Hands `input` to the relay (if it is up), then drains it.
+    pub(super) fn feed_relay(&mut self, input: RelayInput<'_>) {
+        let now = self.now;
+        let t0 = self.tick();
+        if let Some(r) = self.relay.as_mut() {
+            r.handle(now, input);
+        }
+        self.tock(t0);
+        self.drain_relay();
+    }
+
     pub(super) fn drain_relay(&mut self) {
         let mut outs = Vec::new();
         let t0 = self.tick();

@@ -1,0 +1,207 @@
+//! The transcript renderer's vocabulary, shared by the in-memory harness
+//! ([`crate::harness`], behind the `harness` feature), the simulator and the runtime's
+//! thread view: stable names for random ids, short addresses, one-line packet summaries
+//! and relay events in words. Pure functions of their inputs (no clock, no randomness).
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::address::Address;
+use crate::relay::RelayEvent;
+
+/// Replaces `thr_…`/`pkt_…` ids by `thr#1`, `pkt#1`… in order of first appearance, so
+/// transcripts do not depend on the random ids (one instance per rendered transcript).
+#[derive(Default)]
+pub struct IdNames {
+    map: BTreeMap<String, String>,
+    counts: BTreeMap<&'static str, usize>,
+}
+
+impl IdNames {
+    /// The stable name of one id.
+    pub fn name(&mut self, id: &str) -> String {
+        self.scrub(id)
+    }
+
+    /// `text` with every id replaced.
+    pub fn scrub(&mut self, text: &str) -> String {
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text;
+        loop {
+            let next = ["thr_", "pkt_"]
+                .iter()
+                .filter_map(|p| rest.find(p).map(|i| (i, *p)))
+                .min();
+            let Some((i, prefix)) = next else {
+                out.push_str(rest);
+                return out;
+            };
+            out.push_str(&rest[..i]);
+            let tail = &rest[i + 4..];
+            let len = tail
+                .bytes()
+                .take_while(|b| b.is_ascii_alphanumeric())
+                .count();
+            let id = &rest[i..i + 4 + len];
+            let kind: &'static str = if prefix == "thr_" { "thr" } else { "pkt" };
+            let name = match self.map.get(id) {
+                Some(n) => n.clone(),
+                None => {
+                    let c = self.counts.entry(kind).or_insert(0);
+                    *c += 1;
+                    let n = format!("{kind}#{c}");
+                    self.map.insert(id.to_string(), n.clone());
+                    n
+                }
+            };
+            out.push_str(&name);
+            rest = &rest[i + 4 + len..];
+        }
+    }
+}
+
+/// The user part of an address text (the text itself if it is not an address).
+pub fn short(addr: &str) -> String {
+    Address::parse(addr)
+        .map(|a| a.user().to_string())
+        .unwrap_or_else(|_| addr.to_string())
+}
+
+/// A JSON value on one line.
+pub fn compact(v: &Value) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+/// A one-line summary of a packet's JSON, readable like the spec's examples.
+pub fn summarize_packet(json: &str) -> String {
+    let Ok(Value::Object(m)) = serde_json::from_str::<Value>(json) else {
+        return String::new();
+    };
+    let mut parts = Vec::new();
+    if let Some(Value::Object(i)) = m.get("intent") {
+        parts.push(format!(
+            "intent {} “{}”",
+            i.get("category").and_then(Value::as_str).unwrap_or(""),
+            i.get("summary").and_then(Value::as_str).unwrap_or("")
+        ));
+    }
+    if m.contains_key("capabilities") {
+        let v = m["capabilities"]["supported_versions"].clone();
+        parts.push(format!("capabilities {}", compact(&v)));
+    }
+    for key in ["context", "context_provided"] {
+        if let Some(Value::Object(c)) = m.get(key) {
+            if !c.is_empty() {
+                parts.push(format!("{key} {}", compact(&Value::Object(c.clone()))));
+            }
+        }
+    }
+    for key in ["needs", "additional_context_needed"] {
+        if let Some(Value::Array(n)) = m.get(key) {
+            if !n.is_empty() {
+                let list: Vec<String> = n
+                    .iter()
+                    .map(|x| {
+                        format!(
+                            "{} ({})",
+                            x["field"].as_str().unwrap_or("?"),
+                            x["priority"].as_str().unwrap_or("?")
+                        )
+                    })
+                    .collect();
+                parts.push(format!("{key} [{}]", list.join(", ")));
+            }
+        }
+    }
+    if let Some(Value::Array(u)) = m.get("context_unavailable") {
+        if !u.is_empty() {
+            let list: Vec<String> = u
+                .iter()
+                .map(|x| {
+                    format!(
+                        "{} {} hint={}",
+                        x["field"].as_str().unwrap_or("?"),
+                        x["status"].as_str().unwrap_or("?"),
+                        x["hint"]
+                    )
+                })
+                .collect();
+            parts.push(format!("unavailable [{}]", list.join(", ")));
+        }
+    }
+    if let Some(Value::Object(e)) = m.get("escalation") {
+        parts.push(format!(
+            "escalation “{}”",
+            e.get("reason").and_then(Value::as_str).unwrap_or("")
+        ));
+    }
+    if let Some(Value::Object(p)) = m.get("proposal") {
+        parts.push(format!(
+            "proposal “{}”",
+            p.get("summary").and_then(Value::as_str).unwrap_or("")
+        ));
+        if let Some(Value::Array(a)) = p.get("alternatives") {
+            let alts: Vec<&str> = a.iter().filter_map(|x| x["summary"].as_str()).collect();
+            if !alts.is_empty() {
+                parts.push(format!("alternatives [{}]", alts.join("; ")));
+            }
+        }
+        if let Some(Value::Array(c)) = m.get("requires_confirmation_from") {
+            let who: Vec<String> = c.iter().filter_map(Value::as_str).map(short).collect();
+            parts.push(format!("confirm by [{}]", who.join(", ")));
+        }
+        if let Some(Value::Array(a)) = m.get("actions_on_confirm") {
+            let acts: Vec<&str> = a.iter().filter_map(|x| x["action"].as_str()).collect();
+            parts.push(format!("actions [{}]", acts.join(", ")));
+        }
+    }
+    if let Some(s) = m.get("status").and_then(Value::as_str) {
+        parts.push(format!("status {s}"));
+        if let Some(c) = m.get("reason_class").and_then(Value::as_str) {
+            parts.push(format!("reason_class {c}"));
+        }
+        if let Some(c) = m.get("message_to_other_agent").and_then(Value::as_str) {
+            parts.push(format!("message “{c}”"));
+        }
+        if m.contains_key("actual_reason") {
+            parts.push(format!("actual_reason {}", m["actual_reason"]));
+        }
+    }
+    if let Some(e) = m.get("error").and_then(Value::as_str) {
+        parts.push(format!("error {e}"));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", parts.join("; "))
+    }
+}
+
+/// A relay event in words (`None`: not shown in transcripts).
+pub fn describe_relay_event(e: &RelayEvent) -> Option<String> {
+    Some(match e {
+        RelayEvent::Registered { address } => format!("registered {address}"),
+        RelayEvent::Authenticated { address, .. } => format!("authenticated {address}"),
+        RelayEvent::Routed { from, to, id } => format!(
+            "queued #{id} {} -> {}",
+            short(from.as_str()),
+            short(to.as_str())
+        ),
+        RelayEvent::Delivered { id, to } => format!("delivered #{id} to {}", short(to.as_str())),
+        RelayEvent::Acked { id } => format!("acked #{id}"),
+        RelayEvent::Refused { code, message, .. } => {
+            format!("refused ({}): {message}", code.as_str())
+        }
+        RelayEvent::Replaced { address, .. } => {
+            format!("new connection replaced the old one for {address}")
+        }
+        RelayEvent::Overflow { from, to } => format!(
+            "queue full: overflow notice to {} for {}",
+            short(from.as_str()),
+            short(to.as_str())
+        ),
+        RelayEvent::ConnectionDead { .. } => "connection dead (missed heartbeats)".to_string(),
+        RelayEvent::AckIgnored { .. } => return None,
+    })
+}
