@@ -14,14 +14,7 @@ use a2acp_tests::*;
 use serde_json::json;
 
 per_runtime!(a_changed_key_is_checked_by_safety_number_and_accepted);
-
-// Ignored (run with `--run-ignored only`): the peer's side of an escalated thread does not
-// resume on the other user's new context (SPEC-NOTES "Negotiation", resuming an escalated
-// thread: open). It is the acceptance test of that fix; un-ignore it with it.
-per_runtime!(
-    #[ignore = "the peer's side does not resume yet (SPEC-NOTES: open)"]
-    reply_resumes_an_escalated_thread_then_cancel_closes_it
-);
+per_runtime!(reply_resumes_an_escalated_thread_then_cancel_closes_it);
 
 /// Makes the agent of `home` escalate after `limit` context exchanges (§6.4).
 fn limit_round_trips(home: &Home, limit: u32) {

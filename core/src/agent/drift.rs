@@ -144,10 +144,10 @@ impl Agent {
         if was_escalated {
             // Handed to the users, the peer's side waits for its user too: the resume
             // marker tells it this user answered, and it leaves its user's hands as well.
-            // This side drives the new round (a free turn below); the peer answers what
-            // it is asked and proposes nothing on the marker itself, so the two never
-            // propose at once on it (SPEC-NOTES "Negotiation", resuming an escalated
-            // thread).
+            // Then, as when a thread starts, the responder's agent decides with both
+            // sides' values and the initiator's answers, so exactly one side drives the
+            // new round whichever user resumed (SPEC-NOTES "Negotiation", resuming an
+            // escalated thread).
             let sent = self.send_packet(
                 id,
                 Body::Context(ContextBody {
@@ -162,6 +162,8 @@ impl Agent {
             );
             if sent.is_ok() {
                 self.audit(Some(id), "resumed by the user".into());
+                self.take_resumed_turn(id);
+                return;
             }
         } else if !ctx.is_empty() {
             let _ = self.send_packet(
@@ -175,9 +177,21 @@ impl Agent {
         self.evaluate(id, Turn::Free);
     }
 
+    /// After a resume marker (sent or received), the turn of this side: the responder's
+    /// agent decides, the initiator's answers what it owes and waits for it.
+    pub(super) fn take_resumed_turn(&mut self, id: &str) {
+        let Some(t) = self.threads.get(id) else {
+            return;
+        };
+        if t.initiator {
+            self.flush_reply(id);
+        } else {
+            self.evaluate(id, Turn::Free);
+        }
+    }
+
     /// The peer's user gave new context to a thread handed to the users (its resume
     /// marker): the thread leaves the users' hands on this side too, in a fresh round.
-    /// The peer drives it; this side answers.
     pub(super) fn on_resume(&mut self, id: &str) {
         let Some(t) = self.threads.get_mut(id) else {
             return;

@@ -32,12 +32,11 @@ pub(super) enum Turn {
 impl Agent {
     pub(super) fn on_context(&mut self, id: &str, b: ContextBody) {
         if b.escalation.as_ref().is_some_and(is_resume_marker) {
-            // The peer's user resumed the thread: it goes on here too; the peer drives
-            // the new round, this side answers what it is asked.
+            // The peer's user resumed the thread: it goes on here too.
             self.on_resume(id);
             self.absorb(id, &b.context, &[]);
             self.take_needs(id, &b.needs);
-            self.flush_reply(id);
+            self.take_resumed_turn(id);
             return;
         }
         self.absorb(id, &b.context, &[]);
