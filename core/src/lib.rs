@@ -37,6 +37,7 @@ pub mod rate_limit;
 pub mod relay;
 pub mod rng;
 pub mod time;
+pub mod transcript;
 
 pub use address::Address;
 pub use time::Timestamp;

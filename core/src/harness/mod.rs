@@ -14,18 +14,17 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use serde_json::Value;
-
 use crate::address::Address;
 use crate::agent::{
     ActionRequest, Agent, AgentConfig, Command, ConsentAnswer, Input, LlmRequest, Notification,
-    Output, Prompt, PromptKind, ResolutionAnswer,
+    Output, Prompt, ResolutionAnswer,
 };
 use crate::crypto::IdentityKey;
 use crate::link::{ClientFrame, RelayFrame};
 use crate::persist::apply;
 use crate::relay::{ConnId, Relay, RelayConfig, RelayEvent, RelayInput, RelayOutput};
 use crate::time::Timestamp;
+use crate::transcript::{describe_command, describe_event, describe_prompt, Detail, RECEIVED};
 
 /// One agent of a [`Net`] and what its user sees.
 pub struct Node {
@@ -332,7 +331,7 @@ impl Net {
 
     /// Gives agent `i` a user command.
     pub fn command(&mut self, i: usize, c: Command) {
-        let text = describe_command(&c);
+        let text = describe_command(&c, Detail::Buttons);
         let name = self.nodes[i].name.clone();
         self.line(&name, '|', format!("user: {text}"));
         self.nodes[i].agent.handle(self.now, Input::Command(c));
@@ -615,7 +614,7 @@ impl Net {
                     }
                 }
                 Output::Prompt(p) => {
-                    let text = describe_prompt(&p);
+                    let text = describe_prompt(&p, Detail::Buttons);
                     self.nodes[i].prompts_shown += 1;
                     self.nodes[i].prompts.insert(p.id, p);
                     self.line(&name, '|', text);
@@ -651,10 +650,10 @@ impl Net {
                     }
                 }
                 Output::Audit(a) => {
-                    if let Some((mark, text)) = self.describe_audit(i, &a.event) {
-                        cat = if mark == '<' { 0 } else { 1 };
-                        self.line(&name, mark, text);
-                    }
+                    let (mark, text) =
+                        describe_event(&self.nodes[i].agent, a.thread_id.as_deref(), &a.event);
+                    cat = if mark == RECEIVED { 0 } else { 1 };
+                    self.line(&name, mark, text);
                 }
                 Output::CloseConnection => {
                     if let Some(conn) = self.nodes[i].conn.take() {
@@ -669,33 +668,6 @@ impl Net {
         let mut tagged: Vec<(u8, Line)> = cats.into_iter().zip(lines).collect();
         tagged.sort_by_key(|(c, _)| *c);
         self.transcript.extend(tagged.into_iter().map(|(_, l)| l));
-    }
-
-    fn describe_audit(&self, i: usize, event: &str) -> Option<(char, String)> {
-        let agent = &self.nodes[i].agent;
-        let find = |pid: &str| -> Option<String> {
-            agent
-                .threads()
-                .values()
-                .flat_map(|t| t.history.iter())
-                .find(|h| h.packet_id == pid)
-                .map(|h| h.json.clone())
-        };
-        if let Some(rest) = event.strip_prefix("sent ") {
-            let mut w = rest.split_whitespace();
-            let (kind, pid, peer) = (w.next()?, w.next()?, w.nth(1)?);
-            let body = find(pid).map(|j| summarize_packet(&j)).unwrap_or_default();
-            return Some(('>', format!("{kind} {pid} to {}{body}", short(peer))));
-        }
-        if let Some(rest) = event.strip_prefix("received ") {
-            let mut w = rest.split_whitespace();
-            let (kind, pid, peer) = (w.next()?, w.next()?, w.nth(1)?);
-            return Some(('<', format!("{kind} {pid} from {}", short(peer))));
-        }
-        if event.starts_with("relay connected") || event.starts_with("relay disconnected") {
-            return Some(('|', event.to_string()));
-        }
-        Some(('|', event.to_string()))
     }
 
     fn line(&mut self, who: &str, mark: char, text: String) {
@@ -810,193 +782,7 @@ impl IdNames {
     }
 }
 
-/// The user part of an address text (the text itself if it is not an address).
-pub fn short(addr: &str) -> String {
-    Address::parse(addr)
-        .map(|a| a.user().to_string())
-        .unwrap_or_else(|_| addr.to_string())
-}
-
-/// A JSON value on one line.
-pub fn compact(v: &Value) -> String {
-    serde_json::to_string(v).unwrap_or_default()
-}
-
-/// A one-line summary of a packet's JSON, readable like the spec's examples.
-pub fn summarize_packet(json: &str) -> String {
-    let Ok(Value::Object(m)) = serde_json::from_str::<Value>(json) else {
-        return String::new();
-    };
-    let mut parts = Vec::new();
-    if let Some(Value::Object(i)) = m.get("intent") {
-        parts.push(format!(
-            "intent {} “{}”",
-            i.get("category").and_then(Value::as_str).unwrap_or(""),
-            i.get("summary").and_then(Value::as_str).unwrap_or("")
-        ));
-    }
-    if m.contains_key("capabilities") {
-        let v = m["capabilities"]["supported_versions"].clone();
-        parts.push(format!("capabilities {}", compact(&v)));
-    }
-    for key in ["context", "context_provided"] {
-        if let Some(Value::Object(c)) = m.get(key) {
-            if !c.is_empty() {
-                parts.push(format!("{key} {}", compact(&Value::Object(c.clone()))));
-            }
-        }
-    }
-    for key in ["needs", "additional_context_needed"] {
-        if let Some(Value::Array(n)) = m.get(key) {
-            if !n.is_empty() {
-                let list: Vec<String> = n
-                    .iter()
-                    .map(|x| {
-                        format!(
-                            "{} ({})",
-                            x["field"].as_str().unwrap_or("?"),
-                            x["priority"].as_str().unwrap_or("?")
-                        )
-                    })
-                    .collect();
-                parts.push(format!("{key} [{}]", list.join(", ")));
-            }
-        }
-    }
-    if let Some(Value::Array(u)) = m.get("context_unavailable") {
-        if !u.is_empty() {
-            let list: Vec<String> = u
-                .iter()
-                .map(|x| {
-                    format!(
-                        "{} {} hint={}",
-                        x["field"].as_str().unwrap_or("?"),
-                        x["status"].as_str().unwrap_or("?"),
-                        x["hint"]
-                    )
-                })
-                .collect();
-            parts.push(format!("unavailable [{}]", list.join(", ")));
-        }
-    }
-    if let Some(Value::Object(e)) = m.get("escalation") {
-        parts.push(format!(
-            "escalation “{}”",
-            e.get("reason").and_then(Value::as_str).unwrap_or("")
-        ));
-    }
-    if let Some(Value::Object(p)) = m.get("proposal") {
-        parts.push(format!(
-            "proposal “{}”",
-            p.get("summary").and_then(Value::as_str).unwrap_or("")
-        ));
-        if let Some(Value::Array(a)) = p.get("alternatives") {
-            let alts: Vec<&str> = a.iter().filter_map(|x| x["summary"].as_str()).collect();
-            if !alts.is_empty() {
-                parts.push(format!("alternatives [{}]", alts.join("; ")));
-            }
-        }
-        if let Some(Value::Array(c)) = m.get("requires_confirmation_from") {
-            let who: Vec<String> = c.iter().filter_map(Value::as_str).map(short).collect();
-            parts.push(format!("confirm by [{}]", who.join(", ")));
-        }
-        if let Some(Value::Array(a)) = m.get("actions_on_confirm") {
-            let acts: Vec<&str> = a.iter().filter_map(|x| x["action"].as_str()).collect();
-            parts.push(format!("actions [{}]", acts.join(", ")));
-        }
-    }
-    if let Some(s) = m.get("status").and_then(Value::as_str) {
-        parts.push(format!("status {s}"));
-        if let Some(c) = m.get("reason_class").and_then(Value::as_str) {
-            parts.push(format!("reason_class {c}"));
-        }
-        if let Some(c) = m.get("message_to_other_agent").and_then(Value::as_str) {
-            parts.push(format!("message “{c}”"));
-        }
-        if m.contains_key("actual_reason") {
-            parts.push(format!("actual_reason {}", m["actual_reason"]));
-        }
-    }
-    if let Some(e) = m.get("error").and_then(Value::as_str) {
-        parts.push(format!("error {e}"));
-    }
-    if parts.is_empty() {
-        String::new()
-    } else {
-        format!(": {}", parts.join("; "))
-    }
-}
-
-fn describe_prompt(p: &Prompt) -> String {
-    match &p.kind {
-        PromptKind::Consent { fields } => {
-            let f: Vec<String> = fields
-                .iter()
-                .map(|f| {
-                    format!(
-                        "{} ({:?}, “{}”, suggested {})",
-                        f.field,
-                        f.priority,
-                        f.reason,
-                        f.suggested.as_ref().map(compact).unwrap_or_else(|| "none".into())
-                    )
-                    .replace("(Required", "(required")
-                    .replace("(Helpful", "(helpful")
-                    .replace("(NiceToHave", "(nice_to_have")
-                })
-                .collect();
-            format!("prompt #{} consent for {}: {}  [Share selected] [Decline all]", p.id, short(p.peer.as_str()), f.join("; "))
-        }
-        PromptKind::Resolution { proposal, proposer, reminder, .. } => format!(
-            "prompt #{} {}resolution from {}: “{}”  [Confirm] [Different time] [Different place] [Make an excuse]",
-            p.id,
-            if *reminder { "(reminder) " } else { "" },
-            short(proposer.as_str()),
-            proposal.summary
-        ),
-    }
-}
-
-fn describe_command(c: &Command) -> String {
-    match c {
-        Command::StartThread { to, intent, .. } => format!(
-            "start thread with {} about “{}”",
-            short(to.as_str()),
-            intent.summary
-        ),
-        Command::AnswerConsent { prompt_id, answer } => match answer {
-            ConsentAnswer::DeclineAll => format!("answers prompt #{prompt_id}: decline all"),
-            ConsentAnswer::ShareSelected(m) => {
-                let parts: Vec<String> = m
-                    .iter()
-                    .map(|(k, v)| match v {
-                        crate::agent::FieldChoice::Share => format!("share {k}"),
-                        crate::agent::FieldChoice::ShareValue(x) => {
-                            format!("share {k}={}", compact(x))
-                        }
-                        crate::agent::FieldChoice::DontShare => format!("don't share {k}"),
-                    })
-                    .collect();
-                format!(
-                    "answers prompt #{prompt_id}: {} (share selected)",
-                    parts.join(", ")
-                )
-            }
-        },
-        Command::AnswerResolution { prompt_id, answer } => {
-            let a = match answer {
-                ResolutionAnswer::Confirm => "confirm".to_string(),
-                ResolutionAnswer::DifferentTime => "different time".into(),
-                ResolutionAnswer::DifferentPlace => "different place".into(),
-                ResolutionAnswer::MakeExcuse { .. } => "make an excuse for me".into(),
-                ResolutionAnswer::Decline => "decline".into(),
-                ResolutionAnswer::Alternative(i) => format!("alternative {}", i + 1),
-            };
-            format!("answers prompt #{prompt_id}: {a}")
-        }
-        other => format!("{other:?}").chars().take(120).collect(),
-    }
-}
+pub use crate::transcript::{compact, short, summarize_packet};
 
 /// A relay event in words (`None`: not shown in transcripts).
 pub fn describe_relay_event(e: &RelayEvent) -> Option<String> {
