@@ -853,7 +853,7 @@ impl AgentHost {
                 dir: if h.outgoing { "sent" } else { "received" }.into(),
                 kind: h.kind.clone(),
                 packet_id: h.packet_id.clone(),
-                summary: a2acp_core::harness::summarize_packet(&h.json),
+                summary: a2acp_core::transcript::summarize_packet(&h.json),
             })
             .collect();
         let audit = self
