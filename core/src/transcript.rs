@@ -1,13 +1,18 @@
-//! The transcript renderer's vocabulary, shared by the in-memory harness
-//! ([`crate::harness`], behind the `harness` feature), the simulator and the runtime's
-//! thread view: stable names for random ids, short addresses, one-line packet summaries
-//! and relay events in words. Pure functions of their inputs (no clock, no randomness).
+//! Transcript lines of what an agent and its user do, in words: one renderer for the
+//! harness ([`crate::harness`]), the simulator and the runtime's demo and logs. Lines
+//! read `>` sent, `<` received, `|` state change or local event; what an agent did comes
+//! from its typed [`AgentEvent`]s, never from audit text. Also the vocabulary every
+//! transcript shares: stable names for random ids, short addresses, one-line packet
+//! summaries and relay events in words. Pure functions of their inputs.
 
 use std::collections::BTreeMap;
 
 use serde_json::Value;
 
 use crate::address::Address;
+use crate::agent::{
+    Agent, AgentEvent, Command, ConsentAnswer, FieldChoice, Prompt, PromptKind, ResolutionAnswer,
+};
 use crate::relay::RelayEvent;
 
 /// Replaces `thr_…`/`pkt_…` ids by `thr#1`, `pkt#1`… in order of first appearance, so
@@ -58,6 +63,165 @@ impl IdNames {
             out.push_str(&name);
             rest = &rest[i + 4 + len..];
         }
+    }
+}
+
+/// A transcript line's mark: what kind of line it is.
+pub const SENT: char = '>';
+/// A packet reached the agent's logic.
+pub const RECEIVED: char = '<';
+/// A state change or local event.
+pub const LOCAL: char = '|';
+
+/// An agent's audit event as a transcript line: its mark and text. A packet sent names
+/// its recipient by user name and summarizes the packet (found in `thread_id`'s history,
+/// newest first); a packet received names its sender; any other event is its audit line.
+pub fn describe_event(agent: &Agent, thread_id: Option<&str>, e: &AgentEvent) -> (char, String) {
+    match e {
+        AgentEvent::Sent {
+            kind,
+            packet_id,
+            to,
+        } => {
+            let body = thread_id
+                .and_then(|id| agent.threads().get(id))
+                .and_then(|t| t.history.iter().rev().find(|h| &h.packet_id == packet_id))
+                .map(|h| summarize_packet(&h.json))
+                .unwrap_or_default();
+            (
+                SENT,
+                format!("{kind} {packet_id} to {}{body}", short(to.as_str())),
+            )
+        }
+        AgentEvent::Received {
+            kind,
+            packet_id,
+            from,
+        } => (
+            RECEIVED,
+            format!("{kind} {packet_id} from {}", short(from.as_str())),
+        ),
+        other => (LOCAL, other.to_string()),
+    }
+}
+
+/// How much a prompt or an answer shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Detail {
+    /// Prompts with each field's reason and the buttons the user sees; answers name the
+    /// button pressed (the harness's transcripts).
+    Buttons,
+    /// Prompts and answers in short (the simulator's transcripts).
+    Brief,
+}
+
+/// A prompt as the user sees it.
+pub fn describe_prompt(p: &Prompt, detail: Detail) -> String {
+    let buttons = detail == Detail::Buttons;
+    match &p.kind {
+        PromptKind::Consent { fields } => {
+            let f: Vec<String> = fields
+                .iter()
+                .map(|f| {
+                    let pr = serde_json::to_value(f.priority)
+                        .ok()
+                        .and_then(|v| v.as_str().map(String::from))
+                        .unwrap_or_default();
+                    let suggested = f
+                        .suggested
+                        .as_ref()
+                        .map(compact)
+                        .unwrap_or_else(|| "none".into());
+                    if buttons {
+                        format!("{} ({pr}, “{}”, suggested {suggested})", f.field, f.reason)
+                    } else {
+                        format!("{} ({pr}, suggested {suggested})", f.field)
+                    }
+                })
+                .collect();
+            format!(
+                "prompt #{} consent for {}: {}{}",
+                p.id,
+                short(p.peer.as_str()),
+                f.join("; "),
+                if buttons {
+                    "  [Share selected] [Decline all]"
+                } else {
+                    ""
+                }
+            )
+        }
+        PromptKind::Resolution {
+            proposal,
+            proposer,
+            reminder,
+            ..
+        } => format!(
+            "prompt #{} {}resolution from {}: “{}”{}",
+            p.id,
+            if *reminder { "(reminder) " } else { "" },
+            short(proposer.as_str()),
+            proposal.summary,
+            if buttons {
+                "  [Confirm] [Different time] [Different place] [Make an excuse]"
+            } else {
+                ""
+            }
+        ),
+    }
+}
+
+/// A user command in words.
+pub fn describe_command(c: &Command, detail: Detail) -> String {
+    match c {
+        Command::StartThread { to, intent, .. } => format!(
+            "start thread with {} about “{}”",
+            short(to.as_str()),
+            intent.summary
+        ),
+        Command::AnswerConsent { prompt_id, answer } => match answer {
+            ConsentAnswer::DeclineAll => format!("answers prompt #{prompt_id}: decline all"),
+            ConsentAnswer::ShareSelected(m) => {
+                let parts: Vec<String> = m
+                    .iter()
+                    .map(|(k, v)| match v {
+                        FieldChoice::Share => format!("share {k}"),
+                        FieldChoice::ShareValue(x) => format!("share {k}={}", compact(x)),
+                        FieldChoice::DontShare => format!("don't share {k}"),
+                    })
+                    .collect();
+                let button = match detail {
+                    Detail::Buttons => " (share selected)",
+                    Detail::Brief => "",
+                };
+                format!("answers prompt #{prompt_id}: {}{button}", parts.join(", "))
+            }
+        },
+        Command::AnswerResolution { prompt_id, answer } => {
+            let a = match answer {
+                ResolutionAnswer::Confirm => "confirm".to_string(),
+                ResolutionAnswer::DifferentTime => "different time".to_string(),
+                ResolutionAnswer::DifferentPlace => "different place".to_string(),
+                ResolutionAnswer::MakeExcuse { .. } => "make an excuse for me".to_string(),
+                ResolutionAnswer::Decline => "decline".to_string(),
+                ResolutionAnswer::Alternative(i) => format!("alternative {}", i + 1),
+            };
+            format!("answers prompt #{prompt_id}: {a}")
+        }
+        Command::UpdateContext { thread_id, context } => format!(
+            "adds context to {thread_id}: {}",
+            compact(&Value::Object(context.clone()))
+        ),
+        Command::UpdateIntent {
+            thread_id, intent, ..
+        } => format!("changes the intent of {thread_id} to “{}”", intent.summary),
+        Command::CancelThread { thread_id } => format!("cancels {thread_id}"),
+        Command::AcceptKeyChange { address } => format!(
+            "checked and accepts the new key of {}",
+            short(address.as_str())
+        ),
+        Command::Block(a) => format!("blocks {}", short(a.as_str())),
+        other => format!("{other:?}").chars().take(120).collect(),
     }
 }
 

@@ -64,6 +64,18 @@ pub enum StoreError {
     },
 }
 
+/// One line of the audit log as stored: the text of an [`AuditRecord`]'s event (what the
+/// agent's `AgentEvent` displays), for people to read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditLine {
+    /// When.
+    pub at: a2acp_core::Timestamp,
+    /// The thread, if any.
+    pub thread_id: Option<String>,
+    /// The audit line.
+    pub event: String,
+}
+
 /// One SQLite database holding a state machine's records.
 pub struct Store {
     conn: Connection,
@@ -239,7 +251,7 @@ impl Store {
                 .map_err(|e| wrap(&path, e))?;
             for a in audit {
                 let at = i64::try_from(a.at.as_millis()).unwrap_or(i64::MAX);
-                au.execute(params![at, a.thread_id, a.event])
+                au.execute(params![at, a.thread_id, a.event.to_string()])
                     .map_err(|e| wrap(&path, e))?;
             }
         }
@@ -275,11 +287,7 @@ impl Store {
     }
 
     /// The last `n` audit records, oldest first (optionally of one thread).
-    pub fn audit_tail(
-        &self,
-        thread: Option<&str>,
-        n: usize,
-    ) -> Result<Vec<AuditRecord>, StoreError> {
+    pub fn audit_tail(&self, thread: Option<&str>, n: usize) -> Result<Vec<AuditLine>, StoreError> {
         let limit = i64::try_from(n).unwrap_or(i64::MAX);
         let mut stmt = self
             .conn
@@ -289,15 +297,12 @@ impl Store {
             .map_err(|e| wrap(&self.path, e))?;
         let rows = stmt
             .query_map(params![thread, limit], |r| {
-                Ok(AuditRecord {
+                Ok(AuditLine {
                     at: a2acp_core::Timestamp::from_millis(
                         u64::try_from(r.get::<_, i64>(0)?).unwrap_or(0),
                     ),
                     thread_id: r.get(1)?,
                     event: r.get(2)?,
-                    // The log keeps the text (which says BUG); the flag serves the
-                    // checkers of live outputs.
-                    bug: false,
                 })
             })
             .map_err(|e| wrap(&self.path, e))?;

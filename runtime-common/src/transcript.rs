@@ -1,16 +1,12 @@
 //! Readable transcript lines for what an agent does (the demo prints them as they
 //! happen; `agent run` logs them): `>` sent, `<` received, `|` state change or local event.
+//! What the agent did comes from its typed events, in the words of the shared renderer
+//! ([`a2acp_core::transcript`]).
 
 use a2acp_core::agent::{Agent, PromptKind};
-use a2acp_core::Address;
+use a2acp_core::transcript::{describe_event, short};
 
 use crate::agent_host::Effect;
-
-fn short(addr: &str) -> String {
-    Address::parse(addr)
-        .map(|a| a.user().to_string())
-        .unwrap_or_else(|_| addr.to_string())
-}
 
 /// A transcript line for `e`, or `None` for effects not worth a line (raw frames). The
 /// line is one line of text cleaned of control, escape and invisible characters
@@ -70,28 +66,6 @@ fn describe_raw(agent: &Agent, e: &Effect) -> Option<(char, String)> {
                 a.action.action
             ),
         ),
-        Effect::Audit(a) => {
-            let ev = a.event.as_str();
-            if let Some(rest) = ev.strip_prefix("sent ") {
-                let w: Vec<&str> = rest.split_whitespace().collect();
-                if w.len() >= 4 {
-                    let body = agent
-                        .threads()
-                        .values()
-                        .flat_map(|t| t.history.iter())
-                        .find(|h| h.packet_id == w[1])
-                        .map(|h| a2acp_core::transcript::summarize_packet(&h.json))
-                        .unwrap_or_default();
-                    return Some(('>', format!("{} {} to {}{body}", w[0], w[1], short(w[3]))));
-                }
-            }
-            if let Some(rest) = ev.strip_prefix("received ") {
-                let w: Vec<&str> = rest.split_whitespace().collect();
-                if w.len() >= 4 {
-                    return Some(('<', format!("{} {} from {}", w[0], w[1], short(w[3]))));
-                }
-            }
-            ('|', ev.to_string())
-        }
+        Effect::Audit(a) => describe_event(agent, a.thread_id.as_deref(), &a.event),
     })
 }

@@ -4,11 +4,9 @@
 
 use std::fmt::Write as _;
 
-use a2acp_core::agent::{
-    Command, ConsentAnswer, FieldChoice, Prompt, PromptKind, ResolutionAnswer,
-};
+use a2acp_core::agent::{Command, Prompt};
+use a2acp_core::transcript::{self, Detail};
 use a2acp_core::Timestamp;
-use serde_json::Value;
 
 /// What a line is about, for the sequence diagram.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,99 +99,12 @@ pub fn render_with(
 
 pub use a2acp_core::transcript::{compact, describe_relay_event, short, IdNames};
 
-/// A prompt as the user sees it.
+/// A prompt as the simulated user sees it: the shared renderer, in brief.
 pub fn describe_prompt(p: &Prompt) -> String {
-    match &p.kind {
-        PromptKind::Consent { fields } => {
-            let f: Vec<String> = fields
-                .iter()
-                .map(|f| {
-                    let pr = serde_json::to_value(f.priority)
-                        .ok()
-                        .and_then(|v| v.as_str().map(String::from))
-                        .unwrap_or_default();
-                    format!(
-                        "{} ({pr}, suggested {})",
-                        f.field,
-                        f.suggested
-                            .as_ref()
-                            .map(compact)
-                            .unwrap_or_else(|| "none".into())
-                    )
-                })
-                .collect();
-            format!(
-                "prompt #{} consent for {}: {}",
-                p.id,
-                short(p.peer.as_str()),
-                f.join("; ")
-            )
-        }
-        PromptKind::Resolution {
-            proposal,
-            proposer,
-            reminder,
-            ..
-        } => format!(
-            "prompt #{} {}resolution from {}: “{}”",
-            p.id,
-            if *reminder { "(reminder) " } else { "" },
-            short(proposer.as_str()),
-            proposal.summary
-        ),
-    }
+    transcript::describe_prompt(p, Detail::Brief)
 }
 
-/// A user command in words.
+/// A user command in words: the shared renderer, in brief.
 pub fn describe_command(c: &Command) -> String {
-    match c {
-        Command::StartThread { to, intent, .. } => format!(
-            "start thread with {} about “{}”",
-            short(to.as_str()),
-            intent.summary
-        ),
-        Command::AnswerConsent { prompt_id, answer } => match answer {
-            ConsentAnswer::DeclineAll => format!("answers prompt #{prompt_id}: decline all"),
-            ConsentAnswer::ShareSelected(m) => {
-                let parts: Vec<String> = m
-                    .iter()
-                    .map(|(k, v)| match v {
-                        FieldChoice::Share => format!("share {k}"),
-                        FieldChoice::ShareValue(x) => format!("share {k}={}", compact(x)),
-                        FieldChoice::DontShare => format!("don't share {k}"),
-                    })
-                    .collect();
-                format!("answers prompt #{prompt_id}: {}", parts.join(", "))
-            }
-        },
-        Command::AnswerResolution { prompt_id, answer } => {
-            let a = match answer {
-                ResolutionAnswer::Confirm => "confirm".to_string(),
-                ResolutionAnswer::DifferentTime => "different time".to_string(),
-                ResolutionAnswer::DifferentPlace => "different place".to_string(),
-                ResolutionAnswer::MakeExcuse { .. } => "make an excuse for me".to_string(),
-                ResolutionAnswer::Decline => "decline".to_string(),
-                ResolutionAnswer::Alternative(i) => format!("alternative {}", i + 1),
-            };
-            format!("answers prompt #{prompt_id}: {a}")
-        }
-        Command::UpdateContext { thread_id, context } => {
-            format!(
-                "adds context to {thread_id}: {}",
-                compact(&Value::Object(context.clone()))
-            )
-        }
-        Command::UpdateIntent {
-            thread_id, intent, ..
-        } => format!("changes the intent of {thread_id} to “{}”", intent.summary),
-        Command::CancelThread { thread_id } => format!("cancels {thread_id}"),
-        Command::AcceptKeyChange { address } => {
-            format!(
-                "checked and accepts the new key of {}",
-                short(address.as_str())
-            )
-        }
-        Command::Block(a) => format!("blocks {}", short(a.as_str())),
-        other => format!("{other:?}").chars().take(120).collect(),
-    }
+    transcript::describe_command(c, Detail::Brief)
 }

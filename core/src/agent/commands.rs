@@ -54,7 +54,7 @@ impl Agent {
                     }
                 }
                 self.dirty.settings = true;
-                self.audit(None, format!("permission {field} set to {}", tier.as_str()));
+                self.audit(None, AgentEvent::PermissionSet { field, tier });
             }
             Command::Block(addr) => {
                 self.settings.blocked.insert(addr.clone());
@@ -76,19 +76,16 @@ impl Agent {
                     rec.pending.clear();
                     self.dirty.peers.insert(addr.clone());
                 }
-                self.audit(None, format!("blocked {addr}"));
+                self.audit(None, AgentEvent::Blocked { peer: addr });
             }
             Command::Unblock(addr) => {
                 self.settings.blocked.remove(&addr);
                 self.dirty.settings = true;
-                self.audit(None, format!("unblocked {addr}"));
+                self.audit(None, AgentEvent::Unblocked { peer: addr });
             }
             Command::PinKey { address, key } => {
                 if self.pin(&address, key).is_err() {
-                    self.audit(
-                        None,
-                        format!("pin of {address} refused: another key is pinned"),
-                    );
+                    self.audit(None, AgentEvent::PinRefused { peer: address });
                 }
             }
             Command::AcceptKeyChange { address } => self.accept_key_change(&address),
@@ -128,7 +125,7 @@ impl Agent {
         t.local = context;
         self.tags.insert((to.clone(), thread_tag(&id)), id.clone());
         self.threads.insert(id.clone(), t);
-        self.audit(Some(&id), format!("thread started with {to}"));
+        self.audit(Some(&id), AgentEvent::ThreadStarted { with: to });
         self.send_first_packet(&id);
     }
 
@@ -145,7 +142,7 @@ impl Agent {
             .find(|t| pred(t))
             .map(|t| t.id.clone());
         if id.is_none() {
-            self.audit(None, what);
+            self.audit(None, AgentEvent::Note(what));
         }
         id
     }

@@ -101,7 +101,7 @@ impl Agent {
         c.prompt_id = 0;
         t.consent = Some(c);
         self.dirty.threads.insert(id.clone());
-        self.audit(Some(&id), format!("consent prompt {prompt_id} answered"));
+        self.audit(Some(&id), AgentEvent::ConsentAnswered { prompt_id });
         self.count_approvals(&peer, &approved);
         self.set_waiting(&id, Waiting::Nothing);
         let turn = if self.threads.get(&id).is_some_and(|t| {

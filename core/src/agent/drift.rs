@@ -161,7 +161,7 @@ impl Agent {
                 }),
             );
             if sent.is_ok() {
-                self.audit(Some(id), "resumed by the user".into());
+                self.audit(Some(id), AgentEvent::Resumed { by_peer: false });
                 self.take_resumed_turn(id);
                 return;
             }
@@ -210,7 +210,7 @@ impl Agent {
             NotifyKind::Info,
             "The other person gave new context: negotiating again".into(),
         );
-        self.audit(Some(id), "resumed by the peer's user".into());
+        self.audit(Some(id), AgentEvent::Resumed { by_peer: true });
     }
 
     pub(super) fn update_intent(&mut self, id: &str, intent: Intent, reason: String) {

@@ -138,7 +138,12 @@ impl Agent {
         self.dirty.threads.insert(id.clone());
         match (undo, result) {
             (true, Ok(())) => {
-                self.audit(Some(&id), format!("undid {name}"));
+                self.audit(
+                    Some(&id),
+                    AgentEvent::ActionUndone {
+                        action: name.clone(),
+                    },
+                );
                 self.next_action(&id);
             }
             (true, Err(e)) => {
@@ -152,7 +157,12 @@ impl Agent {
             (false, Ok(())) => {
                 ex.done += 1;
                 let abort = t.state == ThreadState::Failed || ex.failure.is_some();
-                self.audit(Some(&id), format!("action {name} succeeded"));
+                self.audit(
+                    Some(&id),
+                    AgentEvent::ActionSucceeded {
+                        action: name.clone(),
+                    },
+                );
                 if abort {
                     // The peer failed meanwhile: roll back now.
                     self.start_rollback(&id);
@@ -167,7 +177,13 @@ impl Agent {
                     .as_ref()
                     .map(|r| r.packet_id.clone())
                     .unwrap_or_default();
-                self.audit(Some(&id), format!("action {name} failed: {e}"));
+                self.audit(
+                    Some(&id),
+                    AgentEvent::ActionFailed {
+                        action: name.clone(),
+                        error: e.to_string(),
+                    },
+                );
                 let _ = self.send_packet(
                     &id,
                     Body::ExecutionReport(ExecutionReport {

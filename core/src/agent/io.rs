@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::address::Address;
+use crate::agent::events::AgentEvent;
 use crate::agent::permissions::Tier;
 use crate::packet::{ActionSpec, Context, Intent, Priority, Proposal};
 use crate::persist::PersistOp;
@@ -360,17 +361,23 @@ impl Suggestion {
     }
 }
 
-/// One audit record.
+/// One audit record: what the agent did ([`AgentEvent`]), when, in which thread. The
+/// audit log stores its event's [`Display`](std::fmt::Display) text.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AuditRecord {
     /// When.
     pub at: Timestamp,
     /// The thread, if any.
     pub thread_id: Option<String>,
-    /// What happened, e.g. `sent context_request pkt_…`, `state NEGOTIATING -> PROPOSED`.
-    pub event: String,
+    /// What happened; its text is the audit line, e.g. `sent context_request pkt_…`,
+    /// `state NEGOTIATING -> PROPOSED`.
+    pub event: AgentEvent,
+}
+
+impl AuditRecord {
     /// The agent found its own state or output inconsistent (an implementation bug, never
     /// caused by a peer): checkers match on this, not on the text.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub bug: bool,
+    pub fn is_bug(&self) -> bool {
+        self.event.is_bug()
+    }
 }

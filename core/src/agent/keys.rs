@@ -19,7 +19,7 @@ impl Agent {
         rec.key = Some(new);
         self.keys.insert(peer.clone(), pk);
         self.dirty.peers.insert(peer.clone());
-        self.audit(None, format!("user accepted the new key of {peer}"));
+        self.audit(None, AgentEvent::KeyAccepted { peer: peer.clone() });
         // Threads halted by the change close: what was negotiated was agreed with the old
         // key, and the user starts new ones. The peer is told with a cancel sealed under the
         // new key, so its side closes too (SPEC-NOTES "Key changes"). A resolution both
@@ -126,7 +126,7 @@ impl Agent {
                 for p in pending {
                     self.seal_and_queue(&p.thread_id, &p.packet_id, p.json.as_bytes());
                 }
-                self.audit(None, format!("pinned key of {peer} (first contact)"));
+                self.audit(None, AgentEvent::KeyPinned { peer: peer.clone() });
                 Ok(())
             }
         }
@@ -162,10 +162,10 @@ impl Agent {
         );
         self.audit(
             None,
-            format!(
-                "SECURITY key change for {peer}; halted {} thread(s)",
-                ids.len()
-            ),
+            AgentEvent::KeyChanged {
+                peer: peer.clone(),
+                halted: ids.len(),
+            },
         );
     }
 }

@@ -88,13 +88,26 @@ impl Agent {
                     t.waiting = Waiting::Nothing;
                 }
                 self.dirty.threads.insert(id.to_string());
-                self.audit(Some(id), format!("state {from} -> {to} ({why})"));
+                self.audit(
+                    Some(id),
+                    AgentEvent::StateChanged {
+                        from,
+                        to,
+                        why: Some(why.to_string()),
+                    },
+                );
                 if to.is_terminal() {
                     self.end_thread(id);
                 }
             }
             Ok(false) => {}
-            Err(e) => self.audit_bug(Some(id), format!("refused: {e} ({why})")),
+            Err(e) => self.audit_bug(
+                Some(id),
+                Bug::IllegalTransition {
+                    error: e.to_string(),
+                    why: why.to_string(),
+                },
+            ),
         }
     }
 

@@ -195,12 +195,12 @@ impl Agent {
             self.refusal = None;
         }
         self.last_heard = self.now;
-        self.audit(None, "relay connected".to_string());
+        self.audit(None, AgentEvent::RelayConnected);
     }
 
     pub(super) fn on_disconnected(&mut self) {
         if self.link != Link::Down {
-            self.audit(None, "relay disconnected".to_string());
+            self.audit(None, AgentEvent::RelayDisconnected);
         }
         self.link = Link::Down;
         for p in self.peers.values_mut() {
@@ -217,16 +217,18 @@ impl Agent {
         }
         self.last_heard = self.now;
         if bytes.len() > self.config.limits.max_frame_bytes {
-            self.audit(
-                None,
-                format!("relay frame of {} bytes refused: too large", bytes.len()),
-            );
+            self.audit(None, AgentEvent::RelayFrameTooLarge { len: bytes.len() });
             return;
         }
         let frame = match RelayFrame::from_bytes(bytes) {
             Ok(f) => f,
             Err(e) => {
-                self.audit(None, format!("malformed relay frame dropped: {e}"));
+                self.audit(
+                    None,
+                    AgentEvent::RelayFrameMalformed {
+                        error: e.to_string(),
+                    },
+                );
                 return;
             }
         };
@@ -272,10 +274,7 @@ impl Agent {
             RelayFrame::Ping { n } => self.send_frame(&ClientFrame::Pong { n }),
             RelayFrame::Pong { .. } => {}
             RelayFrame::Replaced => {
-                self.audit(
-                    None,
-                    "relay: another connection of this agent took over".to_string(),
-                );
+                self.audit(None, AgentEvent::RelayReplaced);
                 self.notify(
                     None,
                     NotifyKind::Delivery,
@@ -294,7 +293,7 @@ impl Agent {
         let reconnect = self.meta.authenticated_before;
         self.meta.authenticated_before = true;
         self.dirty.meta = true;
-        self.audit(None, "relay authenticated".to_string());
+        self.audit(None, AgentEvent::RelayAuthenticated);
         // Replay the local queue in order (§13.1), paced under the relay's rate.
         let mut seqs = Vec::with_capacity(self.outbox.len());
         for o in self.outbox.values_mut() {
@@ -409,11 +408,11 @@ impl Agent {
         }
         self.audit(
             Some(&o.thread_id),
-            format!(
-                "relay queue overflow for {to}, packet {} parked until {}",
-                o.packet_id,
-                o.parked_until.unwrap_or_default()
-            ),
+            AgentEvent::QueueOverflow {
+                to: to.clone(),
+                packet_id: o.packet_id.clone(),
+                parked_until: o.parked_until.unwrap_or_default(),
+            },
         );
     }
 
@@ -443,7 +442,13 @@ impl Agent {
         seq: Option<u64>,
     ) {
         use crate::link::ErrorCode as E;
-        self.audit(None, format!("relay error {}: {message}", code.as_str()));
+        self.audit(
+            None,
+            AgentEvent::RelayError {
+                code,
+                message: message.clone(),
+            },
+        );
         match (code, seq) {
             (E::AddressTaken | E::RegistrationLimited | E::UnknownRecipient, None)
                 if self.link == Link::Authenticating =>
@@ -520,13 +525,7 @@ impl Agent {
                 code.as_str()
             ),
         );
-        self.audit(
-            None,
-            format!(
-                "registration refused ({}): closing the connection",
-                code.as_str()
-            ),
-        );
+        self.audit(None, AgentEvent::RegistrationRefused { code });
         self.refusal = Some(LinkRefusal {
             code,
             message,
@@ -633,7 +632,13 @@ impl Agent {
         ) {
             Ok(e) => e,
             Err(e) => {
-                self.audit(Some(thread_id), format!("could not seal {packet_id}: {e}"));
+                self.audit(
+                    Some(thread_id),
+                    AgentEvent::SealFailed {
+                        packet_id: packet_id.to_string(),
+                        error: e.to_string(),
+                    },
+                );
                 return;
             }
         };

@@ -19,7 +19,7 @@ impl Agent {
             return;
         };
         self.dirty.threads.insert(id.to_string());
-        self.audit(
+        self.note(
             Some(id),
             format!("LLM request {} dropped: {why}", l.request_id),
         );
@@ -141,7 +141,7 @@ impl Agent {
                         self.act(&id, decision, turn);
                     }
                     Err(e) if attempt < attempts => {
-                        self.audit(
+                        self.note(
                             Some(&id),
                             format!("LLM answer refused (attempt {attempt}): {e}"),
                         );
@@ -151,7 +151,7 @@ impl Agent {
                         self.ask_llm(&id, attempt + 1, Some(e));
                     }
                     Err(e) => {
-                        self.audit(
+                        self.note(
                             Some(&id),
                             format!("LLM gave no valid answer in {attempts} attempts: {e}"),
                         );
@@ -180,14 +180,14 @@ impl Agent {
                     l.last_error = Some(e.clone());
                 }
                 self.dirty.threads.insert(id.clone());
-                self.audit(
+                self.note(
                     Some(&id),
                     format!("LLM unavailable (attempt {attempt}): {e}; retrying"),
                 );
             }
             Err(e) => {
                 // Fall back to the deterministic negotiator, the always-available model.
-                self.audit(Some(&id), format!("LLM unavailable after {attempts} attempts ({e}); using the deterministic negotiator"));
+                self.note(Some(&id), format!("LLM unavailable after {attempts} attempts ({e}); using the deterministic negotiator"));
                 if let Some(t) = self.threads.get_mut(&id) {
                     t.llm = None;
                 }
@@ -223,7 +223,7 @@ impl Agent {
             return false;
         };
         self.dirty.threads.insert(id.to_string());
-        self.audit(
+        self.note(
             Some(id),
             format!(
                 "LLM request {} superseded: the thread changed while the model was asked",

@@ -29,6 +29,7 @@
 mod commands;
 mod consent;
 mod drift;
+pub mod events;
 mod execution;
 pub mod io;
 mod keys;
@@ -56,6 +57,7 @@ use crate::packet::Context;
 use crate::rng::DetRng;
 use crate::time::Timestamp;
 
+pub use events::{AgentEvent, Bug, DropReason};
 pub use io::*;
 pub use link::{FirstPacket, LinkRefusal, REGISTRATION_RETRY};
 pub use permissions::{PermissionTiers, RelationshipOverride, Tier};

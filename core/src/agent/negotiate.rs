@@ -92,7 +92,14 @@ impl Agent {
         if matches!(t.state, ThreadState::Initiated | ThreadState::Stalled) {
             let from = t.state;
             if t.transition(ThreadState::Negotiating).is_ok() {
-                self.audit(Some(id), format!("state {from} -> NEGOTIATING"));
+                self.audit(
+                    Some(id),
+                    AgentEvent::StateChanged {
+                        from,
+                        to: ThreadState::Negotiating,
+                        why: None,
+                    },
+                );
             }
         }
     }
@@ -435,7 +442,12 @@ impl Agent {
             NotifyKind::Escalated,
             format!("I need your input: {reason}. {summary}"),
         );
-        self.audit(Some(id), format!("escalated to the users: {reason}"));
+        self.audit(
+            Some(id),
+            AgentEvent::Escalated {
+                reason: reason.to_string(),
+            },
+        );
     }
 
     pub(super) fn take_reply(&mut self, id: &str) -> (Context, Vec<String>) {

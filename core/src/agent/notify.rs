@@ -44,38 +44,40 @@ impl Agent {
     /// Audits a dropped packet: the first 10 since the start verbatim, then only the
     /// 20th, 50th, 100th, 200th, 500th… with the count, so no peer can grow the audit
     /// log faster than logarithmically (SPEC-NOTES §13, "Limits per peer").
-    pub(super) fn dropped(&mut self, thread_id: Option<&str>, why: String) {
+    pub(super) fn dropped(&mut self, thread_id: Option<&str>, drop: DropReason) {
         self.drops = self.drops.saturating_add(1);
         let n = self.drops;
         if n <= 10 {
-            self.audit(thread_id, why);
+            self.audit(thread_id, AgentEvent::Dropped { drop, count: None });
         } else if is_milestone(n) {
             self.audit(
                 thread_id,
-                format!("{why} ({n} packets dropped since the start; only some are logged)"),
+                AgentEvent::Dropped {
+                    drop,
+                    count: Some(n),
+                },
             );
         }
     }
 
-    /// Every audit record leaves through here: its text is cleaned for display, as a log
-    /// line shows it ([`crate::display`]).
-    pub(super) fn audit(&mut self, thread_id: Option<&str>, event: String) {
-        self.audit_record(thread_id, event, false);
-    }
-
-    /// Audits an inconsistency of this agent's own (a bug, not a peer's doing).
-    pub(super) fn audit_bug(&mut self, thread_id: Option<&str>, event: String) {
-        self.audit_record(thread_id, format!("BUG {event}"), true);
-    }
-
-    pub(super) fn audit_record(&mut self, thread_id: Option<&str>, event: String, bug: bool) {
-        let event = shown(event);
+    /// Every audit record leaves through here. Its text ([`AgentEvent`]'s `Display`) is
+    /// cleaned for display, as a log line shows it ([`crate::display`]).
+    pub(super) fn audit(&mut self, thread_id: Option<&str>, event: AgentEvent) {
         self.buf.audit.push(Output::Audit(AuditRecord {
             at: self.now,
             thread_id: thread_id.map(str::to_string),
             event,
-            bug,
         }));
+    }
+
+    /// Audits prose nothing matches on ([`AgentEvent::Note`]).
+    pub(super) fn note(&mut self, thread_id: Option<&str>, text: String) {
+        self.audit(thread_id, AgentEvent::Note(text));
+    }
+
+    /// Audits an inconsistency of this agent's own (a bug, not a peer's doing).
+    pub(super) fn audit_bug(&mut self, thread_id: Option<&str>, bug: Bug) {
+        self.audit(thread_id, AgentEvent::Bug(bug));
     }
 }
 

@@ -143,7 +143,10 @@ impl Agent {
             Err(e) => {
                 self.audit_bug(
                     Some(id),
-                    format!("outgoing {} refused by validation: {e}", p.body.type_name()),
+                    Bug::InvalidOutgoing {
+                        kind: p.body.type_name().to_string(),
+                        error: e.to_string(),
+                    },
                 );
                 return Err(());
             }
@@ -151,10 +154,10 @@ impl Agent {
         if let Some(secret) = self.leaked_secret(&peer, &bytes) {
             self.audit(
                 Some(id),
-                format!(
-                    "outgoing {} refused: it contains the never_share value of `{secret}`",
-                    p.body.type_name()
-                ),
+                AgentEvent::NeverShareWithheld {
+                    kind: p.body.type_name().to_string(),
+                    field: secret.to_string(),
+                },
             );
             return Err(());
         }
@@ -181,7 +184,14 @@ impl Agent {
         }
         t.last_activity = self.now;
         self.dirty.threads.insert(id.to_string());
-        self.audit(Some(id), format!("sent {kind} {packet_id} to {peer}"));
+        self.audit(
+            Some(id),
+            AgentEvent::Sent {
+                kind,
+                packet_id: packet_id.clone(),
+                to: peer.clone(),
+            },
+        );
         self.seal_and_queue(id, &packet_id, &bytes);
         Ok(packet_id)
     }
@@ -228,21 +238,18 @@ impl Agent {
     pub(super) fn on_envelope(&mut self, env: Envelope) {
         let me = self.config.address.clone();
         if env.to != me {
-            self.dropped(
-                None,
-                format!("envelope for {} dropped: not for this agent", env.to),
-            );
+            self.dropped(None, DropReason::NotForThisAgent { to: env.to.clone() });
             return;
         }
         let peer = env.from.clone();
         if peer == me {
             // No thread has this agent on both ends (open_thread refuses it); an envelope
             // in its own name could only be forged (e.g. by a relay) to speak for its user.
-            self.dropped(None, "envelope in this agent's own name dropped".into());
+            self.dropped(None, DropReason::OwnName);
             return;
         }
         if self.settings.blocked.contains(&peer) {
-            self.dropped(None, format!("envelope from blocked {peer} dropped"));
+            self.dropped(None, DropReason::Blocked { peer });
             return;
         }
         if let Some(rec) = self.peers.get(&peer) {
@@ -256,7 +263,7 @@ impl Agent {
                     if authentic {
                         self.key_changed(&peer, env.from_key);
                     } else {
-                        self.dropped(None, format!("envelope from {peer} refused: bad signature"));
+                        self.dropped(None, DropReason::BadSignature { peer });
                     }
                     return;
                 }
@@ -267,7 +274,13 @@ impl Agent {
             None => match PublicKey::from_bytes(&env.from_key) {
                 Ok(k) => k,
                 Err(e) => {
-                    self.dropped(None, format!("envelope from {peer} dropped: {e}"));
+                    self.dropped(
+                        None,
+                        DropReason::BadKey {
+                            peer,
+                            error: e.to_string(),
+                        },
+                    );
                     return;
                 }
             },
@@ -285,17 +298,20 @@ impl Agent {
                 {
                     Ok(o) => (o, None),
                     Err(e) => {
-                        self.dropped(Some(id), format!("envelope from {peer} refused: {e}"));
+                        self.dropped(
+                            Some(id),
+                            DropReason::Refused {
+                                peer,
+                                error: e.to_string(),
+                            },
+                        );
                         return;
                     }
                 }
             }
             None => {
                 if env.peer_eph.is_some() || env.dir != Direction::FromInitiator {
-                    self.dropped(
-                        None,
-                        format!("envelope from {peer} refused: unknown thread"),
-                    );
+                    self.dropped(None, DropReason::UnknownThread { peer });
                     return;
                 }
                 // Draw the session only if the envelope opens, so bad input changes nothing.
@@ -314,7 +330,13 @@ impl Agent {
                         (o, Some(s))
                     }
                     Err(e) => {
-                        self.dropped(None, format!("envelope from {peer} refused: {e}"));
+                        self.dropped(
+                            None,
+                            DropReason::Refused {
+                                peer,
+                                error: e.to_string(),
+                            },
+                        );
                         return;
                     }
                 }
@@ -354,7 +376,12 @@ impl Agent {
             return;
         };
         if t.received_ids.contains(&packet.packet_id) {
-            self.dropped(Some(&id), format!("duplicate {} dropped", packet.packet_id));
+            self.dropped(
+                Some(&id),
+                DropReason::Duplicate {
+                    packet_id: packet.packet_id.clone(),
+                },
+            );
             return;
         }
         if let Some((code, why)) = self.packet_refusal(&id, &packet, opened.packet.len()) {
@@ -378,11 +405,11 @@ impl Agent {
         let expired = !t.halted && t.state == ThreadState::Expired;
         self.audit(
             Some(&id),
-            format!(
-                "received {} {} from {peer}",
-                packet.body.type_name(),
-                packet.packet_id
-            ),
+            AgentEvent::Received {
+                kind: packet.body.type_name().to_string(),
+                packet_id: packet.packet_id.clone(),
+                from: peer.clone(),
+            },
         );
         if inactive {
             // An ended thread still answers gap requests during the grace period (§13.1).
@@ -474,7 +501,10 @@ impl Agent {
             p.thread_id.clone(),
         );
         self.threads.insert(p.thread_id.clone(), t);
-        self.audit(Some(&p.thread_id), format!("thread opened by {}", p.from));
+        self.audit(
+            Some(&p.thread_id),
+            AgentEvent::ThreadOpened { by: p.from.clone() },
+        );
         true
     }
 
@@ -580,7 +610,12 @@ impl Agent {
         match packet::negotiate_version(&mine, &theirs) {
             Some(v) => {
                 t.version = Some(v.clone());
-                self.audit(Some(id), format!("protocol version {v} agreed"));
+                self.audit(
+                    Some(id),
+                    AgentEvent::VersionAgreed {
+                        version: v.to_string(),
+                    },
+                );
             }
             None => {
                 // Never error on versions (§15.2): speak our lowest and let the peer degrade.

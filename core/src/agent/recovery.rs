@@ -32,10 +32,10 @@ impl Agent {
         for h in missing {
             self.audit(
                 Some(id),
-                format!(
-                    "re-sending {} {} (gap after reconnect)",
-                    h.kind, h.packet_id
-                ),
+                AgentEvent::Resent {
+                    kind: h.kind.clone(),
+                    packet_id: h.packet_id.clone(),
+                },
             );
             self.seal_and_queue(id, &h.packet_id, h.json.as_bytes());
         }
@@ -68,10 +68,9 @@ impl Agent {
             if ask {
                 self.audit(
                     Some(id),
-                    format!(
-                        "{} packet(s) the other side sent never arrived: asking for them",
-                        lacking.len()
-                    ),
+                    AgentEvent::GapRequested {
+                        missing: lacking.len(),
+                    },
                 );
                 if let Some(t) = self.threads.get_mut(id) {
                     t.gap_asked.extend(lacking);
@@ -165,7 +164,7 @@ impl Agent {
                 if t.ended_at.is_some_and(|e| e.add(ERASE_GRACE) <= now) && !t.session.is_erased() {
                     t.session.erase();
                     self.dirty.threads.insert(id.to_string());
-                    self.audit(Some(id), "ephemeral key erased".into());
+                    self.audit(Some(id), AgentEvent::EphemeralKeyErased);
                 }
                 return;
             }
@@ -342,10 +341,7 @@ impl Agent {
         if self.link != Link::Down
             && self.now >= self.last_heard.add(self.config.limits.relay_silence)
         {
-            self.audit(
-                None,
-                "relay silent too long: closing the connection".to_string(),
-            );
+            self.audit(None, AgentEvent::RelaySilent);
             self.buf.close.push(Output::CloseConnection);
             self.on_disconnected();
         }

@@ -62,7 +62,13 @@ impl Agent {
             rec.flagged = true;
         }
         self.dirty.peers.insert(peer.clone());
-        self.dropped(None, format!("malformed packet from {peer} dropped: {why}"));
+        self.dropped(
+            None,
+            DropReason::Malformed {
+                peer: peer.clone(),
+                why: why.to_string(),
+            },
+        );
         if flag {
             self.notify(
                 None,
@@ -345,10 +351,12 @@ impl Agent {
         );
         self.audit(
             None,
-            format!(
-                "refused past the limits per peer from {peer}: {} new thread(s), {} fork child(ren), {} packet(s)",
-                r.threads, r.fork_children, r.packets
-            ),
+            AgentEvent::PeerLimited {
+                peer: peer.clone(),
+                threads: r.threads,
+                fork_children: r.fork_children,
+                packets: r.packets,
+            },
         );
     }
 
@@ -384,7 +392,10 @@ impl Agent {
             });
             self.audit(
                 Some(&id),
-                format!("ended thread forgotten: {peer} started more than {keep} that ended"),
+                AgentEvent::EndedThreadForgotten {
+                    peer: peer.clone(),
+                    keep,
+                },
             );
         }
     }

@@ -32,7 +32,7 @@ impl Agent {
         ) {
             // A decision taken for an earlier state of the thread (a resolution is open
             // or being carried out): proposing now would replace what both sides hold.
-            self.audit(
+            self.note(
                 Some(id),
                 format!("proposal dropped: the thread is {}", t.state),
             );
@@ -160,7 +160,7 @@ impl Agent {
             return;
         };
         if !body.requires_confirmation_from.contains(&me) {
-            self.audit(
+            self.note(
                 Some(id),
                 "resolution that does not need this agent ignored".into(),
             );
@@ -181,7 +181,7 @@ impl Agent {
                 | ThreadState::Stalled
                 | ThreadState::Proposed
         ) {
-            self.audit(Some(id), format!("resolution ignored in state {}", t.state));
+            self.note(Some(id), format!("resolution ignored in state {}", t.state));
             return;
         }
         if t.initiator
@@ -192,7 +192,7 @@ impl Agent {
             // crossed). Each side would otherwise open the other's resolution and answer
             // one the other no longer holds; the initiator's stands on both (§8.1), so
             // the responder's is dropped here and superseded there (swarm seed 110).
-            self.audit(
+            self.note(
                 Some(id),
                 "crossed resolution of the responder ignored; the initiator's stands".into(),
             );
@@ -250,7 +250,7 @@ impl Agent {
                     None => {
                         // The prompt stays open: the user picks again.
                         let n = r.body.proposal.alternatives.len();
-                        self.audit(
+                        self.note(
                         Some(&id),
                         format!("alternative {} of prompt {prompt_id} does not exist (it offers {n})", i + 1),
                     );
@@ -264,7 +264,7 @@ impl Agent {
             // The proposer's own user picks an alternative: it becomes the proposal at
             // once; the new resolution supersedes this one on the other side.
             let i = *i;
-            self.audit(
+            self.note(
                 Some(&id),
                 format!("the user chose alternative {} of the own proposal", i + 1),
             );
@@ -311,7 +311,7 @@ impl Agent {
             actual_reason: Some(_),
         } = &answer
         {
-            self.audit(
+            self.note(
                 Some(&id),
                 "declined with an excuse; the real reason stays on this device".into(),
             );
@@ -416,7 +416,7 @@ impl Agent {
     ) {
         if from == &self.config.address {
             // Only this agent's user answers for this agent (Command::AnswerResolution).
-            self.audit(Some(id), "answer in this agent's own name ignored".into());
+            self.note(Some(id), "answer in this agent's own name ignored".into());
             return;
         }
         let Some(t) = self.threads.get_mut(id) else {
@@ -511,7 +511,7 @@ impl Agent {
             return;
         }
         if !current || t.state != ThreadState::Proposed {
-            self.audit(Some(id), "answer to an older resolution ignored".into());
+            self.note(Some(id), "answer to an older resolution ignored".into());
             return;
         }
         r.answers.retain(|(a, _)| a != from);

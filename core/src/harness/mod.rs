@@ -17,13 +17,14 @@ use std::time::Duration;
 use crate::address::Address;
 use crate::agent::{
     ActionRequest, Agent, AgentConfig, Command, ConsentAnswer, Input, LlmRequest, Notification,
-    Output, Prompt, PromptKind, ResolutionAnswer,
+    Output, Prompt, ResolutionAnswer,
 };
 use crate::crypto::IdentityKey;
 use crate::link::{ClientFrame, RelayFrame};
 use crate::persist::apply;
 use crate::relay::{ConnId, Relay, RelayConfig, RelayInput, RelayOutput};
 use crate::time::Timestamp;
+use crate::transcript::{describe_command, describe_event, describe_prompt, Detail, RECEIVED};
 
 pub use crate::transcript::{compact, describe_relay_event, short, summarize_packet, IdNames};
 
@@ -332,7 +333,7 @@ impl Net {
 
     /// Gives agent `i` a user command.
     pub fn command(&mut self, i: usize, c: Command) {
-        let text = describe_command(&c);
+        let text = describe_command(&c, Detail::Buttons);
         let name = self.nodes[i].name.clone();
         self.line(&name, '|', format!("user: {text}"));
         self.nodes[i].agent.handle(self.now, Input::Command(c));
@@ -615,7 +616,7 @@ impl Net {
                     }
                 }
                 Output::Prompt(p) => {
-                    let text = describe_prompt(&p);
+                    let text = describe_prompt(&p, Detail::Buttons);
                     self.nodes[i].prompts_shown += 1;
                     self.nodes[i].prompts.insert(p.id, p);
                     self.line(&name, '|', text);
@@ -651,10 +652,10 @@ impl Net {
                     }
                 }
                 Output::Audit(a) => {
-                    if let Some((mark, text)) = self.describe_audit(i, &a.event) {
-                        cat = if mark == '<' { 0 } else { 1 };
-                        self.line(&name, mark, text);
-                    }
+                    let (mark, text) =
+                        describe_event(&self.nodes[i].agent, a.thread_id.as_deref(), &a.event);
+                    cat = if mark == RECEIVED { 0 } else { 1 };
+                    self.line(&name, mark, text);
                 }
                 Output::CloseConnection => {
                     if let Some(conn) = self.nodes[i].conn.take() {
@@ -669,33 +670,6 @@ impl Net {
         let mut tagged: Vec<(u8, Line)> = cats.into_iter().zip(lines).collect();
         tagged.sort_by_key(|(c, _)| *c);
         self.transcript.extend(tagged.into_iter().map(|(_, l)| l));
-    }
-
-    fn describe_audit(&self, i: usize, event: &str) -> Option<(char, String)> {
-        let agent = &self.nodes[i].agent;
-        let find = |pid: &str| -> Option<String> {
-            agent
-                .threads()
-                .values()
-                .flat_map(|t| t.history.iter())
-                .find(|h| h.packet_id == pid)
-                .map(|h| h.json.clone())
-        };
-        if let Some(rest) = event.strip_prefix("sent ") {
-            let mut w = rest.split_whitespace();
-            let (kind, pid, peer) = (w.next()?, w.next()?, w.nth(1)?);
-            let body = find(pid).map(|j| summarize_packet(&j)).unwrap_or_default();
-            return Some(('>', format!("{kind} {pid} to {}{body}", short(peer))));
-        }
-        if let Some(rest) = event.strip_prefix("received ") {
-            let mut w = rest.split_whitespace();
-            let (kind, pid, peer) = (w.next()?, w.next()?, w.nth(1)?);
-            return Some(('<', format!("{kind} {pid} from {}", short(peer))));
-        }
-        if event.starts_with("relay connected") || event.starts_with("relay disconnected") {
-            return Some(('|', event.to_string()));
-        }
-        Some(('|', event.to_string()))
     }
 
     fn line(&mut self, who: &str, mark: char, text: String) {
@@ -756,76 +730,5 @@ impl LowerKind for String {
             Some((head, tail)) => format!("{}): {tail}", head.to_lowercase()),
             None => self,
         }
-    }
-}
-
-fn describe_prompt(p: &Prompt) -> String {
-    match &p.kind {
-        PromptKind::Consent { fields } => {
-            let f: Vec<String> = fields
-                .iter()
-                .map(|f| {
-                    format!(
-                        "{} ({:?}, “{}”, suggested {})",
-                        f.field,
-                        f.priority,
-                        f.reason,
-                        f.suggested.as_ref().map(compact).unwrap_or_else(|| "none".into())
-                    )
-                    .replace("(Required", "(required")
-                    .replace("(Helpful", "(helpful")
-                    .replace("(NiceToHave", "(nice_to_have")
-                })
-                .collect();
-            format!("prompt #{} consent for {}: {}  [Share selected] [Decline all]", p.id, short(p.peer.as_str()), f.join("; "))
-        }
-        PromptKind::Resolution { proposal, proposer, reminder, .. } => format!(
-            "prompt #{} {}resolution from {}: “{}”  [Confirm] [Different time] [Different place] [Make an excuse]",
-            p.id,
-            if *reminder { "(reminder) " } else { "" },
-            short(proposer.as_str()),
-            proposal.summary
-        ),
-    }
-}
-
-fn describe_command(c: &Command) -> String {
-    match c {
-        Command::StartThread { to, intent, .. } => format!(
-            "start thread with {} about “{}”",
-            short(to.as_str()),
-            intent.summary
-        ),
-        Command::AnswerConsent { prompt_id, answer } => match answer {
-            ConsentAnswer::DeclineAll => format!("answers prompt #{prompt_id}: decline all"),
-            ConsentAnswer::ShareSelected(m) => {
-                let parts: Vec<String> = m
-                    .iter()
-                    .map(|(k, v)| match v {
-                        crate::agent::FieldChoice::Share => format!("share {k}"),
-                        crate::agent::FieldChoice::ShareValue(x) => {
-                            format!("share {k}={}", compact(x))
-                        }
-                        crate::agent::FieldChoice::DontShare => format!("don't share {k}"),
-                    })
-                    .collect();
-                format!(
-                    "answers prompt #{prompt_id}: {} (share selected)",
-                    parts.join(", ")
-                )
-            }
-        },
-        Command::AnswerResolution { prompt_id, answer } => {
-            let a = match answer {
-                ResolutionAnswer::Confirm => "confirm".to_string(),
-                ResolutionAnswer::DifferentTime => "different time".into(),
-                ResolutionAnswer::DifferentPlace => "different place".into(),
-                ResolutionAnswer::MakeExcuse { .. } => "make an excuse for me".into(),
-                ResolutionAnswer::Decline => "decline".into(),
-                ResolutionAnswer::Alternative(i) => format!("alternative {}", i + 1),
-            };
-            format!("answers prompt #{prompt_id}: {a}")
-        }
-        other => format!("{other:?}").chars().take(120).collect(),
     }
 }

@@ -12,8 +12,8 @@
 //! - [`restore`]: crashed participants restart from what they persisted;
 //! - [`expect`]: the final states a scenario expects.
 //!
-//! The world ([`crate::world`]) feeds them what happened; what it learns from the agent's
-//! audit text is parsed in one place, `world/audit.rs`.
+//! The world ([`crate::world`]) feeds them what happened, from the agent's typed events
+//! ([`a2acp_core::agent::AgentEvent`]), never from audit text.
 
 pub mod agreement;
 pub mod asked_twice;

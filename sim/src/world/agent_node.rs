@@ -4,14 +4,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use a2acp_core::agent::{Agent, Command, Input, NotifyKind, Output, Prompt, ResolutionAnswer};
+use a2acp_core::agent::{Agent, Command, Input, Output, Prompt, ResolutionAnswer};
 use a2acp_core::persist::PersistOp;
 use a2acp_core::relay::ConnId;
 use a2acp_core::{Address, Timestamp};
 
 use super::events::Ev;
 use super::{store, Sim};
-use crate::model::{ActionLedger, KeyChangePolicy, UserAnswer};
+use crate::model::{ActionLedger, UserAnswer};
 use crate::scenario::ScriptAction;
 use crate::transcript::{describe_command, describe_prompt, Line, Tag};
 
@@ -315,25 +315,9 @@ impl Sim {
                     format!("notify ({kind}): {}", n.text),
                     Tag::User,
                 );
-                if n.kind == NotifyKind::Security
-                    && self.spec.agents[i].user.key_change == KeyChangePolicy::Accept
-                {
-                    if let Some(peer) = Self::key_changed_peer(&n.text) {
-                        let (lo, hi) = self.spec.agents[i].user.delay;
-                        let d = self.users.between(lo, hi);
-                        let at = self.now.add(Duration::from_millis(d));
-                        self.push(at, Ev::AcceptKey { node: i, peer });
-                    }
-                }
                 2
             }
-            Output::Audit(a) => {
-                if a.bug {
-                    let (at, name) = (self.elapsed(), self.nodes[i].name.clone());
-                    self.checker.core_bug(at, &name, &a.event);
-                }
-                self.on_audit(i, &a.event)
-            }
+            Output::Audit(a) => self.on_audit(i, &a),
             Output::CloseConnection => {
                 if self.close_agent_conn(i) {
                     self.schedule_reconnect(i);

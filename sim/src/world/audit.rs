@@ -1,94 +1,100 @@
-//! What the simulator learns from the agent's audit records and notifications.
-//!
-//! **Text parsing, in this one place.** Until the agent emits typed events, the simulator
-//! recovers what the agent did — a packet received (exactly-once audit, transcript), a
-//! duplicate, a packet sent, a state change, a peer's key change — from the text of its
-//! audit records and security notifications. Nothing else in the simulator reads that
-//! text; swapping this file for a match on typed events changes nothing else.
+//! What the simulator learns from the agent's typed events ([`AgentEvent`]): a packet
+//! received (exactly-once audit, transcript), a duplicate, a packet sent, a state change,
+//! a peer's key change, a bug of the agent's own. It matches on variants; the words of a
+//! transcript line come from the shared renderer ([`a2acp_core::transcript`]).
 
-use a2acp_core::transcript::summarize_packet;
-use a2acp_core::Address;
+use std::time::Duration;
+
+use a2acp_core::agent::{AgentEvent, AuditRecord, DropReason};
+use a2acp_core::transcript::{describe_event, RECEIVED};
 
 use super::Sim;
+use crate::model::KeyChangePolicy;
 use crate::transcript::{short, Tag};
 
 impl Sim {
-    /// One audit record of agent `i`: a packet received goes to the exactly-once audit
-    /// and the transcript, a duplicate marks the delivery as seen, a packet sent is
-    /// counted; every record becomes a transcript line. Returns the line's place in the
-    /// step (0: what was received, 1: the agent's own record).
-    pub(super) fn on_audit(&mut self, i: usize, event: &str) -> u8 {
-        let name = self.nodes[i].name.clone();
-        if let Some(rest) = event.strip_prefix("received ") {
-            let mut w = rest.split_whitespace();
-            let kind = w.next().unwrap_or("?").to_string();
-            let pid = w.next().unwrap_or("?").to_string();
-            let peer = w.nth(1).map(short).unwrap_or_default();
-            if let Some((p, seen)) = self.nodes[i].delivering.as_mut() {
-                if *p == pid {
-                    *seen = true;
-                }
-            }
-            let at = self.elapsed();
-            self.checker.received(at, i, &name, &pid);
-            self.line(
-                &name,
-                '<',
-                format!("{kind} {pid} from {peer}"),
-                Tag::Received { pid, kind, peer },
-            );
-            return 0;
+    /// One audit record of agent `i`: a bug goes to its checker, a packet received to the
+    /// exactly-once audit and the transcript, a duplicate marks the delivery as seen, a
+    /// packet sent is counted, a key change is answered by a user who accepts new keys;
+    /// every record becomes a transcript line. Returns the line's place in the step (0:
+    /// what was received, 1: the agent's own record).
+    pub(super) fn on_audit(&mut self, i: usize, a: &AuditRecord) -> u8 {
+        if a.is_bug() {
+            let (at, name) = (self.elapsed(), self.nodes[i].name.clone());
+            self.checker.core_bug(at, &name, &a.event.to_string());
         }
-        if let Some(rest) = event.strip_prefix("duplicate ") {
-            let pid = rest.split_whitespace().next().unwrap_or("");
-            if let Some((p, seen)) = self.nodes[i].delivering.as_mut() {
-                if p == pid {
-                    *seen = true;
-                }
+        match &a.event {
+            AgentEvent::Received { packet_id, .. } => {
+                self.mark_delivered(i, packet_id);
+                let at = self.elapsed();
+                let name = &self.nodes[i].name;
+                self.checker.received(at, i, name, packet_id);
             }
-        }
-        if let Some(rest) = event.strip_prefix("sent ") {
-            self.stats.packets_sent += 1;
-            if !self.record {
-                return 1;
+            AgentEvent::Dropped {
+                drop: DropReason::Duplicate { packet_id },
+                ..
+            } => self.mark_delivered(i, packet_id),
+            AgentEvent::Sent { .. } => self.stats.packets_sent += 1,
+            AgentEvent::KeyChanged { peer, .. }
+                if self.spec.agents[i].user.key_change == KeyChangePolicy::Accept =>
+            {
+                let (lo, hi) = self.spec.agents[i].user.delay;
+                let d = self.users.between(lo, hi);
+                let at = self.now.add(Duration::from_millis(d));
+                let peer = peer.clone();
+                self.push(at, super::events::Ev::AcceptKey { node: i, peer });
             }
-            let mut w = rest.split_whitespace();
-            let kind = w.next().unwrap_or("?").to_string();
-            let pid = w.next().unwrap_or("?").to_string();
-            let peer = w.nth(1).map(short).unwrap_or_default();
-            let body = self.nodes[i]
-                .agent
-                .as_ref()
-                .and_then(|a| {
-                    a.threads()
-                        .values()
-                        .rev()
-                        .flat_map(|t| t.history.iter().rev())
-                        .find(|h| h.packet_id == pid)
-                        .map(|h| summarize_packet(&h.json))
-                })
-                .unwrap_or_default();
-            self.line(
-                &name,
-                '>',
-                format!("{kind} {pid} to {peer}{body}"),
-                Tag::Sent { pid, kind, peer },
-            );
-            return 1;
+            _ => {}
         }
-        let tag = if event.starts_with("state ") {
-            Tag::State
-        } else {
-            Tag::Note
+        let place = match a.event {
+            AgentEvent::Received { .. } => 0,
+            _ => 1,
         };
-        self.line(&name, '|', event.to_string(), tag);
-        1
+        if self.record {
+            self.record_event(i, a);
+        }
+        place
     }
 
-    /// The peer a security notification says changed its identity key.
-    pub(super) fn key_changed_peer(text: &str) -> Option<Address> {
-        text.strip_prefix("The identity key of ")
-            .and_then(|r| r.split_whitespace().next())
-            .and_then(|a| Address::parse(a).ok())
+    /// The delivery agent `i` is being handed reached its logic (or was a duplicate).
+    fn mark_delivered(&mut self, i: usize, packet_id: &str) {
+        if let Some((p, seen)) = self.nodes[i].delivering.as_mut() {
+            if p == packet_id {
+                *seen = true;
+            }
+        }
+    }
+
+    /// The transcript line of one audit record.
+    fn record_event(&mut self, i: usize, a: &AuditRecord) {
+        let Some(agent) = self.nodes[i].agent.as_ref() else {
+            return;
+        };
+        let (mark, text) = describe_event(agent, a.thread_id.as_deref(), &a.event);
+        let tag = match &a.event {
+            AgentEvent::Sent {
+                kind,
+                packet_id,
+                to,
+            } => Tag::Sent {
+                pid: packet_id.clone(),
+                kind: kind.clone(),
+                peer: short(to.as_str()),
+            },
+            AgentEvent::Received {
+                kind,
+                packet_id,
+                from,
+            } => Tag::Received {
+                pid: packet_id.clone(),
+                kind: kind.clone(),
+                peer: short(from.as_str()),
+            },
+            AgentEvent::StateChanged { .. } => Tag::State,
+            _ => Tag::Note,
+        };
+        debug_assert!(mark != RECEIVED || matches!(tag, Tag::Received { .. }));
+        let name = self.nodes[i].name.clone();
+        self.line(&name, mark, text, tag);
     }
 }

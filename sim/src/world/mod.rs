@@ -18,8 +18,8 @@
 //! - `events.rs`: the event queue and the loop's dispatch of each event;
 //! - `agent_node.rs`: the agent node — feeding the agent, executing its outputs, the
 //!   user's answers and scripted commands;
-//! - `audit.rs`: what the simulator learns from the agent's audit text and notifications,
-//!   parsed in this one place (to be replaced by the agent's typed events);
+//! - `audit.rs`: what the simulator learns from the agent's typed events (a match on
+//!   [`a2acp_core::agent::AgentEvent`]);
 //! - `relay_node.rs`: the relay node — feeding the relay and executing its outputs;
 //! - `network.rs`: the network model — connections, latency, loss, duplication,
 //!   reordering, partitions and reconnection;

@@ -1,0 +1,490 @@
+//! What the agent did, as typed events: the payload of every [`AuditRecord`].
+//!
+//! Code that needs to know what happened (the simulator's checkers, the transcripts of
+//! the harness, the simulator and the runtime) matches on these variants, never on text.
+//! The [`Display`](std::fmt::Display) of an event is the line the audit log shows
+//! (`agent.db`'s `audit.event` column, `thread show`, debug logs), cleaned for display
+//! ([`crate::display`]): peer strings in it (addresses, error messages, reasons) can
+//! never reach a terminal raw. Prose that nothing matches on stays a [`AgentEvent::Note`].
+//!
+//! [`AuditRecord`]: super::AuditRecord
+
+use std::fmt::{self, Write as _};
+
+use serde::{Deserialize, Serialize};
+
+use super::permissions::Tier;
+use super::thread::ThreadState;
+use crate::link::ErrorCode;
+use crate::time::Timestamp;
+use crate::Address;
+
+/// One thing the agent did or saw, as it is audited.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentEvent {
+    // -- Threads (§5) --
+    /// The user started a thread.
+    ThreadStarted {
+        /// The other agent.
+        with: Address,
+    },
+    /// A peer's first packet opened a thread here.
+    ThreadOpened {
+        /// The peer that opened it.
+        by: Address,
+    },
+    /// A thread changed state (§5.1).
+    StateChanged {
+        /// State before.
+        from: ThreadState,
+        /// State after.
+        to: ThreadState,
+        /// Why, when the transition says so.
+        why: Option<String>,
+    },
+    /// Both sides agreed on a protocol version (§15.2).
+    VersionAgreed {
+        /// The version.
+        version: String,
+    },
+    /// The agents handed the thread to their users (§5.2 ESCALATE).
+    Escalated {
+        /// The reason given.
+        reason: String,
+    },
+    /// New context from a user took an escalated thread out of the users' hands
+    /// (SPEC-NOTES "Negotiation", resuming an escalated thread).
+    Resumed {
+        /// By the peer's user (its resume marker), not this agent's.
+        by_peer: bool,
+    },
+
+    // -- Packets --
+    /// A packet left (sealed and queued for the relay).
+    Sent {
+        /// Packet type, e.g. `context_request`.
+        kind: String,
+        /// Packet id.
+        packet_id: String,
+        /// The recipient.
+        to: Address,
+    },
+    /// A packet reached the agent's logic (authentic, new, valid).
+    Received {
+        /// Packet type.
+        kind: String,
+        /// Packet id.
+        packet_id: String,
+        /// The sender.
+        from: Address,
+    },
+    /// A packet sent before a reconnect is sent again (§13.1).
+    Resent {
+        /// Packet type.
+        kind: String,
+        /// Packet id.
+        packet_id: String,
+    },
+    /// Packets of the peer never arrived: a gap request asks for them (§13.1).
+    GapRequested {
+        /// How many are missing.
+        missing: usize,
+    },
+    /// An outgoing packet was withheld: it carries the value of a `never_share` field.
+    NeverShareWithheld {
+        /// Packet type.
+        kind: String,
+        /// The `never_share` field whose value it contains.
+        field: String,
+    },
+    /// An outgoing packet could not be sealed.
+    SealFailed {
+        /// Packet id.
+        packet_id: String,
+        /// The sealing error.
+        error: String,
+    },
+    /// An incoming envelope or packet was dropped. Drops are collapsed (SPEC-NOTES §13,
+    /// "Limits per peer"): the first ten verbatim, then only at counts 20, 50, 100, 200…
+    Dropped {
+        /// What was dropped, and why.
+        drop: DropReason,
+        /// Drops since the start, on a collapsed record (`None` on the first ten).
+        count: Option<u64>,
+    },
+    /// A peer went past the limits per peer; what was refused meanwhile.
+    PeerLimited {
+        /// The peer.
+        peer: Address,
+        /// New threads refused.
+        threads: u64,
+        /// Fork children refused.
+        fork_children: u64,
+        /// Packets refused.
+        packets: u64,
+    },
+    /// An ended thread was forgotten to make room (limits per peer).
+    EndedThreadForgotten {
+        /// The peer that started too many.
+        peer: Address,
+        /// How many ended threads a peer keeps.
+        keep: usize,
+    },
+
+    // -- Consent (§7) and execution (§9) --
+    /// The user answered a consent prompt.
+    ConsentAnswered {
+        /// The prompt.
+        prompt_id: u64,
+    },
+    /// An action succeeded.
+    ActionSucceeded {
+        /// The action's name.
+        action: String,
+    },
+    /// An action failed.
+    ActionFailed {
+        /// The action's name.
+        action: String,
+        /// What the runtime reported.
+        error: String,
+    },
+    /// An action was undone (rollback).
+    ActionUndone {
+        /// The action's name.
+        action: String,
+    },
+
+    // -- Keys (§16) --
+    /// A peer's key was pinned on first contact.
+    KeyPinned {
+        /// The peer.
+        peer: Address,
+    },
+    /// A pinned peer presented another key: its threads are halted.
+    KeyChanged {
+        /// The peer.
+        peer: Address,
+        /// Threads halted.
+        halted: usize,
+    },
+    /// The user accepted a peer's new key.
+    KeyAccepted {
+        /// The peer.
+        peer: Address,
+    },
+    /// A key the user asked to pin was refused: another key is pinned.
+    PinRefused {
+        /// The peer.
+        peer: Address,
+    },
+
+    // -- Settings --
+    /// The user set a field's tier.
+    PermissionSet {
+        /// The field.
+        field: String,
+        /// The tier.
+        tier: Tier,
+    },
+    /// The user blocked an address.
+    Blocked {
+        /// The address.
+        peer: Address,
+    },
+    /// The user unblocked an address.
+    Unblocked {
+        /// The address.
+        peer: Address,
+    },
+
+    // -- The relay link --
+    /// The connection to the relay opened.
+    RelayConnected,
+    /// The connection to the relay closed.
+    RelayDisconnected,
+    /// The relay accepted this agent's identity.
+    RelayAuthenticated,
+    /// Another connection of this agent took over at the relay.
+    RelayReplaced,
+    /// The relay was silent too long: the agent closes the connection.
+    RelaySilent,
+    /// The relay reported an error.
+    RelayError {
+        /// Its code.
+        code: ErrorCode,
+        /// Its message.
+        message: String,
+    },
+    /// The relay refused the registration: the agent closes the connection.
+    RegistrationRefused {
+        /// The relay's code.
+        code: ErrorCode,
+    },
+    /// A relay frame over the size limit was refused.
+    RelayFrameTooLarge {
+        /// Its size in bytes.
+        len: usize,
+    },
+    /// A relay frame that does not parse was dropped.
+    RelayFrameMalformed {
+        /// The parse error.
+        error: String,
+    },
+    /// The relay's queue for a recipient is full: the packet waits.
+    QueueOverflow {
+        /// The recipient.
+        to: Address,
+        /// The packet.
+        packet_id: String,
+        /// When it is offered again.
+        parked_until: Timestamp,
+    },
+    /// A thread's ephemeral key was erased (forward secrecy).
+    EphemeralKeyErased,
+
+    /// The agent found its own state or output inconsistent: an implementation bug,
+    /// never caused by a peer. Checkers match on this variant.
+    Bug(Bug),
+    /// Anything else, in words (nothing matches on it).
+    Note(String),
+}
+
+/// Why an incoming envelope or packet was dropped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DropReason {
+    /// The envelope is addressed to another agent.
+    NotForThisAgent {
+        /// Its recipient.
+        to: Address,
+    },
+    /// The envelope claims to come from this agent.
+    OwnName,
+    /// The sender is blocked.
+    Blocked {
+        /// The sender.
+        peer: Address,
+    },
+    /// The envelope is not authentic under the pinned key nor under a new one.
+    BadSignature {
+        /// The sender.
+        peer: Address,
+    },
+    /// The sender's key cannot be used.
+    BadKey {
+        /// The sender.
+        peer: Address,
+        /// Why.
+        error: String,
+    },
+    /// The envelope does not open.
+    Refused {
+        /// The sender.
+        peer: Address,
+        /// Why.
+        error: String,
+    },
+    /// The envelope continues a thread this agent does not know.
+    UnknownThread {
+        /// The sender.
+        peer: Address,
+    },
+    /// The packet was already received (§13.1 deduplication).
+    Duplicate {
+        /// Its id.
+        packet_id: String,
+    },
+    /// The packet does not parse or validate.
+    Malformed {
+        /// The sender.
+        peer: Address,
+        /// Why.
+        why: String,
+    },
+}
+
+/// An inconsistency of the agent's own (see [`AgentEvent::Bug`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bug {
+    /// The thread state machine refused a transition the agent asked for.
+    IllegalTransition {
+        /// The refusal.
+        error: String,
+        /// Why the agent asked for it.
+        why: String,
+    },
+    /// An outgoing packet failed the agent's own validation.
+    InvalidOutgoing {
+        /// Packet type.
+        kind: String,
+        /// The validation error.
+        error: String,
+    },
+}
+
+impl AgentEvent {
+    /// Whether this is an inconsistency of the agent's own ([`AgentEvent::Bug`]).
+    pub fn is_bug(&self) -> bool {
+        matches!(self, AgentEvent::Bug(_))
+    }
+
+    /// The line as built, before cleaning.
+    fn write_raw(&self, out: &mut String) -> fmt::Result {
+        use AgentEvent as E;
+        match self {
+            E::ThreadStarted { with } => write!(out, "thread started with {with}"),
+            E::ThreadOpened { by } => write!(out, "thread opened by {by}"),
+            E::StateChanged { from, to, why } => match why {
+                Some(why) => write!(out, "state {from} -> {to} ({why})"),
+                None => write!(out, "state {from} -> {to}"),
+            },
+            E::VersionAgreed { version } => write!(out, "protocol version {version} agreed"),
+            E::Escalated { reason } => write!(out, "escalated to the users: {reason}"),
+            E::Resumed { by_peer: false } => out.write_str("resumed by the user"),
+            E::Resumed { by_peer: true } => out.write_str("resumed by the peer's user"),
+            E::Sent {
+                kind,
+                packet_id,
+                to,
+            } => write!(out, "sent {kind} {packet_id} to {to}"),
+            E::Received {
+                kind,
+                packet_id,
+                from,
+            } => write!(out, "received {kind} {packet_id} from {from}"),
+            E::Resent { kind, packet_id } => {
+                write!(out, "re-sending {kind} {packet_id} (gap after reconnect)")
+            }
+            E::GapRequested { missing } => write!(
+                out,
+                "{missing} packet(s) the other side sent never arrived: asking for them"
+            ),
+            E::NeverShareWithheld { kind, field } => write!(
+                out,
+                "outgoing {kind} refused: it contains the never_share value of `{field}`"
+            ),
+            E::SealFailed { packet_id, error } => {
+                write!(out, "could not seal {packet_id}: {error}")
+            }
+            E::Dropped { drop, count } => {
+                drop.write(out)?;
+                match count {
+                    Some(n) => write!(
+                        out,
+                        " ({n} packets dropped since the start; only some are logged)"
+                    ),
+                    None => Ok(()),
+                }
+            }
+            E::PeerLimited {
+                peer,
+                threads,
+                fork_children,
+                packets,
+            } => write!(
+                out,
+                "refused past the limits per peer from {peer}: {threads} new thread(s), {fork_children} fork child(ren), {packets} packet(s)"
+            ),
+            E::EndedThreadForgotten { peer, keep } => write!(
+                out,
+                "ended thread forgotten: {peer} started more than {keep} that ended"
+            ),
+            E::ConsentAnswered { prompt_id } => {
+                write!(out, "consent prompt {prompt_id} answered")
+            }
+            E::ActionSucceeded { action } => write!(out, "action {action} succeeded"),
+            E::ActionFailed { action, error } => write!(out, "action {action} failed: {error}"),
+            E::ActionUndone { action } => write!(out, "undid {action}"),
+            E::KeyPinned { peer } => write!(out, "pinned key of {peer} (first contact)"),
+            E::KeyChanged { peer, halted } => write!(
+                out,
+                "SECURITY key change for {peer}; halted {halted} thread(s)"
+            ),
+            E::KeyAccepted { peer } => write!(out, "user accepted the new key of {peer}"),
+            E::PinRefused { peer } => {
+                write!(out, "pin of {peer} refused: another key is pinned")
+            }
+            E::PermissionSet { field, tier } => {
+                write!(out, "permission {field} set to {}", tier.as_str())
+            }
+            E::Blocked { peer } => write!(out, "blocked {peer}"),
+            E::Unblocked { peer } => write!(out, "unblocked {peer}"),
+            E::RelayConnected => out.write_str("relay connected"),
+            E::RelayDisconnected => out.write_str("relay disconnected"),
+            E::RelayAuthenticated => out.write_str("relay authenticated"),
+            E::RelayReplaced => out.write_str("relay: another connection of this agent took over"),
+            E::RelaySilent => out.write_str("relay silent too long: closing the connection"),
+            E::RelayError { code, message } => {
+                write!(out, "relay error {}: {message}", code.as_str())
+            }
+            E::RegistrationRefused { code } => write!(
+                out,
+                "registration refused ({}): closing the connection",
+                code.as_str()
+            ),
+            E::RelayFrameTooLarge { len } => {
+                write!(out, "relay frame of {len} bytes refused: too large")
+            }
+            E::RelayFrameMalformed { error } => {
+                write!(out, "malformed relay frame dropped: {error}")
+            }
+            E::QueueOverflow {
+                to,
+                packet_id,
+                parked_until,
+            } => write!(
+                out,
+                "relay queue overflow for {to}, packet {packet_id} parked until {parked_until}"
+            ),
+            E::EphemeralKeyErased => out.write_str("ephemeral key erased"),
+            E::Bug(Bug::IllegalTransition { error, why }) => {
+                write!(out, "BUG refused: {error} ({why})")
+            }
+            E::Bug(Bug::InvalidOutgoing { kind, error }) => {
+                write!(out, "BUG outgoing {kind} refused by validation: {error}")
+            }
+            E::Note(text) => out.write_str(text),
+        }
+    }
+}
+
+impl DropReason {
+    fn write(&self, out: &mut String) -> fmt::Result {
+        match self {
+            DropReason::NotForThisAgent { to } => {
+                write!(out, "envelope for {to} dropped: not for this agent")
+            }
+            DropReason::OwnName => out.write_str("envelope in this agent's own name dropped"),
+            DropReason::Blocked { peer } => write!(out, "envelope from blocked {peer} dropped"),
+            DropReason::BadSignature { peer } => {
+                write!(out, "envelope from {peer} refused: bad signature")
+            }
+            DropReason::BadKey { peer, error } => {
+                write!(out, "envelope from {peer} dropped: {error}")
+            }
+            DropReason::Refused { peer, error } => {
+                write!(out, "envelope from {peer} refused: {error}")
+            }
+            DropReason::UnknownThread { peer } => {
+                write!(out, "envelope from {peer} refused: unknown thread")
+            }
+            DropReason::Duplicate { packet_id } => write!(out, "duplicate {packet_id} dropped"),
+            DropReason::Malformed { peer, why } => {
+                write!(out, "malformed packet from {peer} dropped: {why}")
+            }
+        }
+    }
+}
+
+impl fmt::Display for AgentEvent {
+    /// The audit line: as built, then cleaned for display and capped at
+    /// [`crate::display::MAX_RECORD`].
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut raw = String::new();
+        self.write_raw(&mut raw)?;
+        f.write_str(&crate::display::line(&raw, crate::display::MAX_RECORD))
+    }
+}
