@@ -1041,7 +1041,7 @@ mod tests {
     use super::*;
     use a2acp_core::crypto::{Direction, ThreadSession};
     use a2acp_core::harness::dinner;
-    use a2acp_core::relay::frame::RelayFrame;
+    use a2acp_core::link::RelayFrame;
     use serde_json::json;
 
     const EVIL: &str =

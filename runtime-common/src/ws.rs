@@ -5,7 +5,7 @@
 
 use std::net::SocketAddr;
 
-use a2acp_core::relay::frame::ErrorCode;
+use a2acp_core::link::ErrorCode;
 use async_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use async_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use async_tungstenite::tungstenite::{Bytes, Message, Utf8Bytes};

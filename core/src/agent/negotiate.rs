@@ -473,14 +473,7 @@ impl Agent {
     pub(super) fn send_reply(&mut self, id: &str, provide: Context, decline: Vec<String>) {
         let body = Body::ContextResponse(ContextResponseBody {
             context_provided: provide,
-            context_unavailable: decline
-                .iter()
-                .map(|f| Unavailable {
-                    field: f.clone(),
-                    status: "declined".into(),
-                    hint: None,
-                })
-                .collect(),
+            context_unavailable: declined(&decline),
             permissions: None,
         });
         self.send_then_wait(id, body, vec![]);
@@ -492,14 +485,7 @@ impl Agent {
                 // Declines travel with the request as a context_response first.
                 let pre = Body::ContextResponse(ContextResponseBody {
                     context_provided: Context::new(),
-                    context_unavailable: decline
-                        .iter()
-                        .map(|f| Unavailable {
-                            field: f.clone(),
-                            status: "declined".into(),
-                            hint: None,
-                        })
-                        .collect(),
+                    context_unavailable: declined(&decline),
                     permissions: None,
                 });
                 let _ = self.send_packet(id, pre);
@@ -571,4 +557,16 @@ pub(super) fn list<'a>(it: impl Iterator<Item = &'a String>) -> String {
     } else {
         v.join(", ")
     }
+}
+
+/// The fields this user declined, as a `context_response`'s `context_unavailable`.
+fn declined(fields: &[String]) -> Vec<Unavailable> {
+    fields
+        .iter()
+        .map(|f| Unavailable {
+            field: f.clone(),
+            status: "declined".into(),
+            hint: None,
+        })
+        .collect()
 }

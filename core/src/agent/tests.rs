@@ -185,18 +185,8 @@ fn staleness_stalls_and_notifies() {
 
 #[test]
 fn round_trip_limit_escalates_to_both_users() {
-    let limits = Limits {
-        max_round_trips: 2,
-        ..Limits::default()
-    };
-    let (mut net, a, b) = net_with(Setup {
-        limits,
-        ..Setup::default()
-    });
-    let id = start_dinner(&mut net, a, b, "low");
-    share_transport(&mut net, a);
+    let (net, a, b, id) = escalated_dinner();
     let t = net.nodes[a].agent.thread(&id).unwrap();
-    assert!(t.escalated, "{}", net.render(None));
     assert!(t.round_trips <= 2 + 1);
     assert!(notified(&net, a, NotifyKind::Escalated));
     assert!(notified(&net, b, NotifyKind::Escalated));

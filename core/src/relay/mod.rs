@@ -54,8 +54,8 @@
 //!
 //! On connect the relay sends `challenge {nonce, domain, ts}` with 32 fresh random bytes.
 //! The agent answers with `auth` (registered address) or `register` (new address and
-//! key), signing [`frame::challenge_signed_bytes`] with label
-//! [`frame::AUTH_LABEL`] / [`frame::REGISTER_LABEL`], the nonce, the relay's domain, its
+//! key), signing [`crate::link::challenge_signed_bytes`] with label
+//! [`crate::link::AUTH_LABEL`] / [`crate::link::REGISTER_LABEL`], the nonce, the relay's domain, its
 //! own clock `ts` and the address (and, for `register`, the key). The relay checks, in
 //! order: a challenge is outstanding on this connection (it is consumed now, whatever the
 //! outcome); `|ts - now| ≤ auth_max_skew`; for `register`, the address's domain is the
@@ -144,9 +144,6 @@ mod route;
 
 #[cfg(test)]
 mod tests;
-
-/// The link's frames under their former path (the agent's modules still name it so).
-pub use crate::link as frame;
 
 pub use io::*;
 pub use parse::{parse_frame, verify_send, FrameError, ParsedFrame, Verified};
