@@ -22,24 +22,28 @@ impl Agent {
                 self.answer_resolution(prompt_id, answer)
             }
             Command::UpdateContext { thread_id, context } => {
-                self.update_context(&thread_id, context)
+                self.in_thread(&thread_id, |step| step.update_context(context));
             }
             Command::UpdateIntent {
                 thread_id,
                 intent,
                 reason,
-            } => self.update_intent(&thread_id, intent, reason),
+            } => {
+                self.in_thread(&thread_id, |step| step.update_intent(intent, reason));
+            }
             Command::ForkThread { thread_id, intents } => self.fork_thread(&thread_id, intents),
-            Command::CancelThread { thread_id } => self.cancel_thread(&thread_id),
+            Command::CancelThread { thread_id } => {
+                self.in_thread(&thread_id, |step| step.cancel_thread());
+            }
             Command::SetPermission {
                 field,
                 tier,
                 for_peer,
             } => {
                 match for_peer {
-                    None => self.settings.tiers.set(&field, tier),
+                    None => self.shared.settings.tiers.set(&field, tier),
                     Some(p) => {
-                        let o = self.settings.overrides.entry(p).or_default();
+                        let o = self.shared.settings.overrides.entry(p).or_default();
                         o.promote_to_always_share.remove(&field);
                         o.restrict_to_never_share.remove(&field);
                         match tier {
@@ -53,12 +57,13 @@ impl Agent {
                         }
                     }
                 }
-                self.dirty.settings = true;
-                self.audit(None, AgentEvent::PermissionSet { field, tier });
+                self.shared.dirty.settings = true;
+                self.shared
+                    .audit(None, AgentEvent::PermissionSet { field, tier });
             }
             Command::Block(addr) => {
-                self.settings.blocked.insert(addr.clone());
-                self.dirty.settings = true;
+                self.shared.settings.blocked.insert(addr.clone());
+                self.shared.dirty.settings = true;
                 let ids: Vec<String> = self
                     .threads
                     .values()
@@ -66,26 +71,30 @@ impl Agent {
                     .map(|t| t.id.clone())
                     .collect();
                 for id in ids {
-                    self.close_prompts(&id);
-                    self.set_state(&id, ThreadState::Declined, "agent blocked by the user");
+                    self.in_thread(&id, |step| {
+                        step.close_prompts();
+                        step.set_state(ThreadState::Declined, "agent blocked by the user");
+                    });
                 }
                 // §11.3: blocking purges what this agent remembered about the relationship.
-                if let Some(rec) = self.peers.get_mut(&addr) {
+                if let Some(rec) = self.shared.peers.get_mut(&addr) {
                     rec.approvals.clear();
                     rec.suggested.clear();
                     rec.pending.clear();
-                    self.dirty.peers.insert(addr.clone());
+                    self.shared.dirty.peers.insert(addr.clone());
                 }
-                self.audit(None, AgentEvent::Blocked { peer: addr });
+                self.shared.audit(None, AgentEvent::Blocked { peer: addr });
             }
             Command::Unblock(addr) => {
-                self.settings.blocked.remove(&addr);
-                self.dirty.settings = true;
-                self.audit(None, AgentEvent::Unblocked { peer: addr });
+                self.shared.settings.blocked.remove(&addr);
+                self.shared.dirty.settings = true;
+                self.shared
+                    .audit(None, AgentEvent::Unblocked { peer: addr });
             }
             Command::PinKey { address, key } => {
                 if self.pin(&address, key).is_err() {
-                    self.audit(None, AgentEvent::PinRefused { peer: address });
+                    self.shared
+                        .audit(None, AgentEvent::PinRefused { peer: address });
                 }
             }
             Command::AcceptKeyChange { address } => self.accept_key_change(&address),
@@ -93,40 +102,43 @@ impl Agent {
     }
 
     pub(super) fn open_thread(&mut self, to: Address, intent: Intent, context: Context) {
-        if self.settings.blocked.contains(&to) {
-            self.notify(
+        if self.shared.settings.blocked.contains(&to) {
+            self.shared.notify(
                 None,
                 NotifyKind::Info,
                 format!("{to} is blocked; unblock it first."),
             );
             return;
         }
-        if to == self.config.address {
-            self.notify(
+        if to == self.shared.config.address {
+            self.shared.notify(
                 None,
                 NotifyKind::Info,
                 "A thread needs another agent.".into(),
             );
             return;
         }
-        let id = self.meta.rng.id("thr_", 12);
-        self.dirty.meta = true;
-        let session = new_session(&mut self.meta.rng);
+        let id = self.shared.meta.rng.id("thr_", 12);
+        self.shared.dirty.meta = true;
+        let session = new_session(&mut self.shared.meta.rng);
         let mut t = blank_thread(
             &id,
             &to,
             true,
             intent,
             session,
-            self.now,
-            &self.config.address,
+            self.shared.now,
+            &self.shared.config.address,
         );
         t.user_initiated = true;
         t.local = context;
-        self.tags.insert((to.clone(), thread_tag(&id)), id.clone());
+        self.shared
+            .tags
+            .insert((to.clone(), thread_tag(&id)), id.clone());
         self.threads.insert(id.clone(), t);
-        self.audit(Some(&id), AgentEvent::ThreadStarted { with: to });
-        self.send_first_packet(&id);
+        self.shared
+            .audit(Some(&id), AgentEvent::ThreadStarted { with: to });
+        self.in_thread(&id, |step| step.send_first_packet());
     }
 
     /// The id of the thread `pred` picks; `None` (and an audit line `what`) if none does:
@@ -142,7 +154,7 @@ impl Agent {
             .find(|t| pred(t))
             .map(|t| t.id.clone());
         if id.is_none() {
-            self.audit(None, AgentEvent::Note(what));
+            self.shared.audit(None, AgentEvent::Note(what));
         }
         id
     }

@@ -10,50 +10,6 @@ use crate::display;
 use crate::packet::Body;
 
 impl Agent {
-    pub(super) fn tier(&self, peer: &Address, field: &str) -> Tier {
-        resolve_tier(&self.settings.tiers, &self.settings.overrides, peer, field)
-    }
-
-    pub(super) fn show_consent_prompt(&mut self, id: &str) {
-        let Some(t) = self.threads.get(id) else {
-            return;
-        };
-        let Some(c) = &t.consent else { return };
-        if c.prompt_id == 0 || c.ask.is_empty() {
-            return;
-        }
-        // What the peer wrote is shown cleaned; the thread keeps it as sent.
-        let fields = c
-            .ask
-            .iter()
-            .map(|n| ConsentField {
-                field: display::line(&n.field, display::MAX_FIELD_NAME).into_owned(),
-                reason: display::line(&n.reason, display::MAX_SHORT).into_owned(),
-                priority: n.priority,
-                suggested: t
-                    .local
-                    .get(&n.field)
-                    .or_else(|| self.config.profile.get(&n.field))
-                    .cloned(),
-            })
-            .collect();
-        let prompt = Prompt {
-            id: c.prompt_id,
-            thread_id: id.to_string(),
-            peer: t.peer.clone(),
-            intent: display::intent(&t.intent),
-            kind: PromptKind::Consent { fields },
-        };
-        self.buf.prompt.push(Output::Prompt(prompt));
-    }
-
-    pub(super) fn next_prompt_id(&mut self) -> u64 {
-        let id = self.meta.next_prompt;
-        self.meta.next_prompt += 1;
-        self.dirty.meta = true;
-        id
-    }
-
     pub(super) fn answer_consent(&mut self, prompt_id: u64, answer: ConsentAnswer) {
         let Some(id) = self.thread_where(
             |t| {
@@ -65,9 +21,13 @@ impl Agent {
         ) else {
             return;
         };
-        let Some(t) = self.threads.get_mut(&id) else {
-            return;
-        };
+        self.in_thread(&id, |step| step.answer_consent(prompt_id, answer));
+    }
+}
+
+impl ThreadStep<'_> {
+    pub(super) fn answer_consent(&mut self, prompt_id: u64, answer: ConsentAnswer) {
+        let t = &mut *self.t;
         let Some(mut c) = t.consent.take() else {
             return;
         };
@@ -77,7 +37,7 @@ impl Agent {
             let suggested = t
                 .local
                 .get(&n.field)
-                .or_else(|| self.config.profile.get(&n.field))
+                .or_else(|| self.shared.config.profile.get(&n.field))
                 .cloned();
             let choice = match &answer {
                 ConsentAnswer::DeclineAll => FieldChoice::DontShare,
@@ -100,22 +60,86 @@ impl Agent {
         }
         c.prompt_id = 0;
         t.consent = Some(c);
-        self.dirty.threads.insert(id.clone());
-        self.audit(Some(&id), AgentEvent::ConsentAnswered { prompt_id });
-        self.count_approvals(&peer, &approved);
-        self.set_waiting(&id, Waiting::Nothing);
-        let turn = if self.threads.get(&id).is_some_and(|t| {
-            t.history
-                .iter()
-                .rev()
-                .find(|h| !h.outgoing)
-                .is_some_and(|h| h.kind == "context_request" || h.kind == "intent_update")
-        }) {
+        self.mark_changed();
+        self.audit(AgentEvent::ConsentAnswered { prompt_id });
+        self.shared.count_approvals(&peer, &approved);
+        self.set_waiting(Waiting::Nothing);
+        let turn = if self
+            .t
+            .history
+            .iter()
+            .rev()
+            .find(|h| !h.outgoing)
+            .is_some_and(|h| h.kind == "context_request" || h.kind == "intent_update")
+        {
             Turn::AnsweringRequest
         } else {
             Turn::Free
         };
-        self.evaluate(&id, turn);
+        self.evaluate(turn);
+    }
+
+    pub(super) fn show_consent_prompt(&mut self) {
+        let id = self.id;
+        let t = &*self.t;
+        let Some(c) = &t.consent else { return };
+        if c.prompt_id == 0 || c.ask.is_empty() {
+            return;
+        }
+        // What the peer wrote is shown cleaned; the thread keeps it as sent.
+        let fields = c
+            .ask
+            .iter()
+            .map(|n| ConsentField {
+                field: display::line(&n.field, display::MAX_FIELD_NAME).into_owned(),
+                reason: display::line(&n.reason, display::MAX_SHORT).into_owned(),
+                priority: n.priority,
+                suggested: t
+                    .local
+                    .get(&n.field)
+                    .or_else(|| self.shared.config.profile.get(&n.field))
+                    .cloned(),
+            })
+            .collect();
+        let prompt = Prompt {
+            id: c.prompt_id,
+            thread_id: id.to_string(),
+            peer: t.peer.clone(),
+            intent: display::intent(&t.intent),
+            kind: PromptKind::Consent { fields },
+        };
+        self.shared.buf.prompt.push(Output::Prompt(prompt));
+    }
+
+    pub(super) fn close_prompts(&mut self) {
+        let t = &mut *self.t;
+        if let Some(c) = t.consent.take() {
+            if c.prompt_id != 0 {
+                self.shared
+                    .buf
+                    .prompt
+                    .push(Output::ClosePrompt(c.prompt_id));
+            }
+        }
+        if let Some(r) = t.resolution.as_mut() {
+            if let Some(p) = r.prompt_id.take() {
+                self.shared.buf.prompt.push(Output::ClosePrompt(p));
+            }
+        }
+        self.mark_changed();
+    }
+}
+
+impl Shared {
+    pub(super) fn tier(&self, peer: &Address, field: &str) -> Tier {
+        resolve_tier(&self.settings.tiers, &self.settings.overrides, peer, field)
+    }
+
+    pub(super) fn next_prompt_id(&mut self) -> u64 {
+        let id = self.meta.next_prompt;
+        self.meta.next_prompt += 1;
+        self.dirty.meta = true;
+        id
     }
 
     /// §7.2: after the third approval of a field for one agent, suggest promoting it.
@@ -147,23 +171,6 @@ impl Agent {
                 format!("You've shared {f} with {peer} three times now. Want me to always share it with them automatically?"),
             );
         }
-    }
-
-    pub(super) fn close_prompts(&mut self, id: &str) {
-        let Some(t) = self.threads.get_mut(id) else {
-            return;
-        };
-        if let Some(c) = t.consent.take() {
-            if c.prompt_id != 0 {
-                self.buf.prompt.push(Output::ClosePrompt(c.prompt_id));
-            }
-        }
-        if let Some(r) = t.resolution.as_mut() {
-            if let Some(p) = r.prompt_id.take() {
-                self.buf.prompt.push(Output::ClosePrompt(p));
-            }
-        }
-        self.dirty.threads.insert(id.to_string());
     }
 }
 

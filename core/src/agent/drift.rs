@@ -25,15 +25,15 @@ impl Agent {
             if self.threads.contains_key(&child.thread_id) {
                 continue;
             }
-            let session = new_session(&mut self.meta.rng);
-            self.dirty.meta = true;
+            let session = new_session(&mut self.shared.meta.rng);
+            self.shared.dirty.meta = true;
             let mut t = blank_thread(
                 &child.thread_id,
                 &parent.peer,
                 false,
                 child.intent,
                 session,
-                self.now,
+                self.shared.now,
                 &parent.coordinator,
             );
             t.parent = Some(id.to_string());
@@ -41,11 +41,11 @@ impl Agent {
             t.theirs.extend(f.shared_context.clone());
             t.shared = parent.shared.clone();
             t.state = ThreadState::Negotiating;
-            self.tags.insert(
+            self.shared.tags.insert(
                 (parent.peer.clone(), thread_tag(&child.thread_id)),
                 child.thread_id.clone(),
             );
-            self.dirty.threads.insert(child.thread_id.clone());
+            self.shared.dirty.threads.insert(child.thread_id.clone());
             created.push(child.thread_id.clone());
             self.threads.insert(child.thread_id.clone(), t);
         }
@@ -53,7 +53,7 @@ impl Agent {
             p.forked_into.extend(created.iter().cloned());
             p.waiting = Waiting::Nothing;
         }
-        self.notify(
+        self.shared.notify(
             Some(id.into()),
             NotifyKind::Info,
             format!("The thread was split into {} threads.", created.len()),
@@ -69,16 +69,16 @@ impl Agent {
         }
         let mut children = Vec::new();
         for intent in intents.into_iter().take(8) {
-            let cid = self.meta.rng.id("thr_", 12);
-            let session = new_session(&mut self.meta.rng);
+            let cid = self.shared.meta.rng.id("thr_", 12);
+            let session = new_session(&mut self.shared.meta.rng);
             let mut t = blank_thread(
                 &cid,
                 &parent.peer,
                 true,
                 intent.clone(),
                 session,
-                self.now,
-                &self.config.address,
+                self.shared.now,
+                &self.shared.config.address,
             );
             t.parent = Some(id.to_string());
             t.user_initiated = parent.user_initiated;
@@ -87,36 +87,40 @@ impl Agent {
             t.shared = parent.shared.clone();
             t.version = parent.version.clone();
             t.state = ThreadState::Negotiating;
-            self.tags
+            self.shared
+                .tags
                 .insert((parent.peer.clone(), thread_tag(&cid)), cid.clone());
             self.threads.insert(cid.clone(), t);
-            self.dirty.threads.insert(cid.clone());
+            self.shared.dirty.threads.insert(cid.clone());
             children.push(crate::packet::ForkedThread {
                 thread_id: cid,
                 intent,
             });
         }
-        self.dirty.meta = true;
+        self.shared.dirty.meta = true;
         let body = Body::ThreadFork(crate::packet::ThreadForkBody {
             parent_thread_id: id.to_string(),
             new_threads: children.clone(),
             shared_context: parent.shared.clone(),
         });
-        if self.send_packet(id, body).is_ok() {
+        if matches!(
+            self.in_thread(id, |step| step.send_packet(body)),
+            Some(Ok(_))
+        ) {
             if let Some(p) = self.threads.get_mut(id) {
                 p.forked_into = children.iter().map(|c| c.thread_id.clone()).collect();
                 p.waiting = Waiting::Nothing;
             }
             for c in children {
-                self.send_first_packet(&c.thread_id);
+                self.in_thread(&c.thread_id, |step| step.send_first_packet());
             }
         }
     }
+}
 
-    pub(super) fn update_context(&mut self, id: &str, context: Context) {
-        let Some(t) = self.threads.get_mut(id) else {
-            return;
-        };
+impl ThreadStep<'_> {
+    pub(super) fn update_context(&mut self, context: Context) {
+        let t = &mut *self.t;
         if t.state.is_terminal() {
             return;
         }
@@ -126,16 +130,16 @@ impl Agent {
         }
         start_fresh_round(t);
         forget_rejected(t, &context);
-        self.dirty.threads.insert(id.to_string());
+        self.shared.dirty.threads.insert(self.id.to_string());
         if t.state == ThreadState::Stalled {
-            self.set_state(id, ThreadState::Negotiating, "resumed by the user");
+            self.set_state(ThreadState::Negotiating, "resumed by the user");
         }
         // Share the update, then let the negotiator continue.
         let ctx = {
-            let t = &self.threads[id];
+            let t = &*self.t;
             let mut c = Context::new();
             for (k, v) in &t.local {
-                if self.tier(&t.peer, k) != Tier::NeverShare && t.shared.get(k) != Some(v) {
+                if self.shared.tier(&t.peer, k) != Tier::NeverShare && t.shared.get(k) != Some(v) {
                     c.insert(k.clone(), v.clone());
                 }
             }
@@ -148,80 +152,67 @@ impl Agent {
             // sides' values and the initiator's answers, so exactly one side drives the
             // new round whichever user resumed (SPEC-NOTES "Negotiation", resuming an
             // escalated thread).
-            let sent = self.send_packet(
-                id,
-                Body::Context(ContextBody {
-                    context: ctx,
-                    escalation: Some(Escalation {
-                        recommend: RESUME_RECOMMEND.into(),
-                        reason: RESUME_REASON.into(),
-                        suggested_prompt: None,
-                    }),
-                    ..Default::default()
+            let sent = self.send_packet(Body::Context(ContextBody {
+                context: ctx,
+                escalation: Some(Escalation {
+                    recommend: RESUME_RECOMMEND.into(),
+                    reason: RESUME_REASON.into(),
+                    suggested_prompt: None,
                 }),
-            );
+                ..Default::default()
+            }));
             if sent.is_ok() {
-                self.audit(Some(id), AgentEvent::Resumed { by_peer: false });
-                self.take_resumed_turn(id);
+                self.audit(AgentEvent::Resumed { by_peer: false });
+                self.take_resumed_turn();
                 return;
             }
         } else if !ctx.is_empty() {
-            let _ = self.send_packet(
-                id,
-                Body::Context(ContextBody {
-                    context: ctx,
-                    ..Default::default()
-                }),
-            );
+            let _ = self.send_packet(Body::Context(ContextBody {
+                context: ctx,
+                ..Default::default()
+            }));
         }
-        self.evaluate(id, Turn::Free);
+        self.evaluate(Turn::Free);
     }
 
     /// After a resume marker (sent or received), the turn of this side: the responder's
     /// agent decides, the initiator's answers what it owes and waits for it.
-    pub(super) fn take_resumed_turn(&mut self, id: &str) {
-        let Some(t) = self.threads.get(id) else {
-            return;
-        };
+    pub(super) fn take_resumed_turn(&mut self) {
+        let t = &*self.t;
         if t.initiator {
-            self.flush_reply(id);
+            self.flush_reply();
         } else {
-            self.evaluate(id, Turn::Free);
+            self.evaluate(Turn::Free);
         }
     }
 
     /// The peer's user gave new context to a thread handed to the users (its resume
     /// marker): the thread leaves the users' hands on this side too, in a fresh round.
-    pub(super) fn on_resume(&mut self, id: &str) {
-        let Some(t) = self.threads.get_mut(id) else {
-            return;
-        };
+    pub(super) fn on_resume(&mut self) {
+        let t = &mut *self.t;
         if t.state.is_terminal() || t.halted || !t.escalated {
             return;
         }
         start_fresh_round(t);
-        self.dirty.threads.insert(id.to_string());
+        self.shared.dirty.threads.insert(self.id.to_string());
         if t.state == ThreadState::Stalled {
-            self.set_state(id, ThreadState::Negotiating, "resumed by the peer's user");
+            self.set_state(ThreadState::Negotiating, "resumed by the peer's user");
         }
-        self.set_waiting(id, Waiting::Nothing);
+        self.set_waiting(Waiting::Nothing);
         self.notify(
-            Some(id.into()),
             NotifyKind::Info,
             "The other person gave new context: negotiating again".into(),
         );
-        self.audit(Some(id), AgentEvent::Resumed { by_peer: true });
+        self.audit(AgentEvent::Resumed { by_peer: true });
     }
 
-    pub(super) fn update_intent(&mut self, id: &str, intent: Intent, reason: String) {
-        let Some(t) = self.threads.get_mut(id) else {
-            return;
-        };
+    pub(super) fn update_intent(&mut self, intent: Intent, reason: String) {
+        let t = &mut *self.t;
         if t.state.is_terminal() {
             return;
         }
         let previous = std::mem::replace(&mut t.intent, intent.clone());
-        self.dirty.threads.insert(id.to_string());
+        self.shared.dirty.threads.insert(self.id.to_string());
         let needs = negotiator::initial_needs(&intent, &Context::new())
             .into_iter()
             .filter(|n| !t.asked.contains(&n.field) && !t.theirs.contains_key(&n.field))
@@ -236,7 +227,7 @@ impl Agent {
             reason,
             additional_context_needed: needs,
         });
-        self.send_then_wait(id, body, vec![]);
+        self.send_then_wait(body, vec![]);
     }
 }
 

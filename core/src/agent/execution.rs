@@ -9,10 +9,93 @@ use crate::negotiator::Rejected;
 use crate::packet::{Body, ExecutionReport};
 
 impl Agent {
-    pub(super) fn next_action(&mut self, id: &str) {
-        let Some(t) = self.threads.get_mut(id) else {
+    pub(super) fn on_action_result(&mut self, action_id: u64, result: Result<(), String>) {
+        let Some(id) = self.thread_where(
+            |t| {
+                t.execution
+                    .as_ref()
+                    .and_then(|e| e.in_flight)
+                    .is_some_and(|(a, _, _)| a == action_id)
+            },
+            format!("result of unknown action {action_id} ignored"),
+        ) else {
             return;
         };
+        self.in_thread(&id, |step| step.on_action_result(result));
+    }
+}
+
+impl ThreadStep<'_> {
+    /// The result of this thread's action in flight (§9).
+    pub(super) fn on_action_result(&mut self, result: Result<(), String>) {
+        let t = &mut *self.t;
+        let Some(ex) = t.execution.as_mut() else {
+            return;
+        };
+        let Some((_, i, undo)) = ex.in_flight.take() else {
+            return;
+        };
+        let name = ex.mine.get(i).map(|a| a.action.clone()).unwrap_or_default();
+        self.shared.dirty.threads.insert(self.id.to_string());
+        match (undo, result) {
+            (true, Ok(())) => {
+                self.audit(AgentEvent::ActionUndone {
+                    action: name.clone(),
+                });
+                self.next_action();
+            }
+            (true, Err(e)) => {
+                self.notify(
+                    NotifyKind::Failed,
+                    format!("Could not undo {name}: {e}. Please check it by hand."),
+                );
+                self.next_action();
+            }
+            (false, Ok(())) => {
+                ex.done += 1;
+                let abort = t.state == ThreadState::Failed || ex.failure.is_some();
+                self.audit(AgentEvent::ActionSucceeded {
+                    action: name.clone(),
+                });
+                if abort {
+                    // The peer failed meanwhile: roll back now.
+                    self.start_rollback();
+                } else {
+                    self.next_action();
+                }
+            }
+            (false, Err(e)) => {
+                ex.failure = Some(format!("{name} failed: {e}"));
+                let rid = t
+                    .resolution
+                    .as_ref()
+                    .map(|r| r.packet_id.to_string())
+                    .unwrap_or_default();
+                self.audit(AgentEvent::ActionFailed {
+                    action: name.clone(),
+                    error: e.to_string(),
+                });
+                let _ = self.send_packet(Body::ExecutionReport(ExecutionReport {
+                    resolution_id: rid,
+                    status: "failed".into(),
+                    failed_action: Some(name.clone()),
+                    error: Some(e.clone()),
+                }));
+                self.notify(
+                    NotifyKind::Failed,
+                    format!(
+                        "{name} failed: {e}. Undoing what was done and looking for an alternative."
+                    ),
+                );
+                self.set_state(ThreadState::Failed, "an action failed");
+                self.start_rollback();
+            }
+        }
+    }
+
+    pub(super) fn next_action(&mut self) {
+        let id = self.id;
+        let t = &mut *self.t;
         let details = t
             .resolution
             .as_ref()
@@ -26,41 +109,47 @@ impl Agent {
         }
         if t.state == ThreadState::Rollback {
             if let Some(i) = ex.undo_queue.pop() {
-                let aid = self.meta.next_action;
-                self.meta.next_action += 1;
-                self.dirty.meta = true;
+                let aid = self.shared.meta.next_action;
+                self.shared.meta.next_action += 1;
+                self.shared.dirty.meta = true;
                 ex.in_flight = Some((aid, i, true));
                 let action = ex.mine.get(i).cloned();
-                self.dirty.threads.insert(id.to_string());
+                self.mark_changed();
                 if let Some(action) = action {
-                    self.buf.action.push(Output::ExecuteAction(ActionRequest {
-                        id: aid,
-                        thread_id: id.into(),
-                        action,
-                        details,
-                        undo: true,
-                    }));
+                    self.shared
+                        .buf
+                        .action
+                        .push(Output::ExecuteAction(ActionRequest {
+                            id: aid,
+                            thread_id: id.into(),
+                            action,
+                            details,
+                            undo: true,
+                        }));
                 }
                 return;
             }
-            self.rollback_done(id);
+            self.rollback_done();
             return;
         }
         if ex.done < ex.mine.len() {
-            let aid = self.meta.next_action;
-            self.meta.next_action += 1;
-            self.dirty.meta = true;
+            let aid = self.shared.meta.next_action;
+            self.shared.meta.next_action += 1;
+            self.shared.dirty.meta = true;
             let i = ex.done;
             ex.in_flight = Some((aid, i, false));
             let action = ex.mine[i].clone();
-            self.dirty.threads.insert(id.to_string());
-            self.buf.action.push(Output::ExecuteAction(ActionRequest {
-                id: aid,
-                thread_id: id.into(),
-                action,
-                details,
-                undo: false,
-            }));
+            self.mark_changed();
+            self.shared
+                .buf
+                .action
+                .push(Output::ExecuteAction(ActionRequest {
+                    id: aid,
+                    thread_id: id.into(),
+                    action,
+                    details,
+                    undo: false,
+                }));
             return;
         }
         // All of mine done.
@@ -71,24 +160,19 @@ impl Agent {
                 .as_ref()
                 .map(|r| r.packet_id.clone())
                 .unwrap_or_default();
-            self.dirty.threads.insert(id.to_string());
-            let _ = self.send_packet(
-                id,
-                Body::ExecutionReport(ExecutionReport {
-                    resolution_id: rid,
-                    status: "completed".into(),
-                    failed_action: None,
-                    error: None,
-                }),
-            );
+            self.mark_changed();
+            let _ = self.send_packet(Body::ExecutionReport(ExecutionReport {
+                resolution_id: rid,
+                status: "completed".into(),
+                failed_action: None,
+                error: None,
+            }));
         }
-        self.maybe_complete(id);
+        self.maybe_complete();
     }
 
-    pub(super) fn maybe_complete(&mut self, id: &str) {
-        let Some(t) = self.threads.get(id) else {
-            return;
-        };
+    pub(super) fn maybe_complete(&mut self) {
+        let t = &*self.t;
         let Some(ex) = &t.execution else { return };
         if t.state == ThreadState::Executing
             && ex.reported
@@ -100,116 +184,17 @@ impl Agent {
                 .as_ref()
                 .map(|r| r.body.proposal.summary.clone())
                 .unwrap_or_default();
-            self.set_state(id, ThreadState::Completed, "all actions succeeded");
-            self.set_waiting(id, Waiting::Nothing);
-            self.notify(
-                Some(id.into()),
-                NotifyKind::Completed,
-                format!("Done: {summary}"),
-            );
-            self.end_thread(id);
+            self.set_state(ThreadState::Completed, "all actions succeeded");
+            self.set_waiting(Waiting::Nothing);
+            self.notify(NotifyKind::Completed, format!("Done: {summary}"));
+            self.end_thread();
         } else if t.state == ThreadState::Executing && ex.reported {
-            self.set_waiting(id, Waiting::Peer);
+            self.set_waiting(Waiting::Peer);
         }
     }
 
-    pub(super) fn on_action_result(&mut self, action_id: u64, result: Result<(), String>) {
-        let Some(id) = self.thread_where(
-            |t| {
-                t.execution
-                    .as_ref()
-                    .and_then(|e| e.in_flight)
-                    .is_some_and(|(a, _, _)| a == action_id)
-            },
-            format!("result of unknown action {action_id} ignored"),
-        ) else {
-            return;
-        };
-        let Some(t) = self.threads.get_mut(&id) else {
-            return;
-        };
-        let Some(ex) = t.execution.as_mut() else {
-            return;
-        };
-        let Some((_, i, undo)) = ex.in_flight.take() else {
-            return;
-        };
-        let name = ex.mine.get(i).map(|a| a.action.clone()).unwrap_or_default();
-        self.dirty.threads.insert(id.clone());
-        match (undo, result) {
-            (true, Ok(())) => {
-                self.audit(
-                    Some(&id),
-                    AgentEvent::ActionUndone {
-                        action: name.clone(),
-                    },
-                );
-                self.next_action(&id);
-            }
-            (true, Err(e)) => {
-                self.notify(
-                    Some(id.clone()),
-                    NotifyKind::Failed,
-                    format!("Could not undo {name}: {e}. Please check it by hand."),
-                );
-                self.next_action(&id);
-            }
-            (false, Ok(())) => {
-                ex.done += 1;
-                let abort = t.state == ThreadState::Failed || ex.failure.is_some();
-                self.audit(
-                    Some(&id),
-                    AgentEvent::ActionSucceeded {
-                        action: name.clone(),
-                    },
-                );
-                if abort {
-                    // The peer failed meanwhile: roll back now.
-                    self.start_rollback(&id);
-                } else {
-                    self.next_action(&id);
-                }
-            }
-            (false, Err(e)) => {
-                ex.failure = Some(format!("{name} failed: {e}"));
-                let rid = t
-                    .resolution
-                    .as_ref()
-                    .map(|r| r.packet_id.clone())
-                    .unwrap_or_default();
-                self.audit(
-                    Some(&id),
-                    AgentEvent::ActionFailed {
-                        action: name.clone(),
-                        error: e.to_string(),
-                    },
-                );
-                let _ = self.send_packet(
-                    &id,
-                    Body::ExecutionReport(ExecutionReport {
-                        resolution_id: rid,
-                        status: "failed".into(),
-                        failed_action: Some(name.clone()),
-                        error: Some(e.clone()),
-                    }),
-                );
-                self.notify(
-                    Some(id.clone()),
-                    NotifyKind::Failed,
-                    format!(
-                        "{name} failed: {e}. Undoing what was done and looking for an alternative."
-                    ),
-                );
-                self.set_state(&id, ThreadState::Failed, "an action failed");
-                self.start_rollback(&id);
-            }
-        }
-    }
-
-    pub(super) fn on_execution_report(&mut self, id: &str, r: ExecutionReport) {
-        let Some(t) = self.threads.get_mut(id) else {
-            return;
-        };
+    pub(super) fn on_execution_report(&mut self, r: ExecutionReport) {
+        let t = &mut *self.t;
         if t.resolution
             .as_ref()
             .is_none_or(|x| x.packet_id != r.resolution_id)
@@ -221,15 +206,15 @@ impl Agent {
                 // The peer confirmed and finished before its confirmation reached here
                 // (reordering, or a gap re-send): keep the report for the execution.
                 t.early_report = Some(r);
-                self.dirty.threads.insert(id.to_string());
+                self.mark_changed();
             }
             return;
         };
         match r.status.as_str() {
             "completed" => {
                 ex.peer_completed = true;
-                self.dirty.threads.insert(id.to_string());
-                self.maybe_complete(id);
+                self.mark_changed();
+                self.maybe_complete();
             }
             _ => {
                 let what = format!(
@@ -240,17 +225,16 @@ impl Agent {
                 if ex.failure.is_none() {
                     ex.failure = Some(what.clone());
                 }
-                self.dirty.threads.insert(id.to_string());
+                self.shared.dirty.threads.insert(self.id.to_string());
                 let executing = t.state == ThreadState::Executing;
                 self.notify(
-                    Some(id.into()),
                     NotifyKind::Failed,
                     format!("{what}. Undoing what was done here."),
                 );
                 if executing {
-                    self.set_state(id, ThreadState::Failed, "the other agent's action failed");
+                    self.set_state(ThreadState::Failed, "the other agent's action failed");
                 }
-                self.start_rollback(id);
+                self.start_rollback();
             }
         }
     }
@@ -260,27 +244,24 @@ impl Agent {
     /// undo what was done here (FAILED, then ROLLBACK).
     pub(super) fn withdraw_execution(
         &mut self,
-        id: &str,
         failure: String,
         mark: impl FnOnce(&mut Execution),
         kind: NotifyKind,
         notice: String,
         why: &str,
     ) {
-        if let Some(ex) = self.threads.get_mut(id).and_then(|t| t.execution.as_mut()) {
+        if let Some(ex) = self.t.execution.as_mut() {
             ex.failure = Some(failure);
             mark(ex);
         }
-        self.dirty.threads.insert(id.to_string());
-        self.notify(Some(id.into()), kind, notice);
-        self.set_state(id, ThreadState::Failed, why);
-        self.start_rollback(id);
+        self.mark_changed();
+        self.notify(kind, notice);
+        self.set_state(ThreadState::Failed, why);
+        self.start_rollback();
     }
 
-    pub(super) fn start_rollback(&mut self, id: &str) {
-        let Some(t) = self.threads.get_mut(id) else {
-            return;
-        };
+    pub(super) fn start_rollback(&mut self) {
+        let t = &mut *self.t;
         let Some(ex) = t.execution.as_mut() else {
             return;
         };
@@ -291,19 +272,17 @@ impl Agent {
             .filter(|i| ex.mine.get(*i).is_some_and(|a| a.reversible))
             .collect();
         let executing = t.state == ThreadState::Executing;
-        self.dirty.threads.insert(id.to_string());
+        self.mark_changed();
         if executing {
-            self.set_state(id, ThreadState::Failed, "execution aborted");
+            self.set_state(ThreadState::Failed, "execution aborted");
         }
-        self.set_state(id, ThreadState::Rollback, "undoing reversible actions");
-        self.next_action(id);
+        self.set_state(ThreadState::Rollback, "undoing reversible actions");
+        self.next_action();
     }
 
-    pub(super) fn rollback_done(&mut self, id: &str) {
-        let me = self.config.address.clone();
-        let Some(t) = self.threads.get_mut(id) else {
-            return;
-        };
+    pub(super) fn rollback_done(&mut self) {
+        let me = self.shared.config.address.clone();
+        let t = &mut *self.t;
         let failure = t
             .execution
             .as_ref()
@@ -320,8 +299,8 @@ impl Agent {
             t.execution = None;
             t.deferred_resolution = None;
             t.early_answers.clear();
-            self.dirty.threads.insert(id.to_string());
-            self.set_state(id, end, &failure);
+            self.mark_changed();
+            self.set_state(end, &failure);
             return;
         }
         t.execution = None;
@@ -333,22 +312,17 @@ impl Agent {
                 reason: failure.clone(),
             });
         }
-        self.dirty.threads.insert(id.to_string());
+        self.mark_changed();
         self.set_state(
-            id,
             ThreadState::Negotiating,
             &format!("re-negotiating: {failure}"),
         );
-        if let Some((pid, from, body)) = self
-            .threads
-            .get_mut(id)
-            .and_then(|t| t.deferred_resolution.take())
-        {
-            self.on_resolution(id, pid, from, body);
+        if let Some((pid, from, body)) = self.t.deferred_resolution.take() {
+            self.on_resolution(pid, from, body);
         } else if proposer.as_ref() == Some(&me) {
-            self.evaluate(id, Turn::Free);
+            self.evaluate(Turn::Free);
         } else {
-            self.set_waiting(id, Waiting::Peer);
+            self.set_waiting(Waiting::Peer);
         }
     }
 }

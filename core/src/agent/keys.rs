@@ -7,7 +7,7 @@ use crate::packet::{Body, ResolutionResponseBody, ResolutionStatus};
 
 impl Agent {
     pub(super) fn accept_key_change(&mut self, peer: &Address) {
-        let Some(rec) = self.peers.get_mut(peer) else {
+        let Some(rec) = self.shared.peers.get_mut(peer) else {
             return;
         };
         let Some(new) = rec.changed_key.take() else {
@@ -17,9 +17,10 @@ impl Agent {
             return;
         };
         rec.key = Some(new);
-        self.keys.insert(peer.clone(), pk);
-        self.dirty.peers.insert(peer.clone());
-        self.audit(None, AgentEvent::KeyAccepted { peer: peer.clone() });
+        self.shared.keys.insert(peer.clone(), pk);
+        self.shared.dirty.peers.insert(peer.clone());
+        self.shared
+            .audit(None, AgentEvent::KeyAccepted { peer: peer.clone() });
         // Threads halted by the change close: what was negotiated was agreed with the old
         // key, and the user starts new ones. The peer is told with a cancel sealed under the
         // new key, so its side closes too (SPEC-NOTES "Key changes"). A resolution both
@@ -36,15 +37,13 @@ impl Agent {
                 continue;
             };
             t.halted = false;
-            self.dirty.threads.insert(id.clone());
+            self.shared.dirty.threads.insert(id.clone());
             if t.execution.is_some() {
-                self.send_thread_state(&id);
+                self.in_thread(&id, |step| step.send_thread_state());
                 continue;
             }
             let rid = t.resolution.as_ref().map(|r| r.packet_id.clone());
-            let _ = self.send_packet(
-                &id,
-                Body::ResolutionResponse(ResolutionResponseBody {
+            let _ = self.in_thread(&id, |step| step.send_packet(Body::ResolutionResponse(ResolutionResponseBody {
                     resolution_id: rid,
                     status: ResolutionStatus::Declined,
                     reason_class: Some("user_declined".into()),
@@ -53,43 +52,46 @@ impl Agent {
                             .into(),
                     ),
                     alternative: None,
-                }),
-            );
-            self.close_prompts(&id);
-            self.set_state(&id, ThreadState::Declined, "halted after a key change");
+                })));
+            self.in_thread(&id, |step| step.close_prompts());
+            self.in_thread(&id, |step| {
+                step.set_state(ThreadState::Declined, "halted after a key change")
+            });
         }
     }
 
     pub(super) fn on_key(&mut self, address: Address, key: Option<[u8; 32]>) {
-        let Some(rec) = self.peers.get_mut(&address) else {
+        let Some(rec) = self.shared.peers.get_mut(&address) else {
             return;
         };
         rec.lookup_sent = false;
         let pending = std::mem::take(&mut rec.pending);
-        self.dirty.peers.insert(address.clone());
+        self.shared.dirty.peers.insert(address.clone());
         let Some(key) = key else {
             let mut ids: Vec<String> = pending.iter().map(|p| p.thread_id.clone()).collect();
             ids.dedup();
             if ids.is_empty() {
-                self.notify(
+                self.shared.notify(
                     None,
                     NotifyKind::Delivery,
                     format!("No agent is registered as {address}."),
                 );
             }
             for id in ids {
-                self.recipient_unknown(&id, &address);
+                self.in_thread(&id, |step| step.recipient_unknown(&address));
             }
             return;
         };
         match self.pin(&address, key) {
             Ok(()) => {
                 for p in pending {
-                    self.seal_and_queue(&p.thread_id, &p.packet_id, p.json.as_bytes());
+                    self.in_thread(&p.thread_id, |step| {
+                        step.seal_and_queue(&p.packet_id, p.json.as_bytes())
+                    });
                 }
             }
             Err(()) => {
-                if let Some(rec) = self.peers.get_mut(&address) {
+                if let Some(rec) = self.shared.peers.get_mut(&address) {
                     rec.pending = pending;
                 }
             }
@@ -99,7 +101,7 @@ impl Agent {
     /// Pins `key` for `peer` if nothing is pinned; `Err` (and a security alert) if a
     /// different key is pinned.
     pub(super) fn pin(&mut self, peer: &Address, key: [u8; 32]) -> Result<(), ()> {
-        if self.peers.get(peer).and_then(|r| r.key) == Some(key) {
+        if self.shared.peers.get(peer).and_then(|r| r.key) == Some(key) {
             // Already pinned (and validated then): nothing to check again.
             return Ok(());
         }
@@ -110,7 +112,7 @@ impl Agent {
     /// [`Agent::pin`] with a key already validated.
     pub(super) fn pin_key(&mut self, peer: &Address, pk: PublicKey) -> Result<(), ()> {
         let key = pk.to_bytes();
-        let rec = self.peers.entry(peer.clone()).or_default();
+        let rec = self.shared.peers.entry(peer.clone()).or_default();
         match rec.key {
             Some(_) => {
                 self.key_changed(peer, key);
@@ -120,13 +122,16 @@ impl Agent {
                 rec.key = Some(key);
                 rec.lookup_sent = false;
                 let pending = std::mem::take(&mut rec.pending);
-                self.dirty.peers.insert(peer.clone());
-                self.keys.insert(peer.clone(), pk);
+                self.shared.dirty.peers.insert(peer.clone());
+                self.shared.keys.insert(peer.clone(), pk);
                 // Packets that waited for this key (its lookup may have been lost) go now.
                 for p in pending {
-                    self.seal_and_queue(&p.thread_id, &p.packet_id, p.json.as_bytes());
+                    self.in_thread(&p.thread_id, |step| {
+                        step.seal_and_queue(&p.packet_id, p.json.as_bytes())
+                    });
                 }
-                self.audit(None, AgentEvent::KeyPinned { peer: peer.clone() });
+                self.shared
+                    .audit(None, AgentEvent::KeyPinned { peer: peer.clone() });
                 Ok(())
             }
         }
@@ -134,12 +139,12 @@ impl Agent {
 
     /// A pinned peer presented another key: halt its threads, alert the user (§16).
     pub(super) fn key_changed(&mut self, peer: &Address, new_key: [u8; 32]) {
-        let rec = self.peers.entry(peer.clone()).or_default();
+        let rec = self.shared.peers.entry(peer.clone()).or_default();
         if rec.changed_key == Some(new_key) {
             return;
         }
         rec.changed_key = Some(new_key);
-        self.dirty.peers.insert(peer.clone());
+        self.shared.dirty.peers.insert(peer.clone());
         let ids: Vec<String> = self
             .threads
             .values()
@@ -149,10 +154,10 @@ impl Agent {
         for id in &ids {
             if let Some(t) = self.threads.get_mut(id) {
                 t.halted = true;
-                self.dirty.threads.insert(id.clone());
+                self.shared.dirty.threads.insert(id.clone());
             }
         }
-        self.notify(
+        self.shared.notify(
             None,
             NotifyKind::Security,
             format!(
@@ -160,7 +165,7 @@ impl Agent {
                 ids.len()
             ),
         );
-        self.audit(
+        self.shared.audit(
             None,
             AgentEvent::KeyChanged {
                 peer: peer.clone(),

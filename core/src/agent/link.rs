@@ -184,6 +184,272 @@ impl Pacer {
 }
 
 impl Agent {
+    pub(super) fn on_frame(&mut self, bytes: &[u8]) {
+        if self.shared.link == Link::Down {
+            return;
+        }
+        self.shared.last_heard = self.shared.now;
+        if bytes.len() > self.shared.config.limits.max_frame_bytes {
+            self.shared
+                .audit(None, AgentEvent::RelayFrameTooLarge { len: bytes.len() });
+            return;
+        }
+        let frame = match RelayFrame::from_bytes(bytes) {
+            Ok(f) => f,
+            Err(e) => {
+                self.shared.audit(
+                    None,
+                    AgentEvent::RelayFrameMalformed {
+                        error: e.to_string(),
+                    },
+                );
+                return;
+            }
+        };
+        match frame {
+            RelayFrame::Challenge { .. } if self.shared.refusal.is_some() => {
+                // Refused for good in this run: registering again only repeats the
+                // refusal (the relay answers each with a new challenge).
+            }
+            RelayFrame::Challenge { nonce, domain, ts } => {
+                // Sign the relay's own time: the nonce already makes the answer fresh and
+                // single-use, and an agent whose clock is off still gets in.
+                let key = self.shared.identity.public().to_bytes();
+                let msg = challenge_signed_bytes(
+                    REGISTER_LABEL,
+                    &nonce,
+                    &domain,
+                    ts,
+                    &self.shared.config.address,
+                    Some(&key),
+                );
+                let sig = self.shared.identity.sign(&msg);
+                self.shared.send_frame(&ClientFrame::Register {
+                    address: self.shared.config.address.clone(),
+                    key,
+                    ts,
+                    sig,
+                });
+            }
+            RelayFrame::AuthOk { .. } => self.on_ready(),
+            RelayFrame::Accepted { seq, .. } => {
+                if self.shared.outbox.remove(&seq).is_some() {
+                    self.shared.dirty.ops.push(PersistOp::Delete {
+                        key: outbox_key(seq),
+                    });
+                }
+            }
+            RelayFrame::Deliver { id, env } => {
+                self.on_envelope(env);
+                self.shared.send_frame(&ClientFrame::Ack { id });
+            }
+            RelayFrame::Overflow { seq, to, .. } => self.shared.on_overflow(seq, &to),
+            RelayFrame::Key { address, key } => self.on_key(address, key),
+            RelayFrame::Ping { n } => self.shared.send_frame(&ClientFrame::Pong { n }),
+            RelayFrame::Pong { .. } => {}
+            RelayFrame::Replaced => {
+                self.shared.audit(None, AgentEvent::RelayReplaced);
+                self.shared.notify(
+                    None,
+                    NotifyKind::Delivery,
+                    "Another device connected as this agent; this one was disconnected."
+                        .to_string(),
+                );
+                self.shared.link = Link::Down;
+                self.shared.replaced = true;
+            }
+            RelayFrame::Error { code, message, seq } => self.on_relay_error(code, message, seq),
+        }
+    }
+
+    pub(super) fn on_ready(&mut self) {
+        self.shared.link = Link::Ready;
+        let reconnect = self.shared.meta.authenticated_before;
+        self.shared.meta.authenticated_before = true;
+        self.shared.dirty.meta = true;
+        self.shared.audit(None, AgentEvent::RelayAuthenticated);
+        // Replay the local queue in order (§13.1), paced under the relay's rate.
+        let mut seqs = Vec::with_capacity(self.shared.outbox.len());
+        for o in self.shared.outbox.values_mut() {
+            o.parked_until = None;
+            seqs.push(o.seq);
+        }
+        for seq in seqs {
+            self.shared.send_outbox(seq);
+        }
+        let lookups: Vec<Address> = self
+            .shared
+            .peers
+            .iter()
+            .filter(|(a, p)| !p.pending.is_empty() && !self.shared.keys.contains_key(*a))
+            .map(|(a, _)| a.clone())
+            .collect();
+        for a in lookups {
+            self.shared.lookup(&a);
+        }
+        if reconnect {
+            // Exchange thread-state summaries to find gaps (§13.1).
+            let ids: Vec<String> = self
+                .threads
+                .values()
+                .filter(|t| !t.state.is_terminal() && !t.halted && t.session.peer_eph().is_some())
+                .map(|t| t.id.clone())
+                .collect();
+            for id in ids {
+                // One summary in flight per thread: a summary the relay has not accepted
+                // yet was just replayed above; another would only pile up behind it (a
+                // full peer queue parks them all, and every re-connection added one).
+                if self.in_thread(&id, |step| step.summary_pending()) == Some(true) {
+                    continue;
+                }
+                // Nothing new since the last summary: the relay accepted that one (it is
+                // not pending), so the peer gets it; the same summary again tells it
+                // nothing (a flapping link otherwise sent one per thread per re-connection).
+                if self
+                    .threads
+                    .get(&id)
+                    .is_some_and(|t| t.summarised == Some(t.summary_mark()))
+                {
+                    continue;
+                }
+                self.in_thread(&id, |step| step.send_thread_state());
+            }
+        }
+    }
+
+    pub(super) fn on_relay_error(
+        &mut self,
+        code: crate::link::ErrorCode,
+        message: String,
+        seq: Option<u64>,
+    ) {
+        use crate::link::ErrorCode as E;
+        self.shared.audit(
+            None,
+            AgentEvent::RelayError {
+                code,
+                message: message.clone(),
+            },
+        );
+        match (code, seq) {
+            (E::AddressTaken | E::RegistrationLimited | E::UnknownRecipient, None)
+                if self.shared.link == Link::Authenticating =>
+            {
+                self.shared.registration_refused(code, message);
+            }
+            (E::AuthFailed | E::AddressTaken, _) => {
+                self.shared.notify(
+                    None,
+                    NotifyKind::Delivery,
+                    format!("The relay refused this agent: {message}"),
+                );
+            }
+            (E::RateLimited, Some(seq)) => {
+                self.shared
+                    .pacer
+                    .refused(self.shared.now, &self.shared.config.limits);
+                self.shared.park(seq, Duration::from_secs(1));
+            }
+            (E::RateLimited, None) => {
+                // A refused lookup (or a frame the relay charged): slow down all the same.
+                self.shared
+                    .pacer
+                    .refused(self.shared.now, &self.shared.config.limits);
+            }
+            (E::QueueFull, Some(seq)) => {
+                self.shared.park(seq, Duration::from_secs(30));
+            }
+            (_, Some(seq)) => {
+                if let Some(o) = self.shared.outbox.remove(&seq) {
+                    self.shared.dirty.ops.push(PersistOp::Delete {
+                        key: outbox_key(seq),
+                    });
+                    let first = self
+                        .threads
+                        .get(&o.thread_id)
+                        .is_some_and(|t| t.state == ThreadState::Initiated && t.initiator);
+                    if code == E::UnknownRecipient && first {
+                        let to = o.env.to.clone();
+                        self.in_thread(&o.thread_id, |step| step.recipient_unknown(&to));
+                        return;
+                    }
+                    self.shared.notify(
+                        Some(o.thread_id.clone()),
+                        NotifyKind::Delivery,
+                        format!("The relay refused a packet ({}): {message}", code.as_str()),
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+impl ThreadStep<'_> {
+    /// The relay does not know the recipient of thread `id`: the thread is declined and
+    /// the user told, with the thread (SPEC-NOTES "Failure handling", unknown recipient).
+    pub(super) fn recipient_unknown(&mut self, address: &Address) {
+        let id = self.id;
+        use crate::link::ErrorCode;
+        let t = &mut *self.t;
+        if t.state.is_terminal() {
+            return;
+        }
+        t.relay_refused = Some(ErrorCode::UnknownRecipient);
+        let about = format!("{}: “{}”", t.intent.category, t.intent.summary);
+        self.mark_changed();
+        self.set_state(ThreadState::Declined, "recipient unknown to the relay");
+        self.notify(NotifyKind::Declined,
+            format!(
+                "No agent is registered as {address}: thread {id} ({about}) is declined. Check the address (agent:NAME@RELAY-DOMAIN)."
+            ),
+        );
+    }
+
+    /// Seals a packet for its thread and queues it in the outbox (sending it if online).
+    pub(super) fn seal_and_queue(&mut self, packet_id: &str, plain: &[u8]) {
+        let thread_id = self.id;
+        let t = &mut *self.t;
+        let peer = t.peer.clone();
+        let Some(key) = self.shared.keys.get(&peer) else {
+            let rec = self.shared.peers.entry(peer.clone()).or_default();
+            rec.pending.push(PendingPlain {
+                thread_id: thread_id.to_string(),
+                packet_id: packet_id.to_string(),
+                json: String::from_utf8_lossy(plain).into_owned(),
+            });
+            self.shared.dirty.peers.insert(peer.clone());
+            self.shared.lookup(&peer);
+            return;
+        };
+        let dir = t.my_direction();
+        let env = match t.session.seal(
+            &self.shared.identity,
+            &self.shared.config.address,
+            &peer,
+            key,
+            thread_id,
+            dir,
+            plain,
+        ) {
+            Ok(e) => e,
+            Err(e) => {
+                self.shared.audit(
+                    Some(thread_id),
+                    AgentEvent::SealFailed {
+                        packet_id: packet_id.to_string(),
+                        error: e.to_string(),
+                    },
+                );
+                return;
+            }
+        };
+        self.shared.dirty.threads.insert(thread_id.to_string());
+        self.shared.queue_envelope(thread_id, packet_id, env);
+    }
+}
+
+impl Shared {
     pub(super) fn on_connected(&mut self) {
         self.link = Link::Authenticating;
         self.replaced = false;
@@ -211,137 +477,6 @@ impl Agent {
         self.pacer.queue.clear();
     }
 
-    pub(super) fn on_frame(&mut self, bytes: &[u8]) {
-        if self.link == Link::Down {
-            return;
-        }
-        self.last_heard = self.now;
-        if bytes.len() > self.config.limits.max_frame_bytes {
-            self.audit(None, AgentEvent::RelayFrameTooLarge { len: bytes.len() });
-            return;
-        }
-        let frame = match RelayFrame::from_bytes(bytes) {
-            Ok(f) => f,
-            Err(e) => {
-                self.audit(
-                    None,
-                    AgentEvent::RelayFrameMalformed {
-                        error: e.to_string(),
-                    },
-                );
-                return;
-            }
-        };
-        match frame {
-            RelayFrame::Challenge { .. } if self.refusal.is_some() => {
-                // Refused for good in this run: registering again only repeats the
-                // refusal (the relay answers each with a new challenge).
-            }
-            RelayFrame::Challenge { nonce, domain, ts } => {
-                // Sign the relay's own time: the nonce already makes the answer fresh and
-                // single-use, and an agent whose clock is off still gets in.
-                let key = self.identity.public().to_bytes();
-                let msg = challenge_signed_bytes(
-                    REGISTER_LABEL,
-                    &nonce,
-                    &domain,
-                    ts,
-                    &self.config.address,
-                    Some(&key),
-                );
-                let sig = self.identity.sign(&msg);
-                self.send_frame(&ClientFrame::Register {
-                    address: self.config.address.clone(),
-                    key,
-                    ts,
-                    sig,
-                });
-            }
-            RelayFrame::AuthOk { .. } => self.on_ready(),
-            RelayFrame::Accepted { seq, .. } => {
-                if self.outbox.remove(&seq).is_some() {
-                    self.dirty.ops.push(PersistOp::Delete {
-                        key: outbox_key(seq),
-                    });
-                }
-            }
-            RelayFrame::Deliver { id, env } => {
-                self.on_envelope(env);
-                self.send_frame(&ClientFrame::Ack { id });
-            }
-            RelayFrame::Overflow { seq, to, .. } => self.on_overflow(seq, &to),
-            RelayFrame::Key { address, key } => self.on_key(address, key),
-            RelayFrame::Ping { n } => self.send_frame(&ClientFrame::Pong { n }),
-            RelayFrame::Pong { .. } => {}
-            RelayFrame::Replaced => {
-                self.audit(None, AgentEvent::RelayReplaced);
-                self.notify(
-                    None,
-                    NotifyKind::Delivery,
-                    "Another device connected as this agent; this one was disconnected."
-                        .to_string(),
-                );
-                self.link = Link::Down;
-                self.replaced = true;
-            }
-            RelayFrame::Error { code, message, seq } => self.on_relay_error(code, message, seq),
-        }
-    }
-
-    pub(super) fn on_ready(&mut self) {
-        self.link = Link::Ready;
-        let reconnect = self.meta.authenticated_before;
-        self.meta.authenticated_before = true;
-        self.dirty.meta = true;
-        self.audit(None, AgentEvent::RelayAuthenticated);
-        // Replay the local queue in order (§13.1), paced under the relay's rate.
-        let mut seqs = Vec::with_capacity(self.outbox.len());
-        for o in self.outbox.values_mut() {
-            o.parked_until = None;
-            seqs.push(o.seq);
-        }
-        for seq in seqs {
-            self.send_outbox(seq);
-        }
-        let lookups: Vec<Address> = self
-            .peers
-            .iter()
-            .filter(|(a, p)| !p.pending.is_empty() && !self.keys.contains_key(*a))
-            .map(|(a, _)| a.clone())
-            .collect();
-        for a in lookups {
-            self.lookup(&a);
-        }
-        if reconnect {
-            // Exchange thread-state summaries to find gaps (§13.1).
-            let ids: Vec<String> = self
-                .threads
-                .values()
-                .filter(|t| !t.state.is_terminal() && !t.halted && t.session.peer_eph().is_some())
-                .map(|t| t.id.clone())
-                .collect();
-            for id in ids {
-                // One summary in flight per thread: a summary the relay has not accepted
-                // yet was just replayed above; another would only pile up behind it (a
-                // full peer queue parks them all, and every re-connection added one).
-                if self.summary_pending(&id) {
-                    continue;
-                }
-                // Nothing new since the last summary: the relay accepted that one (it is
-                // not pending), so the peer gets it; the same summary again tells it
-                // nothing (a flapping link otherwise sent one per thread per re-connection).
-                if self
-                    .threads
-                    .get(&id)
-                    .is_some_and(|t| t.summarised == Some(t.summary_mark()))
-                {
-                    continue;
-                }
-                self.send_thread_state(&id);
-            }
-        }
-    }
-
     pub(super) fn lookup(&mut self, peer: &Address) {
         let rec = self.peers.entry(peer.clone()).or_default();
         if rec.lookup_sent || self.link != Link::Ready {
@@ -351,29 +486,6 @@ impl Agent {
         self.send_frame(&ClientFrame::Lookup {
             address: peer.clone(),
         });
-    }
-
-    /// The relay does not know the recipient of thread `id`: the thread is declined and
-    /// the user told, with the thread (SPEC-NOTES "Failure handling", unknown recipient).
-    pub(super) fn recipient_unknown(&mut self, id: &str, address: &Address) {
-        use crate::link::ErrorCode;
-        let Some(t) = self.threads.get_mut(id) else {
-            return;
-        };
-        if t.state.is_terminal() {
-            return;
-        }
-        t.relay_refused = Some(ErrorCode::UnknownRecipient);
-        let about = format!("{}: “{}”", t.intent.category, t.intent.summary);
-        self.dirty.threads.insert(id.to_string());
-        self.set_state(id, ThreadState::Declined, "recipient unknown to the relay");
-        self.notify(
-            Some(id.to_string()),
-            NotifyKind::Declined,
-            format!(
-                "No agent is registered as {address}: thread {id} ({about}) is declined. Check the address (agent:NAME@RELAY-DOMAIN)."
-            ),
-        );
     }
 
     /// The relay refused a packet for now (§13.2 overflow, rate limit, full queue): it
@@ -432,69 +544,6 @@ impl Agent {
                     self.send_outbox(seq);
                 }
             }
-        }
-    }
-
-    pub(super) fn on_relay_error(
-        &mut self,
-        code: crate::link::ErrorCode,
-        message: String,
-        seq: Option<u64>,
-    ) {
-        use crate::link::ErrorCode as E;
-        self.audit(
-            None,
-            AgentEvent::RelayError {
-                code,
-                message: message.clone(),
-            },
-        );
-        match (code, seq) {
-            (E::AddressTaken | E::RegistrationLimited | E::UnknownRecipient, None)
-                if self.link == Link::Authenticating =>
-            {
-                self.registration_refused(code, message);
-            }
-            (E::AuthFailed | E::AddressTaken, _) => {
-                self.notify(
-                    None,
-                    NotifyKind::Delivery,
-                    format!("The relay refused this agent: {message}"),
-                );
-            }
-            (E::RateLimited, Some(seq)) => {
-                self.pacer.refused(self.now, &self.config.limits);
-                self.park(seq, Duration::from_secs(1));
-            }
-            (E::RateLimited, None) => {
-                // A refused lookup (or a frame the relay charged): slow down all the same.
-                self.pacer.refused(self.now, &self.config.limits);
-            }
-            (E::QueueFull, Some(seq)) => {
-                self.park(seq, Duration::from_secs(30));
-            }
-            (_, Some(seq)) => {
-                if let Some(o) = self.outbox.remove(&seq) {
-                    self.dirty.ops.push(PersistOp::Delete {
-                        key: outbox_key(seq),
-                    });
-                    let first = self
-                        .threads
-                        .get(&o.thread_id)
-                        .is_some_and(|t| t.state == ThreadState::Initiated && t.initiator);
-                    if code == E::UnknownRecipient && first {
-                        let to = o.env.to.clone();
-                        self.recipient_unknown(&o.thread_id, &to);
-                        return;
-                    }
-                    self.notify(
-                        Some(o.thread_id.clone()),
-                        NotifyKind::Delivery,
-                        format!("The relay refused a packet ({}): {message}", code.as_str()),
-                    );
-                }
-            }
-            _ => {}
         }
     }
 
@@ -601,49 +650,6 @@ impl Agent {
             self.pacer.queue.pop_front();
             self.buf.send.push(Output::Send(frame));
         }
-    }
-
-    /// Seals a packet for its thread and queues it in the outbox (sending it if online).
-    pub(super) fn seal_and_queue(&mut self, thread_id: &str, packet_id: &str, plain: &[u8]) {
-        let Some(t) = self.threads.get_mut(thread_id) else {
-            return;
-        };
-        let peer = t.peer.clone();
-        let Some(key) = self.keys.get(&peer) else {
-            let rec = self.peers.entry(peer.clone()).or_default();
-            rec.pending.push(PendingPlain {
-                thread_id: thread_id.to_string(),
-                packet_id: packet_id.to_string(),
-                json: String::from_utf8_lossy(plain).into_owned(),
-            });
-            self.dirty.peers.insert(peer.clone());
-            self.lookup(&peer);
-            return;
-        };
-        let dir = t.my_direction();
-        let env = match t.session.seal(
-            &self.identity,
-            &self.config.address,
-            &peer,
-            key,
-            thread_id,
-            dir,
-            plain,
-        ) {
-            Ok(e) => e,
-            Err(e) => {
-                self.audit(
-                    Some(thread_id),
-                    AgentEvent::SealFailed {
-                        packet_id: packet_id.to_string(),
-                        error: e.to_string(),
-                    },
-                );
-                return;
-            }
-        };
-        self.dirty.threads.insert(thread_id.to_string());
-        self.queue_envelope(thread_id, packet_id, env);
     }
 
     /// Puts a sealed packet in the outbox (sending it if online).

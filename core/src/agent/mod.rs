@@ -25,6 +25,15 @@
 //!
 //! Randomness (ids, ephemeral keys) comes from the seed given at construction and is
 //! part of the persisted state. Same seed, same inputs ⇒ byte-identical outputs.
+//!
+//! # Layout
+//!
+//! The agent is its threads and a [`Shared`] rest (configuration, keys, the relay link
+//! and outbox, the clock, the output buffers). An input finds the thread it concerns
+//! once and opens a [`ThreadStep`] on it ([`Agent::in_thread`]); the per-thread work of
+//! each spec section (`negotiate.rs`, `consent.rs`, `resolution.rs`, `execution.rs`,
+//! `recovery.rs`, …) is written as methods of that step, and every state change goes
+//! through its one transition function, `ThreadStep::transition`.
 
 mod commands;
 mod consent;
@@ -44,6 +53,7 @@ mod records;
 mod recovery;
 mod refusals;
 mod resolution;
+mod step;
 pub mod thread;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -67,6 +77,7 @@ pub use thread::{Thread, ThreadState, Waiting};
 
 use link::{Link, OutboxItem, Pacer};
 use records::{Dirty, Meta, PeerRecord, Settings};
+use step::ThreadStep;
 
 /// Limits and timeouts (spec §6.4, §8.1, §13, §16 anti-abuse).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -198,14 +209,21 @@ struct Buffers {
     close: Vec<Output>,
 }
 
-/// One person's agent.
+/// One person's agent: its threads, and what every thread shares.
 pub struct Agent {
+    threads: BTreeMap<String, Thread>,
+    shared: Shared,
+}
+
+/// Everything of an agent but its threads: configuration, keys, the relay link and its
+/// outbox, the clock, and the output buffers. A [`ThreadStep`] borrows it beside one
+/// thread, so per-thread work needs no second lookup of the thread.
+struct Shared {
     config: AgentConfig,
     identity: IdentityKey,
     meta: Meta,
     settings: Settings,
     peers: BTreeMap<Address, PeerRecord>,
-    threads: BTreeMap<String, Thread>,
     outbox: BTreeMap<u64, OutboxItem>,
     link: Link,
     replaced: bool,
@@ -245,43 +263,45 @@ impl Agent {
             last_suggestion: 0,
         };
         let mut a = Agent {
-            config,
-            identity,
-            meta,
-            settings,
-            peers: BTreeMap::new(),
             threads: BTreeMap::new(),
-            outbox: BTreeMap::new(),
-            link: Link::Down,
-            replaced: false,
-            refusal: None,
-            last_heard: Timestamp::ZERO,
-            now: Timestamp::ZERO,
-            keys: BTreeMap::new(),
-            tags: BTreeMap::new(),
-            hist_stored: BTreeMap::new(),
-            pacer: Pacer::default(),
-            drops: 0,
-            buf: Buffers::default(),
-            dirty: Dirty::default(),
-            out: VecDeque::new(),
+            shared: Shared {
+                config,
+                identity,
+                meta,
+                settings,
+                peers: BTreeMap::new(),
+                outbox: BTreeMap::new(),
+                link: Link::Down,
+                replaced: false,
+                refusal: None,
+                last_heard: Timestamp::ZERO,
+                now: Timestamp::ZERO,
+                keys: BTreeMap::new(),
+                tags: BTreeMap::new(),
+                hist_stored: BTreeMap::new(),
+                pacer: Pacer::default(),
+                drops: 0,
+                buf: Buffers::default(),
+                dirty: Dirty::default(),
+                out: VecDeque::new(),
+            },
         };
-        a.dirty.meta = true;
-        a.dirty.settings = true;
+        a.shared.dirty.meta = true;
+        a.shared.dirty.settings = true;
         a.flush();
         a
     }
     /// This agent's address.
     pub fn address(&self) -> &Address {
-        &self.config.address
+        &self.shared.config.address
     }
     /// This agent's public identity key.
     pub fn public_key(&self) -> PublicKey {
-        self.identity.public()
+        self.shared.identity.public()
     }
     /// The configuration.
     pub fn config(&self) -> &AgentConfig {
-        &self.config
+        &self.shared.config
     }
     /// Every thread, by id.
     pub fn threads(&self) -> &BTreeMap<String, Thread> {
@@ -293,45 +313,47 @@ impl Agent {
     }
     /// Whether the relay link is authenticated.
     pub fn is_online(&self) -> bool {
-        self.link == Link::Ready
+        self.shared.link == Link::Ready
     }
     /// Packets sealed but not yet accepted by the relay.
     pub fn outbox_len(&self) -> usize {
-        self.outbox.len()
+        self.shared.outbox.len()
     }
     /// The pinned key of another agent.
     pub fn pinned_key(&self, peer: &Address) -> Option<[u8; 32]> {
-        self.peers.get(peer).and_then(|p| p.key)
+        self.shared.peers.get(peer).and_then(|p| p.key)
     }
     /// The key a pinned peer presented instead of its pinned one, waiting for the user to
     /// check and accept it (§16, `Command::AcceptKeyChange`).
     pub fn changed_key(&self, peer: &Address) -> Option<[u8; 32]> {
-        self.peers.get(peer).and_then(|r| r.changed_key)
+        self.shared.peers.get(peer).and_then(|r| r.changed_key)
     }
     /// Whether an agent was flagged for malformed packets (§13.4).
     pub fn is_flagged(&self, peer: &Address) -> bool {
-        self.peers.get(peer).is_some_and(|p| p.flagged)
+        self.shared.peers.get(peer).is_some_and(|p| p.flagged)
     }
     /// What was refused of an agent past the limits per peer.
     pub fn refusals(&self, peer: &Address) -> Refusals {
-        self.peers
+        self.shared
+            .peers
             .get(peer)
             .map(|p| p.refused.clone())
             .unwrap_or_default()
     }
     /// Current permission tiers.
     pub fn permissions(&self) -> &PermissionTiers {
-        &self.settings.tiers
+        &self.shared.settings.tiers
     }
     /// The §7.2 suggestions that still apply, oldest first: a promotion is listed until
     /// the field is always_share for that agent (accepted, or set by hand).
     pub fn suggestions(&self) -> Vec<Suggestion> {
         let mut out: Vec<Suggestion> = self
+            .shared
             .peers
             .iter()
-            .filter(|(peer, _)| !self.settings.blocked.contains(*peer))
+            .filter(|(peer, _)| !self.shared.settings.blocked.contains(*peer))
             .flat_map(|(peer, rec)| rec.suggested.iter().map(move |(f, id)| (peer, f, *id)))
-            .filter(|(peer, f, _)| self.tier(peer, f) != Tier::AlwaysShare)
+            .filter(|(peer, f, _)| self.shared.tier(peer, f) != Tier::AlwaysShare)
             .map(|(peer, field, id)| Suggestion::Promote {
                 id,
                 field: field.clone(),
@@ -343,23 +365,23 @@ impl Agent {
     }
     /// Current relationship overrides.
     pub fn overrides(&self) -> &BTreeMap<Address, RelationshipOverride> {
-        &self.settings.overrides
+        &self.shared.settings.overrides
     }
     /// Blocked agents.
     pub fn blocked(&self) -> &BTreeSet<Address> {
-        &self.settings.blocked
+        &self.shared.settings.blocked
     }
     /// Whether the relay said another connection of this agent took over (last connect
     /// wins, §13.2). A runtime should stop reconnecting until its user says otherwise;
     /// cleared by the next [`Input::Connected`].
     pub fn was_replaced(&self) -> bool {
-        self.replaced
+        self.shared.replaced
     }
     /// Why the relay refused this agent's registration, if it did ([`LinkRefusal`]). A
     /// retryable refusal is cleared by the next [`Input::Connected`]; the others last as
     /// long as this agent object.
     pub fn link_refusal(&self) -> Option<&LinkRefusal> {
-        self.refusal.as_ref()
+        self.shared.refusal.as_ref()
     }
     /// Where the first packet of thread `id` stands with the relay; `None` for an unknown
     /// thread.
@@ -369,10 +391,11 @@ impl Agent {
             return Some(FirstPacket::Refused(code));
         }
         let pending = self
+            .shared
             .peers
             .get(&t.peer)
             .is_some_and(|p| p.pending.iter().any(|x| x.thread_id == id));
-        let queued = self.outbox.values().any(|o| o.thread_id == id);
+        let queued = self.shared.outbox.values().any(|o| o.thread_id == id);
         Some(if pending || queued || !t.sent_first {
             FirstPacket::Waiting
         } else {
@@ -401,10 +424,10 @@ impl Agent {
     }
     /// Feeds one input.
     pub fn handle(&mut self, now: Timestamp, input: Input) {
-        self.now = self.now.max(now);
+        self.shared.now = self.shared.now.max(now);
         match input {
-            Input::Connected => self.on_connected(),
-            Input::Disconnected => self.on_disconnected(),
+            Input::Connected => self.shared.on_connected(),
+            Input::Disconnected => self.shared.on_disconnected(),
             Input::Bytes(b) => self.on_frame(&b),
             Input::Command(c) => self.on_command(c),
             Input::LlmResult { request_id, result } => self.on_llm_result(request_id, result),
@@ -422,13 +445,13 @@ impl Agent {
     }
     /// The timer armed for [`Agent::poll_timeout`] fired.
     pub fn handle_timeout(&mut self, now: Timestamp) {
-        self.now = self.now.max(now);
+        self.shared.now = self.shared.now.max(now);
         self.on_timeout();
         self.flush();
     }
     /// The next output, or `None` when drained.
     pub fn poll_output(&mut self) -> Option<Output> {
-        self.out.pop_front()
+        self.shared.out.pop_front()
     }
     /// When [`Agent::handle_timeout`] must be called next.
     pub fn poll_timeout(&self) -> Option<Timestamp> {
@@ -436,25 +459,28 @@ impl Agent {
         let mut at = |x: Timestamp| {
             t = Some(t.map_or(x, |c| c.min(x)));
         };
-        if self.link != Link::Down {
-            at(self.last_heard.add(self.config.limits.relay_silence));
+        if self.shared.link != Link::Down {
+            at(self
+                .shared
+                .last_heard
+                .add(self.shared.config.limits.relay_silence));
         }
-        if self.link == Link::Ready {
-            for o in self.outbox.values() {
+        if self.shared.link == Link::Ready {
+            for o in self.shared.outbox.values() {
                 if let Some(p) = o.parked_until {
                     at(p);
                 }
             }
-            if let Some(p) = self.pacer.due(&self.config.limits) {
+            if let Some(p) = self.shared.pacer.due(&self.shared.config.limits) {
                 at(p);
             }
         }
         for th in self.threads.values() {
-            if let Some(x) = self.thread_deadline(th) {
+            if let Some(x) = self.shared.thread_deadline(th) {
                 at(x);
             }
         }
-        for p in self.peers.values() {
+        for p in self.shared.peers.values() {
             if let Some(x) = p.refused.tell_due() {
                 at(x);
             }

@@ -29,22 +29,21 @@ pub(super) enum Turn {
     Free,
 }
 
-impl Agent {
-    pub(super) fn on_context(&mut self, id: &str, b: ContextBody) {
+impl ThreadStep<'_> {
+    pub(super) fn on_context(&mut self, b: ContextBody) {
         if b.escalation.as_ref().is_some_and(is_resume_marker) {
             // The peer's user resumed the thread: it goes on here too.
-            self.on_resume(id);
-            self.absorb(id, &b.context, &[]);
-            self.take_needs(id, &b.needs);
-            self.take_resumed_turn(id);
+            self.on_resume();
+            self.absorb(&b.context, &[]);
+            self.take_needs(&b.needs);
+            self.take_resumed_turn();
             return;
         }
-        self.absorb(id, &b.context, &[]);
+        self.absorb(&b.context, &[]);
         if let Some(i) = &b.intent {
-            if let Some(t) = self.threads.get_mut(id) {
-                if t.state == ThreadState::Initiated || !t.initiator {
-                    t.intent = i.clone();
-                }
+            let t = &mut *self.t;
+            if t.state == ThreadState::Initiated || !t.initiator {
+                t.intent = i.clone();
             }
         }
         let has_alternatives = b.context.contains_key("proposed_alternatives");
@@ -54,15 +53,14 @@ impl Agent {
             // to the humans here, so the thread keeps negotiating; marked escalated, it
             // ignored every later packet and both sides waited forever (swarm seed 612).
             if !is_stall_notice(e) {
-                if let Some(t) = self.threads.get_mut(id) {
-                    t.escalated = true;
-                }
+                let t = &mut *self.t;
+                t.escalated = true;
                 // The humans decide now: a question to the model in flight (or waiting
                 // to be retried) is withdrawn, or its answer would go on negotiating
                 // past the escalation and leave both sides waiting on each other
                 // (large swarm, seed 1).
-                self.withdraw_llm(id, "the thread was escalated to the users");
-                self.set_waiting(id, Waiting::User);
+                self.withdraw_llm("the thread was escalated to the users");
+                self.set_waiting(Waiting::User);
             }
             let mut text = format!(
                 "The other agent needs you: {}",
@@ -71,18 +69,16 @@ impl Agent {
             if let Some(s) = &e.suggested_prompt {
                 text = format!("{text} — {}", display::line(s, display::MAX_LONG));
             }
-            self.notify(Some(id.into()), NotifyKind::Escalated, text);
+            self.notify(NotifyKind::Escalated, text);
             return;
         }
-        self.take_needs(id, &b.needs);
-        self.evaluate(id, Turn::Free);
+        self.take_needs(&b.needs);
+        self.evaluate(Turn::Free);
     }
 
     /// Takes in what the peer gave and what it declined.
-    pub(super) fn absorb(&mut self, id: &str, provided: &Context, unavailable: &[Unavailable]) {
-        let Some(t) = self.threads.get_mut(id) else {
-            return;
-        };
+    pub(super) fn absorb(&mut self, provided: &Context, unavailable: &[Unavailable]) {
+        let t = &mut *self.t;
         for (k, v) in provided {
             t.theirs.insert(k.clone(), v.clone());
         }
@@ -90,29 +86,17 @@ impl Agent {
             t.peer_unavailable.insert(u.field.clone());
         }
         if matches!(t.state, ThreadState::Initiated | ThreadState::Stalled) {
-            let from = t.state;
-            if t.transition(ThreadState::Negotiating).is_ok() {
-                self.audit(
-                    Some(id),
-                    AgentEvent::StateChanged {
-                        from,
-                        to: ThreadState::Negotiating,
-                        why: None,
-                    },
-                );
-            }
+            self.transition(ThreadState::Negotiating, None);
         }
     }
 
     /// Evaluates the peer's needs against the permission tiers (§5.2 EVALUATE
     /// PERMISSIONS, §6.2, §7): shares, declines, or queues one batched consent prompt.
-    pub(super) fn take_needs(&mut self, id: &str, needs: &[Need]) {
+    pub(super) fn take_needs(&mut self, needs: &[Need]) {
         if needs.is_empty() {
             return;
         }
-        let Some(t) = self.threads.get(id) else {
-            return;
-        };
+        let t = &*self.t;
         let peer = t.peer.clone();
         let urgent = t.intent.is_urgent();
         let mut share = Context::new();
@@ -132,9 +116,9 @@ impl Agent {
             let value = t
                 .local
                 .get(&n.field)
-                .or_else(|| self.config.profile.get(&n.field))
+                .or_else(|| self.shared.config.profile.get(&n.field))
                 .cloned();
-            match self.tier(&peer, &n.field) {
+            match self.shared.tier(&peer, &n.field) {
                 Tier::NeverShare => decline.push(n.field.clone()),
                 Tier::AlwaysShare => match value {
                     Some(v) => {
@@ -157,10 +141,7 @@ impl Agent {
                 }
             }
         }
-        let t = match self.threads.get_mut(id) {
-            Some(t) => t,
-            None => return,
-        };
+        let t = &mut *self.t;
         for f in share.keys().chain(decline.iter()) {
             t.answered.insert(f.clone());
         }
@@ -177,7 +158,7 @@ impl Agent {
         consent.decline.extend(decline);
         let asks_more = !ask.is_empty();
         consent.ask.extend(ask);
-        self.dirty.threads.insert(id.to_string());
+        self.shared.dirty.threads.insert(self.id.to_string());
         let asking = !consent.ask.is_empty();
         let open_prompt = consent.prompt_id;
         if !asking {
@@ -188,23 +169,21 @@ impl Agent {
             // packet that asks for more updates it in place, one that asks for nothing
             // new leaves it alone (SPEC-NOTES "Prompts and peer text on screen").
             if asks_more {
-                self.show_consent_prompt(id);
+                self.show_consent_prompt();
             }
             return;
         }
-        let pid = self.next_prompt_id();
-        if let Some(c) = self.threads.get_mut(id).and_then(|t| t.consent.as_mut()) {
+        let pid = self.shared.next_prompt_id();
+        if let Some(c) = self.t.consent.as_mut() {
             c.prompt_id = pid;
         }
-        self.set_waiting(id, Waiting::User);
-        self.show_consent_prompt(id);
+        self.set_waiting(Waiting::User);
+        self.show_consent_prompt();
     }
 
     /// The Receive-Evaluate-Act cycle (§5.2) for one thread, once its inputs changed.
-    pub(super) fn evaluate(&mut self, id: &str, turn: Turn) {
-        let Some(t) = self.threads.get(id) else {
-            return;
-        };
+    pub(super) fn evaluate(&mut self, turn: Turn) {
+        let t = &*self.t;
         if t.state.is_terminal() || t.halted {
             return;
         }
@@ -214,18 +193,18 @@ impl Agent {
         if t.escalated {
             // The humans decide what happens next; answers the user gave still go out,
             // except past the round-trip limit where nothing more is exchanged (§6.4).
-            if t.round_trips < self.config.limits.max_round_trips {
-                self.flush_reply(id);
+            if t.round_trips < self.shared.config.limits.max_round_trips {
+                self.flush_reply();
             }
             return;
         }
         if t.llm.is_some() {
             // The model was asked about the thread as it was; what just came in is
             // looked at when it answers (large swarm, seed 1).
-            if let Some(l) = self.threads.get_mut(id).and_then(|t| t.llm.as_mut()) {
+            if let Some(l) = self.t.llm.as_mut() {
                 if !l.stale {
                     l.stale = true;
-                    self.dirty.threads.insert(id.to_string());
+                    self.mark_changed();
                 }
             }
             return;
@@ -235,23 +214,206 @@ impl Agent {
             ThreadState::Initiated | ThreadState::Negotiating | ThreadState::Stalled
         ) {
             // Proposed/executing: answer open needs, nothing else to decide.
-            self.flush_reply(id);
+            self.flush_reply();
             return;
         }
-        if self.config.use_llm {
-            self.ask_llm(id, 1, None);
+        if self.shared.config.use_llm {
+            self.ask_llm(1, None);
             return;
         }
         let decision = {
-            let t = &self.threads[id];
-            let mine = self.mine(t);
-            let theirs = self.theirs(t);
-            let view = self.view(t, &mine, &theirs);
+            let t = &*self.t;
+            let mine = self.shared.mine(t);
+            let theirs = self.shared.theirs(t);
+            let view = self.shared.view(t, &mine, &theirs);
             negotiator::decide(&view)
         };
-        self.act(id, decision, turn);
+        self.act(decision, turn);
     }
 
+    pub(super) fn act(&mut self, decision: Decision, turn: Turn) {
+        let limit = self.shared.config.limits.max_round_trips;
+        let t = &*self.t;
+        let over_limit = t.round_trips >= limit;
+        // Turn rule (SPEC-NOTES §6): answering a request is only answering; the agent
+        // whose turn is free proposes, asks or escalates. At the round-trip limit every
+        // further exchange becomes an escalation (§6.4).
+        let escalate = || Decision::Escalate {
+            reason: format!("{limit} context exchanges without a resolution"),
+            summary: self.tried_summary(),
+        };
+        let decision = match (turn, decision) {
+            (_, Decision::Wait) => Decision::Wait,
+            (Turn::AnsweringRequest, _) if over_limit => escalate(),
+            (Turn::AnsweringRequest, _) => Decision::Wait,
+            (Turn::Free, d @ Decision::Propose { .. }) => d,
+            (Turn::Free, Decision::Ask { .. } | Decision::NoOverlap { .. }) if over_limit => {
+                escalate()
+            }
+            (Turn::Free, d) => d,
+        };
+        match decision {
+            Decision::Ask { needs } => {
+                let (provide, decline) = self.take_reply();
+                let t = &mut *self.t;
+                let mut fresh: Vec<Need> = needs
+                    .into_iter()
+                    .filter(|n| {
+                        !t.asked.contains(&n.field) && !t.peer_unavailable.contains(&n.field)
+                    })
+                    .collect();
+                fresh.extend(std::mem::take(&mut t.deferred_needs));
+                fresh.sort_by_key(|n| n.priority);
+                let mut seen = BTreeSet::new();
+                fresh.retain(|n| seen.insert(n.field.clone()));
+                let rest = fresh.split_off(fresh.len().min(packet::MAX_NEEDS_PER_PACKET));
+                t.deferred_needs = rest;
+                if fresh.is_empty() {
+                    self.send_reply(provide, decline);
+                    return;
+                }
+                for n in &fresh {
+                    t.asked.insert(n.field.clone());
+                }
+                let body = Body::ContextRequest(ContextRequestBody {
+                    needs: fresh,
+                    context_provided: provide,
+                    permissions: None,
+                });
+                self.send_then_wait(body, decline);
+            }
+            Decision::Propose { proposal, actions } => {
+                // Answers are superseded by the proposal; nothing more is shared.
+                let _ = self.take_reply();
+                self.propose(proposal, actions);
+            }
+            Decision::NoOverlap {
+                mut context,
+                escalation,
+            } => {
+                let (provide, decline) = self.take_reply();
+                for (k, v) in provide {
+                    context.entry(k).or_insert(v);
+                }
+                let t = &mut *self.t;
+                t.no_overlap_sent = true;
+                let body = Body::Context(ContextBody {
+                    intent: Some(Intent {
+                        summary: "No overlap found — proposing alternatives".into(),
+                        ..t.intent.clone()
+                    }),
+                    context,
+                    escalation: Some(escalation),
+                    ..Default::default()
+                });
+                self.send_then_wait(body, decline);
+            }
+            Decision::Escalate { reason, summary } => {
+                // At the round-trip limit nothing more is exchanged: a pending answer
+                // stays pending until the user resumes the thread.
+                if !over_limit {
+                    let (provide, decline) = self.take_reply();
+                    if !provide.is_empty() || !decline.is_empty() {
+                        self.send_reply(provide, decline);
+                    }
+                }
+                self.escalate(&reason, &summary);
+            }
+            Decision::Wait => self.flush_reply(),
+        }
+    }
+
+    pub(super) fn tried_summary(&self) -> String {
+        let t = &*self.t;
+        let mut s = format!(
+            "{} exchanges; shared {}; received {}",
+            t.round_trips,
+            list(t.shared.keys()),
+            list(t.theirs.keys())
+        );
+        if !t.rejected.is_empty() {
+            s += &format!(
+                "; ruled out: {}",
+                t.rejected
+                    .iter()
+                    .map(|r| r.summary.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+        }
+        s
+    }
+
+    pub(super) fn escalate(&mut self, reason: &str, summary: &str) {
+        let body = Body::Context(ContextBody {
+            escalation: Some(Escalation {
+                recommend: "surface_to_users".into(),
+                reason: reason.to_string(),
+                suggested_prompt: Some(summary.to_string()),
+            }),
+            ..Default::default()
+        });
+        let _ = self.send_packet(body);
+        let t = &mut *self.t;
+        t.escalated = true;
+        self.set_waiting(Waiting::User);
+        self.notify(
+            NotifyKind::Escalated,
+            format!("I need your input: {reason}. {summary}"),
+        );
+        self.audit(AgentEvent::Escalated {
+            reason: reason.to_string(),
+        });
+    }
+
+    pub(super) fn take_reply(&mut self) -> (Context, Vec<String>) {
+        let t = &mut *self.t;
+        match t.consent.take() {
+            Some(c) if c.prompt_id == 0 => (c.share, c.decline),
+            other => {
+                t.consent = other;
+                (Context::new(), vec![])
+            }
+        }
+    }
+
+    pub(super) fn flush_reply(&mut self) {
+        let (provide, decline) = self.take_reply();
+        if !provide.is_empty() || !decline.is_empty() {
+            self.send_reply(provide, decline);
+        }
+    }
+
+    pub(super) fn send_reply(&mut self, provide: Context, decline: Vec<String>) {
+        let body = Body::ContextResponse(ContextResponseBody {
+            context_provided: provide,
+            context_unavailable: declined(&decline),
+            permissions: None,
+        });
+        self.send_then_wait(body, vec![]);
+    }
+
+    pub(super) fn send_then_wait(&mut self, body: Body, decline: Vec<String>) {
+        let body = match body {
+            Body::ContextRequest(b) if !decline.is_empty() => {
+                // Declines travel with the request as a context_response first.
+                let pre = Body::ContextResponse(ContextResponseBody {
+                    context_provided: Context::new(),
+                    context_unavailable: declined(&decline),
+                    permissions: None,
+                });
+                let _ = self.send_packet(pre);
+                Body::ContextRequest(b)
+            }
+            other => other,
+        };
+        if self.send_packet(body).is_ok() {
+            self.set_waiting(Waiting::Peer);
+        }
+    }
+}
+
+impl Shared {
     /// My values usable in this thread: shared, about to be shared, and always_share.
     pub(super) fn mine(&self, t: &Thread) -> Context {
         let mut m = Context::new();
@@ -300,201 +462,6 @@ impl Agent {
             unavailable: &t.peer_unavailable,
             rejected: &t.rejected,
             round_trips: t.round_trips,
-        }
-    }
-
-    pub(super) fn act(&mut self, id: &str, decision: Decision, turn: Turn) {
-        let limit = self.config.limits.max_round_trips;
-        let Some(t) = self.threads.get(id) else {
-            return;
-        };
-        let over_limit = t.round_trips >= limit;
-        // Turn rule (SPEC-NOTES §6): answering a request is only answering; the agent
-        // whose turn is free proposes, asks or escalates. At the round-trip limit every
-        // further exchange becomes an escalation (§6.4).
-        let escalate = || Decision::Escalate {
-            reason: format!("{limit} context exchanges without a resolution"),
-            summary: self.tried_summary(id),
-        };
-        let decision = match (turn, decision) {
-            (_, Decision::Wait) => Decision::Wait,
-            (Turn::AnsweringRequest, _) if over_limit => escalate(),
-            (Turn::AnsweringRequest, _) => Decision::Wait,
-            (Turn::Free, d @ Decision::Propose { .. }) => d,
-            (Turn::Free, Decision::Ask { .. } | Decision::NoOverlap { .. }) if over_limit => {
-                escalate()
-            }
-            (Turn::Free, d) => d,
-        };
-        match decision {
-            Decision::Ask { needs } => {
-                let (provide, decline) = self.take_reply(id);
-                let Some(t) = self.threads.get_mut(id) else {
-                    return;
-                };
-                let mut fresh: Vec<Need> = needs
-                    .into_iter()
-                    .filter(|n| {
-                        !t.asked.contains(&n.field) && !t.peer_unavailable.contains(&n.field)
-                    })
-                    .collect();
-                fresh.extend(std::mem::take(&mut t.deferred_needs));
-                fresh.sort_by_key(|n| n.priority);
-                let mut seen = BTreeSet::new();
-                fresh.retain(|n| seen.insert(n.field.clone()));
-                let rest = fresh.split_off(fresh.len().min(packet::MAX_NEEDS_PER_PACKET));
-                t.deferred_needs = rest;
-                if fresh.is_empty() {
-                    self.send_reply(id, provide, decline);
-                    return;
-                }
-                for n in &fresh {
-                    t.asked.insert(n.field.clone());
-                }
-                let body = Body::ContextRequest(ContextRequestBody {
-                    needs: fresh,
-                    context_provided: provide,
-                    permissions: None,
-                });
-                self.send_then_wait(id, body, decline);
-            }
-            Decision::Propose { proposal, actions } => {
-                // Answers are superseded by the proposal; nothing more is shared.
-                let _ = self.take_reply(id);
-                self.propose(id, proposal, actions);
-            }
-            Decision::NoOverlap {
-                mut context,
-                escalation,
-            } => {
-                let (provide, decline) = self.take_reply(id);
-                for (k, v) in provide {
-                    context.entry(k).or_insert(v);
-                }
-                if let Some(t) = self.threads.get_mut(id) {
-                    t.no_overlap_sent = true;
-                }
-                let body = Body::Context(ContextBody {
-                    intent: self.threads.get(id).map(|t| Intent {
-                        summary: "No overlap found — proposing alternatives".into(),
-                        ..t.intent.clone()
-                    }),
-                    context,
-                    escalation: Some(escalation),
-                    ..Default::default()
-                });
-                self.send_then_wait(id, body, decline);
-            }
-            Decision::Escalate { reason, summary } => {
-                // At the round-trip limit nothing more is exchanged: a pending answer
-                // stays pending until the user resumes the thread.
-                if !over_limit {
-                    let (provide, decline) = self.take_reply(id);
-                    if !provide.is_empty() || !decline.is_empty() {
-                        self.send_reply(id, provide, decline);
-                    }
-                }
-                self.escalate(id, &reason, &summary);
-            }
-            Decision::Wait => self.flush_reply(id),
-        }
-    }
-
-    pub(super) fn tried_summary(&self, id: &str) -> String {
-        let Some(t) = self.threads.get(id) else {
-            return String::new();
-        };
-        let mut s = format!(
-            "{} exchanges; shared {}; received {}",
-            t.round_trips,
-            list(t.shared.keys()),
-            list(t.theirs.keys())
-        );
-        if !t.rejected.is_empty() {
-            s += &format!(
-                "; ruled out: {}",
-                t.rejected
-                    .iter()
-                    .map(|r| r.summary.as_str())
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            );
-        }
-        s
-    }
-
-    pub(super) fn escalate(&mut self, id: &str, reason: &str, summary: &str) {
-        let body = Body::Context(ContextBody {
-            escalation: Some(Escalation {
-                recommend: "surface_to_users".into(),
-                reason: reason.to_string(),
-                suggested_prompt: Some(summary.to_string()),
-            }),
-            ..Default::default()
-        });
-        let _ = self.send_packet(id, body);
-        if let Some(t) = self.threads.get_mut(id) {
-            t.escalated = true;
-        }
-        self.set_waiting(id, Waiting::User);
-        self.notify(
-            Some(id.into()),
-            NotifyKind::Escalated,
-            format!("I need your input: {reason}. {summary}"),
-        );
-        self.audit(
-            Some(id),
-            AgentEvent::Escalated {
-                reason: reason.to_string(),
-            },
-        );
-    }
-
-    pub(super) fn take_reply(&mut self, id: &str) -> (Context, Vec<String>) {
-        let Some(t) = self.threads.get_mut(id) else {
-            return (Context::new(), vec![]);
-        };
-        match t.consent.take() {
-            Some(c) if c.prompt_id == 0 => (c.share, c.decline),
-            other => {
-                t.consent = other;
-                (Context::new(), vec![])
-            }
-        }
-    }
-
-    pub(super) fn flush_reply(&mut self, id: &str) {
-        let (provide, decline) = self.take_reply(id);
-        if !provide.is_empty() || !decline.is_empty() {
-            self.send_reply(id, provide, decline);
-        }
-    }
-
-    pub(super) fn send_reply(&mut self, id: &str, provide: Context, decline: Vec<String>) {
-        let body = Body::ContextResponse(ContextResponseBody {
-            context_provided: provide,
-            context_unavailable: declined(&decline),
-            permissions: None,
-        });
-        self.send_then_wait(id, body, vec![]);
-    }
-
-    pub(super) fn send_then_wait(&mut self, id: &str, body: Body, decline: Vec<String>) {
-        let body = match body {
-            Body::ContextRequest(b) if !decline.is_empty() => {
-                // Declines travel with the request as a context_response first.
-                let pre = Body::ContextResponse(ContextResponseBody {
-                    context_provided: Context::new(),
-                    context_unavailable: declined(&decline),
-                    permissions: None,
-                });
-                let _ = self.send_packet(id, pre);
-                Body::ContextRequest(b)
-            }
-            other => other,
-        };
-        if self.send_packet(id, body).is_ok() {
-            self.set_waiting(id, Waiting::Peer);
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Agent {
+impl Shared {
     /// Every notification leaves through here: its text, peer strings in it included, is
     /// cleaned for display ([`crate::display`]).
     pub(super) fn notify(&mut self, thread_id: Option<String>, kind: NotifyKind, text: String) {

@@ -20,16 +20,385 @@ use crate::packet::{
 };
 
 impl Agent {
-    /// §5.4: the first packet front-loads everything the user gave and everything
-    /// always_share that is relevant; never_share is withheld.
-    pub(super) fn send_first_packet(&mut self, id: &str) {
-        let Some(t) = self.threads.get(id) else {
+    pub(super) fn on_envelope(&mut self, env: Envelope) {
+        let me = self.shared.config.address.clone();
+        if env.to != me {
+            self.shared
+                .dropped(None, DropReason::NotForThisAgent { to: env.to.clone() });
+            return;
+        }
+        let peer = env.from.clone();
+        if peer == me {
+            // No thread has this agent on both ends (open_thread refuses it); an envelope
+            // in its own name could only be forged (e.g. by a relay) to speak for its user.
+            self.shared.dropped(None, DropReason::OwnName);
+            return;
+        }
+        if self.shared.settings.blocked.contains(&peer) {
+            self.shared.dropped(None, DropReason::Blocked { peer });
+            return;
+        }
+        if let Some(rec) = self.shared.peers.get(&peer) {
+            if let Some(k) = rec.key {
+                if k != env.from_key {
+                    // Only an envelope that is authentic under the new key is a key
+                    // change; anything else is noise (or tampering) and changes nothing.
+                    let authentic = PublicKey::from_bytes(&env.from_key)
+                        .and_then(|pk| crate::crypto::verify_envelope(&env, &pk))
+                        .is_ok();
+                    if authentic {
+                        self.key_changed(&peer, env.from_key);
+                    } else {
+                        self.shared.dropped(None, DropReason::BadSignature { peer });
+                    }
+                    return;
+                }
+            }
+        }
+        let sender_key = match self.shared.keys.get(&peer) {
+            Some(k) => k.clone(),
+            None => match PublicKey::from_bytes(&env.from_key) {
+                Ok(k) => k,
+                Err(e) => {
+                    self.shared.dropped(
+                        None,
+                        DropReason::BadKey {
+                            peer,
+                            error: e.to_string(),
+                        },
+                    );
+                    return;
+                }
+            },
+        };
+        let existing = self.shared.tags.get(&(peer.clone(), env.thread)).cloned();
+        let (opened, new_session) = match &existing {
+            Some(id) => {
+                let Some(t) = self.threads.get_mut(id) else {
+                    return;
+                };
+                let expected = t.my_direction().reverse();
+                match t
+                    .session
+                    .open(&self.shared.identity, &me, &env, &sender_key, expected)
+                {
+                    Ok(o) => (o, None),
+                    Err(e) => {
+                        self.shared.dropped(
+                            Some(id),
+                            DropReason::Refused {
+                                peer,
+                                error: e.to_string(),
+                            },
+                        );
+                        return;
+                    }
+                }
+            }
+            None => {
+                if env.peer_eph.is_some() || env.dir != Direction::FromInitiator {
+                    self.shared
+                        .dropped(None, DropReason::UnknownThread { peer });
+                    return;
+                }
+                // Draw the session only if the envelope opens, so bad input changes nothing.
+                let mut probe = self.shared.meta.rng.clone();
+                let mut s = new_session(&mut probe);
+                match s.open(
+                    &self.shared.identity,
+                    &me,
+                    &env,
+                    &sender_key,
+                    Direction::FromInitiator,
+                ) {
+                    Ok(o) => {
+                        self.shared.meta.rng = probe;
+                        self.shared.dirty.meta = true;
+                        (o, Some(s))
+                    }
+                    Err(e) => {
+                        self.shared.dropped(
+                            None,
+                            DropReason::Refused {
+                                peer,
+                                error: e.to_string(),
+                            },
+                        );
+                        return;
+                    }
+                }
+            }
+        };
+        // Authentic from here on: pin on first contact (§16).
+        if self.shared.peers.get(&peer).and_then(|r| r.key).is_none()
+            && self.pin_key(&peer, sender_key.clone()).is_err()
+        {
+            return;
+        }
+        if let Some(id) = &existing {
+            self.shared.dirty.threads.insert(id.clone());
+        }
+        let packet = match Packet::parse(&opened.packet) {
+            Ok(p) if p.from == peer && p.to == me && p.thread_id == opened.thread_id => p,
+            Ok(_) => {
+                self.shared
+                    .malformed(&peer, "header does not match its envelope".into());
+                return;
+            }
+            Err(e) => {
+                self.shared.malformed(&peer, e.to_string());
+                return;
+            }
+        };
+        let id = packet.thread_id.clone();
+        match (existing, new_session) {
+            (Some(_), _) => {}
+            (None, Some(session)) => {
+                if !self.admit_new_thread(&packet, session) {
+                    return;
+                }
+            }
+            (None, None) => return,
+        }
+        let Some(t) = self.threads.get_mut(&id) else {
             return;
         };
+        if t.received_ids.contains(&packet.packet_id) {
+            self.shared.dropped(
+                Some(&id),
+                DropReason::Duplicate {
+                    packet_id: packet.packet_id.clone(),
+                },
+            );
+            return;
+        }
+        if let Some((code, why)) = self.packet_refusal(&id, &packet, opened.packet.len()) {
+            self.in_thread(&id, |step| step.refuse_packet(&packet, code, why));
+            return;
+        }
+        let Some(t) = self.threads.get_mut(&id) else {
+            return;
+        };
+        t.received_ids.insert(packet.packet_id.clone());
+        t.history.push(HistoryEntry {
+            packet_id: packet.packet_id.clone(),
+            outgoing: false,
+            kind: packet.body.type_name().to_string(),
+            json: String::from_utf8_lossy(&opened.packet).into_owned(),
+        });
+        t.last_activity = self.shared.now;
+        self.shared.dirty.threads.insert(id.clone());
+        let halted = t.halted;
+        let inactive = t.halted || t.state.is_terminal();
+        let expired = !t.halted && t.state == ThreadState::Expired;
+        self.shared.audit(
+            Some(&id),
+            AgentEvent::Received {
+                kind: packet.body.type_name().to_string(),
+                packet_id: packet.packet_id.clone(),
+                from: peer.clone(),
+            },
+        );
+        if inactive {
+            // An ended thread still answers gap requests during the grace period (§13.1).
+            if let Body::ThreadState(s) = packet.body {
+                self.in_thread(&id, |step| step.on_thread_state(s));
+            } else if let (true, Body::ResolutionResponse(b)) = (expired, &packet.body) {
+                if b.status == ResolutionStatus::Declined
+                    && matches!(b.reason_class.as_deref(), None | Some("user_declined"))
+                {
+                    // The other user closed the thread before it expired here; only the
+                    // cancel came late (this device was off). The sender ended DECLINED
+                    // and stays so, so this side ends DECLINED too instead of answering
+                    // EXPIRED (§8.3; swarm seeds 810, 817).
+                    let msg = b.message_to_other_agent.clone().unwrap_or_default();
+                    self.in_thread(&id, |step| {
+                        step.set_state(
+                            ThreadState::Declined,
+                            "the other user had declined before it expired",
+                        )
+                    });
+                    self.shared.notify(
+                        Some(id.clone()),
+                        NotifyKind::Declined,
+                        format!("{peer} had declined before the proposal expired. {msg}"),
+                    );
+                } else {
+                    self.in_thread(&id, |step| step.send_thread_state());
+                }
+            } else if !halted && self.in_thread(&id, |step| step.summary_pending()) != Some(true) {
+                // A late packet (a confirmation sent in time that reached this device
+                // after the deadline): the sender still thinks the thread is open, so
+                // it is told how the thread ended here (§8.3 "both users are notified";
+                // swarm seed 142). The summary lists this side's packets, so a closing
+                // packet the peer never took in (a cancel that overtook the thread's
+                // first packet, refused for opening no thread) is asked for and
+                // re-sent (§13.1; large swarm, seed 1).
+                self.in_thread(&id, |step| step.send_thread_state());
+            }
+            return;
+        }
+        if let Some(rec) = self.shared.peers.get_mut(&peer) {
+            if rec.malformed > 0 && !rec.flagged {
+                rec.malformed = 0;
+                self.shared.dirty.peers.insert(peer.clone());
+            }
+        }
+        self.on_packet(&id, packet);
+    }
+
+    /// A first packet of a thread the peer opened. Returns whether it was admitted.
+    pub(super) fn admit_new_thread(&mut self, p: &Packet, session: ThreadSession) -> bool {
+        if self.threads.contains_key(&p.thread_id) {
+            self.shared
+                .malformed(&p.from, format!("thread id {} already in use", p.thread_id));
+            return false;
+        }
+        // Children of a fork are created when the `thread_fork` arrives, so every other
+        // unknown thread must start with a `context` carrying its intent.
+        let intent = match &p.body {
+            Body::Context(ContextBody {
+                intent: Some(i), ..
+            }) => i.clone(),
+            Body::Context(_) => {
+                self.shared
+                    .malformed(&p.from, "first packet of a thread has no intent".into());
+                return false;
+            }
+            _ => {
+                self.shared.malformed(
+                    &p.from,
+                    format!("a thread cannot start with {}", p.body.type_name()),
+                );
+                return false;
+            }
+        };
+        if let Some((code, why)) = self.new_thread_refusal(p) {
+            self.shared.refuse_new_thread(p, session, code, why);
+            return false;
+        }
+        self.forget_ended_threads(&p.from);
+        let t = blank_thread(
+            &p.thread_id,
+            &p.from,
+            false,
+            intent,
+            session,
+            self.shared.now,
+            &p.from,
+        );
+        self.shared.tags.insert(
+            (p.from.clone(), thread_tag(&p.thread_id)),
+            p.thread_id.clone(),
+        );
+        self.threads.insert(p.thread_id.clone(), t);
+        self.shared.audit(
+            Some(&p.thread_id),
+            AgentEvent::ThreadOpened { by: p.from.clone() },
+        );
+        true
+    }
+
+    pub(super) fn on_packet(&mut self, id: &str, p: Packet) {
+        if !matches!(p.body, Body::ThreadFork(_)) {
+            self.in_thread(id, |step| step.on_packet(p));
+            return;
+        }
+        self.in_thread(id, |step| step.count_exchange(&p));
+        if let Body::ThreadFork(f) = p.body {
+            self.on_thread_fork(id, f);
+        }
+    }
+}
+
+impl ThreadStep<'_> {
+    /// A packet of the peer in this thread (a fork is the agent's: it makes threads).
+    pub(super) fn on_packet(&mut self, p: Packet) {
+        self.count_exchange(&p);
+        match p.body {
+            Body::Context(b) => self.on_context(b),
+            Body::ContextRequest(b) => {
+                self.absorb(&b.context_provided, &[]);
+                self.take_needs(&b.needs);
+                self.evaluate(Turn::AnsweringRequest);
+            }
+            Body::ContextResponse(b) => {
+                self.absorb(&b.context_provided, &b.context_unavailable);
+                self.evaluate(Turn::Free);
+            }
+            Body::IntentUpdate(b) => {
+                let expanded = b.updated_intent.scope_change.as_deref() == Some("expanded");
+                self.t.intent = b.updated_intent.clone();
+                if expanded {
+                    self.notify(
+                        NotifyKind::Info,
+                        format!(
+                            "The thread changed to “{}” ({}).",
+                            display::line(&b.updated_intent.summary, display::MAX_SHORT),
+                            display::line(&b.reason, display::MAX_SHORT)
+                        ),
+                    );
+                }
+                self.take_needs(&b.additional_context_needed);
+                self.evaluate(Turn::AnsweringRequest);
+            }
+            Body::Resolution(b) => self.on_resolution(p.packet_id, p.from, b),
+            Body::ResolutionResponse(b) => self.on_resolution_response(&p.from, b),
+            Body::ExecutionReport(r) => self.on_execution_report(r),
+            Body::ThreadState(s) => self.on_thread_state(s),
+            Body::ThreadFork(_) => {}
+            Body::CoordinatorTransfer(c) => {
+                let accept = c.to_coordinator == self.shared.config.address;
+                if accept {
+                    self.t.coordinator = c.to_coordinator.clone();
+                }
+                if c.requires_acceptance {
+                    let _ = self.send_packet(Body::CoordinatorTransferResponse(
+                        packet::CoordinatorTransferResponseBody {
+                            decision: if accept {
+                                packet::TransferDecision::Accepted
+                            } else {
+                                packet::TransferDecision::Declined
+                            },
+                            reason: None,
+                        },
+                    ));
+                }
+            }
+            Body::CoordinatorTransferResponse(r) => {
+                if r.decision == packet::TransferDecision::Accepted {
+                    self.t.coordinator = self.t.peer.clone();
+                }
+            }
+            Body::ProcessingError(e) => {
+                self.set_waiting(Waiting::Nothing);
+                self.notify(
+                    NotifyKind::Escalated,
+                    format!(
+                        "The other agent could not process this thread ({}); it is paused. {}",
+                        display::line(&e.error, display::MAX_SHORT),
+                        display::line(&e.message, display::MAX_LONG)
+                    ),
+                );
+            }
+        }
+    }
+    /// Negotiates the version on the peer's packet and counts a context exchange (§6.4).
+    pub(super) fn count_exchange(&mut self, p: &Packet) {
+        self.negotiate_version(p);
+        if counts_as_exchange(&p.body) {
+            self.t.round_trips += 1;
+        }
+    }
+
+    /// §5.4: the first packet front-loads everything the user gave and everything
+    /// always_share that is relevant; never_share is withheld.
+    pub(super) fn send_first_packet(&mut self) {
+        let t = &*self.t;
         let mut context = Context::new();
         let mut withheld = BTreeSet::new();
         for (k, v) in &t.local {
-            match self.tier(&t.peer, k) {
+            match self.shared.tier(&t.peer, k) {
                 Tier::NeverShare => {
                     withheld.insert(k.clone());
                 }
@@ -47,8 +416,8 @@ impl Agent {
             if context.contains_key(&field) {
                 continue;
             }
-            if let Some(v) = self.config.profile.get(&field) {
-                if self.tier(&t.peer, &field) == Tier::AlwaysShare {
+            if let Some(v) = self.shared.config.profile.get(&field) {
+                if self.shared.tier(&t.peer, &field) == Tier::AlwaysShare {
                     context.insert(field.clone(), v.clone());
                 }
             }
@@ -58,7 +427,6 @@ impl Agent {
         let to = t.peer.clone();
         if !withheld.is_empty() {
             self.notify(
-                Some(id.to_string()),
                 NotifyKind::Info,
                 format!(
                     "Not shared with {to} (never_share): {}",
@@ -66,10 +434,9 @@ impl Agent {
                 ),
             );
         }
-        if let Some(t) = self.threads.get_mut(id) {
-            t.withheld.extend(withheld);
-            t.asked.extend(needs.iter().map(|n| n.field.clone()));
-        }
+        let t = &mut *self.t;
+        t.withheld.extend(withheld);
+        t.asked.extend(needs.iter().map(|n| n.field.clone()));
         let body = Body::Context(ContextBody {
             intent: Some(intent),
             context,
@@ -77,31 +444,30 @@ impl Agent {
             permissions: None,
             ..Default::default()
         });
-        if self.send_packet(id, body).is_ok() {
-            self.set_waiting(id, Waiting::Peer);
+        if self.send_packet(body).is_ok() {
+            self.set_waiting(Waiting::Peer);
         }
     }
 
     /// Builds, checks, records and seals one packet of a thread.
-    pub(super) fn send_packet(&mut self, id: &str, mut body: Body) -> Result<String, ()> {
-        let me = self.config.address.clone();
-        let Some(t) = self.threads.get(id) else {
-            return Err(());
-        };
+    pub(super) fn send_packet(&mut self, mut body: Body) -> Result<String, ()> {
+        let id = self.id;
+        let me = self.shared.config.address.clone();
+        let t = &*self.t;
         let peer = t.peer.clone();
         // Never-share gate on every provided field (defence in depth, §7.1).
         let mut stripped = Vec::new();
         if let Some(ctx) = provided_mut(&mut body) {
             let keys: Vec<String> = ctx.keys().cloned().collect();
             for k in keys {
-                if self.tier(&peer, &k) == Tier::NeverShare && !t.theirs.contains_key(&k) {
+                if self.shared.tier(&peer, &k) == Tier::NeverShare && !t.theirs.contains_key(&k) {
                     ctx.remove(&k);
                     stripped.push(k);
                 }
             }
         }
         // Permissions declaration (§4: transparent sharing).
-        let t = self.threads.get(id).ok_or(())?;
+        let t = &*self.t;
         if let Some(ctx) = provided(&body) {
             let mut shared: Vec<String> = ctx.keys().cloned().collect();
             shared.sort();
@@ -123,49 +489,45 @@ impl Agent {
             };
             set_permissions(&mut body, decl);
         }
-        let version = t.version.clone().unwrap_or_else(|| self.highest_version());
+        let version = t
+            .version
+            .clone()
+            .unwrap_or_else(|| self.shared.highest_version());
         let first = !t.sent_first;
-        let packet_id = self.meta.rng.id("pkt_", 12);
-        self.dirty.meta = true;
+        let packet_id = self.shared.meta.rng.id("pkt_", 12);
+        self.shared.dirty.meta = true;
         let p = Packet {
             protocol: format!("a2acp/{version}"),
             packet_id: packet_id.clone(),
             thread_id: id.to_string(),
             from: me,
             to: peer.clone(),
-            timestamp: self.now.to_rfc3339(),
-            capabilities: first.then(|| packet::capabilities(&self.config.supported_versions)),
+            timestamp: self.shared.now.to_rfc3339(),
+            capabilities: first
+                .then(|| packet::capabilities(&self.shared.config.supported_versions)),
             format_hints: first.then(packet::format_hints),
             body,
         };
         let bytes = match p.to_bytes() {
             Ok(b) => b,
             Err(e) => {
-                self.audit_bug(
-                    Some(id),
-                    Bug::InvalidOutgoing {
-                        kind: p.body.type_name().to_string(),
-                        error: e.to_string(),
-                    },
-                );
+                self.audit_bug(Bug::InvalidOutgoing {
+                    kind: p.body.type_name().to_string(),
+                    error: e.to_string(),
+                });
                 return Err(());
             }
         };
-        if let Some(secret) = self.leaked_secret(&peer, &bytes) {
-            self.audit(
-                Some(id),
-                AgentEvent::NeverShareWithheld {
-                    kind: p.body.type_name().to_string(),
-                    field: secret.to_string(),
-                },
-            );
+        if let Some(secret) = self.shared.leaked_secret(&peer, &bytes) {
+            self.audit(AgentEvent::NeverShareWithheld {
+                kind: p.body.type_name().to_string(),
+                field: secret.to_string(),
+            });
             return Err(());
         }
         let kind = p.body.type_name().to_string();
         let counted = counts_as_exchange(&p.body);
-        let Some(t) = self.threads.get_mut(id) else {
-            return Err(());
-        };
+        let t = &mut *self.t;
         t.sent_first = true;
         t.sent_ids.push(packet_id.clone());
         t.history.push(HistoryEntry {
@@ -182,20 +544,55 @@ impl Agent {
         if counted {
             t.round_trips += 1;
         }
-        t.last_activity = self.now;
-        self.dirty.threads.insert(id.to_string());
-        self.audit(
-            Some(id),
-            AgentEvent::Sent {
-                kind,
-                packet_id: packet_id.clone(),
-                to: peer.clone(),
-            },
-        );
-        self.seal_and_queue(id, &packet_id, &bytes);
+        t.last_activity = self.shared.now;
+        self.mark_changed();
+        self.audit(AgentEvent::Sent {
+            kind,
+            packet_id: packet_id.clone(),
+            to: peer.clone(),
+        });
+        self.seal_and_queue(&packet_id, &bytes);
         Ok(packet_id)
     }
 
+    pub(super) fn send_thread_state(&mut self) {
+        let t = &mut *self.t;
+        t.summarised = Some(t.summary_mark());
+        self.shared.dirty.threads.insert(self.id.to_string());
+        let body = Body::ThreadState(ThreadStateBody {
+            state: t.state.as_str().to_string(),
+            packets_sent: t.sent_ids.clone(),
+            packets_received: t.received_ids.iter().cloned().collect(),
+        });
+        let _ = self.send_packet(body);
+    }
+
+    pub(super) fn negotiate_version(&mut self, p: &Packet) {
+        let mine = self.shared.config.supported_versions.clone();
+        let t = &mut *self.t;
+        if t.version.is_some() {
+            return;
+        }
+        let theirs: Vec<String> = match &p.capabilities {
+            Some(c) => c.supported_versions.clone(),
+            None => vec![p.version().to_string()],
+        };
+        match packet::negotiate_version(&mine, &theirs) {
+            Some(v) => {
+                t.version = Some(v.clone());
+                self.audit(AgentEvent::VersionAgreed {
+                    version: v.to_string(),
+                });
+            }
+            None => {
+                // Never error on versions (§15.2): speak our lowest and let the peer degrade.
+                t.version = mine.first().cloned();
+            }
+        }
+    }
+}
+
+impl Shared {
     /// The never_share field whose value appears in `bytes`, if any (values of at least
     /// four characters, to avoid matching common words).
     pub(super) fn leaked_secret(&self, peer: &Address, bytes: &[u8]) -> Option<String> {
@@ -219,409 +616,6 @@ impl Agent {
             &self.config.supported_versions,
         )
         .unwrap_or_else(|| "0.2".to_string())
-    }
-
-    pub(super) fn send_thread_state(&mut self, id: &str) {
-        let Some(t) = self.threads.get_mut(id) else {
-            return;
-        };
-        t.summarised = Some(t.summary_mark());
-        self.dirty.threads.insert(id.to_string());
-        let body = Body::ThreadState(ThreadStateBody {
-            state: t.state.as_str().to_string(),
-            packets_sent: t.sent_ids.clone(),
-            packets_received: t.received_ids.iter().cloned().collect(),
-        });
-        let _ = self.send_packet(id, body);
-    }
-
-    pub(super) fn on_envelope(&mut self, env: Envelope) {
-        let me = self.config.address.clone();
-        if env.to != me {
-            self.dropped(None, DropReason::NotForThisAgent { to: env.to.clone() });
-            return;
-        }
-        let peer = env.from.clone();
-        if peer == me {
-            // No thread has this agent on both ends (open_thread refuses it); an envelope
-            // in its own name could only be forged (e.g. by a relay) to speak for its user.
-            self.dropped(None, DropReason::OwnName);
-            return;
-        }
-        if self.settings.blocked.contains(&peer) {
-            self.dropped(None, DropReason::Blocked { peer });
-            return;
-        }
-        if let Some(rec) = self.peers.get(&peer) {
-            if let Some(k) = rec.key {
-                if k != env.from_key {
-                    // Only an envelope that is authentic under the new key is a key
-                    // change; anything else is noise (or tampering) and changes nothing.
-                    let authentic = PublicKey::from_bytes(&env.from_key)
-                        .and_then(|pk| crate::crypto::verify_envelope(&env, &pk))
-                        .is_ok();
-                    if authentic {
-                        self.key_changed(&peer, env.from_key);
-                    } else {
-                        self.dropped(None, DropReason::BadSignature { peer });
-                    }
-                    return;
-                }
-            }
-        }
-        let sender_key = match self.keys.get(&peer) {
-            Some(k) => k.clone(),
-            None => match PublicKey::from_bytes(&env.from_key) {
-                Ok(k) => k,
-                Err(e) => {
-                    self.dropped(
-                        None,
-                        DropReason::BadKey {
-                            peer,
-                            error: e.to_string(),
-                        },
-                    );
-                    return;
-                }
-            },
-        };
-        let existing = self.tags.get(&(peer.clone(), env.thread)).cloned();
-        let (opened, new_session) = match &existing {
-            Some(id) => {
-                let Some(t) = self.threads.get_mut(id) else {
-                    return;
-                };
-                let expected = t.my_direction().reverse();
-                match t
-                    .session
-                    .open(&self.identity, &me, &env, &sender_key, expected)
-                {
-                    Ok(o) => (o, None),
-                    Err(e) => {
-                        self.dropped(
-                            Some(id),
-                            DropReason::Refused {
-                                peer,
-                                error: e.to_string(),
-                            },
-                        );
-                        return;
-                    }
-                }
-            }
-            None => {
-                if env.peer_eph.is_some() || env.dir != Direction::FromInitiator {
-                    self.dropped(None, DropReason::UnknownThread { peer });
-                    return;
-                }
-                // Draw the session only if the envelope opens, so bad input changes nothing.
-                let mut probe = self.meta.rng.clone();
-                let mut s = new_session(&mut probe);
-                match s.open(
-                    &self.identity,
-                    &me,
-                    &env,
-                    &sender_key,
-                    Direction::FromInitiator,
-                ) {
-                    Ok(o) => {
-                        self.meta.rng = probe;
-                        self.dirty.meta = true;
-                        (o, Some(s))
-                    }
-                    Err(e) => {
-                        self.dropped(
-                            None,
-                            DropReason::Refused {
-                                peer,
-                                error: e.to_string(),
-                            },
-                        );
-                        return;
-                    }
-                }
-            }
-        };
-        // Authentic from here on: pin on first contact (§16).
-        if self.peers.get(&peer).and_then(|r| r.key).is_none()
-            && self.pin_key(&peer, sender_key.clone()).is_err()
-        {
-            return;
-        }
-        if let Some(id) = &existing {
-            self.dirty.threads.insert(id.clone());
-        }
-        let packet = match Packet::parse(&opened.packet) {
-            Ok(p) if p.from == peer && p.to == me && p.thread_id == opened.thread_id => p,
-            Ok(_) => {
-                self.malformed(&peer, "header does not match its envelope".into());
-                return;
-            }
-            Err(e) => {
-                self.malformed(&peer, e.to_string());
-                return;
-            }
-        };
-        let id = packet.thread_id.clone();
-        match (existing, new_session) {
-            (Some(_), _) => {}
-            (None, Some(session)) => {
-                if !self.admit_new_thread(&packet, session) {
-                    return;
-                }
-            }
-            (None, None) => return,
-        }
-        let Some(t) = self.threads.get_mut(&id) else {
-            return;
-        };
-        if t.received_ids.contains(&packet.packet_id) {
-            self.dropped(
-                Some(&id),
-                DropReason::Duplicate {
-                    packet_id: packet.packet_id.clone(),
-                },
-            );
-            return;
-        }
-        if let Some((code, why)) = self.packet_refusal(&id, &packet, opened.packet.len()) {
-            self.refuse_packet(&id, &packet, code, why);
-            return;
-        }
-        let Some(t) = self.threads.get_mut(&id) else {
-            return;
-        };
-        t.received_ids.insert(packet.packet_id.clone());
-        t.history.push(HistoryEntry {
-            packet_id: packet.packet_id.clone(),
-            outgoing: false,
-            kind: packet.body.type_name().to_string(),
-            json: String::from_utf8_lossy(&opened.packet).into_owned(),
-        });
-        t.last_activity = self.now;
-        self.dirty.threads.insert(id.clone());
-        let halted = t.halted;
-        let inactive = t.halted || t.state.is_terminal();
-        let expired = !t.halted && t.state == ThreadState::Expired;
-        self.audit(
-            Some(&id),
-            AgentEvent::Received {
-                kind: packet.body.type_name().to_string(),
-                packet_id: packet.packet_id.clone(),
-                from: peer.clone(),
-            },
-        );
-        if inactive {
-            // An ended thread still answers gap requests during the grace period (§13.1).
-            if let Body::ThreadState(s) = packet.body {
-                self.on_thread_state(&id, s);
-            } else if let (true, Body::ResolutionResponse(b)) = (expired, &packet.body) {
-                if b.status == ResolutionStatus::Declined
-                    && matches!(b.reason_class.as_deref(), None | Some("user_declined"))
-                {
-                    // The other user closed the thread before it expired here; only the
-                    // cancel came late (this device was off). The sender ended DECLINED
-                    // and stays so, so this side ends DECLINED too instead of answering
-                    // EXPIRED (§8.3; swarm seeds 810, 817).
-                    let msg = b.message_to_other_agent.clone().unwrap_or_default();
-                    self.set_state(
-                        &id,
-                        ThreadState::Declined,
-                        "the other user had declined before it expired",
-                    );
-                    self.notify(
-                        Some(id.clone()),
-                        NotifyKind::Declined,
-                        format!("{peer} had declined before the proposal expired. {msg}"),
-                    );
-                } else {
-                    self.send_thread_state(&id);
-                }
-            } else if !halted && !self.summary_pending(&id) {
-                // A late packet (a confirmation sent in time that reached this device
-                // after the deadline): the sender still thinks the thread is open, so
-                // it is told how the thread ended here (§8.3 "both users are notified";
-                // swarm seed 142). The summary lists this side's packets, so a closing
-                // packet the peer never took in (a cancel that overtook the thread's
-                // first packet, refused for opening no thread) is asked for and
-                // re-sent (§13.1; large swarm, seed 1).
-                self.send_thread_state(&id);
-            }
-            return;
-        }
-        if let Some(rec) = self.peers.get_mut(&peer) {
-            if rec.malformed > 0 && !rec.flagged {
-                rec.malformed = 0;
-                self.dirty.peers.insert(peer.clone());
-            }
-        }
-        self.on_packet(&id, packet);
-    }
-
-    /// A first packet of a thread the peer opened. Returns whether it was admitted.
-    pub(super) fn admit_new_thread(&mut self, p: &Packet, session: ThreadSession) -> bool {
-        if self.threads.contains_key(&p.thread_id) {
-            self.malformed(&p.from, format!("thread id {} already in use", p.thread_id));
-            return false;
-        }
-        // Children of a fork are created when the `thread_fork` arrives, so every other
-        // unknown thread must start with a `context` carrying its intent.
-        let intent = match &p.body {
-            Body::Context(ContextBody {
-                intent: Some(i), ..
-            }) => i.clone(),
-            Body::Context(_) => {
-                self.malformed(&p.from, "first packet of a thread has no intent".into());
-                return false;
-            }
-            _ => {
-                self.malformed(
-                    &p.from,
-                    format!("a thread cannot start with {}", p.body.type_name()),
-                );
-                return false;
-            }
-        };
-        if let Some((code, why)) = self.new_thread_refusal(p) {
-            self.refuse_new_thread(p, session, code, why);
-            return false;
-        }
-        self.forget_ended_threads(&p.from);
-        let t = blank_thread(
-            &p.thread_id,
-            &p.from,
-            false,
-            intent,
-            session,
-            self.now,
-            &p.from,
-        );
-        self.tags.insert(
-            (p.from.clone(), thread_tag(&p.thread_id)),
-            p.thread_id.clone(),
-        );
-        self.threads.insert(p.thread_id.clone(), t);
-        self.audit(
-            Some(&p.thread_id),
-            AgentEvent::ThreadOpened { by: p.from.clone() },
-        );
-        true
-    }
-
-    pub(super) fn on_packet(&mut self, id: &str, p: Packet) {
-        self.negotiate_version(id, &p);
-        if let Some(t) = self.threads.get_mut(id) {
-            if counts_as_exchange(&p.body) {
-                t.round_trips += 1;
-            }
-        }
-        match p.body {
-            Body::Context(b) => self.on_context(id, b),
-            Body::ContextRequest(b) => {
-                self.absorb(id, &b.context_provided, &[]);
-                self.take_needs(id, &b.needs);
-                self.evaluate(id, Turn::AnsweringRequest);
-            }
-            Body::ContextResponse(b) => {
-                self.absorb(id, &b.context_provided, &b.context_unavailable);
-                self.evaluate(id, Turn::Free);
-            }
-            Body::IntentUpdate(b) => {
-                let expanded = b.updated_intent.scope_change.as_deref() == Some("expanded");
-                if let Some(t) = self.threads.get_mut(id) {
-                    t.intent = b.updated_intent.clone();
-                }
-                if expanded {
-                    self.notify(
-                        Some(id.into()),
-                        NotifyKind::Info,
-                        format!(
-                            "The thread changed to “{}” ({}).",
-                            display::line(&b.updated_intent.summary, display::MAX_SHORT),
-                            display::line(&b.reason, display::MAX_SHORT)
-                        ),
-                    );
-                }
-                self.take_needs(id, &b.additional_context_needed);
-                self.evaluate(id, Turn::AnsweringRequest);
-            }
-            Body::Resolution(b) => self.on_resolution(id, p.packet_id, p.from, b),
-            Body::ResolutionResponse(b) => self.on_resolution_response(id, &p.from, b),
-            Body::ExecutionReport(r) => self.on_execution_report(id, r),
-            Body::ThreadState(s) => self.on_thread_state(id, s),
-            Body::ThreadFork(f) => self.on_thread_fork(id, f),
-            Body::CoordinatorTransfer(c) => {
-                let accept = c.to_coordinator == self.config.address;
-                if accept {
-                    if let Some(t) = self.threads.get_mut(id) {
-                        t.coordinator = c.to_coordinator.clone();
-                    }
-                }
-                if c.requires_acceptance {
-                    let _ = self.send_packet(
-                        id,
-                        Body::CoordinatorTransferResponse(
-                            packet::CoordinatorTransferResponseBody {
-                                decision: if accept {
-                                    packet::TransferDecision::Accepted
-                                } else {
-                                    packet::TransferDecision::Declined
-                                },
-                                reason: None,
-                            },
-                        ),
-                    );
-                }
-            }
-            Body::CoordinatorTransferResponse(r) => {
-                if r.decision == packet::TransferDecision::Accepted {
-                    if let Some(t) = self.threads.get_mut(id) {
-                        t.coordinator = t.peer.clone();
-                    }
-                }
-            }
-            Body::ProcessingError(e) => {
-                self.set_waiting(id, Waiting::Nothing);
-                self.notify(
-                    Some(id.into()),
-                    NotifyKind::Escalated,
-                    format!(
-                        "The other agent could not process this thread ({}); it is paused. {}",
-                        display::line(&e.error, display::MAX_SHORT),
-                        display::line(&e.message, display::MAX_LONG)
-                    ),
-                );
-            }
-        }
-    }
-
-    pub(super) fn negotiate_version(&mut self, id: &str, p: &Packet) {
-        let mine = self.config.supported_versions.clone();
-        let Some(t) = self.threads.get_mut(id) else {
-            return;
-        };
-        if t.version.is_some() {
-            return;
-        }
-        let theirs: Vec<String> = match &p.capabilities {
-            Some(c) => c.supported_versions.clone(),
-            None => vec![p.version().to_string()],
-        };
-        match packet::negotiate_version(&mine, &theirs) {
-            Some(v) => {
-                t.version = Some(v.clone());
-                self.audit(
-                    Some(id),
-                    AgentEvent::VersionAgreed {
-                        version: v.to_string(),
-                    },
-                );
-            }
-            None => {
-                // Never error on versions (§15.2): speak our lowest and let the peer degrade.
-                t.version = mine.first().cloned();
-            }
-        }
     }
 }
 

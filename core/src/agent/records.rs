@@ -142,8 +142,8 @@ impl Agent {
             })
         }
         let mut a = Agent::new(config, identity, seed);
-        a.out.clear();
-        a.dirty = Dirty::default();
+        a.shared.out.clear();
+        a.shared.dirty = Dirty::default();
         // history/<thread id>/<n> records, by thread id and n.
         let mut hist: BTreeMap<String, BTreeMap<u64, (String, Vec<u8>)>> = BTreeMap::new();
         // Threads whose record says how many history records it has.
@@ -151,22 +151,22 @@ impl Agent {
         for (key, value) in records {
             if key == META {
                 let m: Meta = de(&key, &value)?;
-                if m.address != a.config.address {
+                if m.address != a.shared.config.address {
                     return Err(RestoreError::WrongAgent {
                         found: m.address,
-                        expected: a.config.address.clone(),
+                        expected: a.shared.config.address.clone(),
                     });
                 }
-                a.meta = m;
+                a.shared.meta = m;
             } else if key == SETTINGS {
-                a.settings = de(&key, &value)?;
+                a.shared.settings = de(&key, &value)?;
             } else if let Some(addr) = key.strip_prefix("peer/") {
                 let addr = Address::parse(addr).map_err(|e| RestoreError::Corrupt {
                     key: key.clone(),
                     reason: e.to_string(),
                 })?;
                 let rec: PeerRecord = de(&key, &value)?;
-                a.peers.insert(addr, rec);
+                a.shared.peers.insert(addr, rec);
             } else if key.starts_with("thread/") {
                 let t: Thread = de(&key, &value)?;
                 if let Some(n) = de::<HistoryLen>(&key, &value)?.history_len {
@@ -178,7 +178,7 @@ impl Agent {
                 hist.entry(id).or_default().insert(n, (key, value));
             } else if key.starts_with("outbox/") {
                 let o: OutboxItem = de(&key, &value)?;
-                a.outbox.insert(o.seq, o);
+                a.shared.outbox.insert(o.seq, o);
             }
         }
         for (id, (key, n)) in lens {
@@ -197,16 +197,16 @@ impl Agent {
                 history.push(de(&hkey, &v)?);
             }
             t.history = history;
-            a.hist_stored.insert(id, n);
+            a.shared.hist_stored.insert(id, n);
         }
-        for (addr, rec) in &a.peers {
+        for (addr, rec) in &a.shared.peers {
             // Keys in the agent's own store were validated before they were pinned.
             if let Some(k) = rec.key.and_then(|k| PublicKey::from_stored_bytes(&k).ok()) {
-                a.keys.insert(addr.clone(), k);
+                a.shared.keys.insert(addr.clone(), k);
             }
         }
         for t in a.threads.values() {
-            a.tags.insert(
+            a.shared.tags.insert(
                 (t.peer.clone(), crate::crypto::thread_tag(&t.id)),
                 t.id.clone(),
             );
@@ -219,48 +219,54 @@ impl Agent {
     /// Moves buffered outputs to the output queue in the documented order, persisting
     /// every dirty record first.
     pub(super) fn flush(&mut self) {
-        self.release_paced();
-        let d = std::mem::take(&mut self.dirty);
+        self.shared.release_paced();
+        let d = std::mem::take(&mut self.shared.dirty);
         if d.meta {
-            self.out.push_back(put(META.into(), &self.meta));
+            self.shared
+                .out
+                .push_back(put(META.into(), &self.shared.meta));
         }
         if d.settings {
-            self.out.push_back(put(SETTINGS.into(), &self.settings));
+            self.shared
+                .out
+                .push_back(put(SETTINGS.into(), &self.shared.settings));
         }
         for p in &d.peers {
-            if let Some(rec) = self.peers.get(p) {
-                self.out.push_back(put(format!("peer/{p}"), rec));
+            if let Some(rec) = self.shared.peers.get(p) {
+                self.shared.out.push_back(put(format!("peer/{p}"), rec));
             }
         }
         for id in &d.threads {
             if let Some(t) = self.threads.get_mut(id) {
                 // The history is append-only: only its new entries are written, each as
                 // its own record, before the thread record that counts them.
-                let stored = self.hist_stored.get(id).copied().unwrap_or(0);
+                let stored = self.shared.hist_stored.get(id).copied().unwrap_or(0);
                 for (i, h) in t.history.iter().enumerate().skip(stored) {
-                    self.out.push_back(put(history_key(id, i), h));
+                    self.shared.out.push_back(put(history_key(id, i), h));
                 }
                 let history = std::mem::take(&mut t.history);
                 let record = ThreadRecord {
                     thread: t,
                     history_len: history.len(),
                 };
-                self.out.push_back(put(format!("thread/{id}"), &record));
-                self.hist_stored.insert(id.clone(), history.len());
+                self.shared
+                    .out
+                    .push_back(put(format!("thread/{id}"), &record));
+                self.shared.hist_stored.insert(id.clone(), history.len());
                 t.history = history;
             }
         }
         for op in d.ops {
-            self.out.push_back(Output::Persist(op));
+            self.shared.out.push_back(Output::Persist(op));
         }
-        let b = std::mem::take(&mut self.buf);
-        self.out.extend(b.send);
-        self.out.extend(b.prompt);
-        self.out.extend(b.llm);
-        self.out.extend(b.action);
-        self.out.extend(b.notify);
-        self.out.extend(b.audit);
-        self.out.extend(b.close);
+        let b = std::mem::take(&mut self.shared.buf);
+        self.shared.out.extend(b.send);
+        self.shared.out.extend(b.prompt);
+        self.shared.out.extend(b.llm);
+        self.shared.out.extend(b.action);
+        self.shared.out.extend(b.notify);
+        self.shared.out.extend(b.audit);
+        self.shared.out.extend(b.close);
     }
 }
 

@@ -18,10 +18,104 @@ pub(super) const MAX_GAP_ASKED: usize = 256;
 pub(super) const ERASE_GRACE: std::time::Duration = std::time::Duration::from_secs(7 * 86_400);
 
 impl Agent {
-    pub(super) fn on_thread_state(&mut self, id: &str, s: ThreadStateBody) {
-        let Some(t) = self.threads.get(id) else {
-            return;
-        };
+    pub(super) fn resume_after_restore(&mut self) {
+        let ids: Vec<String> = self.threads.keys().cloned().collect();
+        for id in ids {
+            let Some(t) = self.threads.get(&id) else {
+                continue;
+            };
+            if t.state.is_terminal() {
+                continue;
+            }
+            let consent_open = t.consent.as_ref().is_some_and(|c| c.prompt_id != 0);
+            let resolution_open = t.state == ThreadState::Proposed
+                && t.resolution.as_ref().is_some_and(|r| r.prompt_id.is_some());
+            if consent_open {
+                self.in_thread(&id, |step| step.show_consent_prompt());
+            }
+            if resolution_open {
+                self.in_thread(&id, |step| step.show_resolution_prompt(false));
+            }
+            let Some(t) = self.threads.get(&id) else {
+                continue;
+            };
+            if let Some((aid, i, undo)) = t.execution.as_ref().and_then(|e| e.in_flight) {
+                let details = t
+                    .resolution
+                    .as_ref()
+                    .map(|r| r.body.proposal.details.clone())
+                    .unwrap_or_default();
+                if let Some(action) = t.execution.as_ref().and_then(|e| e.mine.get(i).cloned()) {
+                    self.shared
+                        .buf
+                        .action
+                        .push(Output::ExecuteAction(ActionRequest {
+                            id: aid,
+                            thread_id: id.clone(),
+                            action,
+                            details,
+                            undo,
+                        }));
+                }
+            }
+            let lost = t
+                .llm
+                .as_ref()
+                .filter(|l| l.retry_at.is_none())
+                .map(|l| (l.attempt, l.last_error.clone()));
+            if let Some((attempt, err)) = lost {
+                if self.in_thread(&id, |step| step.llm_superseded()) != Some(true) {
+                    if let Some(t) = self.threads.get_mut(&id) {
+                        t.llm = None;
+                    }
+                    self.in_thread(&id, |step| step.ask_llm(attempt, err));
+                }
+            }
+        }
+    }
+
+    pub(super) fn on_timeout(&mut self) {
+        self.shared.unpark();
+        if self.shared.link != Link::Down
+            && self.shared.now
+                >= self
+                    .shared
+                    .last_heard
+                    .add(self.shared.config.limits.relay_silence)
+        {
+            self.shared.audit(None, AgentEvent::RelaySilent);
+            self.shared.buf.close.push(Output::CloseConnection);
+            self.shared.on_disconnected();
+        }
+        let ids: Vec<String> = self
+            .threads
+            .values()
+            .filter(|t| {
+                self.shared
+                    .thread_deadline(t)
+                    .is_some_and(|d| d <= self.shared.now)
+            })
+            .map(|t| t.id.clone())
+            .collect();
+        for id in ids {
+            self.in_thread(&id, |step| step.thread_timeout());
+        }
+        let due: Vec<Address> = self
+            .shared
+            .peers
+            .iter()
+            .filter(|(_, p)| p.refused.tell_due().is_some_and(|t| t <= self.shared.now))
+            .map(|(a, _)| a.clone())
+            .collect();
+        for peer in due {
+            self.shared.tell_refusals(&peer);
+        }
+    }
+}
+
+impl ThreadStep<'_> {
+    pub(super) fn on_thread_state(&mut self, s: ThreadStateBody) {
+        let t = &*self.t;
         let theirs: BTreeSet<&String> = s.packets_received.iter().collect();
         let missing: Vec<HistoryEntry> = t
             .history
@@ -30,17 +124,14 @@ impl Agent {
             .cloned()
             .collect();
         for h in missing {
-            self.audit(
-                Some(id),
-                AgentEvent::Resent {
-                    kind: h.kind.clone(),
-                    packet_id: h.packet_id.clone(),
-                },
-            );
-            self.seal_and_queue(id, &h.packet_id, h.json.as_bytes());
+            self.audit(AgentEvent::Resent {
+                kind: h.kind.clone(),
+                packet_id: h.packet_id.clone(),
+            });
+            self.seal_and_queue(&h.packet_id, h.json.as_bytes());
         }
         if s.state == ThreadState::Expired.as_str() {
-            self.peer_expired(id);
+            self.peer_expired();
         }
         // The summary also lists what the peer sent. A packet of it that never arrived
         // here (its sender crashed after storing the thread but before queuing the
@@ -48,9 +139,7 @@ impl Agent {
         // for with this side's own summary, once per packet; an EXPIRED side answers
         // the summary of a side that still has the thread open, as any late packet
         // (§13.1, §8.3; large swarm, seed 1).
-        let Some(t) = self.threads.get_mut(id) else {
-            return;
-        };
+        let t = &mut *self.t;
         if t.halted {
             return;
         }
@@ -66,42 +155,35 @@ impl Agent {
                 .collect();
             let ask = !lacking.is_empty() && t.gap_asked.len() < MAX_GAP_ASKED;
             if ask {
-                self.audit(
-                    Some(id),
-                    AgentEvent::GapRequested {
-                        missing: lacking.len(),
-                    },
-                );
-                if let Some(t) = self.threads.get_mut(id) {
-                    t.gap_asked.extend(lacking);
-                }
-                self.dirty.threads.insert(id.to_string());
+                self.audit(AgentEvent::GapRequested {
+                    missing: lacking.len(),
+                });
+                let t = &mut *self.t;
+                t.gap_asked.extend(lacking);
+                self.mark_changed();
             }
             ask
         };
-        if answer && !self.summary_pending(id) {
-            self.send_thread_state(id);
+        if answer && !self.summary_pending() {
+            self.send_thread_state();
         }
     }
 
     /// The peer's side of the thread expired (§8.3) while this side still had it open
     /// (its confirmations reached the peer too late): this side ends EXPIRED as well,
     /// undoing first what it already did.
-    pub(super) fn peer_expired(&mut self, id: &str) {
-        let Some(t) = self.threads.get_mut(id) else {
-            return;
-        };
+    pub(super) fn peer_expired(&mut self) {
+        let t = &mut *self.t;
         let text = "The proposal expired on the other side before every confirmation reached it.";
         match t.state {
             ThreadState::Proposed | ThreadState::Negotiating | ThreadState::Stalled => {
                 // Negotiating/stalled: this side's late counter or excuse re-opened a
                 // resolution the peer had already let expire; it will never answer again.
-                self.close_prompts(id);
-                self.set_state(id, ThreadState::Expired, "expired on the other side");
-                self.notify(Some(id.into()), NotifyKind::Expired, text.into());
+                self.close_prompts();
+                self.set_state(ThreadState::Expired, "expired on the other side");
+                self.notify(NotifyKind::Expired, text.into());
             }
             ThreadState::Confirmed | ThreadState::Executing => self.withdraw_execution(
-                id,
                 "expired on the other side".into(),
                 |ex| ex.expired = true,
                 NotifyKind::Expired,
@@ -111,13 +193,126 @@ impl Agent {
             ThreadState::Failed | ThreadState::Rollback => {
                 if let Some(ex) = t.execution.as_mut() {
                     ex.expired = true;
-                    self.dirty.threads.insert(id.to_string());
+                    self.mark_changed();
                 }
             }
             _ => {}
         }
     }
 
+    pub(super) fn thread_timeout(&mut self) {
+        let now = self.shared.now;
+        let t = &mut *self.t;
+        if t.state.is_terminal() {
+            if t.ended_at.is_some_and(|e| e.add(ERASE_GRACE) <= now) && !t.session.is_erased() {
+                t.session.erase();
+                self.mark_changed();
+                self.audit(AgentEvent::EphemeralKeyErased);
+            }
+            return;
+        }
+        let t = &mut *self.t;
+        if let Some(l) = t.llm.as_mut() {
+            if l.retry_at.is_some_and(|r| r <= now) {
+                l.retry_at = None;
+                if self.llm_superseded() {
+                    return;
+                }
+                let t = &mut *self.t;
+                let Some(l) = t.llm.take() else {
+                    return;
+                };
+                self.ask_llm(l.attempt + 1, l.last_error);
+                return;
+            }
+        }
+        let t = &mut *self.t;
+        if t.state == ThreadState::Proposed {
+            let Some(r) = t.resolution.as_mut() else {
+                return;
+            };
+            if now >= r.deadline {
+                if let Some(p) = r.prompt_id.take() {
+                    self.shared.buf.prompt.push(Output::ClosePrompt(p));
+                }
+                let summary = r.body.proposal.summary.clone();
+                let missing = self.missing_confirmations();
+                self.set_state(ThreadState::Expired, "confirmation timeout");
+                self.notify(NotifyKind::Expired,
+                    format!(
+                        "“{summary}” expired: not everyone confirmed in time (no confirmation from {}).",
+                        list(missing.iter())
+                    ),
+                );
+                // §8.3 "both users are notified": the other side learns it at once, also
+                // when it is the one whose confirmation never came (a proposer that does
+                // not send its own `resolution_response`), instead of staying PROPOSED.
+                self.send_thread_state();
+            } else if now >= r.remind_at && !r.reminded {
+                r.reminded = true;
+                let answered = r.prompt_id.is_none();
+                let summary = r.body.proposal.summary.clone();
+                self.mark_changed();
+                if answered {
+                    // The user answered; others have not confirmed yet (§8.1
+                    // remind_then_expire).
+                    let missing = self.missing_confirmations();
+                    self.notify(NotifyKind::Info,
+                        format!(
+                            "Reminder: “{summary}” still waits for a confirmation from {}; it expires if none comes in time.",
+                            list(missing.iter())
+                        ),
+                    );
+                } else {
+                    self.show_resolution_prompt(true);
+                    self.notify(
+                        NotifyKind::Info,
+                        "Reminder: a proposal is waiting for your answer.".into(),
+                    );
+                }
+            }
+            return;
+        }
+        if matches!(t.state, ThreadState::Initiated | ThreadState::Negotiating)
+            && t.waiting == Waiting::Peer
+        {
+            let peer = t.peer.clone();
+            self.set_state(
+                ThreadState::Stalled,
+                "no answer within the staleness timeout",
+            );
+            self.notify(
+                NotifyKind::Stalled,
+                format!("{peer} hasn't answered; the thread is stalled."),
+            );
+            let body = Body::Context(ContextBody {
+                escalation: Some(Escalation {
+                    recommend: "surface_to_users".into(),
+                    reason: format!("{STALL_REASON}: no answer within the staleness timeout"),
+                    suggested_prompt: None,
+                }),
+                ..Default::default()
+            });
+            let _ = self.send_packet(body);
+            self.set_waiting(Waiting::User);
+        }
+    }
+
+    /// Whether a `thread_state` of thread `id` waits in the outbox.
+    pub(super) fn summary_pending(&self) -> bool {
+        let id = self.id;
+        let t = &*self.t;
+        self.shared.outbox.values().any(|o| {
+            o.thread_id == id
+                && t.history
+                    .iter()
+                    .rev()
+                    .any(|h| h.outgoing && h.packet_id == o.packet_id && h.kind == "thread_state")
+        })
+    }
+}
+
+impl Shared {
     pub(super) fn thread_deadline(&self, t: &Thread) -> Option<Timestamp> {
         if t.state.is_terminal() {
             // The ephemeral secret outlives the thread by a grace period, so late gap
@@ -155,213 +350,5 @@ impl Agent {
             at(t.last_activity.add(s));
         }
         d
-    }
-
-    pub(super) fn thread_timeout(&mut self, id: &str) {
-        let now = self.now;
-        if let Some(t) = self.threads.get_mut(id) {
-            if t.state.is_terminal() {
-                if t.ended_at.is_some_and(|e| e.add(ERASE_GRACE) <= now) && !t.session.is_erased() {
-                    t.session.erase();
-                    self.dirty.threads.insert(id.to_string());
-                    self.audit(Some(id), AgentEvent::EphemeralKeyErased);
-                }
-                return;
-            }
-        }
-        let Some(t) = self.threads.get_mut(id) else {
-            return;
-        };
-        if let Some(l) = t.llm.as_mut() {
-            if l.retry_at.is_some_and(|r| r <= now) {
-                l.retry_at = None;
-                if self.llm_superseded(id) {
-                    return;
-                }
-                let Some(t) = self.threads.get_mut(id) else {
-                    return;
-                };
-                let Some(l) = t.llm.take() else {
-                    return;
-                };
-                self.ask_llm(id, l.attempt + 1, l.last_error);
-                return;
-            }
-        }
-        let Some(t) = self.threads.get_mut(id) else {
-            return;
-        };
-        if t.state == ThreadState::Proposed {
-            let Some(r) = t.resolution.as_mut() else {
-                return;
-            };
-            if now >= r.deadline {
-                if let Some(p) = r.prompt_id.take() {
-                    self.buf.prompt.push(Output::ClosePrompt(p));
-                }
-                let summary = r.body.proposal.summary.clone();
-                let missing = self.missing_confirmations(id);
-                self.set_state(id, ThreadState::Expired, "confirmation timeout");
-                self.notify(
-                    Some(id.into()),
-                    NotifyKind::Expired,
-                    format!(
-                        "“{summary}” expired: not everyone confirmed in time (no confirmation from {}).",
-                        list(missing.iter())
-                    ),
-                );
-                // §8.3 "both users are notified": the other side learns it at once, also
-                // when it is the one whose confirmation never came (a proposer that does
-                // not send its own `resolution_response`), instead of staying PROPOSED.
-                self.send_thread_state(id);
-            } else if now >= r.remind_at && !r.reminded {
-                r.reminded = true;
-                let answered = r.prompt_id.is_none();
-                let summary = r.body.proposal.summary.clone();
-                self.dirty.threads.insert(id.to_string());
-                if answered {
-                    // The user answered; others have not confirmed yet (§8.1
-                    // remind_then_expire).
-                    let missing = self.missing_confirmations(id);
-                    self.notify(
-                        Some(id.into()),
-                        NotifyKind::Info,
-                        format!(
-                            "Reminder: “{summary}” still waits for a confirmation from {}; it expires if none comes in time.",
-                            list(missing.iter())
-                        ),
-                    );
-                } else {
-                    self.show_resolution_prompt(id, true);
-                    self.notify(
-                        Some(id.into()),
-                        NotifyKind::Info,
-                        "Reminder: a proposal is waiting for your answer.".into(),
-                    );
-                }
-            }
-            return;
-        }
-        if matches!(t.state, ThreadState::Initiated | ThreadState::Negotiating)
-            && t.waiting == Waiting::Peer
-        {
-            let peer = t.peer.clone();
-            self.set_state(
-                id,
-                ThreadState::Stalled,
-                "no answer within the staleness timeout",
-            );
-            self.notify(
-                Some(id.into()),
-                NotifyKind::Stalled,
-                format!("{peer} hasn't answered; the thread is stalled."),
-            );
-            let body = Body::Context(ContextBody {
-                escalation: Some(Escalation {
-                    recommend: "surface_to_users".into(),
-                    reason: format!("{STALL_REASON}: no answer within the staleness timeout"),
-                    suggested_prompt: None,
-                }),
-                ..Default::default()
-            });
-            let _ = self.send_packet(id, body);
-            self.set_waiting(id, Waiting::User);
-        }
-    }
-
-    pub(super) fn resume_after_restore(&mut self) {
-        let ids: Vec<String> = self.threads.keys().cloned().collect();
-        for id in ids {
-            let Some(t) = self.threads.get(&id) else {
-                continue;
-            };
-            if t.state.is_terminal() {
-                continue;
-            }
-            let consent_open = t.consent.as_ref().is_some_and(|c| c.prompt_id != 0);
-            let resolution_open = t.state == ThreadState::Proposed
-                && t.resolution.as_ref().is_some_and(|r| r.prompt_id.is_some());
-            if consent_open {
-                self.show_consent_prompt(&id);
-            }
-            if resolution_open {
-                self.show_resolution_prompt(&id, false);
-            }
-            let Some(t) = self.threads.get(&id) else {
-                continue;
-            };
-            if let Some((aid, i, undo)) = t.execution.as_ref().and_then(|e| e.in_flight) {
-                let details = t
-                    .resolution
-                    .as_ref()
-                    .map(|r| r.body.proposal.details.clone())
-                    .unwrap_or_default();
-                if let Some(action) = t.execution.as_ref().and_then(|e| e.mine.get(i).cloned()) {
-                    self.buf.action.push(Output::ExecuteAction(ActionRequest {
-                        id: aid,
-                        thread_id: id.clone(),
-                        action,
-                        details,
-                        undo,
-                    }));
-                }
-            }
-            let lost = t
-                .llm
-                .as_ref()
-                .filter(|l| l.retry_at.is_none())
-                .map(|l| (l.attempt, l.last_error.clone()));
-            if let Some((attempt, err)) = lost {
-                if !self.llm_superseded(&id) {
-                    if let Some(t) = self.threads.get_mut(&id) {
-                        t.llm = None;
-                    }
-                    self.ask_llm(&id, attempt, err);
-                }
-            }
-        }
-    }
-
-    /// Whether a `thread_state` of thread `id` waits in the outbox.
-    pub(super) fn summary_pending(&self, id: &str) -> bool {
-        let Some(t) = self.threads.get(id) else {
-            return false;
-        };
-        self.outbox.values().any(|o| {
-            o.thread_id == id
-                && t.history
-                    .iter()
-                    .rev()
-                    .any(|h| h.outgoing && h.packet_id == o.packet_id && h.kind == "thread_state")
-        })
-    }
-
-    pub(super) fn on_timeout(&mut self) {
-        self.unpark();
-        if self.link != Link::Down
-            && self.now >= self.last_heard.add(self.config.limits.relay_silence)
-        {
-            self.audit(None, AgentEvent::RelaySilent);
-            self.buf.close.push(Output::CloseConnection);
-            self.on_disconnected();
-        }
-        let ids: Vec<String> = self
-            .threads
-            .values()
-            .filter(|t| self.thread_deadline(t).is_some_and(|d| d <= self.now))
-            .map(|t| t.id.clone())
-            .collect();
-        for id in ids {
-            self.thread_timeout(&id);
-        }
-        let due: Vec<Address> = self
-            .peers
-            .iter()
-            .filter(|(_, p)| p.refused.tell_due().is_some_and(|t| t <= self.now))
-            .map(|(a, _)| a.clone())
-            .collect();
-        for peer in due {
-            self.tell_refusals(&peer);
-        }
     }
 }

@@ -53,31 +53,6 @@ impl Refusals {
 pub(super) const REFUSAL_NOTICE_PERIOD: Duration = Duration::from_secs(60);
 
 impl Agent {
-    pub(super) fn malformed(&mut self, peer: &Address, why: String) {
-        let threshold = self.config.limits.malformed_flag_threshold;
-        let rec = self.peers.entry(peer.clone()).or_default();
-        rec.malformed = rec.malformed.saturating_add(1);
-        let flag = rec.malformed >= threshold && !rec.flagged;
-        if flag {
-            rec.flagged = true;
-        }
-        self.dirty.peers.insert(peer.clone());
-        self.dropped(
-            None,
-            DropReason::Malformed {
-                peer: peer.clone(),
-                why: why.to_string(),
-            },
-        );
-        if flag {
-            self.notify(
-                None,
-                NotifyKind::Flagged,
-                format!("{peer} keeps sending malformed packets ({threshold} in a row). You can block it."),
-            );
-        }
-    }
-
     /// Open threads `peer` started with this agent, children of its forks included.
     pub(super) fn open_threads_started_by(&self, peer: &Address) -> usize {
         self.threads
@@ -100,7 +75,7 @@ impl Agent {
 
     /// Why the first packet `p` of a thread its sender opens is refused, if it is.
     pub(super) fn new_thread_refusal(&self, p: &Packet) -> Option<(&'static str, String)> {
-        let l = &self.config.limits;
+        let l = &self.shared.config.limits;
         let open = self.open_threads_started_by(&p.from);
         if open >= l.max_threads_per_peer as usize {
             return Some((
@@ -133,7 +108,7 @@ impl Agent {
         len: usize,
     ) -> Option<(&'static str, String)> {
         let t = self.threads.get(id)?;
-        let l = &self.config.limits;
+        let l = &self.shared.config.limits;
         let held: usize = t.history.iter().map(|h| h.json.len()).sum();
         if held.saturating_add(len) > l.max_thread_bytes {
             return Some((
@@ -185,6 +160,114 @@ impl Agent {
         None
     }
 
+    /// Forgets the oldest ended threads `peer` started beyond the number kept, records
+    /// included, so a peer that opens and ends threads forever grows nothing.
+    pub(super) fn forget_ended_threads(&mut self, peer: &Address) {
+        let keep = self.shared.config.limits.max_ended_threads_per_peer as usize;
+        let mut ended: Vec<(Timestamp, String)> = self
+            .threads
+            .values()
+            .filter(|t| &t.peer == peer && !t.initiator && t.state.is_terminal())
+            .map(|t| (t.ended_at.unwrap_or(t.last_activity), t.id.clone()))
+            .collect();
+        if ended.len() <= keep {
+            return;
+        }
+        ended.sort();
+        let extra = ended.len() - keep;
+        for (_, id) in ended.into_iter().take(extra) {
+            let Some(t) = self.threads.remove(&id) else {
+                continue;
+            };
+            self.shared.tags.remove(&(t.peer.clone(), thread_tag(&id)));
+            self.shared.dirty.threads.remove(&id);
+            let stored = self.shared.hist_stored.remove(&id).unwrap_or(0);
+            for n in 0..stored {
+                self.shared.dirty.ops.push(PersistOp::Delete {
+                    key: history_key(&id, n),
+                });
+            }
+            self.shared.dirty.ops.push(PersistOp::Delete {
+                key: format!("thread/{id}"),
+            });
+            self.shared.audit(
+                Some(&id),
+                AgentEvent::EndedThreadForgotten {
+                    peer: peer.clone(),
+                    keep,
+                },
+            );
+        }
+    }
+}
+
+impl ThreadStep<'_> {
+    /// Refuses packet `p` of open thread `id`: it is not taken in (not even as received,
+    /// so a later gap exchange can bring it again), and the sender gets a `processing_error`.
+    pub(super) fn refuse_packet(&mut self, p: &Packet, code: &str, why: String) {
+        let peer = p.from.clone();
+        match &p.body {
+            Body::ThreadFork(f) => {
+                let n = f.new_threads.len() as u64;
+                self.shared.count_refusal(&peer, |r| {
+                    r.fork_children = r.fork_children.saturating_add(n)
+                });
+            }
+            _ => self
+                .shared
+                .count_refusal(&peer, |r| r.packets = r.packets.saturating_add(1)),
+        }
+        self.answer_refusal(&peer, code, why, &p.packet_id);
+    }
+
+    /// Sends `peer` a `processing_error` about packet `regarding` in thread `id`, outside
+    /// the thread's history (a refusal is not part of the negotiation), at most 10 a minute
+    /// per peer.
+    pub(super) fn answer_refusal(
+        &mut self,
+        peer: &Address,
+        code: &str,
+        why: String,
+        regarding: &str,
+    ) {
+        let id = self.id;
+        if !self.shared.may_answer_refusal(peer) {
+            return;
+        }
+        let version = self.t.version.clone();
+        let (packet_id, bytes) = self
+            .shared
+            .processing_error(id, peer, version, code, why, regarding);
+        self.seal_and_queue(&packet_id, &bytes);
+    }
+}
+
+impl Shared {
+    pub(super) fn malformed(&mut self, peer: &Address, why: String) {
+        let threshold = self.config.limits.malformed_flag_threshold;
+        let rec = self.peers.entry(peer.clone()).or_default();
+        rec.malformed = rec.malformed.saturating_add(1);
+        let flag = rec.malformed >= threshold && !rec.flagged;
+        if flag {
+            rec.flagged = true;
+        }
+        self.dirty.peers.insert(peer.clone());
+        self.dropped(
+            None,
+            DropReason::Malformed {
+                peer: peer.clone(),
+                why: why.to_string(),
+            },
+        );
+        if flag {
+            self.notify(
+                None,
+                NotifyKind::Flagged,
+                format!("{peer} keeps sending malformed packets ({threshold} in a row). You can block it."),
+            );
+        }
+    }
+
     /// Refuses the first packet of a thread: no thread is created, and the sender gets a
     /// `processing_error` sealed in the session its envelope opened.
     pub(super) fn refuse_new_thread(
@@ -216,41 +299,6 @@ impl Agent {
         ) {
             self.queue_envelope(&p.thread_id, &packet_id, env);
         }
-    }
-
-    /// Refuses packet `p` of open thread `id`: it is not taken in (not even as received,
-    /// so a later gap exchange can bring it again), and the sender gets a `processing_error`.
-    pub(super) fn refuse_packet(&mut self, id: &str, p: &Packet, code: &str, why: String) {
-        let peer = p.from.clone();
-        match &p.body {
-            Body::ThreadFork(f) => {
-                let n = f.new_threads.len() as u64;
-                self.count_refusal(&peer, |r| {
-                    r.fork_children = r.fork_children.saturating_add(n)
-                });
-            }
-            _ => self.count_refusal(&peer, |r| r.packets = r.packets.saturating_add(1)),
-        }
-        self.answer_refusal(id, &peer, code, why, &p.packet_id);
-    }
-
-    /// Sends `peer` a `processing_error` about packet `regarding` in thread `id`, outside
-    /// the thread's history (a refusal is not part of the negotiation), at most 10 a minute
-    /// per peer.
-    pub(super) fn answer_refusal(
-        &mut self,
-        id: &str,
-        peer: &Address,
-        code: &str,
-        why: String,
-        regarding: &str,
-    ) {
-        if !self.may_answer_refusal(peer) {
-            return;
-        }
-        let version = self.threads.get(id).and_then(|t| t.version.clone());
-        let (packet_id, bytes) = self.processing_error(id, peer, version, code, why, regarding);
-        self.seal_and_queue(id, &packet_id, &bytes);
     }
 
     /// A `processing_error` packet of thread `id` to `peer`: its id and bytes.
@@ -358,45 +406,5 @@ impl Agent {
                 packets: r.packets,
             },
         );
-    }
-
-    /// Forgets the oldest ended threads `peer` started beyond the number kept, records
-    /// included, so a peer that opens and ends threads forever grows nothing.
-    pub(super) fn forget_ended_threads(&mut self, peer: &Address) {
-        let keep = self.config.limits.max_ended_threads_per_peer as usize;
-        let mut ended: Vec<(Timestamp, String)> = self
-            .threads
-            .values()
-            .filter(|t| &t.peer == peer && !t.initiator && t.state.is_terminal())
-            .map(|t| (t.ended_at.unwrap_or(t.last_activity), t.id.clone()))
-            .collect();
-        if ended.len() <= keep {
-            return;
-        }
-        ended.sort();
-        let extra = ended.len() - keep;
-        for (_, id) in ended.into_iter().take(extra) {
-            let Some(t) = self.threads.remove(&id) else {
-                continue;
-            };
-            self.tags.remove(&(t.peer.clone(), thread_tag(&id)));
-            self.dirty.threads.remove(&id);
-            let stored = self.hist_stored.remove(&id).unwrap_or(0);
-            for n in 0..stored {
-                self.dirty.ops.push(PersistOp::Delete {
-                    key: history_key(&id, n),
-                });
-            }
-            self.dirty.ops.push(PersistOp::Delete {
-                key: format!("thread/{id}"),
-            });
-            self.audit(
-                Some(&id),
-                AgentEvent::EndedThreadForgotten {
-                    peer: peer.clone(),
-                    keep,
-                },
-            );
-        }
     }
 }

@@ -16,212 +16,6 @@ use crate::packet::{ActionSpec, Body, ResolutionBody, ResolutionResponseBody, Re
 pub(super) const ALTERNATIVE_CHOSEN: &str = "alternative_chosen";
 
 impl Agent {
-    pub(super) fn propose(
-        &mut self,
-        id: &str,
-        proposal: crate::packet::Proposal,
-        actions: Vec<ActionSpec>,
-    ) {
-        let me = self.config.address.clone();
-        let Some(t) = self.threads.get(id) else {
-            return;
-        };
-        if !matches!(
-            t.state,
-            ThreadState::Initiated | ThreadState::Negotiating | ThreadState::Stalled
-        ) {
-            // A decision taken for an earlier state of the thread (a resolution is open
-            // or being carried out): proposing now would replace what both sides hold.
-            self.note(
-                Some(id),
-                format!("proposal dropped: the thread is {}", t.state),
-            );
-            return;
-        }
-        let mut confirmers = vec![me.clone(), t.peer.clone()];
-        if !t.initiator {
-            confirmers.reverse();
-        }
-        let timeout = self.config.limits.confirmation_timeout;
-        let mut proposal = proposal;
-        if t.version.as_deref() == Some("0.1") {
-            proposal.alternatives.clear(); // feature not in 0.1 (§15.2)
-        }
-        let body = ResolutionBody {
-            proposal,
-            requires_confirmation_from: confirmers,
-            actions_on_confirm: actions,
-            confirmation_timeout: Some(crate::time::format_iso8601_duration(timeout)),
-            on_timeout: Some("remind_then_expire".into()),
-            quorum: None,
-        };
-        let Ok(pid) = self.send_packet(id, Body::Resolution(body.clone())) else {
-            return;
-        };
-        self.open_resolution(id, pid, me, body);
-    }
-
-    pub(super) fn open_resolution(
-        &mut self,
-        id: &str,
-        packet_id: String,
-        proposer: Address,
-        body: ResolutionBody,
-    ) {
-        let timeout = body
-            .confirmation_timeout
-            .as_deref()
-            .and_then(crate::time::parse_iso8601_duration)
-            .unwrap_or(self.config.limits.confirmation_timeout)
-            .min(std::time::Duration::from_secs(30 * 86_400));
-        let deadline = self.now.add(timeout);
-        let remind_at = self.now.add(timeout / 2);
-        // The open prompt keeps its number when the new resolution asks the same (the
-        // proposal and its actions re-sent); a different proposal is another question
-        // under another number, so an answer never confirms what the user was not shown
-        // under the number they answered (SPEC-NOTES "Prompts and peer text on screen").
-        let open = self
-            .threads
-            .get(id)
-            .and_then(|t| t.resolution.as_ref())
-            .and_then(|r| {
-                let same = r.body.proposal == body.proposal
-                    && r.body.actions_on_confirm == body.actions_on_confirm;
-                r.prompt_id.map(|p| (p, same))
-            });
-        let pid = match open {
-            Some((p, true)) => p,
-            Some((p, false)) => {
-                self.buf.prompt.push(Output::ClosePrompt(p));
-                self.next_prompt_id()
-            }
-            None => self.next_prompt_id(),
-        };
-        let Some(t) = self.threads.get_mut(id) else {
-            return;
-        };
-        t.resolution = Some(OpenResolution {
-            packet_id,
-            proposer,
-            body,
-            answers: Vec::new(),
-            deadline,
-            remind_at,
-            reminded: false,
-            prompt_id: Some(pid),
-        });
-        t.escalated = false;
-        let early: Vec<(Address, ResolutionResponseBody)> = std::mem::take(&mut t.early_answers);
-        self.set_state(id, ThreadState::Proposed, "resolution proposed");
-        self.set_waiting(id, Waiting::User);
-        self.show_resolution_prompt(id, false);
-        let pid = self
-            .threads
-            .get(id)
-            .and_then(|t| t.resolution.as_ref())
-            .map(|r| r.packet_id.clone());
-        for (from, b) in early {
-            if b.resolution_id.is_some() && b.resolution_id == pid {
-                self.on_resolution_response(id, &from, b);
-            }
-        }
-    }
-
-    pub(super) fn show_resolution_prompt(&mut self, id: &str, reminder: bool) {
-        let Some(t) = self.threads.get(id) else {
-            return;
-        };
-        let Some(r) = &t.resolution else { return };
-        let Some(pid) = r.prompt_id else { return };
-        let prompt = Prompt {
-            id: pid,
-            thread_id: id.to_string(),
-            peer: t.peer.clone(),
-            intent: display::intent(&t.intent),
-            kind: PromptKind::Resolution {
-                proposal: display::proposal(&r.body.proposal),
-                proposer: r.proposer.clone(),
-                deadline: r.deadline,
-                reminder,
-            },
-        };
-        self.buf.prompt.push(Output::Prompt(prompt));
-    }
-
-    pub(super) fn on_resolution(
-        &mut self,
-        id: &str,
-        packet_id: String,
-        from: Address,
-        body: ResolutionBody,
-    ) {
-        let me = self.config.address.clone();
-        let Some(t) = self.threads.get(id) else {
-            return;
-        };
-        if !body.requires_confirmation_from.contains(&me) {
-            self.note(
-                Some(id),
-                "resolution that does not need this agent ignored".into(),
-            );
-            return;
-        }
-        if matches!(t.state, ThreadState::Failed | ThreadState::Rollback) {
-            // The proposer moved on faster than this side could undo: open it afterwards.
-            if let Some(t) = self.threads.get_mut(id) {
-                t.deferred_resolution = Some((packet_id, from, body));
-            }
-            self.dirty.threads.insert(id.to_string());
-            return;
-        }
-        if !matches!(
-            t.state,
-            ThreadState::Initiated
-                | ThreadState::Negotiating
-                | ThreadState::Stalled
-                | ThreadState::Proposed
-        ) {
-            self.note(Some(id), format!("resolution ignored in state {}", t.state));
-            return;
-        }
-        if t.initiator
-            && t.state == ThreadState::Proposed
-            && t.resolution.as_ref().is_some_and(|r| r.proposer == me)
-        {
-            // Both sides proposed at once (their answers to each other's requests
-            // crossed). Each side would otherwise open the other's resolution and answer
-            // one the other no longer holds; the initiator's stands on both (§8.1), so
-            // the responder's is dropped here and superseded there (swarm seed 110).
-            self.note(
-                Some(id),
-                "crossed resolution of the responder ignored; the initiator's stands".into(),
-            );
-            return;
-        }
-        if let Some(c) = self.threads.get_mut(id).and_then(|t| t.consent.take()) {
-            if c.prompt_id != 0 {
-                self.buf.prompt.push(Output::ClosePrompt(c.prompt_id));
-            }
-        }
-        // The model was asked what to do next while negotiating; the resolution answers
-        // that. Its late answer would propose over the one just opened here (large swarm,
-        // seed 1).
-        self.withdraw_llm(id, "the other side's resolution came first");
-        if self
-            .threads
-            .get(id)
-            .is_some_and(|t| t.state == ThreadState::Proposed)
-        {
-            // A newer proposal replaces the open one.
-            self.set_state(
-                id,
-                ThreadState::Negotiating,
-                "superseded by a new resolution",
-            );
-        }
-        self.open_resolution(id, packet_id, from, body);
-    }
-
     pub(super) fn answer_resolution(&mut self, prompt_id: u64, answer: ResolutionAnswer) {
         let Some(id) = self.thread_where(
             |t| {
@@ -233,10 +27,14 @@ impl Agent {
         ) else {
             return;
         };
-        let me = self.config.address.clone();
-        let Some(t) = self.threads.get_mut(&id) else {
-            return;
-        };
+        self.in_thread(&id, |step| step.answer_resolution(prompt_id, answer));
+    }
+}
+
+impl ThreadStep<'_> {
+    pub(super) fn answer_resolution(&mut self, prompt_id: u64, answer: ResolutionAnswer) {
+        let me = self.shared.config.address.clone();
+        let t = &mut *self.t;
         if t.state != ThreadState::Proposed {
             return;
         }
@@ -250,10 +48,10 @@ impl Agent {
                     None => {
                         // The prompt stays open: the user picks again.
                         let n = r.body.proposal.alternatives.len();
-                        self.note(
-                        Some(&id),
-                        format!("alternative {} of prompt {prompt_id} does not exist (it offers {n})", i + 1),
-                    );
+                        self.note(format!(
+                            "alternative {} of prompt {prompt_id} does not exist (it offers {n})",
+                            i + 1
+                        ));
                         return;
                     }
                 }
@@ -264,15 +62,15 @@ impl Agent {
             // The proposer's own user picks an alternative: it becomes the proposal at
             // once; the new resolution supersedes this one on the other side.
             let i = *i;
-            self.note(
-                Some(&id),
-                format!("the user chose alternative {} of the own proposal", i + 1),
-            );
-            self.propose_alternative(&id, i);
+            self.note(format!(
+                "the user chose alternative {} of the own proposal",
+                i + 1
+            ));
+            self.propose_alternative(i);
             return;
         }
         r.prompt_id = None;
-        let resolution_id = r.packet_id.clone();
+        let resolution_id = r.packet_id.to_string();
         let alt_message = chosen
             .as_ref()
             .map(|(_, summary)| format!("Could we do this instead: {summary}?"));
@@ -306,15 +104,12 @@ impl Agent {
         };
         r.answers.retain(|(a, _)| a != &me);
         r.answers.push((me.clone(), status));
-        self.dirty.threads.insert(id.clone());
+        self.mark_changed();
         if let ResolutionAnswer::MakeExcuse {
             actual_reason: Some(_),
         } = &answer
         {
-            self.note(
-                Some(&id),
-                "declined with an excuse; the real reason stays on this device".into(),
-            );
+            self.note("declined with an excuse; the real reason stays on this device".into());
         }
         let body = Body::ResolutionResponse(ResolutionResponseBody {
             resolution_id: Some(resolution_id),
@@ -323,14 +118,178 @@ impl Agent {
             message_to_other_agent: message.map(str::to_string),
             alternative: chosen.as_ref().and_then(|(i, _)| u32::try_from(*i).ok()),
         });
-        let _ = self.send_packet(&id, body);
+        let _ = self.send_packet(body);
         match status {
-            ResolutionStatus::Confirmed => self.check_confirmed(&id),
+            ResolutionStatus::Confirmed => self.check_confirmed(),
             ResolutionStatus::Declined if class == Some("user_declined") => {
-                self.set_state(&id, ThreadState::Declined, "declined by the user");
+                self.set_state(ThreadState::Declined, "declined by the user");
             }
-            _ => self.reopen(&id, class.unwrap_or("declined")),
+            _ => self.reopen(class.unwrap_or("declined")),
         }
+    }
+
+    pub(super) fn propose(&mut self, proposal: crate::packet::Proposal, actions: Vec<ActionSpec>) {
+        let me = self.shared.config.address.clone();
+        let t = &*self.t;
+        if !matches!(
+            t.state,
+            ThreadState::Initiated | ThreadState::Negotiating | ThreadState::Stalled
+        ) {
+            // A decision taken for an earlier state of the thread (a resolution is open
+            // or being carried out): proposing now would replace what both sides hold.
+            self.note(format!("proposal dropped: the thread is {}", t.state));
+            return;
+        }
+        let mut confirmers = vec![me.clone(), t.peer.clone()];
+        if !t.initiator {
+            confirmers.reverse();
+        }
+        let timeout = self.shared.config.limits.confirmation_timeout;
+        let mut proposal = proposal;
+        if t.version.as_deref() == Some("0.1") {
+            proposal.alternatives.clear(); // feature not in 0.1 (§15.2)
+        }
+        let body = ResolutionBody {
+            proposal,
+            requires_confirmation_from: confirmers,
+            actions_on_confirm: actions,
+            confirmation_timeout: Some(crate::time::format_iso8601_duration(timeout)),
+            on_timeout: Some("remind_then_expire".into()),
+            quorum: None,
+        };
+        let Ok(pid) = self.send_packet(Body::Resolution(body.clone())) else {
+            return;
+        };
+        self.open_resolution(pid, me, body);
+    }
+
+    pub(super) fn open_resolution(
+        &mut self,
+        packet_id: String,
+        proposer: Address,
+        body: ResolutionBody,
+    ) {
+        let timeout = body
+            .confirmation_timeout
+            .as_deref()
+            .and_then(crate::time::parse_iso8601_duration)
+            .unwrap_or(self.shared.config.limits.confirmation_timeout)
+            .min(std::time::Duration::from_secs(30 * 86_400));
+        let deadline = self.shared.now.add(timeout);
+        let remind_at = self.shared.now.add(timeout / 2);
+        // The open prompt keeps its number when the new resolution asks the same (the
+        // proposal and its actions re-sent); a different proposal is another question
+        // under another number, so an answer never confirms what the user was not shown
+        // under the number they answered (SPEC-NOTES "Prompts and peer text on screen").
+        let open = self.t.resolution.as_ref().and_then(|r| {
+            let same = r.body.proposal == body.proposal
+                && r.body.actions_on_confirm == body.actions_on_confirm;
+            r.prompt_id.map(|p| (p, same))
+        });
+        let pid = match open {
+            Some((p, true)) => p,
+            Some((p, false)) => {
+                self.shared.buf.prompt.push(Output::ClosePrompt(p));
+                self.shared.next_prompt_id()
+            }
+            None => self.shared.next_prompt_id(),
+        };
+        let t = &mut *self.t;
+        t.resolution = Some(OpenResolution {
+            packet_id,
+            proposer,
+            body,
+            answers: Vec::new(),
+            deadline,
+            remind_at,
+            reminded: false,
+            prompt_id: Some(pid),
+        });
+        t.escalated = false;
+        let early: Vec<(Address, ResolutionResponseBody)> = std::mem::take(&mut t.early_answers);
+        self.set_state(ThreadState::Proposed, "resolution proposed");
+        self.set_waiting(Waiting::User);
+        self.show_resolution_prompt(false);
+        let pid = self.t.resolution.as_ref().map(|r| r.packet_id.clone());
+        for (from, b) in early {
+            if b.resolution_id.is_some() && b.resolution_id == pid {
+                self.on_resolution_response(&from, b);
+            }
+        }
+    }
+
+    pub(super) fn show_resolution_prompt(&mut self, reminder: bool) {
+        let id = self.id;
+        let t = &*self.t;
+        let Some(r) = &t.resolution else { return };
+        let Some(pid) = r.prompt_id else { return };
+        let prompt = Prompt {
+            id: pid,
+            thread_id: id.to_string(),
+            peer: t.peer.clone(),
+            intent: display::intent(&t.intent),
+            kind: PromptKind::Resolution {
+                proposal: display::proposal(&r.body.proposal),
+                proposer: r.proposer.clone(),
+                deadline: r.deadline,
+                reminder,
+            },
+        };
+        self.shared.buf.prompt.push(Output::Prompt(prompt));
+    }
+
+    pub(super) fn on_resolution(&mut self, packet_id: String, from: Address, body: ResolutionBody) {
+        let me = self.shared.config.address.clone();
+        let t = &*self.t;
+        if !body.requires_confirmation_from.contains(&me) {
+            self.note("resolution that does not need this agent ignored".into());
+            return;
+        }
+        if matches!(t.state, ThreadState::Failed | ThreadState::Rollback) {
+            // The proposer moved on faster than this side could undo: open it afterwards.
+            let t = &mut *self.t;
+            t.deferred_resolution = Some((packet_id, from, body));
+            self.mark_changed();
+            return;
+        }
+        if !matches!(
+            t.state,
+            ThreadState::Initiated
+                | ThreadState::Negotiating
+                | ThreadState::Stalled
+                | ThreadState::Proposed
+        ) {
+            self.note(format!("resolution ignored in state {}", t.state));
+            return;
+        }
+        if t.initiator
+            && t.state == ThreadState::Proposed
+            && t.resolution.as_ref().is_some_and(|r| r.proposer == me)
+        {
+            // Both sides proposed at once (their answers to each other's requests
+            // crossed). Each side would otherwise open the other's resolution and answer
+            // one the other no longer holds; the initiator's stands on both (§8.1), so
+            // the responder's is dropped here and superseded there (swarm seed 110).
+            self.note("crossed resolution of the responder ignored; the initiator's stands".into());
+            return;
+        }
+        if let Some(c) = self.t.consent.take() {
+            if c.prompt_id != 0 {
+                self.shared
+                    .buf
+                    .prompt
+                    .push(Output::ClosePrompt(c.prompt_id));
+            }
+        }
+        // The model was asked what to do next while negotiating; the resolution answers
+        // that. Its late answer would propose over the one just opened here (large swarm,
+        // seed 1).
+        self.withdraw_llm("the other side's resolution came first");
+        if self.t.state == ThreadState::Proposed {
+            // A newer proposal replaces the open one.
+            self.set_state(ThreadState::Negotiating, "superseded by a new resolution");
+        }
+        self.open_resolution(packet_id, from, body);
     }
 
     /// The proposer proposes alternative `i` of its open resolution as the main proposal
@@ -338,17 +297,15 @@ impl Agent {
     /// proposal is ruled out, the alternative's `details` replace the proposal's key by
     /// key, the other alternatives stay offered, the actions stay the same. Both users
     /// confirm the new resolution (SPEC-NOTES "Resolution and confirmation").
-    pub(super) fn propose_alternative(&mut self, id: &str, i: usize) {
-        let Some(t) = self.threads.get_mut(id) else {
-            return;
-        };
+    pub(super) fn propose_alternative(&mut self, i: usize) {
+        let t = &mut *self.t;
         let Some(r) = t.resolution.take() else { return };
         let Some(alt) = r.body.proposal.alternatives.get(i).cloned() else {
             t.resolution = Some(r);
             return;
         };
         if let Some(pid) = r.prompt_id {
-            self.buf.prompt.push(Output::ClosePrompt(pid));
+            self.shared.buf.prompt.push(Output::ClosePrompt(pid));
         }
         let old = r.body.proposal;
         t.rejected.push(Rejected {
@@ -356,7 +313,7 @@ impl Agent {
             details: old.details.clone(),
             reason: ALTERNATIVE_CHOSEN.to_string(),
         });
-        self.dirty.threads.insert(id.to_string());
+        self.mark_changed();
         let mut details = old.details.clone();
         for (k, v) in alt.details {
             details.insert(k, v);
@@ -379,49 +336,40 @@ impl Agent {
             alternatives,
             reasoning,
         };
-        self.set_state(id, ThreadState::Negotiating, "an alternative was chosen");
-        self.propose(id, proposal, r.body.actions_on_confirm);
+        self.set_state(ThreadState::Negotiating, "an alternative was chosen");
+        self.propose(proposal, r.body.actions_on_confirm);
     }
 
     /// A proposal was declined with a reason that invites another one: rule it out and
     /// let the proposer try the next option.
-    pub(super) fn reopen(&mut self, id: &str, why: &str) {
-        let me = self.config.address.clone();
-        let Some(t) = self.threads.get_mut(id) else {
-            return;
-        };
+    pub(super) fn reopen(&mut self, why: &str) {
+        let me = self.shared.config.address.clone();
+        let t = &mut *self.t;
         let Some(r) = t.resolution.take() else { return };
         if let Some(pid) = r.prompt_id {
-            self.buf.prompt.push(Output::ClosePrompt(pid));
+            self.shared.buf.prompt.push(Output::ClosePrompt(pid));
         }
         t.rejected.push(Rejected {
             summary: r.body.proposal.summary.clone(),
             details: r.body.proposal.details.clone(),
             reason: why.to_string(),
         });
-        self.dirty.threads.insert(id.to_string());
-        self.set_state(id, ThreadState::Negotiating, why);
+        self.mark_changed();
+        self.set_state(ThreadState::Negotiating, why);
         if r.proposer == me {
-            self.evaluate(id, Turn::Free);
+            self.evaluate(Turn::Free);
         } else {
-            self.set_waiting(id, Waiting::Peer);
+            self.set_waiting(Waiting::Peer);
         }
     }
 
-    pub(super) fn on_resolution_response(
-        &mut self,
-        id: &str,
-        from: &Address,
-        b: ResolutionResponseBody,
-    ) {
-        if from == &self.config.address {
+    pub(super) fn on_resolution_response(&mut self, from: &Address, b: ResolutionResponseBody) {
+        if from == &self.shared.config.address {
             // Only this agent's user answers for this agent (Command::AnswerResolution).
-            self.note(Some(id), "answer in this agent's own name ignored".into());
+            self.note("answer in this agent's own name ignored".into());
             return;
         }
-        let Some(t) = self.threads.get_mut(id) else {
-            return;
-        };
+        let t = &mut *self.t;
         let is_cancel = b.status == ResolutionStatus::Declined
             && matches!(b.reason_class.as_deref(), None | Some("user_declined"));
         if !is_cancel
@@ -441,7 +389,7 @@ impl Agent {
             // it opens, or the confirmation is lost for good.
             if t.early_answers.len() < 4 {
                 t.early_answers.push((from.clone(), b));
-                self.dirty.threads.insert(id.to_string());
+                self.mark_changed();
             }
             return;
         }
@@ -449,14 +397,9 @@ impl Agent {
             // Only a cancel closes a thread without an open resolution; a late answer to
             // a resolution already re-opened (a counter, an excuse) is stale.
             if is_cancel {
-                self.close_prompts(id);
-                self.set_state(
-                    id,
-                    ThreadState::Declined,
-                    "the other user closed the thread",
-                );
+                self.close_prompts();
+                self.set_state(ThreadState::Declined, "the other user closed the thread");
                 self.notify(
-                    Some(id.into()),
                     NotifyKind::Declined,
                     b.message_to_other_agent
                         .unwrap_or_else(|| "The other side closed the thread.".into()),
@@ -471,7 +414,6 @@ impl Agent {
             // The other user withdrew after this side saw every confirmation: undo what
             // was done here and close, as the other side did.
             self.withdraw_execution(
-                id,
                 format!("{from} withdrew"),
                 |ex| ex.cancelled = true,
                 NotifyKind::Declined,
@@ -487,9 +429,8 @@ impl Agent {
             // (swarm seed 467).
             if let Some(ex) = t.execution.as_mut() {
                 ex.cancelled = true;
-                self.dirty.threads.insert(id.to_string());
+                self.mark_changed();
                 self.notify(
-                    Some(id.into()),
                     NotifyKind::Declined,
                     format!("{from} withdrew; the thread closes once the undo is done."),
                 );
@@ -498,10 +439,9 @@ impl Agent {
         }
         if is_cancel && t.state == ThreadState::Proposed {
             // `user_declined` closes the sender's side whatever resolution it answered.
-            self.close_prompts(id);
-            self.set_state(id, ThreadState::Declined, "declined by the other user");
+            self.close_prompts();
+            self.set_state(ThreadState::Declined, "declined by the other user");
             self.notify(
-                Some(id.into()),
                 NotifyKind::Declined,
                 format!(
                     "{from} declined. {}",
@@ -511,18 +451,18 @@ impl Agent {
             return;
         }
         if !current || t.state != ThreadState::Proposed {
-            self.note(Some(id), "answer to an older resolution ignored".into());
+            self.note("answer to an older resolution ignored".into());
             return;
         }
         r.answers.retain(|(a, _)| a != from);
         r.answers.push((from.clone(), b.status));
-        self.dirty.threads.insert(id.to_string());
+        self.shared.dirty.threads.insert(self.id.to_string());
         let msg = b.message_to_other_agent.clone().unwrap_or_default();
         // The other user chose one of this agent's alternatives: it is proposed as the
         // main proposal. An index this resolution does not have is an ordinary counter.
         let chosen = (b.status == ResolutionStatus::CounterRequested
             && b.reason_class.as_deref() == Some(ALTERNATIVE_CHOSEN)
-            && r.proposer == self.config.address)
+            && r.proposer == self.shared.config.address)
             .then_some(b.alternative)
             .flatten()
             .and_then(|i| usize::try_from(i).ok())
@@ -535,43 +475,34 @@ impl Agent {
             });
         if let Some((i, summary)) = chosen {
             self.notify(
-                Some(id.into()),
                 NotifyKind::Info,
                 format!("{from} chose an alternative: {summary}. Proposing it."),
             );
-            self.propose_alternative(id, i);
+            self.propose_alternative(i);
             return;
         }
         match (b.status, b.reason_class.as_deref()) {
-            (ResolutionStatus::Confirmed, _) => self.check_confirmed(id),
+            (ResolutionStatus::Confirmed, _) => self.check_confirmed(),
             (ResolutionStatus::Declined, Some("user_declined"))
             | (ResolutionStatus::Declined, None) => {
-                self.close_prompts(id);
-                self.set_state(id, ThreadState::Declined, "declined by the other user");
-                self.notify(
-                    Some(id.into()),
-                    NotifyKind::Declined,
-                    format!("{from} declined. {msg}"),
-                );
+                self.close_prompts();
+                self.set_state(ThreadState::Declined, "declined by the other user");
+                self.notify(NotifyKind::Declined, format!("{from} declined. {msg}"));
             }
             (_, class) => {
-                self.notify(
-                    Some(id.into()),
-                    NotifyKind::Info,
-                    format!("{from} can't do that: {msg}"),
-                );
-                self.reopen(id, class.unwrap_or("counter_requested"));
+                self.notify(NotifyKind::Info, format!("{from} can't do that: {msg}"));
+                self.reopen(class.unwrap_or("counter_requested"));
             }
         }
     }
 
     /// Who the open resolution still waits for: the participants it names (this
     /// agent's user included) without a `confirmed` answer.
-    pub(super) fn missing_confirmations(&self, id: &str) -> Vec<String> {
-        let Some(r) = self.threads.get(id).and_then(|t| t.resolution.as_ref()) else {
+    pub(super) fn missing_confirmations(&self) -> Vec<String> {
+        let Some(r) = self.t.resolution.as_ref() else {
             return Vec::new();
         };
-        let me = &self.config.address;
+        let me = &self.shared.config.address;
         let mut out: Vec<String> = Vec::new();
         for a in &r.body.requires_confirmation_from {
             let confirmed = r
@@ -590,11 +521,9 @@ impl Agent {
         out
     }
 
-    pub(super) fn check_confirmed(&mut self, id: &str) {
-        let me = self.config.address.clone();
-        let Some(t) = self.threads.get(id) else {
-            return;
-        };
+    pub(super) fn check_confirmed(&mut self) {
+        let me = self.shared.config.address.clone();
+        let t = &*self.t;
         let Some(r) = &t.resolution else { return };
         if !confirmations_complete(r, &me) {
             return;
@@ -608,33 +537,27 @@ impl Agent {
             .collect();
         let summary = r.body.proposal.summary.clone();
         self.set_state(
-            id,
             ThreadState::Confirmed,
             "all required confirmations received",
         );
-        self.notify(
-            Some(id.into()),
-            NotifyKind::Info,
-            format!("Confirmed: {summary}"),
-        );
-        if let Some(t) = self.threads.get_mut(id) {
-            t.execution = Some(Execution {
-                mine,
-                done: 0,
-                in_flight: None,
-                undo_queue: Vec::new(),
-                peer_completed: false,
-                reported: false,
-                failure: None,
-                cancelled: false,
-                expired: false,
-            });
-        }
-        self.set_state(id, ThreadState::Executing, "executing actions");
-        self.set_waiting(id, Waiting::Actions);
-        self.next_action(id);
-        if let Some(r) = self.threads.get_mut(id).and_then(|t| t.early_report.take()) {
-            self.on_execution_report(id, r);
+        self.notify(NotifyKind::Info, format!("Confirmed: {summary}"));
+        let t = &mut *self.t;
+        t.execution = Some(Execution {
+            mine,
+            done: 0,
+            in_flight: None,
+            undo_queue: Vec::new(),
+            peer_completed: false,
+            reported: false,
+            failure: None,
+            cancelled: false,
+            expired: false,
+        });
+        self.set_state(ThreadState::Executing, "executing actions");
+        self.set_waiting(Waiting::Actions);
+        self.next_action();
+        if let Some(r) = self.t.early_report.take() {
+            self.on_execution_report(r);
         }
     }
 }

@@ -347,8 +347,9 @@ pub struct IllegalTransition {
 }
 
 impl Thread {
-    /// Moves to `to` if the table allows it; a no-op for `to == state`.
-    pub fn transition(&mut self, to: ThreadState) -> Result<bool, IllegalTransition> {
+    /// Moves to `to` if the table allows it; a no-op for `to == state`. The agent calls
+    /// it only from its one transition function (`ThreadStep::transition`).
+    pub(crate) fn transition(&mut self, to: ThreadState) -> Result<bool, IllegalTransition> {
         if self.state == to {
             return Ok(false);
         }
