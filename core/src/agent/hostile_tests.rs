@@ -7,49 +7,19 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use super::test_support::HostileWorld;
 use super::*;
-use crate::harness::hostile::HostilePeer;
 use crate::harness::{dinner, Net};
 
-struct World {
-    net: Net,
-    alice: usize,
-    bob: usize,
-    m: HostilePeer,
+fn world_with(limits: Limits) -> HostileWorld {
+    HostileWorld::new(limits, true)
 }
 
-fn world_with(limits: Limits) -> World {
-    let start = Timestamp::parse_rfc3339(dinner::START).unwrap();
-    let mut net = Net::new("a2acp.io", start, [7; 32]);
-    let mut a = dinner::alice("a2acp.io");
-    a.limits = limits;
-    let alice = net.add_agent(a, [1; 32], [11; 32]);
-    let bob = net.add_agent(dinner::bob("a2acp.io"), [2; 32], [22; 32]);
-    net.connect(alice);
-    net.connect(bob);
-    net.settle();
-    let m = HostilePeer::join(&mut net, "mallory", [66; 32]).unwrap();
-    World { net, alice, bob, m }
-}
-
-fn world() -> World {
+fn world() -> HostileWorld {
     world_with(Limits::default())
 }
 
-impl World {
-    fn alice_addr(&self) -> Address {
-        self.net.address(self.alice)
-    }
-
-    /// Mallory sends one packet of type `kind` with `body` in `thread` and lets it arrive.
-    fn m_send(&mut self, thread: &str, kind: &str, body: Value) -> String {
-        let to = self.alice_addr();
-        let p = self.m.packet(&self.net, &to, thread, kind, body);
-        self.m.send(&mut self.net, &to, &p).unwrap();
-        self.m.pump(&mut self.net);
-        p["packet_id"].as_str().unwrap_or_default().to_string()
-    }
-
+impl HostileWorld {
     /// Mallory opens a dinner thread with Alice; `needs` are asked in its first packet.
     fn m_open(&mut self, needs: Value) -> String {
         let thread = self.m.new_thread_id();
@@ -65,35 +35,8 @@ impl World {
         thread
     }
 
-    /// Alice opens a dinner thread with Mallory, who reads it.
-    fn alice_opens(&mut self) -> String {
-        let to = self.m.address.clone();
-        self.net.command(
-            self.alice,
-            Command::StartThread {
-                to: to.clone(),
-                intent: dinner::intent(),
-                context: dinner::context(),
-            },
-        );
-        self.m.pump(&mut self.net);
-        let got = self.m.take_received();
-        got.iter()
-            .find(|r| r.kind() == "context")
-            .map(|r| r.thread_id.clone())
-            .expect("alice's first packet")
-    }
-
     fn actions(&self) -> usize {
         self.net.nodes[self.alice].actions.len()
-    }
-
-    fn state(&self, thread: &str) -> ThreadState {
-        self.net.nodes[self.alice]
-            .agent
-            .thread(thread)
-            .unwrap()
-            .state
     }
 
     fn resolution_prompt(&self, thread: &str) -> Option<Prompt> {
@@ -142,7 +85,7 @@ fn confirmed(resolution_id: &str) -> Value {
 /// Every way the attack was tried: a quorum of 0 or 1 (or none, or absurd), the
 /// confirmer list with Mallory and Alice in any order, duplicated, in other spellings,
 /// with a third party.
-fn attacks(w: &World) -> Vec<(Value, Option<Value>)> {
+fn attacks(w: &HostileWorld) -> Vec<(Value, Option<Value>)> {
     let m = w.m.address.as_str().to_string();
     let a = w.alice_addr().as_str().to_string();
     let shouting = a.to_uppercase().replace("AGENT:", "agent:");
@@ -274,7 +217,7 @@ fn the_users_confirmation_waits_for_the_other_participants() {
 
 // ===== limits per peer =====
 
-impl World {
+impl HostileWorld {
     /// Threads Mallory started with Alice that are open.
     fn m_open_threads(&self) -> usize {
         self.net.nodes[self.alice]
@@ -323,7 +266,7 @@ impl World {
 
     /// An honest dinner between Alice and Bob, from start to COMPLETED on both sides.
     fn honest_dinner(&mut self) {
-        let (a, b) = (self.alice, self.bob);
+        let (a, b) = (self.alice, self.bob.expect("a world with Bob"));
         let to = self.net.address(b);
         self.net.command(
             a,
@@ -578,7 +521,7 @@ fn a_flood_of_dropped_packets_writes_a_few_audit_lines() {
     let mut w = world();
     let t = w.m_open(json!([]));
     let to = w.alice_addr();
-    let lines = |w: &World| w.net.transcript.iter().filter(|l| l.who == "alice").count();
+    let lines = |w: &HostileWorld| w.net.transcript.iter().filter(|l| l.who == "alice").count();
     let before = lines(&w);
     for _ in 0..1000 {
         w.m.send_bytes(&mut w.net, &to, &t, b"{\"not\": \"a packet\"}")

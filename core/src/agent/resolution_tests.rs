@@ -9,7 +9,6 @@ use serde_json::{json, Value};
 
 use super::test_support::*;
 use super::*;
-use crate::harness::hostile::HostilePeer;
 use crate::harness::{dinner, Net};
 use crate::packet::Proposal;
 
@@ -180,7 +179,7 @@ fn an_alternative_that_does_not_exist_keeps_the_prompt_open() {
 /// the proposal is ruled out and the next option proposed.
 #[test]
 fn an_out_of_range_alternative_from_the_peer_is_an_ordinary_counter() {
-    let mut w = Hostile::new();
+    let mut w = HostileWorld::new(Limits::default(), false);
     let thread = w.alice_opens();
     w.alice_proposes(&thread);
     let res = w.last_resolution();
@@ -324,7 +323,7 @@ fn a_list_of_places_is_tried_in_order() {
 // ===== §7.2 promotion suggestion =====
 
 /// Mallory opens a thread asking for `transport_mode`; Alice's consent prompt for it.
-fn asked_for_transport(w: &mut Hostile) -> (String, Option<Prompt>) {
+fn asked_for_transport(w: &mut HostileWorld) -> (String, Option<Prompt>) {
     let thread = w.m.new_thread_id();
     w.m_send(
         &thread,
@@ -345,7 +344,7 @@ fn asked_for_transport(w: &mut Hostile) -> (String, Option<Prompt>) {
 
 #[test]
 fn a_promotion_suggestion_is_typed_listed_and_accepted_in_one_command() {
-    let mut w = Hostile::new();
+    let mut w = HostileWorld::new(Limits::default(), false);
     let m = w.m.address.clone();
     for _ in 0..3 {
         let (_, p) = asked_for_transport(&mut w);
@@ -424,51 +423,7 @@ fn a_notification_without_a_suggestion_still_reads() {
 
 // ===== the proposer's own confirmation (§8.3) =====
 
-struct Hostile {
-    net: Net,
-    alice: usize,
-    m: HostilePeer,
-}
-
-impl Hostile {
-    fn new() -> Self {
-        let start = Timestamp::parse_rfc3339(dinner::START).unwrap();
-        let mut net = Net::new("a2acp.io", start, [7; 32]);
-        let alice = net.add_agent(dinner::alice("a2acp.io"), [1; 32], [11; 32]);
-        net.connect(alice);
-        net.settle();
-        let m = HostilePeer::join(&mut net, "mallory", [66; 32]).unwrap();
-        Hostile { net, alice, m }
-    }
-
-    fn m_send(&mut self, thread: &str, kind: &str, body: Value) -> String {
-        let to = self.net.address(self.alice);
-        let p = self.m.packet(&self.net, &to, thread, kind, body);
-        self.m.send(&mut self.net, &to, &p).unwrap();
-        self.m.pump(&mut self.net);
-        p["packet_id"].as_str().unwrap_or_default().to_string()
-    }
-
-    /// Alice opens the dinner with Mallory.
-    fn alice_opens(&mut self) -> String {
-        let to = self.m.address.clone();
-        self.net.command(
-            self.alice,
-            Command::StartThread {
-                to,
-                intent: dinner::intent(),
-                context: dinner::context(),
-            },
-        );
-        self.m.pump(&mut self.net);
-        self.m
-            .received
-            .iter()
-            .find(|r| r.kind() == "context")
-            .map(|r| r.thread_id.clone())
-            .expect("alice's first packet")
-    }
-
+impl HostileWorld {
     /// Mallory answers with Bob's values (and declines anything else asked); Alice
     /// proposes.
     fn alice_proposes(&mut self, thread: &str) {
@@ -517,14 +472,6 @@ impl Hostile {
     fn last_resolution(&mut self) -> Value {
         self.last_resolution_opt().expect("a resolution")
     }
-
-    fn state(&self, thread: &str) -> ThreadState {
-        self.net.nodes[self.alice]
-            .agent
-            .thread(thread)
-            .unwrap()
-            .state
-    }
 }
 
 /// Mallory proposes, Alice's user confirms, Mallory never sends its own confirmation:
@@ -532,7 +479,7 @@ impl Hostile {
 /// her side, her user is told, and Mallory is told with a `thread_state` EXPIRED.
 #[test]
 fn a_proposer_that_never_confirms_its_own_proposal_ends_expired_on_both_sides() {
-    let mut w = Hostile::new();
+    let mut w = HostileWorld::new(Limits::default(), false);
     let thread = w.alice_opens();
     let alice = w.net.address(w.alice);
     let m = w.m.address.clone();

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::*;
+use crate::harness::hostile::HostilePeer;
 use crate::harness::{dinner, Net};
 use crate::packet::Proposal;
 
@@ -99,4 +100,71 @@ pub(super) fn sent(net: &Net, i: usize, id: &str, kind: &str) -> Vec<Value> {
         .filter(|h| h.outgoing && h.kind == kind)
         .filter_map(|h| serde_json::from_str(&h.json).ok())
         .collect()
+}
+
+/// Alice (and Bob, when asked for) with Mallory, a validly signed hostile peer
+/// ([`HostilePeer`]), on one relay.
+pub(super) struct HostileWorld {
+    pub(super) net: Net,
+    pub(super) alice: usize,
+    /// Bob, an honest peer beside Mallory, if the world has one.
+    pub(super) bob: Option<usize>,
+    pub(super) m: HostilePeer,
+}
+
+impl HostileWorld {
+    /// Alice with `limits`, Mallory, and Bob if `with_bob`.
+    pub(super) fn new(limits: Limits, with_bob: bool) -> Self {
+        let start = Timestamp::parse_rfc3339(dinner::START).unwrap();
+        let mut net = Net::new("a2acp.io", start, [7; 32]);
+        let mut a = dinner::alice("a2acp.io");
+        a.limits = limits;
+        let alice = net.add_agent(a, [1; 32], [11; 32]);
+        let bob = with_bob.then(|| net.add_agent(dinner::bob("a2acp.io"), [2; 32], [22; 32]));
+        net.connect(alice);
+        if let Some(b) = bob {
+            net.connect(b);
+        }
+        net.settle();
+        let m = HostilePeer::join(&mut net, "mallory", [66; 32]).unwrap();
+        HostileWorld { net, alice, bob, m }
+    }
+
+    pub(super) fn alice_addr(&self) -> Address {
+        self.net.address(self.alice)
+    }
+
+    /// Mallory sends one packet of type `kind` with `body` in `thread` and lets it arrive.
+    pub(super) fn m_send(&mut self, thread: &str, kind: &str, body: Value) -> String {
+        let to = self.alice_addr();
+        let p = self.m.packet(&self.net, &to, thread, kind, body);
+        self.m.send(&mut self.net, &to, &p).unwrap();
+        self.m.pump(&mut self.net);
+        p["packet_id"].as_str().unwrap_or_default().to_string()
+    }
+
+    /// Alice opens the dinner with Mallory, who reads it.
+    pub(super) fn alice_opens(&mut self) -> String {
+        let to = self.m.address.clone();
+        self.net.command(
+            self.alice,
+            Command::StartThread {
+                to,
+                intent: dinner::intent(),
+                context: dinner::context(),
+            },
+        );
+        self.m.pump(&mut self.net);
+        self.m
+            .received
+            .iter()
+            .find(|r| r.kind() == "context")
+            .map(|r| r.thread_id.clone())
+            .expect("alice's first packet")
+    }
+
+    /// The state of `thread` on Alice's side.
+    pub(super) fn state(&self, thread: &str) -> ThreadState {
+        state(&self.net, self.alice, thread)
+    }
 }
