@@ -132,13 +132,11 @@ impl ThreadStep<'_> {
             self.rollback_done();
             return;
         }
-        if ex.done < ex.mine.len() {
+        if let Some(action) = ex.mine.get(ex.done).cloned() {
             let aid = self.shared.meta.next_action;
             self.shared.meta.next_action += 1;
             self.shared.dirty.meta = true;
-            let i = ex.done;
-            ex.in_flight = Some((aid, i, false));
-            let action = ex.mine[i].clone();
+            ex.in_flight = Some((aid, ex.done, false));
             self.mark_changed();
             self.shared
                 .buf
