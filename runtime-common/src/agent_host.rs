@@ -698,7 +698,7 @@ impl AgentHost {
         };
         let r = if t.state.is_terminal() {
             Response::ok(format!("thread {id} is {}; {} is told", t.state, t.peer))
-        } else if t.execution.as_ref().is_some_and(|x| x.cancelled) {
+        } else if t.stage.execution().is_some_and(|x| x.cancelled) {
             Response::ok(format!(
                 "thread {id}: cancelled; what was done is being undone, then it closes (DECLINED) on both sides"
             ))
@@ -870,7 +870,7 @@ impl AgentHost {
             withheld: t.withheld.iter().cloned().collect(),
             theirs: t.theirs.clone(),
             peer_unavailable: t.peer_unavailable.iter().cloned().collect(),
-            resolution: t.resolution.as_ref().map(|r| {
+            resolution: t.stage.resolution().map(|r| {
                 format!(
                     "“{}” proposed by {}; answers so far: {}",
                     r.body.proposal.summary,

@@ -121,7 +121,7 @@ impl ThreadStep<'_> {
                     .push(Output::ClosePrompt(c.prompt_id));
             }
         }
-        if let Some(r) = t.resolution.as_mut() {
+        if let Some(r) = t.stage.resolution_mut() {
             if let Some(p) = r.prompt_id.take() {
                 self.shared.buf.prompt.push(Output::ClosePrompt(p));
             }
@@ -178,7 +178,7 @@ impl Shared {
 pub(super) fn prompts_open(t: &Thread) -> usize {
     let consent = t.consent.as_ref().is_some_and(|c| c.prompt_id != 0);
     let resolution = t.state == ThreadState::Proposed
-        && t.resolution.as_ref().is_some_and(|r| r.prompt_id.is_some());
+        && t.stage.resolution().is_some_and(|r| r.prompt_id.is_some());
     usize::from(consent) + usize::from(resolution)
 }
 

@@ -12,8 +12,8 @@ impl Agent {
     pub(super) fn on_action_result(&mut self, action_id: u64, result: Result<(), String>) {
         let Some(id) = self.thread_where(
             |t| {
-                t.execution
-                    .as_ref()
+                t.stage
+                    .execution()
                     .and_then(|e| e.in_flight)
                     .is_some_and(|(a, _, _)| a == action_id)
             },
@@ -29,7 +29,7 @@ impl ThreadStep<'_> {
     /// The result of this thread's action in flight (§9).
     pub(super) fn on_action_result(&mut self, result: Result<(), String>) {
         let t = &mut *self.t;
-        let Some(ex) = t.execution.as_mut() else {
+        let Some(ex) = t.stage.execution_mut() else {
             return;
         };
         let Some((_, i, undo)) = ex.in_flight.take() else {
@@ -67,8 +67,8 @@ impl ThreadStep<'_> {
             (false, Err(e)) => {
                 ex.failure = Some(format!("{name} failed: {e}"));
                 let rid = t
-                    .resolution
-                    .as_ref()
+                    .stage
+                    .resolution()
                     .map(|r| r.packet_id.to_string())
                     .unwrap_or_default();
                 self.audit(AgentEvent::ActionFailed {
@@ -97,11 +97,11 @@ impl ThreadStep<'_> {
         let id = self.id;
         let t = &mut *self.t;
         let details = t
-            .resolution
-            .as_ref()
+            .stage
+            .resolution()
             .map(|r| r.body.proposal.details.clone())
             .unwrap_or_default();
-        let Some(ex) = t.execution.as_mut() else {
+        let Some(ex) = t.stage.execution_mut() else {
             return;
         };
         if ex.in_flight.is_some() {
@@ -154,8 +154,8 @@ impl ThreadStep<'_> {
         if !ex.reported {
             ex.reported = true;
             let rid = t
-                .resolution
-                .as_ref()
+                .stage
+                .resolution()
                 .map(|r| r.packet_id.clone())
                 .unwrap_or_default();
             self.mark_changed();
@@ -171,15 +171,17 @@ impl ThreadStep<'_> {
 
     pub(super) fn maybe_complete(&mut self) {
         let t = &*self.t;
-        let Some(ex) = &t.execution else { return };
+        let Some(ex) = t.stage.execution() else {
+            return;
+        };
         if t.state == ThreadState::Executing
             && ex.reported
             && ex.peer_completed
             && ex.in_flight.is_none()
         {
             let summary = t
-                .resolution
-                .as_ref()
+                .stage
+                .resolution()
                 .map(|r| r.body.proposal.summary.clone())
                 .unwrap_or_default();
             self.set_state(ThreadState::Completed, "all actions succeeded");
@@ -193,17 +195,17 @@ impl ThreadStep<'_> {
 
     pub(super) fn on_execution_report(&mut self, r: ExecutionReport) {
         let t = &mut *self.t;
-        if t.resolution
-            .as_ref()
+        if t.stage
+            .resolution()
             .is_none_or(|x| x.packet_id != r.resolution_id)
         {
             return;
         }
-        let Some(ex) = t.execution.as_mut() else {
+        let Some(ex) = t.stage.execution_mut() else {
             if t.state == ThreadState::Proposed {
                 // The peer confirmed and finished before its confirmation reached here
                 // (reordering, or a gap re-send): keep the report for the execution.
-                t.early_report = Some(r);
+                t.held.early_report = Some(r);
                 self.mark_changed();
             }
             return;
@@ -248,7 +250,7 @@ impl ThreadStep<'_> {
         notice: String,
         why: &str,
     ) {
-        if let Some(ex) = self.t.execution.as_mut() {
+        if let Some(ex) = self.t.stage.execution_mut() {
             ex.failure = Some(failure);
             mark(ex);
         }
@@ -260,7 +262,7 @@ impl ThreadStep<'_> {
 
     pub(super) fn start_rollback(&mut self) {
         let t = &mut *self.t;
-        let Some(ex) = t.execution.as_mut() else {
+        let Some(ex) = t.stage.execution_mut() else {
             return;
         };
         if ex.in_flight.is_some() {
@@ -282,28 +284,28 @@ impl ThreadStep<'_> {
         let me = self.shared.config.address.clone();
         let t = &mut *self.t;
         let failure = t
-            .execution
-            .as_ref()
+            .stage
+            .execution()
             .and_then(|e| e.failure.clone())
             .unwrap_or_else(|| "an action failed".into());
         // A cancel or an expiry on the other side ends the thread once the undo is done;
         // anything waiting for the next proposal goes with it.
-        let end = match t.execution.as_ref() {
+        let end = match t.stage.execution() {
             Some(e) if e.cancelled => Some(ThreadState::Declined),
             Some(e) if e.expired => Some(ThreadState::Expired),
             _ => None,
         };
         if let Some(end) = end {
-            t.execution = None;
-            t.deferred_resolution = None;
-            t.early_answers.clear();
+            t.stage.clear_execution();
+            t.held.deferred_resolution = None;
+            t.held.early_answers.clear();
             self.mark_changed();
             self.set_state(end, &failure);
             return;
         }
-        t.execution = None;
-        let proposer = t.resolution.as_ref().map(|r| r.proposer.clone());
-        if let Some(r) = t.resolution.take() {
+        t.stage.clear_execution();
+        let proposer = t.stage.resolution().map(|r| r.proposer.clone());
+        if let Some(r) = t.stage.take_resolution() {
             t.rejected.push(Rejected {
                 summary: r.body.proposal.summary,
                 details: r.body.proposal.details,
@@ -315,7 +317,7 @@ impl ThreadStep<'_> {
             ThreadState::Negotiating,
             &format!("re-negotiating: {failure}"),
         );
-        if let Some((pid, from, body)) = self.t.deferred_resolution.take() {
+        if let Some((pid, from, body)) = self.t.held.deferred_resolution.take() {
             self.on_resolution(pid, from, body);
         } else if proposer.as_ref() == Some(&me) {
             self.evaluate(Turn::Free);

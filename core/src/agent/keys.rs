@@ -38,11 +38,11 @@ impl Agent {
             };
             t.halted = false;
             self.shared.dirty.threads.insert(id.clone());
-            if t.execution.is_some() {
+            if t.stage.execution().is_some() {
                 self.in_thread(&id, |step| step.send_thread_state());
                 continue;
             }
-            let rid = t.resolution.as_ref().map(|r| r.packet_id.clone());
+            let rid = t.stage.resolution().map(|r| r.packet_id.clone());
             let _ = self.in_thread(&id, |step| step.send_packet(Body::ResolutionResponse(ResolutionResponseBody {
                     resolution_id: rid,
                     status: ResolutionStatus::Declined,

@@ -21,7 +21,7 @@ impl ThreadStep<'_> {
                 | ThreadState::Rollback
         );
         if matches!(state, ThreadState::Executing | ThreadState::Confirmed)
-            && t.execution.as_ref().is_some_and(|e| e.reported)
+            && t.stage.execution().is_some_and(|e| e.reported)
         {
             // This side reported its part done: the other side may already have
             // completed, and a COMPLETED thread cannot be undone by a cancel, so calling
@@ -35,7 +35,7 @@ impl ThreadStep<'_> {
             );
             return;
         }
-        let rid = t.resolution.as_ref().map(|r| r.packet_id.clone());
+        let rid = t.stage.resolution().map(|r| r.packet_id.clone());
         let _ = self.send_packet(Body::ResolutionResponse(ResolutionResponseBody {
             resolution_id: rid,
             status: ResolutionStatus::Declined,
@@ -49,7 +49,7 @@ impl ThreadStep<'_> {
             // DECLINED); this side does the same once its running action reports,
             // instead of finishing and waiting for a report that never comes (swarm seed
             // 627).
-            if let Some(ex) = self.t.execution.as_mut() {
+            if let Some(ex) = self.t.stage.execution_mut() {
                 ex.cancelled = true;
                 if ex.failure.is_none() {
                     ex.failure = Some("cancelled by the user".into());

@@ -7,7 +7,7 @@ use super::negotiate::{
     counts_as_exchange, provided, provided_mut, set_permissions, strings_of, Turn,
 };
 use super::permissions::Tier;
-use super::thread::{HistoryEntry, Thread, ThreadState, Waiting};
+use super::thread::{HeldPackets, HistoryEntry, Stage, Thread, ThreadState, Waiting};
 use super::*;
 
 use crate::crypto::Envelope;
@@ -648,8 +648,7 @@ pub(super) fn blank_thread(
         escalated: false,
         no_overlap_sent: false,
         consent: None,
-        resolution: None,
-        execution: None,
+        stage: Stage::Negotiating,
         rejected: Vec::new(),
         waiting: Waiting::Nothing,
         last_activity: now,
@@ -663,9 +662,7 @@ pub(super) fn blank_thread(
         forked_into: Vec::new(),
         coordinator: coordinator.clone(),
         deferred_needs: Vec::new(),
-        deferred_resolution: None,
-        early_report: None,
-        early_answers: Vec::new(),
+        held: HeldPackets::default(),
         gap_asked: BTreeSet::new(),
         ended_at: None,
         summarised: None,

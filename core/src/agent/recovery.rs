@@ -29,7 +29,7 @@ impl Agent {
             }
             let consent_open = t.consent.as_ref().is_some_and(|c| c.prompt_id != 0);
             let resolution_open = t.state == ThreadState::Proposed
-                && t.resolution.as_ref().is_some_and(|r| r.prompt_id.is_some());
+                && t.stage.resolution().is_some_and(|r| r.prompt_id.is_some());
             if consent_open {
                 self.in_thread(&id, |step| step.show_consent_prompt());
             }
@@ -39,13 +39,13 @@ impl Agent {
             let Some(t) = self.threads.get(&id) else {
                 continue;
             };
-            if let Some((aid, i, undo)) = t.execution.as_ref().and_then(|e| e.in_flight) {
+            if let Some((aid, i, undo)) = t.stage.execution().and_then(|e| e.in_flight) {
                 let details = t
-                    .resolution
-                    .as_ref()
+                    .stage
+                    .resolution()
                     .map(|r| r.body.proposal.details.clone())
                     .unwrap_or_default();
-                if let Some(action) = t.execution.as_ref().and_then(|e| e.mine.get(i).cloned()) {
+                if let Some(action) = t.stage.execution().and_then(|e| e.mine.get(i).cloned()) {
                     self.shared
                         .buf
                         .action
@@ -191,7 +191,7 @@ impl ThreadStep<'_> {
                 "expired on the other side",
             ),
             ThreadState::Failed | ThreadState::Rollback => {
-                if let Some(ex) = t.execution.as_mut() {
+                if let Some(ex) = t.stage.execution_mut() {
                     ex.expired = true;
                     self.mark_changed();
                 }
@@ -228,7 +228,7 @@ impl ThreadStep<'_> {
         }
         let t = &mut *self.t;
         if t.state == ThreadState::Proposed {
-            let Some(r) = t.resolution.as_mut() else {
+            let Some(r) = t.stage.resolution_mut() else {
                 return;
             };
             if now >= r.deadline {
@@ -333,7 +333,7 @@ impl Shared {
             }
         }
         if t.state == ThreadState::Proposed {
-            if let Some(r) = &t.resolution {
+            if let Some(r) = t.stage.resolution() {
                 if !r.reminded {
                     at(r.remind_at);
                 }

@@ -19,8 +19,8 @@ impl Agent {
     pub(super) fn answer_resolution(&mut self, prompt_id: u64, answer: ResolutionAnswer) {
         let Some(id) = self.thread_where(
             |t| {
-                t.resolution
-                    .as_ref()
+                t.stage
+                    .resolution()
                     .is_some_and(|r| r.prompt_id == Some(prompt_id))
             },
             format!("answer to unknown or closed prompt {prompt_id} ignored"),
@@ -38,7 +38,7 @@ impl ThreadStep<'_> {
         if t.state != ThreadState::Proposed {
             return;
         }
-        let Some(r) = t.resolution.as_mut() else {
+        let Some(r) = t.stage.resolution_mut() else {
             return;
         };
         let chosen = match &answer {
@@ -181,7 +181,7 @@ impl ThreadStep<'_> {
         // proposal and its actions re-sent); a different proposal is another question
         // under another number, so an answer never confirms what the user was not shown
         // under the number they answered (SPEC-NOTES "Prompts and peer text on screen").
-        let open = self.t.resolution.as_ref().and_then(|r| {
+        let open = self.t.stage.resolution().and_then(|r| {
             let same = r.body.proposal == body.proposal
                 && r.body.actions_on_confirm == body.actions_on_confirm;
             r.prompt_id.map(|p| (p, same))
@@ -195,7 +195,7 @@ impl ThreadStep<'_> {
             None => self.shared.next_prompt_id(),
         };
         let t = &mut *self.t;
-        t.resolution = Some(OpenResolution {
+        t.stage.set_resolution(OpenResolution {
             packet_id,
             proposer,
             body,
@@ -206,11 +206,12 @@ impl ThreadStep<'_> {
             prompt_id: Some(pid),
         });
         t.escalated = false;
-        let early: Vec<(Address, ResolutionResponseBody)> = std::mem::take(&mut t.early_answers);
+        let early: Vec<(Address, ResolutionResponseBody)> =
+            std::mem::take(&mut t.held.early_answers);
         self.set_state(ThreadState::Proposed, "resolution proposed");
         self.set_waiting(Waiting::User);
         self.show_resolution_prompt(false);
-        let pid = self.t.resolution.as_ref().map(|r| r.packet_id.clone());
+        let pid = self.t.stage.resolution().map(|r| r.packet_id.clone());
         for (from, b) in early {
             if b.resolution_id.is_some() && b.resolution_id == pid {
                 self.on_resolution_response(&from, b);
@@ -221,7 +222,9 @@ impl ThreadStep<'_> {
     pub(super) fn show_resolution_prompt(&mut self, reminder: bool) {
         let id = self.id;
         let t = &*self.t;
-        let Some(r) = &t.resolution else { return };
+        let Some(r) = t.stage.resolution() else {
+            return;
+        };
         let Some(pid) = r.prompt_id else { return };
         let prompt = Prompt {
             id: pid,
@@ -248,7 +251,7 @@ impl ThreadStep<'_> {
         if matches!(t.state, ThreadState::Failed | ThreadState::Rollback) {
             // The proposer moved on faster than this side could undo: open it afterwards.
             let t = &mut *self.t;
-            t.deferred_resolution = Some((packet_id, from, body));
+            t.held.deferred_resolution = Some((packet_id, from, body));
             self.mark_changed();
             return;
         }
@@ -264,7 +267,7 @@ impl ThreadStep<'_> {
         }
         if t.initiator
             && t.state == ThreadState::Proposed
-            && t.resolution.as_ref().is_some_and(|r| r.proposer == me)
+            && t.stage.resolution().is_some_and(|r| r.proposer == me)
         {
             // Both sides proposed at once (their answers to each other's requests
             // crossed). Each side would otherwise open the other's resolution and answer
@@ -299,9 +302,11 @@ impl ThreadStep<'_> {
     /// confirm the new resolution (SPEC-NOTES "Resolution and confirmation").
     pub(super) fn propose_alternative(&mut self, i: usize) {
         let t = &mut *self.t;
-        let Some(r) = t.resolution.take() else { return };
+        let Some(r) = t.stage.take_resolution() else {
+            return;
+        };
         let Some(alt) = r.body.proposal.alternatives.get(i).cloned() else {
-            t.resolution = Some(r);
+            t.stage.set_resolution(r);
             return;
         };
         if let Some(pid) = r.prompt_id {
@@ -345,7 +350,9 @@ impl ThreadStep<'_> {
     pub(super) fn reopen(&mut self, why: &str) {
         let me = self.shared.config.address.clone();
         let t = &mut *self.t;
-        let Some(r) = t.resolution.take() else { return };
+        let Some(r) = t.stage.take_resolution() else {
+            return;
+        };
         if let Some(pid) = r.prompt_id {
             self.shared.buf.prompt.push(Output::ClosePrompt(pid));
         }
@@ -375,11 +382,12 @@ impl ThreadStep<'_> {
         if !is_cancel
             && b.resolution_id.as_ref().is_some_and(|x| {
                 let deferred = t
+                    .held
                     .deferred_resolution
                     .as_ref()
                     .is_some_and(|(p, _, _)| p == x);
                 deferred
-                    || (t.resolution.as_ref().is_none_or(|r| &r.packet_id != x)
+                    || (t.stage.resolution().is_none_or(|r| &r.packet_id != x)
                         && !t.received_ids.contains(x)
                         && !t.sent_ids.contains(x))
             })
@@ -387,13 +395,13 @@ impl ThreadStep<'_> {
             // An answer to a resolution that has not arrived yet (the network reordered
             // them), or that waits for this side's undo to finish: kept and applied when
             // it opens, or the confirmation is lost for good.
-            if t.early_answers.len() < 4 {
-                t.early_answers.push((from.clone(), b));
+            if t.held.early_answers.len() < 4 {
+                t.held.early_answers.push((from.clone(), b));
                 self.mark_changed();
             }
             return;
         }
-        let Some(r) = t.resolution.as_mut() else {
+        let Some(open_id) = t.stage.resolution().map(|r| r.packet_id.clone()) else {
             // Only a cancel closes a thread without an open resolution; a late answer to
             // a resolution already re-opened (a counter, an excuse) is stale.
             if is_cancel {
@@ -407,7 +415,7 @@ impl ThreadStep<'_> {
             }
             return;
         };
-        let current = b.resolution_id.as_deref().is_none_or(|x| x == r.packet_id);
+        let current = b.resolution_id.as_deref().is_none_or(|x| x == open_id);
         // A cancel closes its sender's side for good, whichever resolution it answers
         // (the one executing here, or a newer one this side has not opened yet).
         if is_cancel && matches!(t.state, ThreadState::Confirmed | ThreadState::Executing) {
@@ -427,7 +435,7 @@ impl ThreadStep<'_> {
             // once the undo is done instead of re-negotiating (swarm seed 75), also when
             // the cancel answers the proposer's next resolution, which waits for the undo
             // (swarm seed 467).
-            if let Some(ex) = t.execution.as_mut() {
+            if let Some(ex) = t.stage.execution_mut() {
                 ex.cancelled = true;
                 self.mark_changed();
                 self.notify(
@@ -454,6 +462,9 @@ impl ThreadStep<'_> {
             self.note("answer to an older resolution ignored".into());
             return;
         }
+        let Some(r) = self.t.stage.resolution_mut() else {
+            return;
+        };
         r.answers.retain(|(a, _)| a != from);
         r.answers.push((from.clone(), b.status));
         self.shared.dirty.threads.insert(self.id.to_string());
@@ -499,7 +510,7 @@ impl ThreadStep<'_> {
     /// Who the open resolution still waits for: the participants it names (this
     /// agent's user included) without a `confirmed` answer.
     pub(super) fn missing_confirmations(&self) -> Vec<String> {
-        let Some(r) = self.t.resolution.as_ref() else {
+        let Some(r) = self.t.stage.resolution() else {
             return Vec::new();
         };
         let me = &self.shared.config.address;
@@ -524,7 +535,9 @@ impl ThreadStep<'_> {
     pub(super) fn check_confirmed(&mut self) {
         let me = self.shared.config.address.clone();
         let t = &*self.t;
-        let Some(r) = &t.resolution else { return };
+        let Some(r) = t.stage.resolution() else {
+            return;
+        };
         if !confirmations_complete(r, &me) {
             return;
         }
@@ -542,7 +555,7 @@ impl ThreadStep<'_> {
         );
         self.notify(NotifyKind::Info, format!("Confirmed: {summary}"));
         let t = &mut *self.t;
-        t.execution = Some(Execution {
+        t.stage.start_execution(Execution {
             mine,
             done: 0,
             in_flight: None,
@@ -556,7 +569,7 @@ impl ThreadStep<'_> {
         self.set_state(ThreadState::Executing, "executing actions");
         self.set_waiting(Waiting::Actions);
         self.next_action();
-        if let Some(r) = self.t.early_report.take() {
+        if let Some(r) = self.t.held.early_report.take() {
             self.on_execution_report(r);
         }
     }

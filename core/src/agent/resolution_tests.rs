@@ -117,8 +117,8 @@ fn a_confirmer_picks_an_alternative_and_both_confirm_it_as_the_new_proposal() {
         .agent
         .thread(&id)
         .unwrap()
-        .resolution
-        .as_ref()
+        .stage
+        .resolution()
         .unwrap()
         .body
         .proposal;
@@ -165,8 +165,9 @@ fn an_alternative_that_does_not_exist_keeps_the_prompt_open() {
         .agent
         .thread(&id)
         .unwrap()
-        .resolution
-        .clone()
+        .stage
+        .resolution()
+        .cloned()
         .unwrap();
     assert_eq!(r.prompt_id, Some(prompt.id), "still open, same number");
     assert_eq!(state(&net, a, &id), ThreadState::Proposed);
@@ -570,7 +571,7 @@ fn an_expired_confirmer_ends_the_silent_proposer_at_once() {
         .agent
         .threads
         .get_mut(&id)
-        .and_then(|t| t.resolution.as_mut())
+        .and_then(|t| t.stage.resolution_mut())
     {
         r.deadline = r.deadline.add(Duration::from_secs(3600));
     }

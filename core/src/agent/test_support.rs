@@ -84,7 +84,7 @@ pub(super) fn open_proposal(net: &Net, i: usize, id: &str) -> Proposal {
     net.nodes[i]
         .agent
         .thread(id)
-        .and_then(|t| t.resolution.as_ref())
+        .and_then(|t| t.stage.resolution())
         .map(|r| r.body.proposal.clone())
         .expect("an open resolution")
 }

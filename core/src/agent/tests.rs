@@ -233,7 +233,7 @@ fn assert_resumed_to_one_proposal(net: &Net, a: usize, b: usize, id: &str) {
         let t = net.nodes[i].agent.thread(id).unwrap();
         assert_eq!(t.state, ThreadState::Proposed, "{}", net.render(None));
         assert!(!t.escalated, "{}", net.render(None));
-        t.resolution.as_ref().map(|r| r.packet_id.clone())
+        t.stage.resolution().map(|r| r.packet_id.clone())
     };
     assert_eq!(held(a), held(b));
     for i in [a, b] {
@@ -811,7 +811,7 @@ fn restore_reads_the_split_records_and_the_old_format() {
     let p = r
         .threads()
         .get(&id)
-        .and_then(|t| t.resolution.as_ref())
+        .and_then(|t| t.stage.resolution())
         .and_then(|res| res.prompt_id)
         .unwrap();
     r.handle(
@@ -934,8 +934,9 @@ fn crossed_resolutions_settle_on_the_initiators() {
             .agent
             .thread(&id)
             .unwrap()
-            .resolution
-            .clone()
+            .stage
+            .resolution()
+            .cloned()
             .unwrap();
         (r.packet_id, r.proposer)
     };
@@ -949,7 +950,7 @@ fn crossed_resolutions_settle_on_the_initiators() {
     net.settle();
     let t = net.nodes[a].agent.thread(&id).unwrap();
     assert!(
-        t.resolution.as_ref().is_none_or(|r| r.packet_id != excused),
+        t.stage.resolution().is_none_or(|r| r.packet_id != excused),
         "{}",
         net.render(None)
     );
@@ -1176,6 +1177,7 @@ fn to_rollback_with_the_next_proposal(net: &mut Net, a: usize, b: usize) -> Stri
         .agent
         .thread(&id)
         .unwrap()
+        .held
         .deferred_resolution
         .is_some());
     id
@@ -1378,8 +1380,8 @@ fn a_late_llm_proposal_does_not_replace_the_peers_open_resolution() {
             .agent
             .thread(&id)
             .unwrap()
-            .resolution
-            .as_ref()
+            .stage
+            .resolution()
             .map(|r| (r.packet_id.clone(), r.proposer.clone()))
     };
     assert_eq!(held(&net, b), held(&net, a), "{}", net.render(None));
@@ -1432,8 +1434,8 @@ fn a_packet_listed_as_sent_but_never_received_is_asked_for() {
     let ta = net.nodes[a].agent.thread(&id).unwrap();
     assert_eq!(ta.state, ThreadState::Proposed);
     assert_eq!(
-        ta.resolution.as_ref().map(|r| &r.packet_id),
-        tb.resolution.as_ref().map(|r| &r.packet_id)
+        ta.stage.resolution().map(|r| &r.packet_id),
+        tb.stage.resolution().map(|r| &r.packet_id)
     );
 }
 

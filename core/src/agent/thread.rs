@@ -163,6 +163,170 @@ pub struct OpenResolution {
     pub prompt_id: Option<u64>,
 }
 
+/// How far a thread got with a proposal (§8–§9). The data of a stage lives in its
+/// variant: an open resolution exists only once something is proposed, an execution only
+/// once that was confirmed, and never one without the other.
+///
+/// Persisted as the thread record's `resolution` and `execution` fields, the format the
+/// records had before the stage existed ([`StageRecord`]): records of either age read
+/// the same.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(from = "StageRecord", into = "StageRecord")]
+pub enum Stage {
+    /// Nothing proposed, or the last proposal was ruled out.
+    #[default]
+    Negotiating,
+    /// A resolution is open: waiting for confirmations, or confirmed and not yet acted on.
+    Proposed(OpenResolution),
+    /// The confirmed resolution is being carried out, undone, or was carried out.
+    Executing {
+        /// What was confirmed.
+        resolution: OpenResolution,
+        /// Where carrying it out stands.
+        execution: Execution,
+    },
+}
+
+/// The persisted form of a [`Stage`]: a record's `resolution` and `execution` fields.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct StageRecord {
+    /// The open resolution.
+    #[serde(default)]
+    pub resolution: Option<OpenResolution>,
+    /// Its execution.
+    #[serde(default)]
+    pub execution: Option<Execution>,
+}
+
+impl From<StageRecord> for Stage {
+    /// An execution without a resolution was never written; such a record reads as
+    /// nothing proposed (there is nothing to carry out).
+    fn from(r: StageRecord) -> Stage {
+        match (r.resolution, r.execution) {
+            (Some(resolution), Some(execution)) => Stage::Executing {
+                resolution,
+                execution,
+            },
+            (Some(resolution), None) => Stage::Proposed(resolution),
+            (None, _) => Stage::Negotiating,
+        }
+    }
+}
+
+impl From<Stage> for StageRecord {
+    fn from(s: Stage) -> StageRecord {
+        match s {
+            Stage::Negotiating => StageRecord::default(),
+            Stage::Proposed(resolution) => StageRecord {
+                resolution: Some(resolution),
+                execution: None,
+            },
+            Stage::Executing {
+                resolution,
+                execution,
+            } => StageRecord {
+                resolution: Some(resolution),
+                execution: Some(execution),
+            },
+        }
+    }
+}
+
+impl Stage {
+    /// The open resolution, if something is proposed.
+    pub fn resolution(&self) -> Option<&OpenResolution> {
+        match self {
+            Stage::Negotiating => None,
+            Stage::Proposed(r) | Stage::Executing { resolution: r, .. } => Some(r),
+        }
+    }
+
+    /// The open resolution, to change.
+    pub fn resolution_mut(&mut self) -> Option<&mut OpenResolution> {
+        match self {
+            Stage::Negotiating => None,
+            Stage::Proposed(r) | Stage::Executing { resolution: r, .. } => Some(r),
+        }
+    }
+
+    /// The execution, once the resolution was confirmed and acted on.
+    pub fn execution(&self) -> Option<&Execution> {
+        match self {
+            Stage::Executing { execution, .. } => Some(execution),
+            _ => None,
+        }
+    }
+
+    /// The execution, to change.
+    pub fn execution_mut(&mut self) -> Option<&mut Execution> {
+        match self {
+            Stage::Executing { execution, .. } => Some(execution),
+            _ => None,
+        }
+    }
+
+    /// Opens `resolution` in place of the open one (an execution in progress stays).
+    pub fn set_resolution(&mut self, resolution: OpenResolution) {
+        *self = match std::mem::take(self) {
+            Stage::Executing { execution, .. } => Stage::Executing {
+                resolution,
+                execution,
+            },
+            _ => Stage::Proposed(resolution),
+        };
+    }
+
+    /// Ends the proposal: back to negotiating, returning the resolution it had. Its
+    /// execution, if any, goes with it.
+    pub fn take_resolution(&mut self) -> Option<OpenResolution> {
+        match std::mem::take(self) {
+            Stage::Negotiating => None,
+            Stage::Proposed(r) | Stage::Executing { resolution: r, .. } => Some(r),
+        }
+    }
+
+    /// Starts carrying out the open resolution; `false` (and nothing changes) when
+    /// nothing is proposed.
+    pub fn start_execution(&mut self, execution: Execution) -> bool {
+        match std::mem::take(self) {
+            Stage::Negotiating => false,
+            Stage::Proposed(resolution) | Stage::Executing { resolution, .. } => {
+                *self = Stage::Executing {
+                    resolution,
+                    execution,
+                };
+                true
+            }
+        }
+    }
+
+    /// Drops the execution, keeping the resolution open.
+    pub fn clear_execution(&mut self) {
+        if matches!(self, Stage::Executing { .. }) {
+            if let Stage::Executing { resolution, .. } = std::mem::take(self) {
+                *self = Stage::Proposed(resolution);
+            }
+        }
+    }
+}
+
+/// Packets of the peer that came before the stage they belong to, held until it opens.
+/// Persisted as the thread record's `deferred_resolution`, `early_report` and
+/// `early_answers` fields.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct HeldPackets {
+    /// A new resolution that arrived while this agent was still rolling back; opened
+    /// once the rollback is done: (packet id, proposer, resolution).
+    #[serde(default)]
+    pub deferred_resolution: Option<(String, Address, ResolutionBody)>,
+    /// The peer's execution report, arrived before this side saw every confirmation.
+    #[serde(default)]
+    pub early_report: Option<crate::packet::ExecutionReport>,
+    /// The peer's answers to a resolution not seen yet (reordering): applied when it opens.
+    #[serde(default)]
+    pub early_answers: Vec<(Address, crate::packet::ResolutionResponseBody)>,
+}
+
 /// Execution of a confirmed resolution (§9).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Execution {
@@ -262,10 +426,10 @@ pub struct Thread {
     pub no_overlap_sent: bool,
     /// Consent prompt in progress.
     pub consent: Option<PendingConsent>,
-    /// Resolution in progress.
-    pub resolution: Option<OpenResolution>,
-    /// Execution in progress.
-    pub execution: Option<Execution>,
+    /// How far the thread got with a proposal: the open resolution and its execution
+    /// live in the stage's variant (§8–§9).
+    #[serde(flatten)]
+    pub stage: Stage,
     /// Options ruled out (failed actions, declined resolutions).
     pub rejected: Vec<Rejected>,
     /// Who the thread waits for.
@@ -292,16 +456,9 @@ pub struct Thread {
     pub coordinator: Address,
     /// Pending needs of this agent that did not fit the 5-per-packet limit.
     pub deferred_needs: Vec<Need>,
-    /// A new resolution that arrived while this agent was still rolling back; opened
-    /// once the rollback is done: (packet id, proposer, resolution).
-    #[serde(default)]
-    pub deferred_resolution: Option<(String, Address, ResolutionBody)>,
-    /// The peer's execution report, arrived before this side saw every confirmation.
-    #[serde(default)]
-    pub early_report: Option<crate::packet::ExecutionReport>,
-    /// The peer's answers to a resolution not seen yet (reordering): applied when it opens.
-    #[serde(default)]
-    pub early_answers: Vec<(Address, crate::packet::ResolutionResponseBody)>,
+    /// Packets of the peer that came before the stage they belong to (reordering).
+    #[serde(flatten)]
+    pub held: HeldPackets,
     /// Packets the peer's `thread_state` listed as sent that never arrived here, already
     /// asked for with this side's own summary (each is asked for once).
     #[serde(default)]
@@ -391,6 +548,66 @@ mod tests {
         Stalled,
         Expired,
     ];
+
+    /// A thread record written before threads had a [`Stage`] (`resolution` and
+    /// `execution` as two fields; the dinner confirmed on both sides, executing) reads
+    /// as the executing stage, and writes back byte for byte.
+    #[test]
+    fn a_record_from_before_stages_reads_as_its_stage_and_writes_back_the_same() {
+        let old = include_str!("testdata/thread_record_before_stages.json");
+        let t: Thread = serde_json::from_str(old).unwrap();
+        assert_eq!(t.state, Executing);
+        let Stage::Executing {
+            resolution,
+            execution,
+        } = &t.stage
+        else {
+            panic!("not executing: {:?}", t.stage);
+        };
+        assert_eq!(resolution.proposer.as_str(), "agent:bob@a2acp.io");
+        assert_eq!(execution.done, 0);
+        assert_eq!(t.held, HeldPackets::default());
+        assert_eq!(serde_json::to_string_pretty(&t).unwrap(), old.trim_end());
+        // The other stages write the same two fields, and read back as themselves.
+        for stage in [Stage::Negotiating, Stage::Proposed(resolution.clone())] {
+            let mut t2 = t.clone();
+            t2.stage = stage.clone();
+            let json = serde_json::to_value(&t2).unwrap();
+            assert!(json.get("resolution").is_some() && json.get("execution").is_some());
+            let back: Thread = serde_json::from_value(json).unwrap();
+            assert_eq!(back.stage, stage);
+        }
+    }
+
+    /// The stage's moves keep what the two fields kept: a resolution replaced during an
+    /// execution keeps the execution; clearing the execution keeps the resolution.
+    #[test]
+    fn stage_moves() {
+        let old = include_str!("testdata/thread_record_before_stages.json");
+        let t: Thread = serde_json::from_str(old).unwrap();
+        let (Some(r), Some(ex)) = (t.stage.resolution().cloned(), t.stage.execution().cloned())
+        else {
+            panic!("fixture not executing");
+        };
+        let mut s = Stage::Negotiating;
+        assert!(!s.start_execution(ex.clone()));
+        assert_eq!(s, Stage::Negotiating);
+        s.set_resolution(r.clone());
+        assert_eq!(s, Stage::Proposed(r.clone()));
+        s.clear_execution();
+        assert_eq!(s, Stage::Proposed(r.clone()));
+        assert!(s.start_execution(ex.clone()));
+        let mut r2 = r.clone();
+        r2.packet_id = "pkt_other".into();
+        s.set_resolution(r2.clone());
+        assert_eq!(s.execution(), Some(&ex));
+        assert_eq!(s.resolution(), Some(&r2));
+        s.clear_execution();
+        assert_eq!(s, Stage::Proposed(r2.clone()));
+        assert_eq!(s.take_resolution(), Some(r2));
+        assert_eq!(s, Stage::Negotiating);
+        assert_eq!(s.take_resolution(), None);
+    }
 
     #[test]
     fn unknown_wire_names_are_no_state() {

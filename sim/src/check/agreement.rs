@@ -14,8 +14,8 @@ pub(super) fn disagreement(id: &str, ts: &[(usize, &Thread)], names: &[String]) 
     if both && a.state != b.state {
         Some(format!("{id} ended differently: {}", describe(ts, names)))
     } else if both && a.state == ThreadState::Completed {
-        let ra = a.resolution.as_ref().map(|r| r.packet_id.clone());
-        let rb = b.resolution.as_ref().map(|r| r.packet_id.clone());
+        let ra = a.stage.resolution().map(|r| r.packet_id.clone());
+        let rb = b.stage.resolution().map(|r| r.packet_id.clone());
         (ra != rb).then(|| format!("{id} completed on different resolutions: {ra:?} vs {rb:?}"))
     } else if a.state.is_terminal() != b.state.is_terminal() {
         Some(format!(
