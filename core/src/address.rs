@@ -41,18 +41,18 @@ impl Address {
     /// Parses and validates an address, normalising it to lower case.
     pub fn parse(s: &str) -> Result<Self, AddressError> {
         let rest = s
-            .get(..6)
-            .filter(|p| p.eq_ignore_ascii_case("agent:"))
-            .map(|_| &s[6..])
+            .split_at_checked(6)
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("agent:"))
+            .map(|(_, rest)| rest)
             .ok_or(AddressError::MissingScheme)?;
-        let at = rest.rfind('@').ok_or(AddressError::MissingAt)?;
-        let user = rest[..at].to_ascii_lowercase();
-        let domain = rest[at + 1..].to_ascii_lowercase();
+        let (user_given, domain_given) = rest.rsplit_once('@').ok_or(AddressError::MissingAt)?;
+        let user = user_given.to_ascii_lowercase();
+        let domain = domain_given.to_ascii_lowercase();
         if !valid_user(&user) {
-            return Err(AddressError::BadUser(rest[..at].to_string()));
+            return Err(AddressError::BadUser(user_given.to_string()));
         }
         if !valid_domain(&domain) {
-            return Err(AddressError::BadDomain(rest[at + 1..].to_string()));
+            return Err(AddressError::BadDomain(domain_given.to_string()));
         }
         Ok(Self::from_valid_parts(&user, &domain))
     }
@@ -72,12 +72,15 @@ impl Address {
 
     /// The username part (`alice` in `agent:alice@a2acp.io`).
     pub fn user(&self) -> &str {
-        &self.text[6..self.at]
+        // `text` is `agent:<user>@<domain>`, ASCII, with `at` the index of its `@`
+        // (`from_valid_parts`): the range is always in it.
+        self.text.get(6..self.at).unwrap_or_default()
     }
 
     /// The relay domain part (`a2acp.io` in `agent:alice@a2acp.io`).
     pub fn domain(&self) -> &str {
-        &self.text[self.at + 1..]
+        // As in `user`: `at` indexes the ASCII `@`, so the range is always in `text`.
+        self.text.get(self.at + 1..).unwrap_or_default()
     }
 
     /// The full address text.
@@ -89,7 +92,7 @@ impl Address {
 fn valid_user(u: &str) -> bool {
     !u.is_empty()
         && u.len() <= MAX_USER_LEN
-        && u.as_bytes()[0].is_ascii_alphanumeric()
+        && u.as_bytes().first().is_some_and(u8::is_ascii_alphanumeric)
         && u.bytes().all(|b| {
             b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'_' | b'-')
         })
@@ -172,11 +175,28 @@ mod tests {
             "agent:jono@a..io",
             "agent:jono@a2acp.io:443",
             "agent:é@a2acp.io",
+            // Multi-byte characters across the scheme's end and in the domain.
+            "agenté:jono@a2acp.io",
+            "agentééé",
+            "agent:jono@é.io",
+            "agent:jono@a2acp.ioé",
+            "é",
         ] {
             assert!(Address::parse(bad).is_err(), "{bad:?} accepted");
         }
         let long = format!("agent:{}@x.io", "a".repeat(65));
         assert!(Address::parse(&long).is_err());
+    }
+
+    #[test]
+    fn the_last_at_separates_user_and_domain() {
+        // Only the last `@` separates; the one before it makes the username invalid.
+        assert_eq!(
+            Address::parse("agent:a@b@c.io"),
+            Err(AddressError::BadUser("a@b".into()))
+        );
+        let a = Address::new("x", "y.z").unwrap();
+        assert_eq!((a.user(), a.domain()), ("x", "y.z"));
     }
 
     #[test]

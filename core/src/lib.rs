@@ -22,8 +22,24 @@
 //! with an error output and leave the state unchanged.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+// Nothing outside tests panics: no unwrap, expect, panic or indexing (clippy.toml lets
+// `#[cfg(test)]` code use them), and no string slicing that could cut a character.
+#![deny(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+#![cfg_attr(not(test), deny(clippy::string_slice))]
 
 pub mod address;
+// lints for the agent: next
+#[allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
 pub mod agent;
 pub mod crypto;
 pub mod display;

@@ -41,7 +41,10 @@ impl DetRng {
         s.push_str(prefix);
         for _ in 0..len {
             let i = (self.0.next_u32() % ALPHABET.len() as u32) as usize;
-            s.push(ALPHABET[i] as char);
+            // `i` is below the alphabet's length (the modulo): `get` always finds it.
+            if let Some(&c) = ALPHABET.get(i) {
+                s.push(char::from(c));
+            }
         }
         s
     }

@@ -101,9 +101,13 @@ pub fn parse_iso8601_duration(s: &str) -> Option<Duration> {
                 num.push(c);
                 continue;
             }
-            let pos = units[idx..].iter().position(|(u, _)| *u == c)? + idx;
+            let (pos, &(_, unit)) = units
+                .iter()
+                .enumerate()
+                .skip(idx)
+                .find(|(_, (u, _))| *u == c)?;
             let n: u64 = num.parse().ok()?;
-            secs = secs.checked_add(n.checked_mul(units[pos].1)?)?;
+            secs = secs.checked_add(n.checked_mul(unit)?)?;
             num.clear();
             idx = pos + 1;
         }

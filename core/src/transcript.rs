@@ -42,13 +42,23 @@ impl IdNames {
                 out.push_str(rest);
                 return out;
             };
-            out.push_str(&rest[..i]);
-            let tail = &rest[i + 4..];
-            let len = tail
-                .bytes()
-                .take_while(|b| b.is_ascii_alphanumeric())
-                .count();
-            let id = &rest[i..i + 4 + len];
+            // The prefix and the id's characters are ASCII, so both splits fall on
+            // character boundaries and always succeed.
+            let Some((before, from)) = rest.split_at_checked(i) else {
+                out.push_str(rest);
+                return out;
+            };
+            out.push_str(before);
+            let len = prefix.len()
+                + from
+                    .bytes()
+                    .skip(prefix.len())
+                    .take_while(u8::is_ascii_alphanumeric)
+                    .count();
+            let Some((id, after)) = from.split_at_checked(len) else {
+                out.push_str(from);
+                return out;
+            };
             let kind: &'static str = if prefix == "thr_" { "thr" } else { "pkt" };
             let name = match self.map.get(id) {
                 Some(n) => n.clone(),
@@ -61,7 +71,7 @@ impl IdNames {
                 }
             };
             out.push_str(&name);
-            rest = &rest[i + 4 + len..];
+            rest = after;
         }
     }
 }
@@ -250,9 +260,9 @@ pub fn summarize_packet(json: &str) -> String {
             i.get("summary").and_then(Value::as_str).unwrap_or("")
         ));
     }
-    if m.contains_key("capabilities") {
-        let v = m["capabilities"]["supported_versions"].clone();
-        parts.push(format!("capabilities {}", compact(&v)));
+    if let Some(caps) = m.get("capabilities") {
+        let v = caps.get("supported_versions").unwrap_or(&Value::Null);
+        parts.push(format!("capabilities {}", compact(v)));
     }
     for key in ["context", "context_provided"] {
         if let Some(Value::Object(c)) = m.get(key) {
@@ -328,8 +338,8 @@ pub fn summarize_packet(json: &str) -> String {
         if let Some(c) = m.get("message_to_other_agent").and_then(Value::as_str) {
             parts.push(format!("message “{c}”"));
         }
-        if m.contains_key("actual_reason") {
-            parts.push(format!("actual_reason {}", m["actual_reason"]));
+        if let Some(r) = m.get("actual_reason") {
+            parts.push(format!("actual_reason {r}"));
         }
     }
     if let Some(e) = m.get("error").and_then(Value::as_str) {
@@ -368,4 +378,38 @@ pub fn describe_relay_event(e: &RelayEvent) -> Option<String> {
         RelayEvent::ConnectionDead { .. } => "connection dead (missed heartbeats)".to_string(),
         RelayEvent::AckIgnored { .. } => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_named_around_any_text() {
+        let mut n = IdNames::default();
+        assert_eq!(
+            n.scrub("é thr_ab1 → pkt_x9é thr_ab1 pkt_ thr_"),
+            "é thr#1 → pkt#1é thr#1 pkt#2 thr#2"
+        );
+        assert_eq!(n.name("pkt_x9"), "pkt#1");
+        assert_eq!(
+            n.scrub("thr_ab1thr_cd"),
+            "thr#3_cd",
+            "an id runs over ASCII letters and digits"
+        );
+        assert_eq!(n.scrub("no ids — ünïcode"), "no ids — ünïcode");
+    }
+
+    #[test]
+    fn summaries_read_fields_of_any_shape() {
+        // Fields of the wrong JSON type, as a peer may send them, are shown, never trusted.
+        let s = summarize_packet(
+            r#"{"capabilities":"all","reason_class":"declined","actual_reason":{"x":1}}"#,
+        );
+        assert!(s.contains("capabilities null"), "{s}");
+        let s = summarize_packet(r#"{"capabilities":{"supported_versions":["0.2"]}}"#);
+        assert!(s.contains(r#"capabilities ["0.2"]"#), "{s}");
+        assert_eq!(summarize_packet("[1,2]"), "");
+        assert_eq!(summarize_packet("not json"), "");
+    }
 }

@@ -101,7 +101,9 @@ pub fn thread_tag(thread_id: &str) -> [u8; 16] {
     h.update(thread_id.as_bytes());
     let d = h.finalize();
     let mut tag = [0u8; 16];
-    tag.copy_from_slice(&d[..16]);
+    for (t, b) in tag.iter_mut().zip(d) {
+        *t = b;
+    }
     tag
 }
 

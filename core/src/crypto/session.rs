@@ -348,10 +348,9 @@ impl ThreadSession {
             .ok_or(CryptoError::Malformed("plaintext has no thread id length"))?;
         let len = usize::try_from(u32::from_be_bytes(*len))
             .map_err(|_| CryptoError::Malformed("thread id length"))?;
-        if rest.len() < len {
-            return Err(CryptoError::Malformed("thread id length exceeds plaintext"));
-        }
-        let (thread_id, packet) = rest.split_at(len);
+        let (thread_id, packet) = rest
+            .split_at_checked(len)
+            .ok_or(CryptoError::Malformed("thread id length exceeds plaintext"))?;
         let thread_id = std::str::from_utf8(thread_id)
             .map_err(|_| CryptoError::Malformed("thread id is not UTF-8"))?;
         if thread_tag(thread_id) != env.thread {

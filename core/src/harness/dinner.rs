@@ -21,6 +21,8 @@ fn ctx(v: serde_json::Value) -> Context {
     v.as_object().cloned().unwrap_or_default()
 }
 
+// The fallback is a literal valid address: parsing it cannot fail.
+#[allow(clippy::expect_used)]
 fn addr(user: &str, domain: &str) -> Address {
     Address::new(user, domain)
         .unwrap_or_else(|_| Address::parse("agent:invalid@invalid").expect("static address"))

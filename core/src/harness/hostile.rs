@@ -80,7 +80,10 @@ pub struct Received {
 impl Received {
     /// The packet's `type`.
     pub fn kind(&self) -> &str {
-        self.packet["type"].as_str().unwrap_or("")
+        self.packet
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
     }
 }
 

@@ -116,6 +116,9 @@ pub struct Net {
     relay_seed: [u8; 32],
 }
 
+// Test support: a test that names a node index the net does not have, or whose persisted
+// records do not restore, is wrong, and the net fails it on the spot (a panic, as an assert).
+#[allow(clippy::indexing_slicing, clippy::panic)]
 impl Net {
     /// A network whose relay serves `domain`, starting at `start`.
     pub fn new(domain: &str, start: Timestamp, seed: [u8; 32]) -> Self {
