@@ -33,13 +33,6 @@
 #![cfg_attr(not(test), deny(clippy::string_slice))]
 
 pub mod address;
-// lints for the agent: next
-#[allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)]
 pub mod agent;
 pub mod crypto;
 pub mod display;
