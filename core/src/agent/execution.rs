@@ -107,47 +107,37 @@ impl ThreadStep<'_> {
         if ex.in_flight.is_some() {
             return;
         }
-        if t.state == ThreadState::Rollback {
-            if let Some(i) = ex.undo_queue.pop() {
-                let aid = self.shared.meta.next_action;
-                self.shared.meta.next_action += 1;
-                self.shared.dirty.meta = true;
-                ex.in_flight = Some((aid, i, true));
-                let action = ex.mine.get(i).cloned();
-                self.mark_changed();
-                if let Some(action) = action {
-                    self.shared
-                        .buf
-                        .action
-                        .push(Output::ExecuteAction(ActionRequest {
-                            id: aid,
-                            thread_id: id.into(),
-                            action,
-                            details,
-                            undo: true,
-                        }));
+        // Next: the last done action to undo while rolling back, else the next to do.
+        let next = if t.state == ThreadState::Rollback {
+            match ex.undo_queue.pop() {
+                Some(i) => Some((i, true)),
+                None => {
+                    self.rollback_done();
+                    return;
                 }
-                return;
             }
-            self.rollback_done();
-            return;
-        }
-        if let Some(action) = ex.mine.get(ex.done).cloned() {
+        } else {
+            (ex.done < ex.mine.len()).then_some((ex.done, false))
+        };
+        if let Some((i, undo)) = next {
             let aid = self.shared.meta.next_action;
             self.shared.meta.next_action += 1;
             self.shared.dirty.meta = true;
-            ex.in_flight = Some((aid, ex.done, false));
+            ex.in_flight = Some((aid, i, undo));
+            let action = ex.mine.get(i).cloned();
             self.mark_changed();
-            self.shared
-                .buf
-                .action
-                .push(Output::ExecuteAction(ActionRequest {
-                    id: aid,
-                    thread_id: id.into(),
-                    action,
-                    details,
-                    undo: false,
-                }));
+            if let Some(action) = action {
+                self.shared
+                    .buf
+                    .action
+                    .push(Output::ExecuteAction(ActionRequest {
+                        id: aid,
+                        thread_id: id.into(),
+                        action,
+                        details,
+                        undo,
+                    }));
+            }
             return;
         }
         // All of mine done.
