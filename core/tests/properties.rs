@@ -32,9 +32,10 @@ use a2acp_core::link::{ClientFrame, RelayFrame};
 use a2acp_core::packet::{
     ActionSpec, Alternative, Body, Capabilities, Context, ContextBody, ContextRequestBody,
     ContextResponseBody, CoordinatorTransferBody, CoordinatorTransferResponseBody, Escalation,
-    ExecutionReport, FlexibilityRequest, ForkedThread, GroupHeader, Handover, Intent, IntentUpdateBody, Need, Packet, PermissionsDeclaration,
-    Priority, ProcessingErrorBody, Proposal, ResolutionBody, ResolutionResponseBody,
-    ResolutionStatus, ThreadForkBody, ThreadStateBody, TransferDecision, Unavailable,
+    ExecutionReport, FlexibilityRequest, ForkedThread, GroupHeader, Handover, Intent,
+    IntentUpdateBody, Need, Packet, PermissionsDeclaration, Priority, ProcessingErrorBody,
+    Proposal, ResolutionBody, ResolutionResponseBody, ResolutionStatus, ThreadForkBody,
+    ThreadStateBody, TransferDecision, Unavailable,
 };
 use a2acp_core::persist::apply;
 use a2acp_core::relay::{ConnId, Relay, RelayConfig, RelayInput, RelayOutput};

@@ -404,9 +404,7 @@ impl Handover {
         self.group.validate(&format!("{field}.group"))?;
         if let Some(v) = &self.aggregated_context {
             AggregatedContext::from_value(v).map_err(|e| match e {
-                WireError::Invalid { field: f, reason } => {
-                    invalid(format!("{field}.{f}"), reason)
-                }
+                WireError::Invalid { field: f, reason } => invalid(format!("{field}.{f}"), reason),
                 other => other,
             })?;
         }

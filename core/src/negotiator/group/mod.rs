@@ -500,8 +500,8 @@ fn fill_trade_offs(cands: &mut [Candidate], known: usize, pres: Zone) -> String 
         let p = pct(c.attendees.len(), known);
         let len = c.end.saturating_sub(c.start);
         c.trade_off.attendance_pct = p;
-        c.trade_off.attendance_vs_best = i32::try_from(i64::from(p) - i64::from(best_pct))
-            .unwrap_or(0);
+        c.trade_off.attendance_vs_best =
+            i32::try_from(i64::from(p) - i64::from(best_pct)).unwrap_or(0);
         c.trade_off.length_vs_best_secs = len.saturating_sub(best_len);
         if i == 0 {
             continue;
@@ -678,10 +678,17 @@ fn combine(people: &[Person]) -> Combined {
     let folded = fold_budgets(bs.iter().map(|(_, b)| b));
     let diets: Vec<&Value> = people
         .iter()
-        .filter_map(|p| p.ctx.get("dietary").or_else(|| p.ctx.get("dietary_requirements")))
+        .filter_map(|p| {
+            p.ctx
+                .get("dietary")
+                .or_else(|| p.ctx.get("dietary_requirements"))
+        })
         .collect();
     Combined {
-        budget: folded.as_ref().and_then(|r| r.as_ref().ok()).map(Budget::render),
+        budget: folded
+            .as_ref()
+            .and_then(|r| r.as_ref().ok())
+            .map(Budget::render),
         budget_conflict: matches!(folded, Some(Err(_))),
         budgets_read: u32::try_from(bs.len()).unwrap_or(u32::MAX),
         dietary: merge_dietary(&diets),

@@ -248,8 +248,10 @@ fn budgets_intersect_and_dietary_restrictions_unite() {
     let i = intent("Dinner for 4");
     let alice = addr("alice");
     let win = json!(["2026-03-27 18:00-22:00"]);
-    let mine = ctx(json!({"event_type": "dinner", "timezone": "UTC", "time_windows": win,
-        "budget_range": "£20-40pp", "dietary": ["vegetarian"]}));
+    let mine = ctx(
+        json!({"event_type": "dinner", "timezone": "UTC", "time_windows": win,
+        "budget_range": "£20-40pp", "dietary": ["vegetarian"]}),
+    );
     let mut members = BTreeMap::new();
     members.insert(
         addr("bob"),
@@ -280,17 +282,28 @@ fn a_budget_that_meets_no_other_is_the_binding_constraint() {
     let i = intent("Dinner for 4");
     let alice = addr("alice");
     let win = json!(["2026-03-27 18:00-22:00"]);
-    let mine = ctx(json!({"event_type": "dinner", "timezone": "UTC", "time_windows": win,
-        "budget_range": "£20-30"}));
+    let mine = ctx(
+        json!({"event_type": "dinner", "timezone": "UTC", "time_windows": win,
+        "budget_range": "£20-30"}),
+    );
     let mut members = BTreeMap::new();
-    members.insert(addr("bob"), member(json!({"time_windows": win, "budget_range": "£25-40"})));
-    members.insert(addr("cat"), member(json!({"time_windows": win, "budget_range": "£50-80"})));
+    members.insert(
+        addr("bob"),
+        member(json!({"time_windows": win, "budget_range": "£25-40"})),
+    );
+    members.insert(
+        addr("cat"),
+        member(json!({"time_windows": win, "budget_range": "£50-80"})),
+    );
     let a = aggregate(&view(&i, &alice, &mine, &members));
     assert!(a.combined.budget_conflict);
     assert_eq!(a.combined.budget, None);
     assert!(!a.common_windows.is_empty());
     let b = a.binding.as_ref().unwrap();
-    assert_eq!((b.participant.user(), b.field.as_str()), ("cat", "budget_range"));
+    assert_eq!(
+        (b.participant.user(), b.field.as_str()),
+        ("cat", "budget_range")
+    );
     let r = a.flexibility_request.as_ref().unwrap();
     assert_eq!(r.to, addr("cat"));
     assert_eq!(r.request.budget.as_deref(), Some("GBP 25-30"));
@@ -308,7 +321,10 @@ fn too_few_shared_windows_send_no_overlap() {
     let alice = addr("alice");
     let mine = ctx(json!({"timezone": "UTC", "time_windows": ["2026-03-27 18:00-23:00"]}));
     let mut members = BTreeMap::new();
-    members.insert(addr("bob"), member(json!({"time_windows": ["2026-03-27 19:00-21:00"]})));
+    members.insert(
+        addr("bob"),
+        member(json!({"time_windows": ["2026-03-27 19:00-21:00"]})),
+    );
     members.insert(addr("cat"), pending());
     let v = view(&i, &alice, &mine, &members);
     let a = aggregate(&v);
@@ -324,7 +340,10 @@ fn nothing_readable_gives_an_empty_aggregation() {
     let alice = addr("alice");
     let mine = Context::new();
     let mut members = BTreeMap::new();
-    members.insert(addr("bob"), member(json!({"time_windows": ["whenever"], "budget": {}})));
+    members.insert(
+        addr("bob"),
+        member(json!({"time_windows": ["whenever"], "budget": {}})),
+    );
     members.insert(addr("cat"), member(json!({"time_windows": 42})));
     let v = view(&i, &alice, &mine, &members);
     let a = aggregate(&v);
@@ -763,8 +782,7 @@ fn prop_candidates_are_strictly_ranked_and_bounded() {
         let b = build(&gr, 0);
         let a = aggregate(&b.view());
         a.candidates.len() <= MAX_CANDIDATES
-            && a
-                .candidates
+            && a.candidates
                 .windows(2)
                 .all(|w| rank(&w[0], &w[1], &b.coordinator) == Ordering::Less)
             && a.flexibility_request.iter().all(|r| {
