@@ -32,9 +32,10 @@ use a2acp_core::link::{ClientFrame, RelayFrame};
 use a2acp_core::packet::{
     ActionSpec, Alternative, Body, Capabilities, Context, ContextBody, ContextRequestBody,
     ContextResponseBody, CoordinatorTransferBody, CoordinatorTransferResponseBody, Escalation,
-    ExecutionReport, ForkedThread, Intent, IntentUpdateBody, Need, Packet, PermissionsDeclaration,
-    Priority, ProcessingErrorBody, Proposal, ResolutionBody, ResolutionResponseBody,
-    ResolutionStatus, ThreadForkBody, ThreadStateBody, TransferDecision, Unavailable,
+    ExecutionReport, FlexibilityRequest, ForkedThread, GroupHeader, Handover, Intent,
+    IntentUpdateBody, Need, Packet, PermissionsDeclaration, Priority, ProcessingErrorBody,
+    Proposal, ResolutionBody, ResolutionResponseBody, ResolutionStatus, ThreadForkBody,
+    ThreadStateBody, TransferDecision, Unavailable,
 };
 use a2acp_core::persist::apply;
 use a2acp_core::relay::{ConnId, Relay, RelayConfig, RelayInput, RelayOutput};
@@ -625,6 +626,36 @@ fn gen_actions(g: &mut Gen) -> Vec<ActionSpec> {
         .collect()
 }
 
+/// A valid group header: 2–16 distinct agents, the coordinator first.
+fn gen_group(g: &mut Gen, coordinator: Option<Address>) -> GroupHeader {
+    let mut participants: Vec<Address> = coordinator.into_iter().collect();
+    let n = between(g, 2, 16);
+    while participants.len() < n {
+        let a = gen_address(g);
+        if !participants.contains(&a) {
+            participants.push(a);
+        }
+    }
+    GroupHeader {
+        group_id: gen_id(g),
+        coordinator: participants[0].clone(),
+        epoch: u32::arbitrary(g),
+        participants,
+    }
+}
+
+fn gen_flexibility_request(g: &mut Gen) -> FlexibilityRequest {
+    let others = u32::from(u8::arbitrary(g));
+    FlexibilityRequest {
+        field: gen_word(g, 'f'),
+        window: None,
+        budget: gen_opt_string(g),
+        others_fit: others / 2,
+        others,
+        message: gen_word(g, 'M'),
+    }
+}
+
 /// One of the twelve body types, `kind` modulo 12 (13 = a context body of unknown type).
 fn gen_body(g: &mut Gen, kind: usize) -> Body {
     match kind % 13 {
@@ -641,6 +672,8 @@ fn gen_body(g: &mut Gen, kind: usize) -> Body {
             aggregated_context: bool::arbitrary(g).then(|| gen_non_null(g)),
             coordinator_recommendation: gen_opt_string(g),
             reason: gen_opt_string(g),
+            group: bool::arbitrary(g).then(|| gen_group(g, None)),
+            flexibility_request: bool::arbitrary(g).then(|| gen_flexibility_request(g)),
             original_type: (kind % 13 == 12).then(|| format!("x-{}", gen_string(g, 8))),
         }),
         1 => Body::ContextRequest(ContextRequestBody {
@@ -712,12 +745,22 @@ fn gen_body(g: &mut Gen, kind: usize) -> Body {
                 .collect(),
             shared_context: gen_map(g, 3, 5),
         }),
-        7 => Body::CoordinatorTransfer(CoordinatorTransferBody {
-            from_coordinator: gen_address(g),
-            to_coordinator: gen_address(g),
-            reason: gen_string(g, 10),
-            requires_acceptance: bool::arbitrary(g),
-        }),
+        7 => {
+            let to_coordinator = gen_address(g);
+            let handover = bool::arbitrary(g).then(|| Handover {
+                group: gen_group(g, Some(to_coordinator.clone())),
+                intent: gen_intent(g),
+                aggregated_context: None,
+                round_trips: u32::arbitrary(g),
+            });
+            Body::CoordinatorTransfer(CoordinatorTransferBody {
+                from_coordinator: gen_address(g),
+                to_coordinator,
+                reason: gen_string(g, 10),
+                requires_acceptance: bool::arbitrary(g),
+                handover,
+            })
+        }
         8 => Body::CoordinatorTransferResponse(CoordinatorTransferResponseBody {
             decision: pick(g, &[TransferDecision::Accepted, TransferDecision::Declined]),
             reason: gen_opt_string(g),

@@ -28,6 +28,7 @@
 //! same rules [`decide`] follows.
 
 mod generic;
+pub mod group;
 mod llm;
 mod needs;
 mod prefs;

@@ -8,8 +8,10 @@
 //! handles an unknown `type` as `context` (§15.3). [`Packet::to_bytes`] validates before
 //! serialising, so an invalid packet is never sent.
 
+mod group;
 mod types;
 
+pub use group::*;
 pub use types::*;
 
 use serde::{Deserialize, Serialize};
@@ -151,6 +153,12 @@ pub struct ContextBody {
     /// Reason for the recommendation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The group this leg belongs to (§10; group threads only, SPEC-NOTES "Group threads").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<GroupHeader>,
+    /// A targeted flexibility request to the binding constraint's owner (§10.2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flexibility_request: Option<FlexibilityRequest>,
     /// The `type` as received when it was not one this implementation knows (§15.3);
     /// written back unchanged.
     #[serde(skip)]
@@ -267,6 +275,9 @@ pub struct CoordinatorTransferBody {
     /// Whether the recipient must accept.
     #[serde(default = "yes")]
     pub requires_acceptance: bool,
+    /// In a group thread: the state the new coordinator goes on with (§10.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handover: Option<Handover>,
 }
 
 fn yes() -> bool {
@@ -594,6 +605,25 @@ impl Packet {
                         return Err(invalid(
                             "confirmation_timeout",
                             "must be an ISO 8601 duration such as PT24H",
+                        ));
+                    }
+                }
+            }
+            Body::Context(b) => {
+                if let Some(g) = &b.group {
+                    g.validate("group")?;
+                }
+                if let Some(f) = &b.flexibility_request {
+                    f.validate("flexibility_request")?;
+                }
+            }
+            Body::CoordinatorTransfer(b) => {
+                if let Some(h) = &b.handover {
+                    h.validate("handover")?;
+                    if h.group.coordinator != b.to_coordinator {
+                        return Err(invalid(
+                            "handover.group.coordinator",
+                            "must be `to_coordinator`",
                         ));
                     }
                 }

@@ -263,3 +263,260 @@ fn version_negotiation() {
     );
     assert_eq!(negotiate_version(&v(&["0.2"]), &v(&["0.1"])), None);
 }
+
+// ---------------------------------------------------------------- group threads (§10)
+
+const GROUP_LEG_OPEN: &str = r#"{
+  "protocol": "a2acp/0.2",
+  "packet_id": "pkt_g1",
+  "thread_id": "thr_leg_charlie",
+  "from": "agent:alice@a2acp.io",
+  "to": "agent:charlie@a2acp.io",
+  "timestamp": "2026-03-21T14:30:00Z",
+  "type": "context",
+  "intent": { "category": "group_scheduling", "summary": "Game night for 4" },
+  "context": { "event_type": "game night", "time_windows": ["2026-03-27 19:00-23:00"] },
+  "needs": [ { "field": "time_windows", "reason": "Need your availability", "priority": "required" } ],
+  "group": {
+    "group_id": "grp_gamenight",
+    "coordinator": "agent:alice@a2acp.io",
+    "epoch": 0,
+    "participants": ["agent:alice@a2acp.io", "agent:bob@a2acp.io", "agent:charlie@a2acp.io", "agent:diana@a2acp.io"]
+  },
+  "flexibility_request": {
+    "field": "time_windows",
+    "window": { "start": "2026-03-28T19:00:00Z", "end": "2026-03-28T23:00:00Z", "local": "Saturday 28 March 20:00–00:00 (Europe/Berlin)" },
+    "others_fit": 3,
+    "others": 3,
+    "message": "Everyone else is free Saturday 28 March 20:00–00:00 (Europe/Berlin) — any chance you can do Saturday?"
+  }
+}"#;
+
+#[test]
+fn a_group_leg_round_trips() {
+    let p = Packet::parse(GROUP_LEG_OPEN.as_bytes()).unwrap();
+    let Body::Context(b) = &p.body else {
+        panic!("not context")
+    };
+    let g = b.group.as_ref().unwrap();
+    assert_eq!(g.participants.len(), 4);
+    assert_eq!(g.coordinator, g.participants[0]);
+    let f = b.flexibility_request.as_ref().unwrap();
+    assert_eq!(f.others_fit, 3);
+    let bytes = p.to_bytes().unwrap();
+    assert_eq!(Packet::parse(&bytes).unwrap(), p);
+    let m: Map<String, Value> = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(m["group"]["group_id"], "grp_gamenight");
+}
+
+#[test]
+fn two_party_packets_carry_no_group_members() {
+    let p = Packet::parse(SPEC_S4.as_bytes()).unwrap();
+    let m: Map<String, Value> = serde_json::from_slice(&p.to_bytes().unwrap()).unwrap();
+    for k in ["group", "flexibility_request", "handover"] {
+        assert!(!m.contains_key(k), "{k}");
+    }
+}
+
+#[test]
+fn group_parts_are_checked_strictly() {
+    let err = |edit: &dyn Fn(&mut Map<String, Value>)| -> WireError {
+        let bytes = with(GROUP_LEG_OPEN, edit);
+        Packet::parse(&bytes).unwrap_err()
+    };
+    let field_of = |e: WireError| match e {
+        WireError::Invalid { field, .. } => field,
+        WireError::Missing(f) => f,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        field_of(err(&|m| {
+            m["group"]["participants"] = serde_json::json!(["agent:alice@a2acp.io"]);
+        })),
+        "group.participants"
+    );
+    let seventeen: Vec<String> = (0..17).map(|i| format!("agent:p{i}@a2acp.io")).collect();
+    assert_eq!(
+        field_of(err(&|m| {
+            m["group"]["participants"] = serde_json::json!(seventeen);
+            m["group"]["coordinator"] = "agent:p0@a2acp.io".into();
+        })),
+        "group.participants"
+    );
+    assert_eq!(
+        field_of(err(&|m| {
+            m["group"]["participants"][2] = "agent:Bob@a2acp.io".into();
+        })),
+        "group.participants"
+    );
+    assert_eq!(
+        field_of(err(&|m| {
+            m["group"]["coordinator"] = "agent:bob@a2acp.io".into();
+        })),
+        "group.coordinator"
+    );
+    assert_eq!(
+        field_of(err(&|m| {
+            m["group"]["group_id"] = "has space".into();
+        })),
+        "group.group_id"
+    );
+    assert_eq!(
+        err(&|m| {
+            m["group"].as_object_mut().unwrap().remove("coordinator");
+        }),
+        WireError::Missing("group.coordinator".into())
+    );
+    assert_eq!(
+        field_of(err(&|m| {
+            m["group"]["participants"][1] = "bob".into();
+        })),
+        "group.participants[1]"
+    );
+    assert_eq!(
+        err(&|m| {
+            m["flexibility_request"]
+                .as_object_mut()
+                .unwrap()
+                .remove("window");
+        }),
+        WireError::Missing("flexibility_request.window".into())
+    );
+    assert_eq!(
+        field_of(err(&|m| {
+            m["flexibility_request"]["others_fit"] = 4.into();
+        })),
+        "flexibility_request.others_fit"
+    );
+    assert_eq!(
+        field_of(err(&|m| {
+            m["flexibility_request"]["window"]["end"] = "2026-03-28T18:00:00Z".into();
+        })),
+        "flexibility_request.window.end"
+    );
+    assert_eq!(
+        field_of(err(&|m| {
+            m["flexibility_request"]["message"] = " ".into();
+        })),
+        "flexibility_request.message"
+    );
+    assert_eq!(
+        field_of(err(&|m| {
+            m["flexibility_request"]["message"] = "x".repeat(MAX_GROUP_TEXT + 1).into();
+        })),
+        "flexibility_request.message"
+    );
+    // An epoch is optional (0).
+    let bytes = with(GROUP_LEG_OPEN, |m| {
+        m["group"].as_object_mut().unwrap().remove("epoch");
+    });
+    let Body::Context(b) = Packet::parse(&bytes).unwrap().body else {
+        panic!("not context")
+    };
+    assert_eq!(b.group.unwrap().epoch, 0);
+}
+
+const TRANSFER: &str = r#"{
+  "protocol": "a2acp/0.2",
+  "packet_id": "pkt_t1",
+  "thread_id": "thr_leg_bob",
+  "from": "agent:alice@a2acp.io",
+  "to": "agent:bob@a2acp.io",
+  "timestamp": "2026-03-21T15:00:00Z",
+  "type": "coordinator_transfer",
+  "from_coordinator": "agent:alice@a2acp.io",
+  "to_coordinator": "agent:bob@a2acp.io",
+  "reason": "Bob's agent has calendar integration with all participants",
+  "requires_acceptance": true,
+  "handover": {
+    "group": {
+      "group_id": "grp_gamenight",
+      "coordinator": "agent:bob@a2acp.io",
+      "epoch": 1,
+      "participants": ["agent:bob@a2acp.io", "agent:alice@a2acp.io", "agent:charlie@a2acp.io"]
+    },
+    "intent": { "category": "group_scheduling", "summary": "Game night for 3" },
+    "aggregated_context": {
+      "participants": [
+        { "agent": "agent:alice@a2acp.io", "status": "context_received" },
+        { "agent": "agent:charlie@a2acp.io", "status": "awaiting_response" }
+      ],
+      "answered": 1,
+      "of": 2,
+      "combined": { "budget_conflict": false, "dietary_restrictions": 1 }
+    },
+    "round_trips": 2
+  }
+}"#;
+
+#[test]
+fn a_transfer_with_handover_round_trips_and_is_checked() {
+    let p = Packet::parse(TRANSFER.as_bytes()).unwrap();
+    let Body::CoordinatorTransfer(b) = &p.body else {
+        panic!("not a transfer")
+    };
+    let h = b.handover.as_ref().unwrap();
+    assert_eq!(h.group.epoch, 1);
+    assert_eq!(h.round_trips, 2);
+    let agg = AggregatedContext::from_value(h.aggregated_context.as_ref().unwrap()).unwrap();
+    assert_eq!((agg.answered, agg.of), (1, 2));
+    assert_eq!(
+        agg.participants[1].status,
+        ParticipantStatus::AwaitingResponse
+    );
+    assert_eq!(Packet::parse(&p.to_bytes().unwrap()).unwrap(), p);
+    // The handover names the new coordinator.
+    let bytes = with(TRANSFER, |m| {
+        m["to_coordinator"] = "agent:charlie@a2acp.io".into();
+    });
+    assert!(matches!(
+        Packet::parse(&bytes),
+        Err(WireError::Invalid { field, .. }) if field == "handover.group.coordinator"
+    ));
+    // Its aggregated context is read strictly.
+    let bytes = with(TRANSFER, |m| {
+        m["handover"]["aggregated_context"]["answered"] = 3.into();
+    });
+    assert!(matches!(
+        Packet::parse(&bytes),
+        Err(WireError::Invalid { field, .. }) if field == "handover.aggregated_context.answered"
+    ));
+    let bytes = with(TRANSFER, |m| {
+        m["handover"]["aggregated_context"]["participants"][0]["status"] = "asleep".into();
+    });
+    assert!(matches!(
+        Packet::parse(&bytes),
+        Err(WireError::Invalid { field, .. })
+            if field == "handover.aggregated_context.participants[0].status"
+    ));
+    // A transfer without a handover (two-party, or another implementation) is as before.
+    let bytes = with(TRANSFER, |m| {
+        m.remove("handover");
+    });
+    let Body::CoordinatorTransfer(b) = Packet::parse(&bytes).unwrap().body else {
+        panic!("not a transfer")
+    };
+    assert_eq!(b.handover, None);
+}
+
+#[test]
+fn an_aggregated_context_of_another_shape_is_carried_opaquely() {
+    // The spec's own §10.2 example shape is not a2acp's: the packet still parses (the
+    // member is opaque), and reading it typed fails with the field named.
+    let spec = serde_json::json!({
+        "participants": [{ "agent": "agent:alice@a2acp.io", "status": "context_received" }],
+        "availability_overlap": { "best_window": "Saturday 19:00-23:00", "available_count": 3 }
+    });
+    let bytes = with(GROUP_LEG_OPEN, |m| {
+        m.insert("aggregated_context".into(), spec.clone());
+    });
+    let p = Packet::parse(&bytes).unwrap();
+    let Body::Context(b) = &p.body else {
+        panic!("not context")
+    };
+    assert_eq!(b.aggregated_context.as_ref(), Some(&spec));
+    assert!(matches!(
+        AggregatedContext::from_value(&spec),
+        Err(WireError::Invalid { .. } | WireError::Missing(_))
+    ));
+}

@@ -117,7 +117,7 @@ pub(super) struct Placed {
 }
 
 /// Dates written inside a side's windows.
-pub(super) fn explicit_dates(side: &SideWindows) -> Vec<NaiveDate> {
+pub(crate) fn explicit_dates(side: &SideWindows) -> Vec<NaiveDate> {
     let mut v: Vec<NaiveDate> = side.raw.iter().filter_map(|w| w.date).collect();
     v.sort();
     v.dedup();
@@ -141,7 +141,7 @@ pub(super) fn with_dates(
 
 /// Event length: the `duration` field (ISO 8601, 15 min to 24 h) of the initiator, else
 /// the responder; else 2 h for dinner/supper, 1.5 h for lunch, 1 h otherwise.
-pub(super) fn event_duration(event: &str, init: &Context, resp: &Context) -> i64 {
+pub(crate) fn event_duration(event: &str, init: &Context, resp: &Context) -> i64 {
     let from_field = [init, resp]
         .iter()
         .filter_map(|c| str_field(c, "duration"))
@@ -151,7 +151,7 @@ pub(super) fn event_duration(event: &str, init: &Context, resp: &Context) -> i64
     from_field.unwrap_or_else(|| default_duration(event))
 }
 
-pub(super) fn default_duration(event: &str) -> i64 {
+pub(crate) fn default_duration(event: &str) -> i64 {
     if event.contains("dinner") || event.contains("supper") {
         2 * 3600
     } else if event.contains("lunch") {
@@ -169,6 +169,6 @@ pub(super) fn event_word(f: &Facts) -> String {
     }
 }
 
-pub(super) fn zone_of(side: &SideWindows) -> Option<Zone> {
+pub(crate) fn zone_of(side: &SideWindows) -> Option<Zone> {
     side.zone.or_else(|| side.raw.iter().find_map(|w| w.zone))
 }

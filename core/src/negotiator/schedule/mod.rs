@@ -7,12 +7,12 @@
 //! and durations.
 
 mod conflict;
-mod facts;
+pub(super) mod facts;
 mod flexibility;
 mod proposal;
 mod shared;
 mod slots;
-mod wording;
+pub(super) mod wording;
 
 pub(crate) use flexibility::{flex_of, Flex};
 

@@ -5,7 +5,7 @@ use chrono::{Datelike, NaiveDate, Timelike};
 use crate::negotiator::windows::{fmt_hm, Iv, Zone};
 
 /// `2 h`, `1 h 30 min`, `45 min`.
-pub(super) fn fmt_duration(secs: i64) -> String {
+pub(crate) fn fmt_duration(secs: i64) -> String {
     let m = secs.max(0) / 60;
     match (m / 60, m % 60) {
         (0, mm) => format!("{mm} min"),
@@ -44,7 +44,7 @@ pub(super) const MONTHS: [&str; 12] = [
     "December",
 ];
 
-pub(super) fn weekday_name(d: NaiveDate) -> &'static str {
+pub(crate) fn weekday_name(d: NaiveDate) -> &'static str {
     WEEKDAYS
         .get(d.weekday().num_days_from_monday() as usize)
         .copied()
@@ -52,13 +52,13 @@ pub(super) fn weekday_name(d: NaiveDate) -> &'static str {
 }
 
 /// `Friday 27 March`.
-pub(super) fn fmt_day(d: NaiveDate) -> String {
+pub(crate) fn fmt_day(d: NaiveDate) -> String {
     let month = MONTHS.get(d.month0() as usize).copied().unwrap_or("");
     format!("{} {} {}", weekday_name(d), d.day(), month)
 }
 
 /// `Friday 27 March 2026`.
-pub(super) fn fmt_day_year(d: NaiveDate) -> String {
+pub(crate) fn fmt_day_year(d: NaiveDate) -> String {
     format!("{} {}", fmt_day(d), d.year())
 }
 
@@ -75,7 +75,7 @@ pub(super) fn capitalise(s: &str) -> String {
 }
 
 /// A local date and `HH:MM` of a UTC instant in `zone`.
-pub(super) fn local_parts(zone: Zone, secs: i64) -> Option<(NaiveDate, u32)> {
+pub(crate) fn local_parts(zone: Zone, secs: i64) -> Option<(NaiveDate, u32)> {
     let l = zone.to_local(secs)?;
     Some((l.date(), l.hour() * 60 + l.minute()))
 }
