@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{invalid, valid_id, Intent, WireError};
+use super::{deserialize_at, invalid, valid_id, Intent, WireError};
 use crate::address::Address;
 use crate::time::Timestamp;
 
@@ -316,12 +316,7 @@ impl AggregatedContext {
     /// under `aggregated_context`. (The packet carries the member opaquely, §15.3: an
     /// agent that cannot read it only loses the display.)
     pub fn from_value(v: &Value) -> Result<Self, WireError> {
-        let a: AggregatedContext = serde_path_to_error::deserialize(v.clone()).map_err(|e| {
-            invalid(
-                format!("aggregated_context.{}", e.path()),
-                e.into_inner().to_string(),
-            )
-        })?;
+        let a: AggregatedContext = deserialize_at("aggregated_context", v.clone())?;
         a.validate()?;
         Ok(a)
     }
@@ -405,6 +400,7 @@ impl Handover {
         if let Some(v) = &self.aggregated_context {
             AggregatedContext::from_value(v).map_err(|e| match e {
                 WireError::Invalid { field: f, reason } => invalid(format!("{field}.{f}"), reason),
+                WireError::Missing(f) => WireError::Missing(format!("{field}.{f}")),
                 other => other,
             })?;
         }

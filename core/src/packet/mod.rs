@@ -402,20 +402,29 @@ const HEADER_FIELDS: &[&str] = &[
 ];
 
 fn body_from<T: serde::de::DeserializeOwned>(map: &Map<String, Value>) -> Result<T, WireError> {
-    let v = Value::Object(map.clone());
+    deserialize_at("", Value::Object(map.clone()))
+}
+
+/// Reads `v` as a `T`, naming the offending field in the error: a missing one as
+/// [`WireError::Missing`], any other as [`WireError::Invalid`]; `prefix` (e.g.
+/// `aggregated_context`) goes before the field's path.
+fn deserialize_at<T: serde::de::DeserializeOwned>(prefix: &str, v: Value) -> Result<T, WireError> {
     serde_path_to_error::deserialize(v).map_err(|e| {
         let path = e.path().to_string();
+        let path = if path == "." { String::new() } else { path };
         let inner = e.into_inner().to_string();
+        let join = |tail: &str| {
+            [prefix, path.as_str(), tail]
+                .into_iter()
+                .filter(|p| !p.is_empty())
+                .collect::<Vec<_>>()
+                .join(".")
+        };
         if let Some(rest) = inner.strip_prefix("missing field `") {
-            let name = rest.split('`').next().unwrap_or("");
-            let full = if path == "." || path.is_empty() {
-                name.to_string()
-            } else {
-                format!("{path}.{name}")
-            };
-            WireError::Missing(full)
+            WireError::Missing(join(rest.split('`').next().unwrap_or("")))
         } else {
-            invalid(if path.is_empty() { ".".into() } else { path }, inner)
+            let at = join("");
+            invalid(if at.is_empty() { ".".into() } else { at }, inner)
         }
     })
 }

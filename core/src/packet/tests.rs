@@ -489,6 +489,25 @@ fn a_transfer_with_handover_round_trips_and_is_checked() {
         Err(WireError::Invalid { field, .. })
             if field == "handover.aggregated_context.participants[0].status"
     ));
+    // A missing member is named as missing, in the handover and read on its own.
+    let bytes = with(TRANSFER, |m| {
+        m["handover"]["aggregated_context"]
+            .as_object_mut()
+            .unwrap()
+            .remove("of");
+    });
+    assert!(matches!(
+        Packet::parse(&bytes),
+        Err(WireError::Missing(field)) if field == "handover.aggregated_context.of"
+    ));
+    let v: Value = serde_json::from_slice(TRANSFER.as_bytes()).unwrap();
+    let mut agg = v["handover"]["aggregated_context"].clone();
+    assert!(crate::packet::AggregatedContext::from_value(&agg).is_ok());
+    agg.as_object_mut().unwrap().remove("of");
+    assert_eq!(
+        crate::packet::AggregatedContext::from_value(&agg),
+        Err(WireError::Missing("aggregated_context.of".into()))
+    );
     // A transfer without a handover (two-party, or another implementation) is as before.
     let bytes = with(TRANSFER, |m| {
         m.remove("handover");
