@@ -64,14 +64,10 @@ impl ThreadStep<'_> {
         self.audit(AgentEvent::ConsentAnswered { prompt_id });
         self.shared.count_approvals(&peer, &approved);
         self.set_waiting(Waiting::Nothing);
-        let turn = if self
-            .t
-            .history
-            .iter()
-            .rev()
-            .find(|h| !h.outgoing)
-            .is_some_and(|h| h.kind == "context_request" || h.kind == "intent_update")
-        {
+        let turn = if matches!(
+            self.t.last_received_kind(),
+            Some("context_request" | "intent_update")
+        ) {
             Turn::AnsweringRequest
         } else {
             Turn::Free

@@ -177,13 +177,7 @@ impl ThreadStep<'_> {
     /// The turn of thread `id` when its LLM answers: answering if the peer's latest
     /// packet was a request.
     pub(super) fn llm_turn(&self) -> Turn {
-        let asked = self
-            .t
-            .history
-            .iter()
-            .rev()
-            .find(|h| !h.outgoing)
-            .is_some_and(|h| h.kind == "context_request");
+        let asked = self.t.last_received_kind() == Some("context_request");
         if asked {
             Turn::AnsweringRequest
         } else {

@@ -520,6 +520,15 @@ impl Thread {
         Ok(true)
     }
 
+    /// The type of the last packet received in the thread, if any.
+    pub fn last_received_kind(&self) -> Option<&str> {
+        self.history
+            .iter()
+            .rev()
+            .find(|h| !h.outgoing)
+            .map(|h| h.kind.as_str())
+    }
+
     /// The direction of packets this agent sends in the thread.
     pub fn my_direction(&self) -> crate::crypto::Direction {
         if self.initiator {
