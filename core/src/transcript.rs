@@ -189,6 +189,21 @@ pub fn describe_command(c: &Command, detail: Detail) -> String {
             short(to.as_str()),
             intent.summary
         ),
+        Command::StartGroupThread {
+            participants,
+            intent,
+            quorum,
+            ..
+        } => format!(
+            "start group thread with {} about “{}”{}",
+            participants
+                .iter()
+                .map(|p| short(p.as_str()))
+                .collect::<Vec<_>>()
+                .join(", "),
+            intent.summary,
+            quorum.map(|q| format!(" (quorum {q})")).unwrap_or_default()
+        ),
         Command::AnswerConsent { prompt_id, answer } => match answer {
             ConsentAnswer::DeclineAll => format!("answers prompt #{prompt_id}: decline all"),
             ConsentAnswer::ShareSelected(m) => {

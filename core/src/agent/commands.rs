@@ -1,12 +1,10 @@
 //! The user's commands to the agent: starting a thread, answering prompts, cancelling, new
 //! context.
 
-use super::packets::blank_thread;
 use super::permissions::Tier;
 use super::thread::{Thread, ThreadState};
 use super::*;
 
-use crate::crypto::thread_tag;
 use crate::packet::Intent;
 
 impl Agent {
@@ -17,6 +15,12 @@ impl Agent {
                 intent,
                 context,
             } => self.open_thread(to, intent, context),
+            Command::StartGroupThread {
+                participants,
+                intent,
+                context,
+                quorum,
+            } => self.open_group_thread(participants, intent, context, quorum),
             Command::AnswerConsent { prompt_id, answer } => self.answer_consent(prompt_id, answer),
             Command::AnswerResolution { prompt_id, answer } => {
                 self.answer_resolution(prompt_id, answer)
@@ -33,7 +37,11 @@ impl Agent {
             }
             Command::ForkThread { thread_id, intents } => self.fork_thread(&thread_id, intents),
             Command::CancelThread { thread_id } => {
-                self.in_thread(&thread_id, |step| step.cancel_thread());
+                if self.shared.groups.contains_key(&thread_id) {
+                    self.cancel_group(&thread_id);
+                } else {
+                    self.in_thread(&thread_id, |step| step.cancel_thread());
+                }
             }
             Command::SetPermission {
                 field,
@@ -118,26 +126,7 @@ impl Agent {
             );
             return;
         }
-        let id = self.shared.meta.rng.id("thr_", 12);
-        self.shared.dirty.meta = true;
-        let session = new_session(&mut self.shared.meta.rng);
-        let mut t = blank_thread(
-            &id,
-            &to,
-            true,
-            intent,
-            session,
-            self.shared.now,
-            &self.shared.config.address,
-        );
-        t.user_initiated = true;
-        t.local = context;
-        self.shared
-            .tags
-            .insert((to.clone(), thread_tag(&id)), id.clone());
-        self.threads.insert(id.clone(), t);
-        self.shared
-            .audit(Some(&id), AgentEvent::ThreadStarted { with: to });
+        let id = self.create_thread(&to, intent, context, None);
         self.in_thread(&id, |step| step.send_first_packet());
     }
 

@@ -33,12 +33,15 @@ impl ThreadStep<'_> {
         };
         let peer = t.peer.clone();
         let mut approved = Vec::new();
-        for n in std::mem::take(&mut c.ask) {
-            let suggested = t
-                .local
-                .get(&n.field)
-                .or_else(|| self.shared.config.profile.get(&n.field))
-                .cloned();
+        let asked = std::mem::take(&mut c.ask);
+        t.consent = Some(c);
+        let suggestions: Vec<Option<serde_json::Value>> =
+            asked.iter().map(|n| self.suggested(&n.field)).collect();
+        let t = &mut *self.t;
+        let Some(mut c) = t.consent.take() else {
+            return;
+        };
+        for (n, suggested) in asked.into_iter().zip(suggestions) {
             let choice = match &answer {
                 ConsentAnswer::DeclineAll => FieldChoice::DontShare,
                 ConsentAnswer::ShareSelected(m) => {
@@ -60,6 +63,10 @@ impl ThreadStep<'_> {
         }
         c.prompt_id = 0;
         t.consent = Some(c);
+        if let Some(g) = t.group.as_mut() {
+            // The flexibility request is answered (given way or not).
+            g.flexibility = None;
+        }
         self.mark_changed();
         self.audit(AgentEvent::ConsentAnswered { prompt_id });
         self.shared.count_approvals(&peer, &approved);
@@ -90,11 +97,7 @@ impl ThreadStep<'_> {
                 field: display::line(&n.field, display::MAX_FIELD_NAME).into_owned(),
                 reason: display::line(&n.reason, display::MAX_SHORT).into_owned(),
                 priority: n.priority,
-                suggested: t
-                    .local
-                    .get(&n.field)
-                    .or_else(|| self.shared.config.profile.get(&n.field))
-                    .cloned(),
+                suggested: self.suggested(&n.field),
             })
             .collect();
         let prompt = Prompt {

@@ -29,6 +29,44 @@ pub enum AgentEvent {
         /// The other agent.
         with: Address,
     },
+    /// The user started a group thread (§10); this agent coordinates it.
+    GroupStarted {
+        /// The group's id.
+        group_id: String,
+        /// Everyone, the coordinator first.
+        participants: Vec<Address>,
+    },
+    /// The coordinator asked the binding constraint's owner to give way (§10.2).
+    FlexibilityRequested {
+        /// The group.
+        group_id: String,
+        /// Who was asked.
+        to: Address,
+        /// The field asked about.
+        field: String,
+    },
+    /// The coordinator proposed a resolution to the group (§8.3).
+    GroupProposed {
+        /// The group.
+        group_id: String,
+        /// The proposal's summary.
+        summary: String,
+        /// Confirmations needed, the coordinator's included.
+        required: u32,
+        /// Who is asked to confirm, the coordinator first.
+        confirmers: Vec<Address>,
+    },
+    /// The group's confirmations reached the quorum, or can no longer reach it (§8.3).
+    GroupOutcome {
+        /// The group.
+        group_id: String,
+        /// Whether the quorum was reached.
+        reached: bool,
+        /// Confirmations received.
+        confirmed: u32,
+        /// Confirmations needed.
+        required: u32,
+    },
     /// A peer's first packet opened a thread here.
     ThreadOpened {
         /// The peer that opened it.
@@ -337,6 +375,42 @@ impl AgentEvent {
         match self {
             E::ThreadStarted { with } => write!(out, "thread started with {with}"),
             E::ThreadOpened { by } => write!(out, "thread opened by {by}"),
+            E::GroupStarted {
+                group_id,
+                participants,
+            } => write!(
+                out,
+                "group thread {group_id} started with {}",
+                join_addresses(participants)
+            ),
+            E::FlexibilityRequested {
+                group_id,
+                to,
+                field,
+            } => write!(
+                out,
+                "group {group_id}: asked {to} to be flexible on {field}"
+            ),
+            E::GroupProposed {
+                group_id,
+                summary,
+                required,
+                confirmers,
+            } => write!(
+                out,
+                "group {group_id}: proposed “{summary}”, {required} of {} to confirm",
+                confirmers.len()
+            ),
+            E::GroupOutcome {
+                group_id,
+                reached,
+                confirmed,
+                required,
+            } => write!(
+                out,
+                "group {group_id}: {} ({confirmed} of {required} confirmed)",
+                if *reached { "confirmed" } else { "cannot be confirmed" }
+            ),
             E::StateChanged { from, to, why } => match why {
                 Some(why) => write!(out, "state {from} -> {to} ({why})"),
                 None => write!(out, "state {from} -> {to}"),
@@ -477,6 +551,10 @@ impl DropReason {
             }
         }
     }
+}
+
+fn join_addresses(a: &[Address]) -> String {
+    a.iter().map(|x| x.as_str()).collect::<Vec<_>>().join(", ")
 }
 
 impl fmt::Display for AgentEvent {

@@ -52,6 +52,21 @@ pub enum Command {
         /// What the user said about it.
         context: Context,
     },
+    /// Start a group thread (§10) with 1–15 other agents; this agent coordinates. One
+    /// leg (a two-party thread of its own) goes to each participant (SPEC-NOTES "Group
+    /// threads"). The context counts as consented for every leg (§7.4), never_share
+    /// fields excepted.
+    StartGroupThread {
+        /// The other participants, each once, this agent not among them.
+        participants: Vec<Address>,
+        /// What it is about.
+        intent: Intent,
+        /// What the user said about it.
+        context: Context,
+        /// Confirmations needed in total, this agent's user's included (§8.3 quorum);
+        /// `None`: everyone the proposal names.
+        quorum: Option<u32>,
+    },
     /// Answer a consent prompt (§7.3).
     AnswerConsent {
         /// The prompt.

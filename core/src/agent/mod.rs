@@ -40,6 +40,7 @@ mod consent;
 mod drift;
 pub mod events;
 mod execution;
+pub mod group;
 pub mod io;
 mod keys;
 mod lifecycle;
@@ -68,6 +69,7 @@ use crate::rng::DetRng;
 use crate::time::Timestamp;
 
 pub use events::{AgentEvent, Bug, DropReason};
+pub use group::{Group, GroupMember, GroupProposal};
 pub use io::*;
 pub use link::{FirstPacket, LinkRefusal, REGISTRATION_RETRY};
 pub use permissions::{PermissionTiers, RelationshipOverride, Tier};
@@ -224,6 +226,8 @@ struct Shared {
     meta: Meta,
     settings: Settings,
     peers: BTreeMap<Address, PeerRecord>,
+    /// The group threads this agent coordinates (§10), by id.
+    groups: BTreeMap<String, group::Group>,
     outbox: BTreeMap<u64, OutboxItem>,
     link: Link,
     replaced: bool,
@@ -270,6 +274,7 @@ impl Agent {
                 meta,
                 settings,
                 peers: BTreeMap::new(),
+                groups: BTreeMap::new(),
                 outbox: BTreeMap::new(),
                 link: Link::Down,
                 replaced: false,
@@ -433,6 +438,7 @@ impl Agent {
             Input::LlmResult { request_id, result } => self.on_llm_result(request_id, result),
             Input::ActionResult { action_id, result } => self.on_action_result(action_id, result),
         }
+        self.step_groups();
         self.flush();
     }
     /// Shorthand for [`Input::Bytes`].
@@ -447,6 +453,7 @@ impl Agent {
     pub fn handle_timeout(&mut self, now: Timestamp) {
         self.shared.now = self.shared.now.max(now);
         self.on_timeout();
+        self.step_groups();
         self.flush();
     }
     /// The next output, or `None` when drained.
@@ -480,6 +487,11 @@ impl Agent {
                 at(x);
             }
         }
+        for g in self.shared.groups.values() {
+            if let Some(x) = self.shared.group_deadline(g) {
+                at(x);
+            }
+        }
         for p in self.shared.peers.values() {
             if let Some(x) = p.refused.tell_due() {
                 at(x);
@@ -494,6 +506,8 @@ fn new_session(rng: &mut DetRng) -> ThreadSession {
     ThreadSession::new(rng.bytes32())
 }
 
+#[cfg(test)]
+mod group_tests;
 #[cfg(test)]
 mod hostile_tests;
 #[cfg(test)]

@@ -40,6 +40,7 @@ impl ThreadStep<'_> {
             return;
         }
         self.absorb(&b.context, &[]);
+        self.on_group_context(&b);
         if let Some(i) = &b.intent {
             let t = &mut *self.t;
             if t.state == ThreadState::Initiated || !t.initiator {
@@ -113,12 +114,14 @@ impl ThreadStep<'_> {
                 decline.push(n.field.clone());
                 continue;
             }
-            let value = t
-                .local
-                .get(&n.field)
-                .or_else(|| self.shared.config.profile.get(&n.field))
-                .cloned();
-            match self.shared.tier(&peer, &n.field) {
+            let value = self.suggested(&n.field);
+            let tier = self.shared.tier(&peer, &n.field);
+            if tier != Tier::NeverShare && self.flexibility_asks(&n.field) {
+                // Giving way for the group is the user's call, whatever the tier.
+                ask.push(n.clone());
+                continue;
+            }
+            match tier {
                 Tier::NeverShare => decline.push(n.field.clone()),
                 Tier::AlwaysShare => match value {
                     Some(v) => {
@@ -214,6 +217,19 @@ impl ThreadStep<'_> {
             ThreadState::Initiated | ThreadState::Negotiating | ThreadState::Stalled
         ) {
             // Proposed/executing: answer open needs, nothing else to decide.
+            self.flush_reply();
+            return;
+        }
+        let me = &self.shared.config.address;
+        if self.t.coordinates(me) {
+            // The group decides, over every leg (`group.rs`, after this input): this leg
+            // only answers what its participant asked, and waits for nobody.
+            self.set_waiting(Waiting::Nothing);
+            self.flush_reply();
+            return;
+        }
+        if self.t.in_group_of_other(me) {
+            // A participant only answers: the coordinator proposes.
             self.flush_reply();
             return;
         }

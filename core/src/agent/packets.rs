@@ -273,12 +273,28 @@ impl Agent {
                 return false;
             }
         };
+        let group = match &p.body {
+            Body::Context(ContextBody { group: Some(h), .. }) => Some(h.clone()),
+            _ => None,
+        };
+        if let Some(h) = &group {
+            // A leg of a group: opened by its coordinator, naming this agent (§10.1).
+            let me = &self.shared.config.address;
+            if h.coordinator != p.from || !h.participants.contains(me) {
+                self.shared.malformed(
+                    &p.from,
+                    "a group leg must be opened by the group's coordinator and name this agent"
+                        .into(),
+                );
+                return false;
+            }
+        }
         if let Some((code, why)) = self.new_thread_refusal(p) {
             self.shared.refuse_new_thread(p, session, code, why);
             return false;
         }
         self.forget_ended_threads(&p.from);
-        let t = blank_thread(
+        let mut t = blank_thread(
             &p.thread_id,
             &p.from,
             false,
@@ -287,6 +303,11 @@ impl Agent {
             self.shared.now,
             &p.from,
         );
+        t.group = group.map(|header| super::thread::GroupLeg {
+            header,
+            flexibility: None,
+            lead: false,
+        });
         self.shared.tags.insert(
             (p.from.clone(), thread_tag(&p.thread_id)),
             p.thread_id.clone(),
@@ -422,7 +443,18 @@ impl ThreadStep<'_> {
                 }
             }
         }
-        let needs = negotiator::initial_needs(&t.intent, &context);
+        let mut needs = negotiator::initial_needs(&t.intent, &context);
+        if t.group.is_some()
+            && needs.iter().any(|n| n.field == "time_windows")
+            && !needs.iter().any(|n| n.field == "timezone")
+        {
+            // A group spans time zones: windows without a zone cannot be lined up.
+            needs.push(packet::Need {
+                field: "timezone".into(),
+                reason: "Your time zone, to line up everyone's availability".into(),
+                priority: packet::Priority::Helpful,
+            });
+        }
         let intent = t.intent.clone();
         let to = t.peer.clone();
         if !withheld.is_empty() {
@@ -437,11 +469,13 @@ impl ThreadStep<'_> {
         let t = &mut *self.t;
         t.withheld.extend(withheld);
         t.asked.extend(needs.iter().map(|n| n.field.clone()));
+        let group = t.group.as_ref().map(|g| g.header.clone());
         let body = Body::Context(ContextBody {
             intent: Some(intent),
             context,
             needs,
             permissions: None,
+            group,
             ..Default::default()
         });
         if self.send_packet(body).is_ok() {
@@ -667,6 +701,7 @@ pub(super) fn blank_thread(
         ended_at: None,
         summarised: None,
         relay_refused: None,
+        group: None,
     }
 }
 

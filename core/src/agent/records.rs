@@ -97,6 +97,7 @@ pub(super) struct Dirty {
     pub(super) settings: bool,
     pub(super) peers: BTreeSet<Address>,
     pub(super) threads: BTreeSet<String>,
+    pub(super) groups: BTreeSet<String>,
     pub(super) ops: Vec<PersistOp>,
 }
 
@@ -176,6 +177,9 @@ impl Agent {
             } else if let Some((id, n)) = key.strip_prefix("history/").and_then(parse_history) {
                 let id = id.to_string();
                 hist.entry(id).or_default().insert(n, (key, value));
+            } else if key.starts_with("group/") {
+                let g: super::group::Group = de(&key, &value)?;
+                a.shared.groups.insert(g.id.clone(), g);
             } else if key.starts_with("outbox/") {
                 let o: OutboxItem = de(&key, &value)?;
                 a.shared.outbox.insert(o.seq, o);
@@ -212,6 +216,16 @@ impl Agent {
             );
         }
         a.resume_after_restore();
+        let open: Vec<String> = a
+            .shared
+            .groups
+            .values()
+            .filter(|g| !g.closed && g.proposal.as_ref().is_some_and(|p| p.prompt_id.is_some()))
+            .map(|g| g.id.clone())
+            .collect();
+        for gid in open {
+            a.show_group_prompt(&gid, false);
+        }
         a.flush();
         Ok(a)
     }
@@ -254,6 +268,11 @@ impl Agent {
                     .push_back(put(format!("thread/{id}"), &record));
                 self.shared.hist_stored.insert(id.clone(), history.len());
                 t.history = history;
+            }
+        }
+        for id in &d.groups {
+            if let Some(g) = self.shared.groups.get(id) {
+                self.shared.out.push_back(put(format!("group/{id}"), g));
             }
         }
         for op in d.ops {

@@ -110,6 +110,7 @@ impl Agent {
         for peer in due {
             self.shared.tell_refusals(&peer);
         }
+        self.group_timeouts();
     }
 }
 
@@ -237,13 +238,17 @@ impl ThreadStep<'_> {
                 }
                 let summary = r.body.proposal.summary.clone();
                 let missing = self.missing_confirmations();
+                let coordinating = self.t.coordinates(&self.shared.config.address);
                 self.set_state(ThreadState::Expired, "confirmation timeout");
-                self.notify(NotifyKind::Expired,
+                // A coordinator's user hears it once for the group (`group.rs`).
+                if !coordinating {
+                    self.notify(NotifyKind::Expired,
                     format!(
                         "“{summary}” expired: not everyone confirmed in time (no confirmation from {}).",
                         list(missing.iter())
                     ),
                 );
+                }
                 // §8.3 "both users are notified": the other side learns it at once, also
                 // when it is the one whose confirmation never came (a proposer that does
                 // not send its own `resolution_response`), instead of staying PROPOSED.
@@ -253,7 +258,9 @@ impl ThreadStep<'_> {
                 let answered = r.prompt_id.is_none();
                 let summary = r.body.proposal.summary.clone();
                 self.mark_changed();
-                if answered {
+                if self.t.coordinates(&self.shared.config.address) {
+                    // The group reminds its coordinator's user once (`group.rs`).
+                } else if answered {
                     // The user answered; others have not confirmed yet (§8.1
                     // remind_then_expire).
                     let missing = self.missing_confirmations();

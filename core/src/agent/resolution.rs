@@ -17,6 +17,20 @@ pub(super) const ALTERNATIVE_CHOSEN: &str = "alternative_chosen";
 
 impl Agent {
     pub(super) fn answer_resolution(&mut self, prompt_id: u64, answer: ResolutionAnswer) {
+        let group = self
+            .shared
+            .groups
+            .values()
+            .find(|g| {
+                g.proposal
+                    .as_ref()
+                    .is_some_and(|p| p.prompt_id == Some(prompt_id))
+            })
+            .map(|g| g.id.clone());
+        if let Some(gid) = group {
+            self.answer_group_resolution(&gid, answer);
+            return;
+        }
         let Some(id) = self.thread_where(
             |t| {
                 t.stage
@@ -186,13 +200,16 @@ impl ThreadStep<'_> {
                 && r.body.actions_on_confirm == body.actions_on_confirm;
             r.prompt_id.map(|p| (p, same))
         });
+        // A leg of a group this agent coordinates has no prompt of its own: the user
+        // answers the group's one prompt (`group.rs`).
+        let coordinating = self.t.coordinates(&self.shared.config.address);
         let pid = match open {
-            Some((p, true)) => p,
-            Some((p, false)) => {
+            Some((p, true)) if !coordinating => Some(p),
+            Some((p, _)) => {
                 self.shared.buf.prompt.push(Output::ClosePrompt(p));
-                self.shared.next_prompt_id()
+                (!coordinating).then(|| self.shared.next_prompt_id())
             }
-            None => self.shared.next_prompt_id(),
+            None => (!coordinating).then(|| self.shared.next_prompt_id()),
         };
         let t = &mut *self.t;
         t.stage.set_resolution(OpenResolution {
@@ -203,14 +220,18 @@ impl ThreadStep<'_> {
             deadline,
             remind_at,
             reminded: false,
-            prompt_id: Some(pid),
+            prompt_id: pid,
         });
         t.escalated = false;
         let early: Vec<(Address, ResolutionResponseBody)> =
             std::mem::take(&mut t.held.early_answers);
         self.set_state(ThreadState::Proposed, "resolution proposed");
-        self.set_waiting(Waiting::User);
-        self.show_resolution_prompt(false);
+        if coordinating {
+            self.set_waiting(Waiting::Peer);
+        } else {
+            self.set_waiting(Waiting::User);
+            self.show_resolution_prompt(false);
+        }
         let pid = self.t.stage.resolution().map(|r| r.packet_id.clone());
         for (from, b) in early {
             if b.resolution_id.is_some() && b.resolution_id == pid {
@@ -246,6 +267,15 @@ impl ThreadStep<'_> {
         let t = &*self.t;
         if !body.requires_confirmation_from.contains(&me) {
             self.note("resolution that does not need this agent ignored".into());
+            return;
+        }
+        if t.coordinates(&me) {
+            // Only the coordinator proposes in a group (SPEC-NOTES "Group threads").
+            self.note("resolution of a participant on a group leg ignored".into());
+            return;
+        }
+        if t.group.is_some() && from != t.coordinator {
+            self.note("resolution from another than the group's coordinator ignored".into());
             return;
         }
         if matches!(t.state, ThreadState::Failed | ThreadState::Rollback) {
@@ -471,19 +501,22 @@ impl ThreadStep<'_> {
         let msg = b.message_to_other_agent.clone().unwrap_or_default();
         // The other user chose one of this agent's alternatives: it is proposed as the
         // main proposal. An index this resolution does not have is an ordinary counter.
+        // In a group an alternative is the coordinator's user's to choose: a
+        // participant's choice counts as a counter to the group's proposal.
         let chosen = (b.status == ResolutionStatus::CounterRequested
             && b.reason_class.as_deref() == Some(ALTERNATIVE_CHOSEN)
-            && r.proposer == self.shared.config.address)
-            .then_some(b.alternative)
-            .flatten()
-            .and_then(|i| usize::try_from(i).ok())
-            .and_then(|i| {
-                r.body
-                    .proposal
-                    .alternatives
-                    .get(i)
-                    .map(|a| (i, a.summary.clone()))
-            });
+            && r.proposer == self.shared.config.address
+            && self.t.group.is_none())
+        .then_some(b.alternative)
+        .flatten()
+        .and_then(|i| usize::try_from(i).ok())
+        .and_then(|i| {
+            r.body
+                .proposal
+                .alternatives
+                .get(i)
+                .map(|a| (i, a.summary.clone()))
+        });
         if let Some((i, summary)) = chosen {
             self.notify(
                 NotifyKind::Info,
@@ -515,7 +548,13 @@ impl ThreadStep<'_> {
         };
         let me = &self.shared.config.address;
         let mut out: Vec<String> = Vec::new();
-        for a in &r.body.requires_confirmation_from {
+        let leg = [me.clone(), self.t.peer.clone()];
+        let named = if self.t.group.is_some() {
+            &leg[..]
+        } else {
+            &r.body.requires_confirmation_from[..]
+        };
+        for a in named {
             let confirmed = r
                 .answers
                 .iter()
@@ -538,14 +577,20 @@ impl ThreadStep<'_> {
         let Some(r) = t.stage.resolution() else {
             return;
         };
-        if !confirmations_complete(r, &me) {
+        let leg_peer = t.group.as_ref().map(|_| &t.peer);
+        if !confirmations_complete(r, &me, leg_peer) {
             return;
         }
+        // The coordinator's own actions run once for the group, on its lead leg.
+        let acts = t
+            .group
+            .as_ref()
+            .is_none_or(|g| !t.coordinates(&me) || g.lead);
         let mine: Vec<ActionSpec> = r
             .body
             .actions_on_confirm
             .iter()
-            .filter(|a| a.by.as_ref().is_none_or(|b| b == &me))
+            .filter(|a| acts && a.by.as_ref().is_none_or(|b| b == &me))
             .cloned()
             .collect();
         let summary = r.body.proposal.summary.clone();
@@ -584,7 +629,14 @@ impl ThreadStep<'_> {
 /// 2. the confirmations of the *other* participants the resolution names: all of them
 ///    without a quorum; with a quorum `q` (§8.3, the number of confirmations in total),
 ///    `q - 1` of them, this agent's user being one of the `q`. Duplicates count once.
-pub(super) fn confirmations_complete(r: &OpenResolution, me: &Address) -> bool {
+///    On a leg of a group (`leg_peer`: the agent at its other end) only that agent's: the
+///    coordinator attests the group's quorum with its own `confirmed`, and sends it to
+///    a participant only once the quorum is reached (SPEC-NOTES "Group threads").
+pub(super) fn confirmations_complete(
+    r: &OpenResolution,
+    me: &Address,
+    leg_peer: Option<&Address>,
+) -> bool {
     let confirmed = |who: &Address| {
         r.answers
             .iter()
@@ -592,6 +644,9 @@ pub(super) fn confirmations_complete(r: &OpenResolution, me: &Address) -> bool {
     };
     if !confirmed(me) {
         return false;
+    }
+    if let Some(peer) = leg_peer {
+        return confirmed(peer);
     }
     let others: BTreeSet<&Address> = r
         .body

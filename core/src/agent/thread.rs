@@ -477,6 +477,25 @@ pub struct Thread {
     /// saw it (SPEC-NOTES "Failure handling", unknown recipient).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub relay_refused: Option<crate::link::ErrorCode>,
+    /// The group this thread is a leg of (§10; SPEC-NOTES "Group threads"); `None` for
+    /// a two-party thread, whose record then has no such field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<GroupLeg>,
+}
+
+/// What a leg of a group thread knows of its group.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupLeg {
+    /// The group's header as last sent or received on this leg.
+    pub header: crate::packet::GroupHeader,
+    /// A participant's side: the coordinator's open flexibility request (§10.2), whose
+    /// field is asked of this user again even though it was answered before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flexibility: Option<crate::packet::FlexibilityRequest>,
+    /// The coordinator's side: this leg's execution carries the coordinator's own
+    /// actions, which run once for the group (on the first leg confirmed).
+    #[serde(default)]
+    pub lead: bool,
 }
 
 impl Thread {
@@ -518,6 +537,21 @@ impl Thread {
         }
         self.state = to;
         Ok(true)
+    }
+
+    /// Whether this thread is a leg of a group that this agent (`me`) coordinates.
+    pub fn coordinates(&self, me: &Address) -> bool {
+        self.group
+            .as_ref()
+            .is_some_and(|g| &g.header.coordinator == me)
+    }
+
+    /// Whether this thread is a leg of a group another agent coordinates: this agent
+    /// only answers in it (SPEC-NOTES "Group threads").
+    pub fn in_group_of_other(&self, me: &Address) -> bool {
+        self.group
+            .as_ref()
+            .is_some_and(|g| &g.header.coordinator != me)
     }
 
     /// The type of the last packet received in the thread, if any.

@@ -8,6 +8,7 @@
 //! its inputs and seeds. Crate users can use it to test their agent policies.
 
 pub mod dinner;
+pub mod game_night;
 pub mod hostile;
 
 use std::collections::{BTreeMap, VecDeque};

@@ -244,3 +244,10 @@ pub(crate) fn str_field<'c>(ctx: &'c Context, key: &str) -> Option<&'c str> {
         .map(str::trim)
         .filter(|s| !s.is_empty())
 }
+
+/// Whether a thread about `intent`, with the initiator's `context`, is a meal out (a
+/// table is booked for it).
+pub(crate) fn is_meal(intent: &Intent, context: &Context) -> bool {
+    let event = needs::event_type(intent, context, &Context::new());
+    needs::event_kind(&event) == needs::EventKind::Meal
+}
