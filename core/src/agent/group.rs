@@ -1235,7 +1235,7 @@ impl ThreadStep<'_> {
 
 /// The spec's status of a participant, from its leg on the coordinator's side.
 pub(super) fn leg_status(t: &Thread) -> ParticipantStatus {
-    if t.state.is_terminal() {
+    if matches!(t.state, ThreadState::Declined | ThreadState::Expired) {
         return ParticipantStatus::Declined;
     }
     if t.state == ThreadState::Stalled {

@@ -54,7 +54,15 @@ fn game_night_for_four_is_confirmed_by_everyone_on_friday() {
         let t = net.nodes[i].agent.threads().values().next().unwrap();
         assert_eq!(&t.peer, net.nodes[0].agent.address());
         let r = t.stage.resolution().unwrap();
-        assert!(r.body.proposal.summary.contains("Friday 27 March 20:00–23:00"), "{}\n{}", r.body.proposal.summary, net.render(Some("bob")));
+        assert!(
+            r.body
+                .proposal
+                .summary
+                .contains("Friday 27 March 20:00–23:00"),
+            "{}\n{}",
+            r.body.proposal.summary,
+            net.render(Some("bob"))
+        );
         assert_eq!(r.body.requires_confirmation_from.len(), 4);
         assert_eq!(r.body.quorum, None);
     }
@@ -70,7 +78,7 @@ fn game_night_for_four_is_confirmed_by_everyone_on_friday() {
     assert_eq!(adds, 1, "{}", net.render(Some("alice")));
     for m in net.nodes[0].agent.group_members(&gid) {
         assert_eq!(m.state, ThreadState::Completed);
-        assert_eq!(m.status, ParticipantStatus::Declined);
+        assert_eq!(m.status, ParticipantStatus::ContextReceived);
     }
 }
 
@@ -95,7 +103,10 @@ fn without_a_common_slot_only_charlie_is_asked_and_saturday_works_when_he_gives_
         .values()
         .find(|t| t.peer.user() == "charlie")
         .unwrap();
-    assert!(charlie_leg.history.iter().any(|h| h.json.contains("flexibility_request")));
+    assert!(charlie_leg
+        .history
+        .iter()
+        .any(|h| h.json.contains("flexibility_request")));
     for i in 0..4 {
         let s = states(&net, i);
         assert!(
@@ -106,7 +117,10 @@ fn without_a_common_slot_only_charlie_is_asked_and_saturday_works_when_he_gives_
         let t = net.nodes[i].agent.threads().values().next().unwrap();
         let r = t.stage.resolution().unwrap();
         assert!(
-            r.body.proposal.summary.contains("Saturday 28 March 19:00–23:00"),
+            r.body
+                .proposal
+                .summary
+                .contains("Saturday 28 March 19:00–23:00"),
             "{}",
             r.body.proposal.summary
         );
@@ -199,7 +213,10 @@ fn no_participant_value_reaches_another_participant() {
     // Every packet a participant received came from the coordinator; none of them carries
     // a value another participant shared (windows, zones, dietary entries, budgets).
     let secrets: [(usize, &[&str]); 3] = [
-        (1, &["America/New_York", "vegetarian", "$5-25", "15:00-19:00"]),
+        (
+            1,
+            &["America/New_York", "vegetarian", "$5-25", "15:00-19:00"],
+        ),
         (2, &["Europe/Berlin", "nut allergy", "20:30", "10:00-12:00"]),
         (3, &["2026-03-28 19:00-23:00"]),
     ];
@@ -248,5 +265,352 @@ fn group_records_restore_and_the_coordinators_prompt_comes_back() {
             "node {i}: {s:?}\n{}",
             net.render(Some("alice"))
         );
+    }
+}
+
+mod hostile {
+    //! A validly signed hostile peer in and around group threads.
+
+    use serde_json::json;
+
+    use super::super::test_support::HostileWorld;
+    use super::super::*;
+    use crate::harness::game_night;
+
+    fn world() -> HostileWorld {
+        HostileWorld::new(Limits::default(), true)
+    }
+
+    fn group_open(w: &mut HostileWorld, coordinator: &str, with_alice: bool) -> String {
+        let thread = w.m.new_thread_id();
+        let m = w.m.address.as_str().to_string();
+        let a = w.alice_addr().as_str().to_string();
+        let mut participants = vec![coordinator.to_string(), m.clone()];
+        if with_alice {
+            participants.push(a);
+        }
+        participants.dedup();
+        w.m_send(
+            &thread,
+            "context",
+            json!({
+                "intent": {"category": "group_scheduling", "summary": "Game night"},
+                "context": {"time_windows": ["2026-03-27 19:00-23:00"], "timezone": "Europe/London"},
+                "needs": [{"field": "time_windows", "priority": "required", "reason": "to find a time"}],
+                "group": {"group_id": "grp_mallory12345", "coordinator": coordinator,
+                          "epoch": 0, "participants": participants},
+            }),
+        );
+        thread
+    }
+
+    #[test]
+    fn a_group_leg_opened_by_another_than_its_coordinator_or_not_naming_the_agent_is_refused() {
+        let mut w = world();
+        let bob = w.net.address(w.bob.unwrap()).as_str().to_string();
+        let t1 = group_open(&mut w, &bob, true);
+        assert!(w.net.nodes[w.alice].agent.thread(&t1).is_none());
+        let m = w.m.address.as_str().to_string();
+        let t2 = group_open(&mut w, &m, false);
+        assert!(w.net.nodes[w.alice].agent.thread(&t2).is_none());
+        // Mallory as the real coordinator naming Alice: a leg, which only answers.
+        let t3 = group_open(&mut w, &m, true);
+        let t = w.net.nodes[w.alice].agent.thread(&t3).expect("a leg");
+        assert!(t.in_group_of_other(&w.alice_addr()));
+    }
+
+    #[test]
+    fn a_coordinators_confirmation_never_replaces_the_users_on_a_leg() {
+        let mut w = world();
+        let m = w.m.address.as_str().to_string();
+        let a = w.alice_addr().as_str().to_string();
+        let thread = group_open(&mut w, &m, true);
+        let rid = w.m_send(
+            &thread,
+            "resolution",
+            json!({
+                "proposal": {"summary": "Game night, Friday 20:00", "details": {}},
+                "requires_confirmation_from": [m, a],
+                "quorum": 1,
+                "actions_on_confirm": [{"action": "add_calendar_event", "reversible": true}],
+                "confirmation_timeout": "PT24H",
+            }),
+        );
+        w.m_send(
+            &thread,
+            "resolution_response",
+            json!({"resolution_id": rid, "status": "confirmed"}),
+        );
+        assert_eq!(w.state(&thread), ThreadState::Proposed);
+        assert!(w.net.nodes[w.alice].actions.is_empty());
+        // Alice's user confirms: now the coordinator's word counts.
+        let p = w.net.nodes[w.alice]
+            .prompts
+            .values()
+            .find(|p| p.thread_id == thread)
+            .cloned()
+            .expect("alice is asked");
+        w.net
+            .answer_resolution(w.alice, p.id, ResolutionAnswer::Confirm);
+        w.m.pump(&mut w.net);
+        assert_eq!(w.state(&thread), ThreadState::Executing);
+    }
+
+    #[test]
+    fn a_participant_cannot_propose_or_regroup_in_the_coordinators_group() {
+        let mut w = world();
+        let (m, bob) = (w.m.address.clone(), w.net.address(w.bob.unwrap()));
+        w.net.command(
+            w.alice,
+            Command::StartGroupThread {
+                participants: vec![m.clone(), bob],
+                intent: game_night::intent(),
+                context: game_night::context(),
+                quorum: None,
+            },
+        );
+        w.m.pump(&mut w.net);
+        let leg =
+            w.m.received
+                .iter()
+                .find(|r| r.kind() == "context" && r.packet.get("group").is_some())
+                .map(|r| r.thread_id.clone())
+                .expect("mallory's leg");
+        let before = w.net.nodes[w.alice].agent.groups().clone();
+        let prompts = w.net.nodes[w.alice].prompts.len();
+        let a = w.alice_addr().as_str().to_string();
+        w.m_send(
+            &leg,
+            "resolution",
+            json!({
+                "proposal": {"summary": "At Mallory's, now", "details": {}},
+                "requires_confirmation_from": [a, m.as_str()],
+                "actions_on_confirm": [{"action": "add_calendar_event", "reversible": true}],
+            }),
+        );
+        // A header making Mallory the coordinator, on its leg.
+        w.m_send(
+            &leg,
+            "context",
+            json!({
+                "context": {},
+                "group": {"group_id": before.keys().next().unwrap(), "coordinator": m.as_str(),
+                          "epoch": 7, "participants": [m.as_str(), a]},
+            }),
+        );
+        assert_eq!(w.net.nodes[w.alice].prompts.len(), prompts);
+        assert!(w.net.nodes[w.alice]
+            .agent
+            .thread(&leg)
+            .unwrap()
+            .stage
+            .resolution()
+            .is_none());
+        let after = w.net.nodes[w.alice].agent.groups();
+        assert_eq!(
+            after.values().next().unwrap().header,
+            before.values().next().unwrap().header
+        );
+    }
+
+    #[test]
+    fn a_flexibility_request_outside_a_group_asks_nothing_again() {
+        let mut w = world();
+        let thread = w.alice_opens();
+        let before = w.net.nodes[w.alice].prompts.len();
+        w.m_send(
+            &thread,
+            "context",
+            json!({
+                "context": {},
+                "needs": [{"field": "health_info", "priority": "helpful", "reason": "any chance?"}],
+                "flexibility_request": {"field": "health_info", "others_fit": 1, "others": 1,
+                                        "message": "Everyone else shares theirs — any chance?"},
+            }),
+        );
+        // health_info is never_share: declined, never prompted, never sent.
+        assert_eq!(w.net.nodes[w.alice].prompts.len(), before);
+        assert!(!w
+            .m
+            .received
+            .iter()
+            .any(|r| r.packet.to_string().contains("SECRET")));
+    }
+}
+
+mod privacy {
+    //! Property: whatever the participants' values, none of them reaches another
+    //! participant (issue 12, point 2): everything a participant receives comes from the
+    //! coordinator, and carries derived facts only.
+
+    use std::collections::BTreeMap;
+
+    use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
+    use serde_json::{json, Value};
+
+    use super::super::*;
+    use crate::harness::game_night;
+    use crate::harness::Net;
+    use crate::packet::Context;
+
+    #[derive(Debug, Clone)]
+    struct World {
+        /// Per participant: which of the four Friday slots, zone, a dietary entry, budget.
+        people: Vec<(Vec<u8>, u8, String, (u8, u8))>,
+        quorum: Option<u32>,
+    }
+
+    fn token(g: &mut Gen, prefix: &str) -> String {
+        let letters = b"abcdefghjkmnpqrstuvwxyz";
+        let s: String = (0..6)
+            .map(|_| *g.choose(letters).unwrap_or(&b'a') as char)
+            .collect();
+        format!("{prefix}-{s}")
+    }
+
+    impl Arbitrary for World {
+        fn arbitrary(g: &mut Gen) -> Self {
+            let n = 2 + usize::arbitrary(g) % 4;
+            let people = (0..n)
+                .map(|_| {
+                    let slots: Vec<u8> = (0..4u8).filter(|_| bool::arbitrary(g)).collect();
+                    let lo = 5 + u8::arbitrary(g) % 20;
+                    let hi = lo + 5 + u8::arbitrary(g) % 40;
+                    (slots, u8::arbitrary(g) % 3, token(g, "diet"), (lo, hi))
+                })
+                .collect();
+            let quorum = bool::arbitrary(g).then(|| 1 + u32::arbitrary(g) % (n as u32 + 1));
+            World { people, quorum }
+        }
+    }
+
+    const SLOTS: [&str; 4] = ["17:00-20:00", "18:00-21:30", "19:00-22:00", "20:30-23:45"];
+    const ZONES: [&str; 3] = ["Europe/London", "Europe/Berlin", "America/New_York"];
+
+    fn config(i: usize, p: &(Vec<u8>, u8, String, (u8, u8))) -> AgentConfig {
+        let user = format!("p{i}");
+        let mut c = AgentConfig::new(Address::new(&user, "a2acp.io").unwrap());
+        let windows: Vec<Value> =
+            p.0.iter()
+                .map(|s| json!(format!("2026-03-27 {}", SLOTS[*s as usize])))
+                .collect();
+        c.profile = json!({
+            "timezone": ZONES[p.1 as usize],
+            "time_windows": windows,
+            "dietary": [p.2],
+            "budget_range": format!("£{} to £{} per person", p.3 .0, p.3 .1),
+            "health_info": format!("SECRET-{user}"),
+        })
+        .as_object()
+        .cloned()
+        .unwrap();
+        c
+    }
+
+    fn run(w: &World) -> Net {
+        let mut net = Net::new("a2acp.io", game_night::START.parse_ts(), [3; 32]);
+        let a = net.add_agent(game_night::alice("a2acp.io"), [90; 32], [91; 32]);
+        net.connect(a);
+        for (i, p) in w.people.iter().enumerate() {
+            let k = net.add_agent(config(i, p), [100 + i as u8; 32], [120 + i as u8; 32]);
+            net.connect(k);
+        }
+        net.settle();
+        let participants = (1..net.nodes.len()).map(|i| net.address(i)).collect();
+        let mut context: Context = game_night::context();
+        context.insert("event_type".into(), json!("dinner"));
+        net.command(
+            a,
+            Command::StartGroupThread {
+                participants,
+                intent: game_night::intent(),
+                context,
+                quorum: w.quorum,
+            },
+        );
+        net.settle();
+        game_night::scripted_users(&mut net, &BTreeMap::new());
+        net
+    }
+
+    trait ParseTs {
+        fn parse_ts(&self) -> Timestamp;
+    }
+    impl ParseTs for &str {
+        fn parse_ts(&self) -> Timestamp {
+            Timestamp::parse_rfc3339(self).unwrap()
+        }
+    }
+
+    /// The strings (≥ 4 characters) of a JSON value.
+    fn strings(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::String(s) if s.chars().count() >= 4 => out.push(s.clone()),
+            Value::Array(a) => a.iter().for_each(|x| strings(x, out)),
+            Value::Object(m) => m.values().for_each(|x| strings(x, out)),
+            _ => {}
+        }
+    }
+
+    fn no_value_crosses(w: World) -> TestResult {
+        let net = run(&w);
+        let coordinator = game_night::context();
+        let mut coord_values = Vec::new();
+        strings(&Value::Object(coordinator), &mut coord_values);
+        // What each participant shared with the coordinator.
+        let mut shared: Vec<(usize, String)> = Vec::new();
+        for i in 1..net.nodes.len() {
+            for t in net.nodes[i].agent.threads().values() {
+                for v in t.shared.values() {
+                    let mut s = Vec::new();
+                    strings(v, &mut s);
+                    // A value the coordinator suggested (a flexibility request's window)
+                    // is the group's, not this participant's.
+                    s.retain(|x| {
+                        let x = crate::agent::packets::escape_json(x);
+                        !t.history.iter().any(|h| !h.outgoing && h.json.contains(&x))
+                    });
+                    shared.extend(s.into_iter().map(|x| (i, x)));
+                }
+            }
+        }
+        if shared.is_empty() {
+            return TestResult::discard();
+        }
+        for i in 1..net.nodes.len() {
+            let mut own = Vec::new();
+            strings(
+                &Value::Object(net.nodes[i].agent.config().profile.clone()),
+                &mut own,
+            );
+            for t in net.nodes[i].agent.threads().values() {
+                for h in t.history.iter().filter(|h| !h.outgoing) {
+                    for (j, s) in &shared {
+                        if *j == i || own.contains(s) || coord_values.contains(s) {
+                            continue;
+                        }
+                        if h.json.contains(&crate::agent::packets::escape_json(s)) {
+                            return TestResult::error(format!(
+                                "p{} received {s:?} of p{}: {}",
+                                i - 1,
+                                j - 1,
+                                h.json
+                            ));
+                        }
+                    }
+                    if h.json.contains("SECRET") {
+                        return TestResult::error(h.json.clone());
+                    }
+                }
+            }
+        }
+        TestResult::passed()
+    }
+
+    #[test]
+    fn no_participant_value_reaches_another_participant_whatever_they_share() {
+        QuickCheck::new()
+            .tests(40)
+            .quickcheck(no_value_crosses as fn(World) -> TestResult);
     }
 }
