@@ -453,10 +453,12 @@ mod privacy {
     use crate::harness::Net;
     use crate::packet::Context;
 
+    /// One participant: which of the four Friday slots, zone, a dietary entry, budget.
+    type Person = (Vec<u8>, u8, String, (u8, u8));
+
     #[derive(Debug, Clone)]
     struct World {
-        /// Per participant: which of the four Friday slots, zone, a dietary entry, budget.
-        people: Vec<(Vec<u8>, u8, String, (u8, u8))>,
+        people: Vec<Person>,
         quorum: Option<u32>,
     }
 
@@ -487,7 +489,7 @@ mod privacy {
     const SLOTS: [&str; 4] = ["17:00-20:00", "18:00-21:30", "19:00-22:00", "20:30-23:45"];
     const ZONES: [&str; 3] = ["Europe/London", "Europe/Berlin", "America/New_York"];
 
-    fn config(i: usize, p: &(Vec<u8>, u8, String, (u8, u8))) -> AgentConfig {
+    fn config(i: usize, p: &Person) -> AgentConfig {
         let user = format!("p{i}");
         let mut c = AgentConfig::new(Address::new(&user, "a2acp.io").unwrap());
         let windows: Vec<Value> =
