@@ -616,3 +616,91 @@ mod privacy {
             .quickcheck(no_value_crosses as fn(World) -> TestResult);
     }
 }
+
+/// The game night's four and Eve (London, free Friday evening), all connected.
+fn net_of_five() -> Net {
+    let mut net = game_night::net(true);
+    let mut eve = crate::agent::AgentConfig::new(crate::Address::new("eve", "a2acp.io").unwrap());
+    eve.profile = serde_json::json!({
+        "timezone": "Europe/London",
+        "time_windows": ["2026-03-27 19:30-23:30"],
+    })
+    .as_object()
+    .cloned()
+    .unwrap();
+    let e = net.add_agent(eve, [60; 32], [61; 32]);
+    net.connect(e);
+    net.settle();
+    net
+}
+
+#[test]
+fn quorum_three_of_five_with_one_decline_and_one_silence() {
+    let mut net = net_of_five();
+    game_night::start(&mut net, Some(3));
+    let mut answers = BTreeMap::new();
+    answers.insert(1, Answer::Decline); // Bob
+    answers.insert(2, Answer::Silent); // Charlie
+    game_night::scripted_users(&mut net, &answers);
+    let gid = group_id(&net);
+    let p = net.nodes[0].agent.groups()[&gid].proposal.clone().unwrap();
+    assert_eq!(p.body.quorum, Some(3));
+    assert_eq!(p.body.requires_confirmation_from.len(), 5);
+    assert!(p.reached, "{}", net.render(Some("alice")));
+    // Diana and Eve go ahead with Alice; Bob is out; Charlie has not answered yet.
+    assert_eq!(states(&net, 1), vec![ThreadState::Declined]);
+    assert_eq!(states(&net, 2), vec![ThreadState::Proposed]);
+    assert_eq!(states(&net, 3), vec![ThreadState::Completed]);
+    assert_eq!(states(&net, 4), vec![ThreadState::Completed]);
+    // Charlie's deadline passes: his leg expires on both sides, and only his.
+    net.run_for(std::time::Duration::from_secs(25 * 3600));
+    assert_eq!(states(&net, 2), vec![ThreadState::Expired]);
+    let mut alice = states(&net, 0);
+    alice.sort();
+    assert_eq!(
+        alice,
+        vec![
+            ThreadState::Completed,
+            ThreadState::Completed,
+            ThreadState::Declined,
+            ThreadState::Expired
+        ]
+    );
+    // The announcement told the ones still open who attends.
+    let told = net.nodes[3]
+        .agent
+        .threads()
+        .values()
+        .flat_map(|t| t.history.iter())
+        .any(|h| !h.outgoing && h.json.contains("\"outcome\":\"reached\""));
+    assert!(told);
+}
+
+#[test]
+fn the_coordinators_different_time_moves_the_group_to_the_next_candidate() {
+    let mut net = game_night::net(true);
+    game_night::start(&mut net, None);
+    // Participants share; Alice is asked and wants another time.
+    let mut answers = BTreeMap::new();
+    answers.insert(0, Answer::Silent);
+    game_night::scripted_users(&mut net, &answers);
+    let gid = group_id(&net);
+    let first = net.nodes[0].agent.groups()[&gid].proposal.clone().unwrap();
+    let pid = first.prompt_id.unwrap();
+    net.answer_resolution(0, pid, crate::agent::ResolutionAnswer::DifferentTime);
+    net.settle();
+    let g = &net.nodes[0].agent.groups()[&gid];
+    assert_eq!(g.ruled_out, vec![first.window]);
+    let second = g.proposal.clone().unwrap();
+    assert_ne!(second.window, first.window);
+    // Every participant now holds the new proposal.
+    for i in 1..4 {
+        let t = net.nodes[i].agent.threads().values().next().unwrap();
+        assert_eq!(
+            t.stage.resolution().unwrap().body.proposal,
+            second.body.proposal,
+            "{}",
+            net.render(None)
+        );
+    }
+}
