@@ -842,6 +842,29 @@ impl Agent {
             self.shared.dirty.groups.insert(gid.to_string());
             self.in_thread(&lid, |step| step.confirm_for_group(lead));
         }
+        // Participants who countered or excused themselves, or whose part of the plan
+        // failed and was undone, are back to negotiating: the group went ahead without
+        // them, so their legs close (otherwise both ends would wait for each other).
+        let left_out: Vec<String> = self
+            .shared
+            .groups
+            .get(gid)
+            .map(|g| g.legs.values().cloned().collect::<Vec<_>>())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|l| {
+                self.threads.get(l).is_some_and(|t| {
+                    t.state == ThreadState::Negotiating && t.stage.resolution().is_none()
+                })
+            })
+            .collect();
+        for lid in left_out {
+            let text = format!(
+                "The group went ahead without you: {}",
+                display::line(&summary, display::MAX_SHORT)
+            );
+            self.in_thread(&lid, |step| step.leave_out_of_group(text));
+        }
         let announced = self
             .shared
             .groups
@@ -1129,6 +1152,29 @@ impl ThreadStep<'_> {
             "the group's proposal was withdrawn",
         );
         self.set_waiting(Waiting::Nothing);
+    }
+
+    /// The coordinator's side: the group went ahead without this leg's participant
+    /// (it countered or excused itself, or its part failed and was undone). The leg
+    /// closes on both ends with a cancel that says so.
+    pub(super) fn leave_out_of_group(&mut self, text: String) {
+        if self.t.state != ThreadState::Negotiating {
+            return;
+        }
+        let _ = self.send_packet(Body::ResolutionResponse(
+            crate::packet::ResolutionResponseBody {
+                resolution_id: None,
+                status: ResolutionStatus::Declined,
+                reason_class: Some("user_declined".into()),
+                message_to_other_agent: Some(text),
+                alternative: None,
+            },
+        ));
+        self.close_prompts();
+        self.set_state(
+            ThreadState::Declined,
+            "the group went ahead without this participant",
+        );
     }
 
     /// The group reached its quorum and this leg's participant confirmed: the

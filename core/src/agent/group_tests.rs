@@ -704,3 +704,33 @@ fn the_coordinators_different_time_moves_the_group_to_the_next_candidate() {
         );
     }
 }
+
+#[test]
+fn a_participant_who_makes_an_excuse_is_left_out_and_its_leg_closes_at_both_ends() {
+    let mut net = game_night::net(true);
+    game_night::start(&mut net, Some(3));
+    let mut answers = BTreeMap::new();
+    answers.insert(2, Answer::Excuse); // Charlie
+    game_night::scripted_users(&mut net, &answers);
+    assert_eq!(
+        states(&net, 2),
+        vec![ThreadState::Declined],
+        "{}",
+        net.render(None)
+    );
+    let charlie = net.address(2);
+    let leg = net.nodes[0]
+        .agent
+        .threads()
+        .values()
+        .find(|t| t.peer == charlie)
+        .unwrap();
+    assert_eq!(leg.state, ThreadState::Declined);
+    for i in [1, 3] {
+        assert_eq!(states(&net, i), vec![ThreadState::Completed]);
+    }
+    assert!(net.nodes[2]
+        .notifications
+        .iter()
+        .any(|n| n.text.contains("went ahead without you")));
+}

@@ -164,6 +164,8 @@ pub enum Answer {
     Stubborn,
     /// Decline every proposal.
     Decline,
+    /// Answer every proposal with "can't make it — make an excuse for me".
+    Excuse,
     /// Never answer a proposal.
     Silent,
 }
@@ -197,6 +199,13 @@ pub fn scripted_users(net: &mut Net, answers: &BTreeMap<usize, Answer>) {
                         Answer::Silent => {}
                         Answer::Decline => {
                             net.answer_resolution(i, p.id, ResolutionAnswer::Decline);
+                            progressed = true;
+                        }
+                        Answer::Excuse => {
+                            let excuse = ResolutionAnswer::MakeExcuse {
+                                actual_reason: None,
+                            };
+                            net.answer_resolution(i, p.id, excuse);
                             progressed = true;
                         }
                         _ => {
