@@ -204,6 +204,9 @@ pub fn describe_command(c: &Command, detail: Detail) -> String {
             intent.summary,
             quorum.map(|q| format!(" (quorum {q})")).unwrap_or_default()
         ),
+        Command::TransferCoordinator { group_id, to } => {
+            format!("hand group {group_id} over to {}", short(to.as_str()))
+        }
         Command::AnswerConsent { prompt_id, answer } => match answer {
             ConsentAnswer::DeclineAll => format!("answers prompt #{prompt_id}: decline all"),
             ConsentAnswer::ShareSelected(m) => {

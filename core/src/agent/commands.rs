@@ -21,6 +21,9 @@ impl Agent {
                 context,
                 quorum,
             } => self.open_group_thread(participants, intent, context, quorum),
+            Command::TransferCoordinator { group_id, to } => {
+                self.transfer_coordinator(&group_id, to)
+            }
             Command::AnswerConsent { prompt_id, answer } => self.answer_consent(prompt_id, answer),
             Command::AnswerResolution { prompt_id, answer } => {
                 self.answer_resolution(prompt_id, answer)

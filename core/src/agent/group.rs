@@ -73,9 +73,12 @@ pub struct Group {
     /// No candidate is left: the users decide (§6.4 escalation).
     #[serde(default)]
     pub escalated: bool,
-    /// Every leg ended, or the user closed the group.
+    /// Every leg ended, or the user closed the group, or it was handed over.
     #[serde(default)]
     pub closed: bool,
+    /// A handover offered and not answered yet: the header it would give the group.
+    #[serde(default)]
+    pub transfer: Option<GroupHeader>,
 }
 
 /// A flexibility request sent and not yet answered.
@@ -237,6 +240,8 @@ impl Agent {
                 header: header.clone(),
                 flexibility: None,
                 lead: false,
+                awaiting_announcement: false,
+                held: Vec::new(),
             };
             let id = self.create_thread(p, intent.clone(), context.clone(), Some(leg));
             legs.insert(p.clone(), id);
@@ -257,6 +262,7 @@ impl Agent {
                 proposal: None,
                 escalated: false,
                 closed: false,
+                transfer: None,
             },
         );
         self.shared.dirty.groups.insert(gid.clone());

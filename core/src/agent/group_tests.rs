@@ -734,3 +734,169 @@ fn a_participant_who_makes_an_excuse_is_left_out_and_its_leg_closes_at_both_ends
         .iter()
         .any(|n| n.text.contains("went ahead without you")));
 }
+
+mod transfer {
+    //! Coordinator transfer (§10.3).
+
+    use std::collections::BTreeMap;
+
+    use serde_json::json;
+
+    use super::super::test_support::HostileWorld;
+    use super::super::*;
+    use super::states;
+    use crate::harness::game_night;
+
+    #[test]
+    fn alice_hands_the_game_night_to_bob_who_brings_it_to_a_confirmation() {
+        let mut net = game_night::net(true);
+        game_night::start(&mut net, None);
+        let gid = net.nodes[0].agent.groups().keys().next().cloned().unwrap();
+        let bob = net.address(1);
+        net.command(
+            0,
+            Command::TransferCoordinator {
+                group_id: gid.clone(),
+                to: bob.clone(),
+            },
+        );
+        net.settle();
+        // Alice's group is handed over; Bob coordinates the same group, one epoch on.
+        let ga = &net.nodes[0].agent.groups()[&gid];
+        assert!(ga.closed, "{}", net.render(None));
+        assert_eq!(ga.header.coordinator, bob);
+        let gb = &net.nodes[1].agent.groups()[&gid];
+        assert_eq!(gb.header.epoch, 1);
+        assert_eq!(gb.header.participants[0], bob);
+        game_night::scripted_users(&mut net, &BTreeMap::new());
+        // Charlie and Diana: the leg with Alice closed at the handover, the leg with Bob
+        // completed; Alice and Bob: their one leg completed.
+        for i in [2, 3] {
+            let mut s = states(&net, i);
+            s.sort();
+            assert_eq!(
+                s,
+                vec![ThreadState::Completed, ThreadState::Declined],
+                "node {i}\n{}",
+                net.render(None)
+            );
+            assert!(net.nodes[i]
+                .notifications
+                .iter()
+                .any(|n| n.text.contains("agent:bob@a2acp.io now coordinates")));
+            let t = net.nodes[i]
+                .agent
+                .threads()
+                .values()
+                .find(|t| t.state == ThreadState::Completed)
+                .unwrap();
+            assert_eq!(t.peer, bob);
+        }
+        assert_eq!(
+            states(&net, 1)
+                .iter()
+                .filter(|s| **s == ThreadState::Completed)
+                .count(),
+            3
+        );
+        let alice: Vec<ThreadState> = net.nodes[0]
+            .agent
+            .threads()
+            .values()
+            .filter(|t| t.peer == bob)
+            .map(|t| t.state)
+            .collect();
+        assert_eq!(alice, vec![ThreadState::Completed]);
+        let p = net.nodes[1].agent.groups()[&gid].proposal.clone().unwrap();
+        assert!(p.reached);
+        assert_eq!(p.body.requires_confirmation_from.len(), 4);
+    }
+
+    #[test]
+    fn no_transfer_while_a_proposal_is_open_or_to_a_stranger() {
+        let mut net = game_night::net(true);
+        game_night::start(&mut net, None);
+        let gid = net.nodes[0].agent.groups().keys().next().cloned().unwrap();
+        net.command(
+            0,
+            Command::TransferCoordinator {
+                group_id: gid.clone(),
+                to: crate::Address::new("zed", "a2acp.io").unwrap(),
+            },
+        );
+        let mut answers = BTreeMap::new();
+        answers.insert(0, game_night::Answer::Silent);
+        game_night::scripted_users(&mut net, &answers);
+        assert!(net.nodes[0].agent.groups()[&gid].proposal.is_some());
+        let bob = net.address(1);
+        net.command(
+            0,
+            Command::TransferCoordinator {
+                group_id: gid.clone(),
+                to: bob,
+            },
+        );
+        net.settle();
+        let g = &net.nodes[0].agent.groups()[&gid];
+        assert!(!g.closed && g.transfer.is_none());
+        let told: Vec<&String> = net.nodes[0]
+            .notifications
+            .iter()
+            .map(|n| &n.text)
+            .filter(|t| {
+                t.contains("only while nothing is proposed") || t.contains("not taking part")
+            })
+            .collect();
+        assert_eq!(told.len(), 2, "{told:?}");
+    }
+
+    #[test]
+    fn a_participant_cannot_make_itself_coordinator() {
+        // Bob coordinates a group with Alice and Mallory; Mallory opens a leg to Alice
+        // as if she coordinated it at the next epoch.
+        let mut w = HostileWorld::new(Limits::default(), true);
+        let b = w.bob.unwrap();
+        let (alice, m) = (w.alice_addr(), w.m.address.clone());
+        w.net.command(
+            b,
+            Command::StartGroupThread {
+                participants: vec![alice.clone(), m.clone()],
+                intent: game_night::intent(),
+                context: game_night::context(),
+                quorum: None,
+            },
+        );
+        w.net.settle();
+        w.m.pump(&mut w.net);
+        let gid = w.net.nodes[b]
+            .agent
+            .groups()
+            .keys()
+            .next()
+            .cloned()
+            .unwrap();
+        let prompts = w.net.nodes[w.alice].prompts.len();
+        let thread = w.m.new_thread_id();
+        w.m_send(
+            &thread,
+            "context",
+            json!({
+                "intent": {"category": "group_scheduling", "summary": "Game night for 4"},
+                "context": {},
+                "needs": [{"field": "time_windows", "priority": "required", "reason": "when?"}],
+                "group": {"group_id": gid, "coordinator": m.as_str(), "epoch": 1,
+                          "participants": [m.as_str(), alice.as_str(),
+                                           w.net.address(b).as_str()]},
+            }),
+        );
+        let t = w.net.nodes[w.alice]
+            .agent
+            .thread(&thread)
+            .expect("kept, waiting");
+        assert!(t.group.as_ref().unwrap().awaiting_announcement);
+        assert_eq!(w.net.nodes[w.alice].prompts.len(), prompts);
+        // Nor can she announce herself on her own leg with Bob: Bob ignores it.
+        let header = w.net.nodes[b].agent.groups()[&gid].header.clone();
+        assert_eq!(header.coordinator, w.net.address(b));
+    }
+}

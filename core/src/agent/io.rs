@@ -67,6 +67,15 @@ pub enum Command {
         /// `None`: everyone the proposal names.
         quorum: Option<u32>,
     },
+    /// Hand the coordination of a group thread this agent coordinates to one of its
+    /// participants (§10.3); only while nothing is proposed. The other agent accepts or
+    /// declines without asking its user.
+    TransferCoordinator {
+        /// The group (`grp_…`).
+        group_id: String,
+        /// The participant to coordinate from now on.
+        to: Address,
+    },
     /// Answer a consent prompt (§7.3).
     AnswerConsent {
         /// The prompt.

@@ -56,6 +56,7 @@ mod refusals;
 mod resolution;
 mod step;
 pub mod thread;
+mod transfer;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;

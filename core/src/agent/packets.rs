@@ -303,10 +303,13 @@ impl Agent {
             self.shared.now,
             &p.from,
         );
+        let awaiting = group.as_ref().is_some_and(|h| !self.announced(h));
         t.group = group.map(|header| super::thread::GroupLeg {
             header,
             flexibility: None,
             lead: false,
+            awaiting_announcement: awaiting,
+            held: Vec::new(),
         });
         self.shared.tags.insert(
             (p.from.clone(), thread_tag(&p.thread_id)),
@@ -321,6 +324,9 @@ impl Agent {
     }
 
     pub(super) fn on_packet(&mut self, id: &str, p: Packet) {
+        if self.on_group_packet(id, &p) {
+            return;
+        }
         if !matches!(p.body, Body::ThreadFork(_)) {
             self.in_thread(id, |step| step.on_packet(p));
             return;
@@ -444,6 +450,11 @@ impl ThreadStep<'_> {
             }
         }
         let mut needs = negotiator::initial_needs(&t.intent, &context);
+        if t.group.is_some() {
+            for n in &mut needs {
+                n.reason = n.reason.replace("both of you", "the whole group");
+            }
+        }
         if t.group.is_some()
             && needs.iter().any(|n| n.field == "time_windows")
             && !needs.iter().any(|n| n.field == "timezone")

@@ -598,7 +598,10 @@ impl ThreadStep<'_> {
             ThreadState::Confirmed,
             "all required confirmations received",
         );
-        self.notify(NotifyKind::Info, format!("Confirmed: {summary}"));
+        if !self.t.coordinates(&me) {
+            // A coordinator's user hears it once for the group (`group.rs`).
+            self.notify(NotifyKind::Info, format!("Confirmed: {summary}"));
+        }
         let t = &mut *self.t;
         t.stage.start_execution(Execution {
             mine,

@@ -496,6 +496,13 @@ pub struct GroupLeg {
     /// actions, which run once for the group (on the first leg confirmed).
     #[serde(default)]
     pub lead: bool,
+    /// A participant's side: the leg was opened by a coordinator whose announcement
+    /// (from the previous coordinator, §10.3) has not arrived yet; its packets wait.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub awaiting_announcement: bool,
+    /// The packets that wait for the announcement, as received (at most 8).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<String>,
 }
 
 impl Thread {
