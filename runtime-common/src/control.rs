@@ -824,7 +824,9 @@ pub fn render_group(g: &GroupDetail) -> String {
                     (None, None) => "not given".into(),
                 },
             );
-            row(&mut out, "due", &p.deadline);
+            if !p.reached {
+                row(&mut out, "due", &p.deadline);
+            }
         }
         None if g.escalated => row(
             &mut out,

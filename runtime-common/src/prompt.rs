@@ -978,6 +978,91 @@ mod tests {
         }
     }
 
+    /// The three prompts of a group thread say who asks and for whom: the coordinator's
+    /// one prompt for the group's proposal, a participant's prompts from the coordinator,
+    /// and the coordinator's prompt on one leg; the terminal queue shows them so too.
+    #[test]
+    fn a_group_prompt_says_who_asks_for_whom() {
+        let g = GroupRef {
+            group_id: "grp_g".into(),
+            coordinator: "agent:alice@localhost".into(),
+            participants: ["alice", "bob", "charlie", "diana"]
+                .iter()
+                .map(|u| format!("agent:{u}@localhost"))
+                .collect(),
+        };
+        let alice = Address::parse("agent:alice@localhost").unwrap();
+        // Alice's prompt for the group: its thread is the group, its peer herself.
+        let mut mine = resolution();
+        mine.thread_id = "grp_g".into();
+        mine.peer = alice.clone();
+        if let PromptKind::Resolution { proposer, .. } = &mut mine.kind {
+            *proposer = alice.clone();
+        }
+        let r = render_in(&mine, Some(&g));
+        assert!(
+            r.starts_with("── Prompt #2 · the group's proposal: your agent proposes to you, bob, charlie, diana (group grp_g of 4):\n   “Dinner 19:00”"),
+            "{r}"
+        );
+        assert!(r.contains("[x] Decline closes the group for everyone"), "{r}");
+        assert_eq!(
+            summary_in(&mine, Some(&g)),
+            "#2 group proposal · “Dinner 19:00” · group grp_g (4 participants)"
+        );
+        // Bob's prompts on his leg come from Alice, the coordinator.
+        let mut asks = consent();
+        asks.peer = alice.clone();
+        let c = render_in(&asks, Some(&g));
+        assert!(
+            c.starts_with("── Prompt #1 · alice's agent is asking for (scheduling: “Dinner”, thread thr_x — alice coordinates this group thread of 4 (alice, bob, charlie, diana); what you share goes to alice's agent only):"),
+            "{c}"
+        );
+        let mut proposes = resolution();
+        proposes.peer = alice.clone();
+        if let PromptKind::Resolution { proposer, .. } = &mut proposes.kind {
+            *proposer = alice;
+        }
+        let r = render_in(&proposes, Some(&g));
+        assert!(
+            r.starts_with("── Prompt #2 · alice proposes to the group (alice, bob, charlie, diana; thread thr_x):"),
+            "{r}"
+        );
+        assert!(!r.contains("closes the group"), "{r}");
+        assert_eq!(
+            summary_in(&proposes, Some(&g)),
+            "#2 resolution · “Dinner 19:00” · thread thr_x (group grp_g)"
+        );
+        // Alice's prompt on her leg with Bob (Bob's agent asks her something).
+        let c = render_in(&consent(), Some(&g));
+        assert!(
+            c.starts_with("── Prompt #1 · bob's agent is asking for (scheduling: “Dinner”, thread thr_x, a leg of your group thread grp_g):"),
+            "{c}"
+        );
+        // Without a group, as before.
+        assert!(render(&consent())
+            .starts_with("── Prompt #1 · bob's agent is asking for (scheduling: “Dinner”, thread thr_x):"));
+        // The terminal shows the group's wording now and when the prompt's turn comes.
+        let mut ui = PromptUi::new();
+        let mut open = OpenPrompts::new();
+        let mut first = consent();
+        first.id = 7;
+        open.insert(7, first.clone());
+        open.insert(2, mine.clone());
+        ui.show(&first);
+        let out = ui.show_in(&mine, Some(g.clone()));
+        assert_eq!(
+            out,
+            vec![UiOut::Print(
+                "   (prompt #2 waits: #2 group proposal · “Dinner 19:00” · group grp_g (4 participants))".into()
+            )]
+        );
+        let out = ui.key(Key::Char('d'), &open);
+        assert!(
+            matches!(&out[..], [UiOut::Print(_), UiOut::Answer(_), UiOut::Print(p)] if p.contains("the group's proposal")),
+            "{out:?}"
+        );
+    }
+
     #[test]
     fn renders_keys() {
         let c = render(&consent());

@@ -205,3 +205,35 @@ async fn a_group_thread_started_with_two_to_completes_on_every_leg(rt: Runtime) 
     }
     relay.stop(true).await;
 }
+
+/// `a2acp demo --group`: the game night for four over real sockets completes on every
+/// leg, Alice answering one prompt for the group and each participant two (what to share,
+/// the proposal), and all four confirmed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_group_demo_completes_for_all_four() {
+    let s = a2acp_tokio::demo::run_group(a2acp_tokio::demo::DemoOptions {
+        print: false,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    assert!(s.completed, "{s:?}");
+    assert_eq!(s.prompts_shown, [1, 2, 2, 2]);
+    let legs: Vec<&ThreadSummary> = s
+        .threads
+        .iter()
+        .map(|(_, t)| t)
+        .filter(|t| !t.is_group())
+        .collect();
+    assert_eq!(legs.len(), 6, "three legs at Alice's, one at each participant's");
+    let g = s.group.expect("the group as Alice's agent shows it");
+    let p = g.proposal.expect("the proposal");
+    assert!(p.reached && g.closed);
+    assert_eq!(p.required, 4);
+    let users: Vec<&str> = p
+        .confirmed
+        .iter()
+        .map(|a| a2acp_runtime::control::user_of(a))
+        .collect();
+    assert_eq!(users, ["alice", "bob", "charlie", "diana"]);
+}
