@@ -476,10 +476,7 @@ impl AgentHost {
                 for a in to.list() {
                     match Address::parse(&a) {
                         Ok(x) if list.contains(&x) => {
-                            return Ok((
-                                Response::err(format!("{x} is named twice")),
-                                Vec::new(),
-                            ))
+                            return Ok((Response::err(format!("{x} is named twice")), Vec::new()))
                         }
                         Ok(x) => list.push(x),
                         Err(e) => return Ok((Response::err(format!("`{a}`: {e}")), Vec::new())),
@@ -487,7 +484,9 @@ impl AgentHost {
                 }
                 if list.is_empty() {
                     return Ok((
-                        Response::err("name the other agent (--to ADDR; repeat it for a group thread)"),
+                        Response::err(
+                            "name the other agent (--to ADDR; repeat it for a group thread)",
+                        ),
                         Vec::new(),
                     ));
                 }

@@ -669,7 +669,7 @@ pub fn render_threads(ts: &[ThreadSummary]) -> String {
                 "{:<22} {:<12} {:<26} {:>3} {:<8} {}: {}\n",
                 t.id,
                 t.state,
-                format!("group of {n} (you coordinate)"),
+                format!("group: you + {} other(s)", n.saturating_sub(1)),
                 t.round_trips,
                 t.waiting,
                 t.category,
@@ -677,9 +677,7 @@ pub fn render_threads(ts: &[ThreadSummary]) -> String {
             );
             let legs: Vec<&ThreadSummary> = ts
                 .iter()
-                .filter(|l| {
-                    !l.is_group() && l.group.as_ref().is_some_and(|g| g.group_id == t.id)
-                })
+                .filter(|l| !l.is_group() && l.group.as_ref().is_some_and(|g| g.group_id == t.id))
                 .collect();
             for (i, l) in legs.iter().enumerate() {
                 let branch = if i + 1 == legs.len() { "└" } else { "├" };
@@ -836,7 +834,11 @@ pub fn render_group(g: &GroupDetail) -> String {
         None => {}
     }
     if g.closed {
-        row(&mut out, "closed", "every leg ended or you closed the group");
+        row(
+            &mut out,
+            "closed",
+            "every leg ended or you closed the group",
+        );
     }
     out.trim_end().to_string()
 }
@@ -1083,6 +1085,27 @@ mod tests {
                 ..
             }
         ));
+        // A group thread: `to` is a list; `quorum` optional. One `--to` is sent as before.
+        let r: Request = serde_json::from_str(
+            r#"{"cmd":"start_thread","to":["agent:b@x","agent:c@x"],"category":"c","summary":"s","quorum":2}"#,
+        )
+        .unwrap();
+        assert!(matches!(
+            r,
+            Request::StartThread { ref to, quorum: Some(2), .. } if to.list() == ["agent:b@x", "agent:c@x"]
+        ));
+        let one = Request::StartThread {
+            to: Recipients::from_list(vec!["agent:b@x".into()]),
+            category: "c".into(),
+            summary: "s".into(),
+            context: None,
+            urgent: false,
+            quorum: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&one).unwrap(),
+            r#"{"cmd":"start_thread","to":"agent:b@x","category":"c","summary":"s","context":null,"urgent":false}"#
+        );
         assert!(serde_json::from_str::<Request>(r#"{"cmd":"explode"}"#).is_err());
         // The requests of the person's commands.
         let r: Request = serde_json::from_str(r#"{"cmd":"notifications"}"#).unwrap();

@@ -345,11 +345,10 @@ impl Driver {
                     match started {
                         // Answered once the relay accepted or refused its first packet
                         // (every leg's, for a group).
-                        Some(what) => self.starting.push((
-                            what,
-                            Instant::now() + FIRST_PACKET_WAIT,
-                            reply,
-                        )),
+                        Some(what) => {
+                            self.starting
+                                .push((what, Instant::now() + FIRST_PACKET_WAIT, reply))
+                        }
                         None => {
                             let _ = reply.send(resp);
                         }

@@ -1004,7 +1004,10 @@ mod tests {
             r.starts_with("── Prompt #2 · the group's proposal: your agent proposes to you, bob, charlie, diana (group grp_g of 4):\n   “Dinner 19:00”"),
             "{r}"
         );
-        assert!(r.contains("[x] Decline closes the group for everyone"), "{r}");
+        assert!(
+            r.contains("[x] Decline closes the group for everyone"),
+            "{r}"
+        );
         assert_eq!(
             summary_in(&mine, Some(&g)),
             "#2 group proposal · “Dinner 19:00” · group grp_g (4 participants)"
@@ -1039,8 +1042,9 @@ mod tests {
             "{c}"
         );
         // Without a group, as before.
-        assert!(render(&consent())
-            .starts_with("── Prompt #1 · bob's agent is asking for (scheduling: “Dinner”, thread thr_x):"));
+        assert!(render(&consent()).starts_with(
+            "── Prompt #1 · bob's agent is asking for (scheduling: “Dinner”, thread thr_x):"
+        ));
         // The terminal shows the group's wording now and when the prompt's turn comes.
         let mut ui = PromptUi::new();
         let mut open = OpenPrompts::new();

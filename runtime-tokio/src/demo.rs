@@ -390,7 +390,9 @@ pub async fn run_group(opts: DemoOptions) -> Result<GroupDemoSummary, DemoError>
     }
     let group = match last.iter().find(|(_, t)| t.is_group()) {
         Some((_, g)) => {
-            let r = handles[0].request(Request::Thread { id: g.id.clone() }).await?;
+            let r = handles[0]
+                .request(Request::Thread { id: g.id.clone() })
+                .await?;
             serde_json::from_value::<GroupDetail>(r.data).ok()
         }
         None => None,

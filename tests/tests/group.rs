@@ -71,7 +71,10 @@ async fn a_group_thread_started_with_two_to_completes_on_every_leg(rt: Runtime) 
 
     // Refused before anything starts: a quorum for a two-party thread, oneself in the list.
     let r = ctl(&ha, start(bob_addr.clone().into(), &w, Some(1))).await;
-    assert!(!r.ok && r.error.as_deref().unwrap().contains("--quorum"), "{r:?}");
+    assert!(
+        !r.ok && r.error.as_deref().unwrap().contains("--quorum"),
+        "{r:?}"
+    );
     let r = ctl(
         &ha,
         start(
@@ -81,7 +84,10 @@ async fn a_group_thread_started_with_two_to_completes_on_every_leg(rt: Runtime) 
         ),
     )
     .await;
-    assert!(!r.ok && r.error.as_deref().unwrap().contains("list only the others"), "{r:?}");
+    assert!(
+        !r.ok && r.error.as_deref().unwrap().contains("list only the others"),
+        "{r:?}"
+    );
     assert!(rows(&ha).await.is_empty());
 
     // `a2acp thread start --to bob --to charlie`: the answer names the group and its legs,
@@ -105,7 +111,10 @@ async fn a_group_thread_started_with_two_to_completes_on_every_leg(rt: Runtime) 
         assert_eq!(r.data["relay"][leg.as_str().unwrap()], "accepted", "{r:?}");
     }
     let text = a2acp_runtime::control::render_group_started(&r.data);
-    assert!(text.starts_with(&format!("group thread {gid} started")), "{text}");
+    assert!(
+        text.starts_with(&format!("group thread {gid} started")),
+        "{text}"
+    );
 
     // Alice's one prompt for the group says it is the group's proposal, to whom.
     let prompt = eventually(30, "Alice's prompt for the group", || async {
@@ -162,7 +171,9 @@ async fn a_group_thread_started_with_two_to_completes_on_every_leg(rt: Runtime) 
     assert_eq!(ta.iter().filter(|t| t.is_group()).count(), 1);
     let text = render_threads(&ta);
     assert!(
-        text.contains(&format!("{gid:<22} COMPLETED    group of 3 (you coordinate)")),
+        text.contains(&format!(
+            "{gid:<22} COMPLETED    group: you + 2 other(s)      "
+        )),
         "{text}"
     );
     assert!(text.contains(&format!(" ├ {}", ta[1].id)), "{text}");
@@ -180,10 +191,19 @@ async fn a_group_thread_started_with_two_to_completes_on_every_leg(rt: Runtime) 
     let tb = rows(&hb).await;
     assert_eq!(tb.len(), 1, "{tb:?}");
     assert_eq!(tb[0].id, bob_leg);
-    let r = ctl(&hb, Request::Thread { id: bob_leg.clone() }).await;
+    let r = ctl(
+        &hb,
+        Request::Thread {
+            id: bob_leg.clone(),
+        },
+    )
+    .await;
     let leg: ThreadDetail = serde_json::from_value(r.data).unwrap();
     let g = leg.summary.group.as_ref().expect("a leg names its group");
-    assert_eq!((g.group_id.as_str(), g.coordinator.as_str()), (gid.as_str(), alice_addr.as_str()));
+    assert_eq!(
+        (g.group_id.as_str(), g.coordinator.as_str()),
+        (gid.as_str(), alice_addr.as_str())
+    );
     let text = render_thread(&leg);
     assert!(
         text.contains(&format!(
@@ -194,11 +214,24 @@ async fn a_group_thread_started_with_two_to_completes_on_every_leg(rt: Runtime) 
 
     // A closed group is not cancelled again; nor does it take new context.
     let r = ctl(&ha, Request::CancelThread { id: gid.clone() }).await;
-    assert!(!r.ok && r.error.as_deref().unwrap().contains("closed already"), "{r:?}");
+    assert!(
+        !r.ok && r.error.as_deref().unwrap().contains("closed already"),
+        "{r:?}"
+    );
     let mut c = a2acp_core::packet::Context::new();
     c.insert("day".into(), "Friday".into());
-    let r = ctl(&ha, Request::ReplyThread { id: gid.clone(), context: c }).await;
-    assert!(!r.ok && r.error.as_deref().unwrap().contains("is a group thread"), "{r:?}");
+    let r = ctl(
+        &ha,
+        Request::ReplyThread {
+            id: gid.clone(),
+            context: c,
+        },
+    )
+    .await;
+    assert!(
+        !r.ok && r.error.as_deref().unwrap().contains("is a group thread"),
+        "{r:?}"
+    );
 
     for a in [alice, bob, charlie] {
         a.stop().await;
@@ -225,7 +258,11 @@ async fn the_group_demo_completes_for_all_four() {
         .map(|(_, t)| t)
         .filter(|t| !t.is_group())
         .collect();
-    assert_eq!(legs.len(), 6, "three legs at Alice's, one at each participant's");
+    assert_eq!(
+        legs.len(),
+        6,
+        "three legs at Alice's, one at each participant's"
+    );
     let g = s.group.expect("the group as Alice's agent shows it");
     let p = g.proposal.expect("the proposal");
     assert!(p.reached && g.closed);
