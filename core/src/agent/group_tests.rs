@@ -54,15 +54,7 @@ fn game_night_for_four_is_confirmed_by_everyone_on_friday() {
         let t = net.nodes[i].agent.threads().values().next().unwrap();
         assert_eq!(&t.peer, net.nodes[0].agent.address());
         let r = t.stage.resolution().unwrap();
-        assert!(
-            r.body
-                .proposal
-                .summary
-                .contains("Friday 27 March 20:00–23:00"),
-            "{}\n{}",
-            r.body.proposal.summary,
-            net.render(Some("bob"))
-        );
+        assert!(r.body.proposal.summary.contains("Friday 27 March 20:00–23:00"), "{}\n{}", r.body.proposal.summary, net.render(Some("bob")));
         assert_eq!(r.body.requires_confirmation_from.len(), 4);
         assert_eq!(r.body.quorum, None);
     }
@@ -103,10 +95,7 @@ fn without_a_common_slot_only_charlie_is_asked_and_saturday_works_when_he_gives_
         .values()
         .find(|t| t.peer.user() == "charlie")
         .unwrap();
-    assert!(charlie_leg
-        .history
-        .iter()
-        .any(|h| h.json.contains("flexibility_request")));
+    assert!(charlie_leg.history.iter().any(|h| h.json.contains("flexibility_request")));
     for i in 0..4 {
         let s = states(&net, i);
         assert!(
@@ -117,10 +106,7 @@ fn without_a_common_slot_only_charlie_is_asked_and_saturday_works_when_he_gives_
         let t = net.nodes[i].agent.threads().values().next().unwrap();
         let r = t.stage.resolution().unwrap();
         assert!(
-            r.body
-                .proposal
-                .summary
-                .contains("Saturday 28 March 19:00–23:00"),
+            r.body.proposal.summary.contains("Saturday 28 March 19:00–23:00"),
             "{}",
             r.body.proposal.summary
         );
@@ -213,10 +199,7 @@ fn no_participant_value_reaches_another_participant() {
     // Every packet a participant received came from the coordinator; none of them carries
     // a value another participant shared (windows, zones, dietary entries, budgets).
     let secrets: [(usize, &[&str]); 3] = [
-        (
-            1,
-            &["America/New_York", "vegetarian", "$5-25", "15:00-19:00"],
-        ),
+        (1, &["America/New_York", "vegetarian", "$5-25", "15:00-19:00"]),
         (2, &["Europe/Berlin", "nut allergy", "20:30", "10:00-12:00"]),
         (3, &["2026-03-28 19:00-23:00"]),
     ];
