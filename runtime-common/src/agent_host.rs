@@ -376,7 +376,13 @@ impl AgentHost {
                 }
                 match self.thread_detail(&id)? {
                     Some(d) => (Response::ok(d), Vec::new()),
-                    None => (Response::err(format!("no thread `{id}`")), Vec::new()),
+                    None => (
+                        Response::err(
+                            self.group_elsewhere(&id)
+                                .unwrap_or_else(|| format!("no thread `{id}`")),
+                        ),
+                        Vec::new(),
+                    ),
                 }
             }
             Request::Prompts => {
@@ -664,6 +670,21 @@ impl AgentHost {
         })
     }
 
+    /// For the id of a group another agent coordinates (this agent takes part on one
+    /// leg): what to tell a user who named the group, pointing at the leg.
+    fn group_elsewhere(&self, id: &str) -> Option<String> {
+        let t = self
+            .agent
+            .threads()
+            .values()
+            .find(|t| t.group.as_ref().is_some_and(|l| l.header.group_id == id))?;
+        let coordinator = &t.group.as_ref()?.header.coordinator;
+        Some(format!(
+            "group {id} is coordinated by {coordinator}; you take part in it on thread {} (`a2acp thread show {}`)",
+            t.id, t.id
+        ))
+    }
+
     /// The group a prompt is about: the group itself for the coordinator's prompt on a
     /// group (its `thread_id` is the `group_id`), the leg's group for a prompt on a leg.
     pub fn prompt_group(&self, p: &Prompt) -> Option<GroupRef> {
@@ -943,6 +964,9 @@ impl AgentHost {
                 )),
                 e,
             ));
+        }
+        if let Some(m) = self.group_elsewhere(id) {
+            return Ok((Response::err(m), Vec::new()));
         }
         if let Err(r) = self.open_thread(id) {
             return Ok((r, Vec::new()));

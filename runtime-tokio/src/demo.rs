@@ -302,7 +302,7 @@ pub async fn run_group(opts: DemoOptions) -> Result<GroupDemoSummary, DemoError>
              Alice asks her agent to set up a game night for four on the weekend of {} with Bob\n\
              (New York), Charlie (Berlin) and Diana (London): a group thread, one leg per participant,\n\
              Alice's agent coordinating. {}\n\
-             # time  who   > sent, < received, | state change or local event",
+             # time  who     > sent, < received, | state change or local event",
             relay.url(),
             dir.path().display(),
             weekend.friday,
@@ -327,7 +327,8 @@ pub async fn run_group(opts: DemoOptions) -> Result<GroupDemoSummary, DemoError>
         let store =
             Store::open(&home.join("agent.db"), Durability::Full).map_err(HostError::from)?;
         let (host, first, _) = AgentHost::start(cfg, identity, store, a2acp_runtime::now())?;
-        let mut o = RunOptions::new(&relay.url(), name);
+        // Transcript lines pad names to five characters; "charlie" needs seven.
+        let mut o = RunOptions::new(&relay.url(), &format!("{name:<7}"));
         o.transcript = opts.print;
         o.started = Some(started);
         if name == "alice" && opts.interactive {

@@ -212,6 +212,14 @@ async fn a_group_thread_started_with_two_to_completes_on_every_leg(rt: Runtime) 
         "{text}"
     );
 
+    // Bob names the group: he is pointed at his leg.
+    let r = ctl(&hb, Request::Thread { id: gid.clone() }).await;
+    assert_eq!(
+        r.error.as_deref(),
+        Some(format!("group {gid} is coordinated by {alice_addr}; you take part in it on thread {bob_leg} (`a2acp thread show {bob_leg}`)").as_str()),
+        "{r:?}"
+    );
+
     // A closed group is not cancelled again; nor does it take new context.
     let r = ctl(&ha, Request::CancelThread { id: gid.clone() }).await;
     assert!(
