@@ -191,6 +191,13 @@ async fn a_group_thread_started_with_two_to_completes_on_every_leg(rt: Runtime) 
     let tb = rows(&hb).await;
     assert_eq!(tb.len(), 1, "{tb:?}");
     assert_eq!(tb[0].id, bob_leg);
+    let text = render_threads(&tb);
+    assert!(
+        text.contains(&format!(
+            "group_scheduling: Game night for 3 (group {gid} of 3, coordinated by alice)"
+        )),
+        "{text}"
+    );
     let r = ctl(
         &hb,
         Request::Thread {
