@@ -28,8 +28,9 @@ use a2acp_core::{Address, Timestamp};
 
 use crate::config::{AgentFile, ConfigError};
 use crate::control::{
-    parse_tier, KeyInfo, NotificationEntry, PacketLine, PeerMemory, PermissionsInfo, Request,
-    Response, StatusInfo, ThreadDetail, ThreadSummary,
+    parse_tier, GroupDetail, GroupMemberLine, GroupProposalInfo, GroupRef, KeyInfo,
+    NotificationEntry, PacketLine, PeerMemory, PermissionsInfo, PromptEntry, Request, Response,
+    StatusInfo, ThreadDetail, ThreadSummary,
 };
 use crate::home::Home;
 use crate::keys::KeyError;
@@ -358,16 +359,41 @@ impl AgentHost {
         Ok(match req {
             Request::Status => (Response::ok(self.status()), Vec::new()),
             Request::Threads => {
-                let v: Vec<ThreadSummary> =
-                    self.agent.threads().values().map(thread_summary).collect();
+                // The groups this agent coordinates first, each one row; then every
+                // thread (a leg names its group).
+                let mut v: Vec<ThreadSummary> = self
+                    .agent
+                    .groups()
+                    .values()
+                    .map(|g| self.group_row(g))
+                    .collect();
+                v.extend(self.agent.threads().values().map(thread_summary));
                 (Response::ok(v), Vec::new())
             }
-            Request::Thread { id } => match self.thread_detail(&id)? {
-                Some(d) => (Response::ok(d), Vec::new()),
-                None => (Response::err(format!("no thread `{id}`")), Vec::new()),
-            },
+            Request::Thread { id } => {
+                if let Some(d) = self.group_detail(&id) {
+                    return Ok((Response::ok(d), Vec::new()));
+                }
+                match self.thread_detail(&id)? {
+                    Some(d) => (Response::ok(d), Vec::new()),
+                    None => (
+                        Response::err(
+                            self.group_elsewhere(&id)
+                                .unwrap_or_else(|| format!("no thread `{id}`")),
+                        ),
+                        Vec::new(),
+                    ),
+                }
+            }
             Request::Prompts => {
-                let v: Vec<&Prompt> = self.prompts.values().collect();
+                let v: Vec<PromptEntry> = self
+                    .prompts
+                    .values()
+                    .map(|p| PromptEntry {
+                        prompt: p.clone(),
+                        group: self.prompt_group(p),
+                    })
+                    .collect();
                 (Response::ok(v), Vec::new())
             }
             Request::Notifications { all } => {
@@ -450,14 +476,33 @@ impl AgentHost {
                 summary,
                 context,
                 urgent,
+                quorum,
             } => {
-                let to = match Address::parse(&to) {
-                    Ok(a) => a,
-                    Err(e) => return Ok((Response::err(format!("`{to}`: {e}")), Vec::new())),
-                };
-                if &to == self.agent.address() {
+                let mut list = Vec::new();
+                for a in to.list() {
+                    match Address::parse(&a) {
+                        Ok(x) if list.contains(&x) => {
+                            return Ok((Response::err(format!("{x} is named twice")), Vec::new()))
+                        }
+                        Ok(x) => list.push(x),
+                        Err(e) => return Ok((Response::err(format!("`{a}`: {e}")), Vec::new())),
+                    }
+                }
+                if list.is_empty() {
                     return Ok((
-                        Response::err("cannot start a thread with yourself"),
+                        Response::err(
+                            "name the other agent (--to ADDR; repeat it for a group thread)",
+                        ),
+                        Vec::new(),
+                    ));
+                }
+                if list.iter().any(|a| a == self.agent.address()) {
+                    return Ok((
+                        Response::err(if list.len() > 1 {
+                            "list only the others: your agent coordinates the group thread"
+                        } else {
+                            "cannot start a thread with yourself"
+                        }),
                         Vec::new(),
                     ));
                 }
@@ -467,18 +512,30 @@ impl AgentHost {
                         Vec::new(),
                     ));
                 }
+                let intent = Intent {
+                    category,
+                    summary,
+                    urgency: Some(if urgent { "urgent" } else { "normal" }.into()),
+                    scope_change: None,
+                };
+                let context = context.unwrap_or_default();
+                if list.len() > 1 {
+                    return self.start_group(now, list, intent, context, quorum);
+                }
+                if quorum.is_some() {
+                    return Ok((
+                        Response::err("--quorum is for a group thread (two or more --to)"),
+                        Vec::new(),
+                    ));
+                }
+                let to = list.remove(0);
                 let before: Vec<String> = self.agent.threads().keys().cloned().collect();
                 let e = cmd(
                     self,
                     Command::StartThread {
                         to,
-                        intent: Intent {
-                            category,
-                            summary,
-                            urgency: Some(if urgent { "urgent" } else { "normal" }.into()),
-                            scope_change: None,
-                        },
-                        context: context.unwrap_or_default(),
+                        intent,
+                        context,
                     },
                 )?;
                 let new = self
@@ -565,6 +622,201 @@ impl AgentHost {
         })
     }
 
+    /// Starts a group thread (§10) this agent coordinates with `participants`; answers
+    /// `{"group_id", "threads": {participant: leg}}` or the agent's refusal.
+    fn start_group(
+        &mut self,
+        now: Timestamp,
+        participants: Vec<Address>,
+        intent: Intent,
+        context: Context,
+        quorum: Option<u32>,
+    ) -> Result<(Response, Vec<Effect>), HostError> {
+        let before: Vec<String> = self.agent.groups().keys().cloned().collect();
+        let e = self.handle(
+            now,
+            Input::Command(Command::StartGroupThread {
+                participants,
+                intent,
+                context,
+                quorum,
+            }),
+        )?;
+        let new = self
+            .agent
+            .groups()
+            .values()
+            .find(|g| !before.contains(&g.id));
+        Ok(match new {
+            Some(g) => {
+                let legs: BTreeMap<String, String> = g
+                    .legs
+                    .iter()
+                    .map(|(p, l)| (p.to_string(), l.clone()))
+                    .collect();
+                (
+                    Response::ok(serde_json::json!({ "group_id": g.id, "threads": legs })),
+                    e,
+                )
+            }
+            None => {
+                let why = self
+                    .notifications
+                    .back()
+                    .map(|n| n.notification.text.clone())
+                    .unwrap_or_else(|| "the agent refused it".into());
+                (Response::err(format!("no group thread started: {why}")), e)
+            }
+        })
+    }
+
+    /// For the id of a group another agent coordinates (this agent takes part on one
+    /// leg): what to tell a user who named the group, pointing at the leg.
+    fn group_elsewhere(&self, id: &str) -> Option<String> {
+        let t = self
+            .agent
+            .threads()
+            .values()
+            .find(|t| t.group.as_ref().is_some_and(|l| l.header.group_id == id))?;
+        let coordinator = &t.group.as_ref()?.header.coordinator;
+        Some(format!(
+            "group {id} is coordinated by {coordinator}; you take part in it on thread {} (`a2acp thread show {}`)",
+            t.id, t.id
+        ))
+    }
+
+    /// The group a prompt is about: the group itself for the coordinator's prompt on a
+    /// group (its `thread_id` is the `group_id`), the leg's group for a prompt on a leg.
+    pub fn prompt_group(&self, p: &Prompt) -> Option<GroupRef> {
+        if let Some(g) = self.agent.groups().get(&p.thread_id) {
+            return Some(group_ref(&g.header));
+        }
+        self.agent
+            .thread(&p.thread_id)
+            .and_then(|t| t.group.as_ref())
+            .map(|l| group_ref(&l.header))
+    }
+
+    /// The row of a group this agent coordinates in `threads`: its state is the least
+    /// advanced of its open legs (or, once all ended, `COMPLETED` if any leg completed).
+    fn group_row(&self, g: &a2acp_core::agent::Group) -> ThreadSummary {
+        use a2acp_core::agent::{ThreadState, Waiting};
+        let legs: Vec<&a2acp_core::agent::Thread> = g
+            .legs
+            .values()
+            .filter_map(|l| self.agent.thread(l))
+            .collect();
+        let open = legs
+            .iter()
+            .filter(|t| !t.state.is_terminal())
+            .map(|t| t.state)
+            .min();
+        let state = open
+            .or_else(|| legs.iter().map(|t| t.state).min())
+            .unwrap_or(ThreadState::Declined);
+        let user_asked = g.proposal.as_ref().is_some_and(|p| p.prompt_id.is_some())
+            || (g.escalated && !g.closed);
+        let waiting = if user_asked {
+            "user"
+        } else if legs
+            .iter()
+            .any(|t| !t.state.is_terminal() && t.waiting == Waiting::Peer)
+        {
+            "peer"
+        } else {
+            "nothing"
+        };
+        ThreadSummary {
+            id: g.id.clone(),
+            peer: self.agent.address().to_string(),
+            state: state.to_string(),
+            category: g.intent.category.clone(),
+            summary: g.intent.summary.clone(),
+            initiator: true,
+            round_trips: legs.iter().map(|t| t.round_trips).max().unwrap_or(0),
+            waiting: waiting.into(),
+            last_activity: legs
+                .iter()
+                .map(|t| t.last_activity)
+                .max()
+                .unwrap_or_default()
+                .to_string(),
+            packets: legs.iter().map(|t| t.history.len()).sum(),
+            group: Some(group_ref(&g.header)),
+        }
+    }
+
+    /// `thread show grp_…`: the group, its participants and its open proposal.
+    fn group_detail(&self, id: &str) -> Option<GroupDetail> {
+        use a2acp_core::packet::ResolutionStatus;
+        let g = self.agent.groups().get(id)?;
+        let me = self.agent.address();
+        let word = |s: &ResolutionStatus| {
+            serde_json::to_value(s)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default()
+        };
+        // A participant's last answer to the resolution this agent proposed on its leg.
+        let answer_of = |agent: &Address, leg: &str| {
+            let r = self
+                .agent
+                .thread(leg)?
+                .stage
+                .resolution()
+                .filter(|r| &r.proposer == me)?;
+            r.answers
+                .iter()
+                .rev()
+                .find(|(a, _)| a == agent)
+                .map(|(_, s)| *s)
+        };
+        let members: Vec<GroupMemberLine> = self
+            .agent
+            .group_members(id)
+            .into_iter()
+            .map(|m| GroupMemberLine {
+                answer: g
+                    .proposal
+                    .as_ref()
+                    .and_then(|_| answer_of(&m.agent, &m.thread_id))
+                    .map(|s| word(&s)),
+                agent: m.agent.to_string(),
+                status: m.status.word().to_string(),
+                thread_id: m.thread_id,
+                state: m.state.to_string(),
+            })
+            .collect();
+        let proposal = g.proposal.as_ref().map(|p| {
+            let mut confirmed = Vec::new();
+            if p.mine == Some(ResolutionStatus::Confirmed) {
+                confirmed.push(me.to_string());
+            }
+            for (agent, leg) in &g.legs {
+                if answer_of(agent, leg) == Some(ResolutionStatus::Confirmed) {
+                    confirmed.push(agent.to_string());
+                }
+            }
+            GroupProposalInfo {
+                summary: p.body.proposal.summary.clone(),
+                required: p.required,
+                confirmed,
+                mine: p.mine.as_ref().map(word),
+                prompt_id: p.prompt_id,
+                deadline: p.deadline.to_string(),
+                reached: p.reached,
+            }
+        });
+        Some(GroupDetail {
+            summary: self.group_row(g),
+            members,
+            proposal,
+            quorum: g.quorum,
+            escalated: g.escalated,
+            closed: g.closed,
+        })
+    }
+
     /// Whether `field` is a name this agent knows (a category of its tiers or of the
     /// onboarding defaults, a field of §7.1's categories, a field of its profile); if
     /// not, the error names the closest known one.
@@ -644,6 +896,14 @@ impl AgentHost {
         id: &str,
         context: Context,
     ) -> Result<(Response, Vec<Effect>), HostError> {
+        if self.agent.groups().contains_key(id) {
+            return Ok((
+                Response::err(format!(
+                    "{id} is a group thread: new context goes to one participant on its leg (`a2acp thread show {id}` lists them: `a2acp thread reply LEG …`)"
+                )),
+                Vec::new(),
+            ));
+        }
         let escalated = match self.open_thread(id) {
             Ok(t) => t.escalated,
             Err(r) => return Ok((r, Vec::new())),
@@ -684,6 +944,30 @@ impl AgentHost {
         now: Timestamp,
         id: &str,
     ) -> Result<(Response, Vec<Effect>), HostError> {
+        if let Some(g) = self.agent.groups().get(id) {
+            if g.closed {
+                return Ok((
+                    Response::err(format!("group thread {id} is closed already")),
+                    Vec::new(),
+                ));
+            }
+            let e = self.handle(
+                now,
+                Input::Command(Command::CancelThread {
+                    thread_id: id.to_string(),
+                }),
+            )?;
+            let n = self.agent.groups().get(id).map_or(0, |g| g.legs.len());
+            return Ok((
+                Response::ok(format!(
+                    "group thread {id} is closed; its {n} participant(s) are told"
+                )),
+                e,
+            ));
+        }
+        if let Some(m) = self.group_elsewhere(id) {
+            return Ok((Response::err(m), Vec::new()));
+        }
         if let Err(r) = self.open_thread(id) {
             return Ok((r, Vec::new()));
         }
@@ -1033,6 +1317,15 @@ fn thread_summary(t: &a2acp_core::agent::Thread) -> ThreadSummary {
             .unwrap_or_default(),
         last_activity: t.last_activity.to_string(),
         packets: t.history.len(),
+        group: t.group.as_ref().map(|l| group_ref(&l.header)),
+    }
+}
+
+fn group_ref(h: &a2acp_core::packet::GroupHeader) -> GroupRef {
+    GroupRef {
+        group_id: h.group_id.clone(),
+        coordinator: h.coordinator.to_string(),
+        participants: h.participants.iter().map(|a| a.to_string()).collect(),
     }
 }
 

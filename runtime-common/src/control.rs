@@ -25,10 +25,11 @@ pub const MAX_REQUEST_BYTES: usize = 1 << 20;
 pub enum Request {
     /// Address, connection, counts.
     Status,
-    /// Start a thread (§4).
+    /// Start a thread (§4), or a group thread (§10) when `to` lists two or more agents.
     StartThread {
-        /// The other agent's address.
-        to: String,
+        /// The other agent's address (a two-party thread), or a list of addresses: one
+        /// is a two-party thread, two or more a group thread this agent coordinates.
+        to: Recipients,
         /// Intent category, e.g. `scheduling`.
         category: String,
         /// One-line summary.
@@ -39,6 +40,11 @@ pub enum Request {
         /// Urgent (§6.4: shorter staleness, bundled prompts).
         #[serde(default)]
         urgent: bool,
+        /// A group thread only: confirmations needed in total, this agent's user's
+        /// included (1 to everyone); absent: the proposal decides (SPEC-NOTES "Group
+        /// threads", confirmation).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        quorum: Option<u32>,
     },
     /// Every thread.
     Threads,
@@ -136,6 +142,156 @@ pub enum Request {
         /// The suggestion's number, as listed.
         id: u64,
     },
+}
+
+/// Who a thread is started with: one agent (`"to": "agent:…"`, as before group threads)
+/// or a list (`"to": ["agent:…", …]`): one address is a two-party thread, two or more a
+/// group thread.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Recipients {
+    /// One agent.
+    One(String),
+    /// A list of agents.
+    Many(Vec<String>),
+}
+
+impl Recipients {
+    /// The addresses, in the order given.
+    pub fn list(&self) -> Vec<String> {
+        match self {
+            Recipients::One(a) => vec![a.clone()],
+            Recipients::Many(l) => l.clone(),
+        }
+    }
+
+    /// What the CLI's repeated `--to` gives: one address as before, several as a list.
+    pub fn from_list(mut l: Vec<String>) -> Self {
+        if l.len() == 1 {
+            Recipients::One(l.remove(0))
+        } else {
+            Recipients::Many(l)
+        }
+    }
+}
+
+impl From<String> for Recipients {
+    fn from(a: String) -> Self {
+        Recipients::One(a)
+    }
+}
+
+impl From<&str> for Recipients {
+    fn from(a: &str) -> Self {
+        Recipients::One(a.to_string())
+    }
+}
+
+/// A group thread (§10) as the rows of `threads`, `thread` and `prompts` name it: on the
+/// coordinator's row of the group (whose `id` is the `group_id`), on each leg (a thread
+/// whose `id` differs), and on a prompt about either.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupRef {
+    /// The group's id (`grp_…`).
+    pub group_id: String,
+    /// The agent that coordinates it.
+    pub coordinator: String,
+    /// Every agent of the group, the coordinator first.
+    pub participants: Vec<String>,
+}
+
+impl GroupRef {
+    /// The participants other than `me` (an address; `""`: everyone), by user name
+    /// (`bob, charlie`).
+    pub fn others(&self, me: &str) -> String {
+        let names: Vec<String> = self
+            .participants
+            .iter()
+            .filter(|p| p.as_str() != me)
+            .map(|p| user_of(p).to_string())
+            .collect();
+        names.join(", ")
+    }
+}
+
+/// The user part of an address as text (`agent:bob@localhost` → `bob`).
+pub fn user_of(address: &str) -> &str {
+    let a = address.strip_prefix("agent:").unwrap_or(address);
+    a.split('@').next().unwrap_or(a)
+}
+
+/// One participant of a group in `thread show grp_…` (the coordinator's view).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupMemberLine {
+    /// The participant.
+    pub agent: String,
+    /// The core's status (§10.2): `context_received`, `awaiting_response`,
+    /// `unreachable`, `declined`.
+    pub status: String,
+    /// Its leg.
+    pub thread_id: String,
+    /// Its leg's state.
+    pub state: String,
+    /// Its answer to the open group proposal (`confirmed`, `declined`,
+    /// `counter_requested`…), if it answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
+}
+
+/// The group's open proposal in `thread show grp_…`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupProposalInfo {
+    /// What is proposed.
+    pub summary: String,
+    /// Confirmations needed, the coordinator's user's included.
+    pub required: u32,
+    /// Who confirmed so far (the coordinator first when its user did).
+    pub confirmed: Vec<String>,
+    /// The coordinator's user's answer, if given.
+    #[serde(default)]
+    pub mine: Option<String>,
+    /// The coordinator's user's open prompt.
+    #[serde(default)]
+    pub prompt_id: Option<u64>,
+    /// When confirmations are due (RFC 3339).
+    pub deadline: String,
+    /// The quorum was reached: the confirmed participants were told.
+    pub reached: bool,
+}
+
+/// `thread show grp_…`: a group thread this agent coordinates.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupDetail {
+    /// The group's row (its `group` names the group itself).
+    #[serde(flatten)]
+    pub summary: ThreadSummary,
+    /// Every participant with its status and leg, in the group's order.
+    pub members: Vec<GroupMemberLine>,
+    /// The open proposal.
+    #[serde(default)]
+    pub proposal: Option<GroupProposalInfo>,
+    /// Confirmations the user asked for when starting it.
+    #[serde(default)]
+    pub quorum: Option<u32>,
+    /// No candidate is left: handed to the users (§6.4).
+    #[serde(default)]
+    pub escalated: bool,
+    /// Every leg ended, or the user closed it.
+    #[serde(default)]
+    pub closed: bool,
+}
+
+/// One prompt of `prompts`: the core's prompt, and the group it is about (the
+/// coordinator's prompt on a group, or a prompt on a leg). A client that reads only the
+/// prompt's fields ignores `group`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PromptEntry {
+    /// The prompt.
+    #[serde(flatten)]
+    pub prompt: a2acp_core::agent::Prompt,
+    /// The group it is about.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<GroupRef>,
 }
 
 /// One notification of `notifications`, numbered.
@@ -362,6 +518,18 @@ pub struct ThreadSummary {
     /// themselves, so there this count is absent.)
     #[serde(default)]
     pub packets: usize,
+    /// The group thread (§10) this row is part of — a leg, whose `id` is its own — or
+    /// is — the coordinator's row of the group, whose `id` is the `group_id`. Absent for
+    /// a two-party thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<GroupRef>,
+}
+
+impl ThreadSummary {
+    /// Whether this row is a group (not a thread): its `id` is its group's id.
+    pub fn is_group(&self) -> bool {
+        self.group.as_ref().is_some_and(|g| g.group_id == self.id)
+    }
 }
 
 /// One packet of `thread show`.
@@ -470,22 +638,209 @@ pub fn parse_tier(s: &str) -> Result<Tier, String> {
         .ok_or_else(|| format!("unknown tier `{s}`: use always_share, ask_first or never_share"))
 }
 
-/// Text for `a2acp threads`.
+/// Text for `a2acp threads`: one row per thread; a group thread this agent coordinates
+/// is one row (its id `grp_…`, how many take part, its state) with its legs beneath it.
 pub fn render_threads(ts: &[ThreadSummary]) -> String {
     if ts.is_empty() {
-        return "no threads yet — start one with `a2acp thread start --to ADDR --category C --summary S`".into();
+        return "no threads yet — start one with `a2acp thread start --to ADDR --category C --summary S` (repeat --to for a group thread)".into();
     }
     let mut s = format!(
         "{:<22} {:<12} {:<26} {:>3} {:<8} {}\n",
         "THREAD", "STATE", "WITH", "RT", "WAITING", "ABOUT"
     );
+    let groups: Vec<&str> = ts
+        .iter()
+        .filter(|t| t.is_group())
+        .map(|t| t.id.as_str())
+        .collect();
+    let leg_of_listed = |t: &ThreadSummary| {
+        !t.is_group()
+            && t.group
+                .as_ref()
+                .is_some_and(|g| groups.contains(&g.group_id.as_str()))
+    };
     for t in ts {
+        if leg_of_listed(t) {
+            continue;
+        }
+        if t.is_group() {
+            let n = t.group.as_ref().map_or(0, |g| g.participants.len());
+            s += &format!(
+                "{:<22} {:<12} {:<26} {:>3} {:<8} {}: {}\n",
+                t.id,
+                t.state,
+                format!("group: you + {} other(s)", n.saturating_sub(1)),
+                t.round_trips,
+                t.waiting,
+                t.category,
+                t.summary
+            );
+            let legs: Vec<&ThreadSummary> = ts
+                .iter()
+                .filter(|l| !l.is_group() && l.group.as_ref().is_some_and(|g| g.group_id == t.id))
+                .collect();
+            for (i, l) in legs.iter().enumerate() {
+                let branch = if i + 1 == legs.len() { "└" } else { "├" };
+                s += &format!(
+                    "{:<22} {:<12} {:<26} {:>3} {:<8} leg of {}\n",
+                    format!(" {branch} {}", l.id),
+                    l.state,
+                    l.peer,
+                    l.round_trips,
+                    l.waiting,
+                    t.id
+                );
+            }
+            continue;
+        }
+        let group = t
+            .group
+            .as_ref()
+            .map(|g| {
+                format!(
+                    " (group {} of {}, coordinated by {})",
+                    g.group_id,
+                    g.participants.len(),
+                    user_of(&g.coordinator)
+                )
+            })
+            .unwrap_or_default();
         s += &format!(
-            "{:<22} {:<12} {:<26} {:>3} {:<8} {}: {}\n",
+            "{:<22} {:<12} {:<26} {:>3} {:<8} {}: {}{group}\n",
             t.id, t.state, t.peer, t.round_trips, t.waiting, t.category, t.summary
         );
     }
     s.trim_end().to_string()
+}
+
+/// Text for `a2acp thread start --to A --to B …`: the group's id, then each leg and
+/// whether the relay took its first packet (the `start_thread` answer of a group:
+/// `group_id`, `threads` {participant: leg}, `relay` {leg: word}, `refused` {leg: code},
+/// `online`).
+pub fn render_group_started(data: &Value) -> String {
+    let gid = data["group_id"].as_str().unwrap_or("?");
+    let mut out = format!("group thread {gid} started");
+    if data["online"] == false {
+        out += " (the agent is offline: the first packets go when the relay is reachable)";
+    }
+    out += &format!("; follow it with `a2acp thread show {gid}`");
+    if let Some(legs) = data["threads"].as_object() {
+        for (who, leg) in legs {
+            let leg = leg.as_str().unwrap_or("?");
+            let relay = match data["relay"][leg].as_str() {
+                Some("accepted") => "the relay accepted its first packet".to_string(),
+                Some("refused") => format!(
+                    "REFUSED by the relay ({}): no agent is registered as {who}",
+                    data["refused"][leg].as_str().unwrap_or("?")
+                ),
+                _ => "its first packet is not accepted yet".to_string(),
+            };
+            out += &format!("\n  {who:<26} leg {leg}: {relay}");
+        }
+    }
+    out
+}
+
+/// Text for `a2acp thread show grp_…`: the group's state and intent, every participant
+/// with its status and leg, and the open proposal with who confirmed.
+pub fn render_group(g: &GroupDetail) -> String {
+    let s = &g.summary;
+    let mut out = format!("Group thread {} — {}\n", s.id, s.state);
+    let row = |out: &mut String, k: &str, v: &str| *out += &format!("  {k:<14} {v}\n");
+    let others = g.members.len();
+    row(
+        &mut out,
+        "with",
+        &format!("{others} participant(s); you coordinate (every leg goes through your agent)"),
+    );
+    row(&mut out, "about", &format!("{}: {}", s.category, s.summary));
+    row(
+        &mut out,
+        "waiting",
+        &format!(
+            "{} · last activity {}{}",
+            match s.waiting.as_str() {
+                "user" => "for you",
+                "peer" => "for the participants",
+                _ => "for nothing",
+            },
+            s.last_activity,
+            g.quorum
+                .map(|q| format!(" · quorum asked: {q}"))
+                .unwrap_or_default()
+        ),
+    );
+    out += "  participants:\n";
+    for m in &g.members {
+        // The core's status says `declined` for every leg that ended; a leg that
+        // completed or expired is shown as such.
+        let status = match m.state.as_str() {
+            "COMPLETED" => "done",
+            "EXPIRED" => "expired",
+            _ => m.status.as_str(),
+        };
+        out += &format!(
+            "    {:<26} {:<18} leg {} {}{}\n",
+            m.agent,
+            status,
+            m.thread_id,
+            m.state,
+            m.answer
+                .as_deref()
+                .map(|a| format!(" · answered {a}"))
+                .unwrap_or_default()
+        );
+    }
+    match &g.proposal {
+        Some(p) => {
+            row(&mut out, "proposal", &format!("“{}”", p.summary));
+            row(
+                &mut out,
+                "confirmations",
+                &format!(
+                    "{} of {} needed{}: {}",
+                    p.confirmed.len(),
+                    p.required,
+                    if p.reached { " (reached)" } else { "" },
+                    if p.confirmed.is_empty() {
+                        "nobody yet".to_string()
+                    } else {
+                        p.confirmed
+                            .iter()
+                            .map(|a| user_of(a).to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    }
+                ),
+            );
+            row(
+                &mut out,
+                "your answer",
+                &match (&p.mine, p.prompt_id) {
+                    (Some(m), _) => m.clone(),
+                    (None, Some(n)) => format!("not given — `a2acp answer {n} confirm` (or see `a2acp prompts`)"),
+                    (None, None) => "not given".into(),
+                },
+            );
+            if !p.reached {
+                row(&mut out, "due", &p.deadline);
+            }
+        }
+        None if g.escalated => row(
+            &mut out,
+            "needs you",
+            "no time is left that the group can make (`a2acp notifications`); cancel it with `a2acp thread cancel` or start a new one",
+        ),
+        None => {}
+    }
+    if g.closed {
+        row(
+            &mut out,
+            "closed",
+            "every leg ended or you closed the group",
+        );
+    }
+    out.trim_end().to_string()
 }
 
 /// Text for `a2acp thread show`: state, peer, intent, what each side shared and declined,
@@ -503,6 +858,22 @@ pub fn render_thread(t: &ThreadDetail) -> String {
             if s.initiator { "you" } else { "they" }
         ),
     );
+    if let Some(g) = &s.group {
+        let part = if g.coordinator == s.peer {
+            format!(
+                "part of group {} coordinated by {} (participants: {})",
+                g.group_id,
+                g.coordinator,
+                g.others("")
+            )
+        } else {
+            format!(
+                "leg of your group {} (`a2acp thread show {}`)",
+                g.group_id, g.group_id
+            )
+        };
+        row(&mut out, "group", &part);
+    }
     row(
         &mut out,
         "about",
@@ -714,6 +1085,27 @@ mod tests {
                 ..
             }
         ));
+        // A group thread: `to` is a list; `quorum` optional. One `--to` is sent as before.
+        let r: Request = serde_json::from_str(
+            r#"{"cmd":"start_thread","to":["agent:b@x","agent:c@x"],"category":"c","summary":"s","quorum":2}"#,
+        )
+        .unwrap();
+        assert!(matches!(
+            r,
+            Request::StartThread { ref to, quorum: Some(2), .. } if to.list() == ["agent:b@x", "agent:c@x"]
+        ));
+        let one = Request::StartThread {
+            to: Recipients::from_list(vec!["agent:b@x".into()]),
+            category: "c".into(),
+            summary: "s".into(),
+            context: None,
+            urgent: false,
+            quorum: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&one).unwrap(),
+            r#"{"cmd":"start_thread","to":"agent:b@x","category":"c","summary":"s","context":null,"urgent":false}"#
+        );
         assert!(serde_json::from_str::<Request>(r#"{"cmd":"explode"}"#).is_err());
         // The requests of the person's commands.
         let r: Request = serde_json::from_str(r#"{"cmd":"notifications"}"#).unwrap();
@@ -792,6 +1184,7 @@ mod tests {
                 waiting: "user".into(),
                 last_activity: "2026-03-21T14:30:00Z".into(),
                 packets: 1,
+                group: None,
             },
             version: Some("0.2".into()),
             shared,

@@ -234,9 +234,18 @@ struct Driver {
     link: Option<flume::Sender<LinkOut>>,
     ui: PromptUi,
     pending: Vec<Command>,
-    /// `start_thread` requests waiting for the relay to accept or refuse the thread's
-    /// first packet: thread id, deadline, where to answer.
-    starting: Vec<(String, Instant, flume::Sender<Response>)>,
+    /// `start_thread` requests waiting for the relay to accept or refuse the first
+    /// packet of the thread (or of every leg of the group): what started, deadline,
+    /// where to answer.
+    starting: Vec<(Starting, Instant, flume::Sender<Response>)>,
+}
+
+/// What a `start_thread` request started.
+enum Starting {
+    /// A two-party thread, by id.
+    Thread(String),
+    /// A group thread: the answer so far (`group_id`, `threads`) and its legs' ids.
+    Group(serde_json::Value, Vec<String>),
 }
 
 impl Driver {
@@ -320,14 +329,26 @@ impl Driver {
                     let (resp, e) = self.host.control(self.now(), req)?;
                     self.sync_ui_after_answer();
                     self.execute(e);
-                    let started = resp.data["thread_id"].as_str().filter(|_| start && resp.ok);
+                    let started = if !(start && resp.ok) {
+                        None
+                    } else if let Some(id) = resp.data["thread_id"].as_str() {
+                        Some(Starting::Thread(id.to_string()))
+                    } else {
+                        resp.data["threads"].as_object().map(|legs| {
+                            let ids = legs
+                                .values()
+                                .filter_map(|v| v.as_str().map(str::to_string))
+                                .collect();
+                            Starting::Group(resp.data.clone(), ids)
+                        })
+                    };
                     match started {
-                        // Answered once the relay accepted or refused its first packet.
-                        Some(id) => self.starting.push((
-                            id.to_string(),
-                            Instant::now() + FIRST_PACKET_WAIT,
-                            reply,
-                        )),
+                        // Answered once the relay accepted or refused its first packet
+                        // (every leg's, for a group).
+                        Some(what) => {
+                            self.starting
+                                .push((what, Instant::now() + FIRST_PACKET_WAIT, reply))
+                        }
                         None => {
                             let _ = reply.send(resp);
                         }
@@ -359,7 +380,21 @@ impl Driver {
         let now = Instant::now();
         let mut i = 0;
         while i < self.starting.len() {
-            let (id, deadline, _) = &self.starting[i];
+            let (what, deadline, _) = &self.starting[i];
+            let id = match what {
+                Starting::Thread(id) => id,
+                Starting::Group(data, legs) => {
+                    let resp = self.group_started(data, legs, now >= *deadline);
+                    match resp {
+                        Some(r) => {
+                            let (_, _, reply) = self.starting.remove(i);
+                            let _ = reply.send(r);
+                        }
+                        None => i += 1,
+                    }
+                    continue;
+                }
+            };
             let state = self.host.agent().first_packet(id);
             let resp = match state {
                 Some(FirstPacket::Accepted) => Some(Response::ok(serde_json::json!({
@@ -402,6 +437,46 @@ impl Driver {
                 None => i += 1,
             }
         }
+    }
+
+    /// The answer to a `start_thread` that started a group, once the relay accepted or
+    /// refused the first packet of every leg, or `late` (the wait is over): the started
+    /// answer with `relay` (per leg: `accepted`, `refused`, `waiting`), `refused` (the
+    /// relay's code per refused leg) and `online`.
+    fn group_started(
+        &self,
+        data: &serde_json::Value,
+        legs: &[String],
+        late: bool,
+    ) -> Option<Response> {
+        use a2acp_core::agent::FirstPacket;
+        let mut relay = serde_json::Map::new();
+        let mut refused = serde_json::Map::new();
+        let mut waiting = false;
+        for id in legs {
+            let word = match self.host.agent().first_packet(id) {
+                Some(FirstPacket::Accepted) => "accepted",
+                Some(FirstPacket::Refused(code)) => {
+                    refused.insert(id.clone(), code.as_str().into());
+                    "refused"
+                }
+                Some(FirstPacket::Waiting) | None => {
+                    waiting = true;
+                    "waiting"
+                }
+            };
+            relay.insert(id.clone(), word.into());
+        }
+        if waiting && !late {
+            return None;
+        }
+        let mut d = data.clone();
+        if let Some(o) = d.as_object_mut() {
+            o.insert("relay".into(), relay.into());
+            o.insert("refused".into(), refused.into());
+            o.insert("online".into(), self.host.agent().is_online().into());
+        }
+        Some(Response::ok(d))
     }
 
     /// Prompts answered through the control socket leave the terminal's queue too (the
@@ -572,15 +647,16 @@ impl Driver {
             self.pending.insert(0, u.answer(p));
             return;
         }
+        let group = self.host.prompt_group(p);
         if self.opts.terminal.is_some() {
-            let outs = self.ui.show(p);
+            let outs = self.ui.show_in(p, group);
             self.ui_out(outs);
             return;
         }
         if self.opts.print_prompts {
             println!(
                 "{}\n   (answer with `a2acp answer {} ...`: {})",
-                prompt::render(p),
+                prompt::render_in(p, group.as_ref()),
                 p.id,
                 prompt::help(p)
             );

@@ -26,6 +26,8 @@ use a2acp_core::agent::{
 use a2acp_core::display;
 use serde_json::Value;
 
+use crate::control::GroupRef;
+
 /// The keys of a consent prompt, as shown.
 pub const CONSENT_KEYS: &str = "[a] Share all   [d] Decline all   [c] Choose field by field";
 /// The keys of one field in field-by-field mode.
@@ -95,21 +97,66 @@ fn priority(p: a2acp_core::packet::Priority) -> &'static str {
 /// The text of a prompt, keys included (several lines, no trailing newline). Every
 /// string in it is shown cleaned of control, escape and invisible characters.
 pub fn render(p: &Prompt) -> String {
-    let s = render_raw(p);
+    render_in(p, None)
+}
+
+/// [`render`] for a prompt about a group thread (§10): `group` is the group it concerns
+/// ([`crate::agent_host::AgentHost::prompt_group`]) — the coordinator's one prompt for
+/// the group's proposal, or a prompt on a leg — and the text says so.
+pub fn render_in(p: &Prompt, group: Option<&GroupRef>) -> String {
+    let s = render_raw(p, group);
     display::lines(&s, usize::MAX).into_owned()
 }
 
-fn render_raw(p: &Prompt) -> String {
+/// Who is asked: the coordinator's own prompt for its group (its `thread_id` is the
+/// group's id), a participant's prompt on its leg (the peer coordinates), or the
+/// coordinator's prompt on one leg (the peer is a participant).
+enum Asker<'a> {
+    Thread,
+    GroupProposal(&'a GroupRef),
+    FromCoordinator(&'a GroupRef),
+    OnLeg(&'a GroupRef),
+}
+
+fn asker<'a>(p: &Prompt, group: Option<&'a GroupRef>) -> Asker<'a> {
+    match group {
+        None => Asker::Thread,
+        Some(g) if g.group_id == p.thread_id => Asker::GroupProposal(g),
+        Some(g) if g.coordinator == p.peer.to_string() => Asker::FromCoordinator(g),
+        Some(g) => Asker::OnLeg(g),
+    }
+}
+
+/// Everyone of a group by user name, the coordinator first (`alice, bob, charlie`).
+fn everyone(g: &GroupRef) -> String {
+    g.others("")
+}
+
+fn render_raw(p: &Prompt, group: Option<&GroupRef>) -> String {
     let who = p.peer.user();
+    let asker = asker(p, group);
     match &p.kind {
         PromptKind::Consent { fields } => {
+            let whose = match asker {
+                Asker::Thread => format!("thread {}", p.thread_id),
+                Asker::GroupProposal(g) => format!("group {}", g.group_id),
+                Asker::FromCoordinator(g) => format!(
+                    "thread {} — {who} coordinates this group thread of {} ({}); what you share goes to {who}'s agent only",
+                    p.thread_id,
+                    g.participants.len(),
+                    everyone(g)
+                ),
+                Asker::OnLeg(g) => format!(
+                    "thread {}, a leg of your group thread {}",
+                    p.thread_id, g.group_id
+                ),
+            };
             let mut s = format!(
-                "── Prompt #{} · {}'s agent is asking for ({}: “{}”, thread {}):",
+                "── Prompt #{} · {}'s agent is asking for ({}: “{}”, {whose}):",
                 p.id,
                 who,
                 shown(&p.intent.category),
                 shown(&p.intent.summary),
-                p.thread_id
             );
             for (i, f) in fields.iter().enumerate() {
                 let value = f
@@ -135,12 +182,31 @@ fn render_raw(p: &Prompt) -> String {
             deadline,
             reminder,
         } => {
+            let by = match asker {
+                Asker::GroupProposal(g) => format!(
+                    "the group's proposal: your agent proposes to you, {} (group {} of {})",
+                    g.others(&g.coordinator),
+                    g.group_id,
+                    g.participants.len()
+                ),
+                Asker::FromCoordinator(g) => format!(
+                    "{} proposes to the group ({}; thread {})",
+                    proposer.user(),
+                    everyone(g),
+                    p.thread_id
+                ),
+                Asker::OnLeg(g) => format!(
+                    "{} proposes (thread {}, a leg of your group thread {})",
+                    proposer.user(),
+                    p.thread_id,
+                    g.group_id
+                ),
+                Asker::Thread => format!("{} proposes (thread {})", proposer.user(), p.thread_id),
+            };
             let mut s = format!(
-                "── Prompt #{} · {}{} proposes (thread {}):\n   “{}”",
+                "── Prompt #{} · {}{by}:\n   “{}”",
                 p.id,
                 if *reminder { "REMINDER · " } else { "" },
-                proposer.user(),
-                p.thread_id,
                 shown(&proposal.summary)
             );
             if !proposal.reasoning.is_empty() {
@@ -153,7 +219,11 @@ fn render_raw(p: &Prompt) -> String {
                     s += &format!(" — {}", shown(&a.reason));
                 }
             }
-            s += &format!("\n   answer before {deadline}\n   {}", resolution_keys(n));
+            s += &format!("\n   answer before {deadline}");
+            if let Asker::GroupProposal(_) = asker {
+                s += "\n   your answer counts among the group's confirmations; [x] Decline closes the group for everyone";
+            }
+            s += &format!("\n   {}", resolution_keys(n));
             s
         }
     }
@@ -161,22 +231,41 @@ fn render_raw(p: &Prompt) -> String {
 
 /// A one-line summary of a prompt (lists), cleaned like [`render`].
 pub fn summary(p: &Prompt) -> String {
+    summary_in(p, None)
+}
+
+/// [`summary`] for a prompt about a group thread (see [`render_in`]).
+pub fn summary_in(p: &Prompt, group: Option<&GroupRef>) -> String {
+    let place = match asker(p, group) {
+        Asker::Thread => format!("thread {}", p.thread_id),
+        Asker::GroupProposal(g) => format!(
+            "group {} ({} participants)",
+            g.group_id,
+            g.participants.len()
+        ),
+        Asker::FromCoordinator(g) | Asker::OnLeg(g) => {
+            format!("thread {} (group {})", p.thread_id, g.group_id)
+        }
+    };
     let s = match &p.kind {
         PromptKind::Consent { fields } => {
             let f: Vec<&str> = fields.iter().map(|f| f.field.as_str()).collect();
             format!(
-                "#{} consent · {} asks for {} · thread {}",
+                "#{} consent · {} asks for {} · {place}",
                 p.id,
                 p.peer.user(),
                 f.join(", "),
-                p.thread_id
             )
         }
         PromptKind::Resolution { proposal, .. } => format!(
-            "#{} resolution · “{}” · thread {}",
+            "#{} {} · “{}” · {place}",
             p.id,
+            if matches!(asker(p, group), Asker::GroupProposal(_)) {
+                "group proposal"
+            } else {
+                "resolution"
+            },
             shown(&proposal.summary),
-            p.thread_id
         ),
     };
     display::line(&s, usize::MAX).into_owned()
@@ -393,6 +482,8 @@ pub struct PromptUi {
     step: Option<Step>,
     /// §7.2 suggestions with their text, shown one at a time when no prompt is open.
     suggestions: VecDeque<(Suggestion, String)>,
+    /// The group each queued prompt is about, if any ([`PromptUi::show_in`]).
+    groups: BTreeMap<u64, GroupRef>,
 }
 
 impl PromptUi {
@@ -408,22 +499,37 @@ impl PromptUi {
 
     /// The host opened prompt `p` (or updated the one with its id).
     pub fn show(&mut self, p: &Prompt) -> Vec<UiOut> {
+        self.show_in(p, None)
+    }
+
+    /// [`PromptUi::show`] for a prompt about a group thread: it is shown (now and when
+    /// its turn comes) with [`render_in`].
+    pub fn show_in(&mut self, p: &Prompt, group: Option<GroupRef>) -> Vec<UiOut> {
+        match group {
+            Some(g) => {
+                self.groups.insert(p.id, g);
+            }
+            None => {
+                self.groups.remove(&p.id);
+            }
+        }
+        let g = self.groups.get(&p.id);
         if let Some(i) = self.queue.iter().position(|&q| q == p.id) {
             if i == 0 {
                 self.step = Some(Step::Top);
-                return vec![UiOut::Print(render(p))];
+                return vec![UiOut::Print(render_in(p, g))];
             }
             return Vec::new();
         }
         self.queue.push_back(p.id);
         if self.queue.len() == 1 {
             self.step = Some(Step::Top);
-            vec![UiOut::Print(render(p))]
+            vec![UiOut::Print(render_in(p, g))]
         } else {
             vec![UiOut::Print(format!(
                 "   (prompt #{} waits: {})",
                 p.id,
-                summary(p)
+                summary_in(p, g)
             ))]
         }
     }
@@ -434,6 +540,7 @@ impl PromptUi {
             return Vec::new();
         };
         self.queue.remove(i);
+        self.groups.remove(&id);
         let mut out = vec![UiOut::Print(format!("   (prompt #{id} closed)"))];
         if i == 0 {
             out.extend(self.next(open));
@@ -465,7 +572,7 @@ impl PromptUi {
                 self.step = Some(Step::Top);
                 // One the host closed in the same batch is closed here next.
                 open.get(id)
-                    .map(|p| vec![UiOut::Print(render(p))])
+                    .map(|p| vec![UiOut::Print(render_in(p, self.groups.get(id)))])
                     .unwrap_or_default()
             }
             None => {
@@ -534,7 +641,9 @@ impl PromptUi {
     /// The prompt on screen is answered with `cmd`; the next one is shown (the host
     /// closes the answered one when it handles `cmd`).
     fn finish(&mut self, cmd: Command, what: String, open: &OpenPrompts) -> Vec<UiOut> {
-        self.queue.pop_front();
+        if let Some(id) = self.queue.pop_front() {
+            self.groups.remove(&id);
+        }
         let mut out = vec![UiOut::Print(format!("   → {what}")), UiOut::Answer(cmd)];
         out.extend(self.next(open));
         out
@@ -867,6 +976,95 @@ mod tests {
             },
             ..consent()
         }
+    }
+
+    /// The three prompts of a group thread say who asks and for whom: the coordinator's
+    /// one prompt for the group's proposal, a participant's prompts from the coordinator,
+    /// and the coordinator's prompt on one leg; the terminal queue shows them so too.
+    #[test]
+    fn a_group_prompt_says_who_asks_for_whom() {
+        let g = GroupRef {
+            group_id: "grp_g".into(),
+            coordinator: "agent:alice@localhost".into(),
+            participants: ["alice", "bob", "charlie", "diana"]
+                .iter()
+                .map(|u| format!("agent:{u}@localhost"))
+                .collect(),
+        };
+        let alice = Address::parse("agent:alice@localhost").unwrap();
+        // Alice's prompt for the group: its thread is the group, its peer herself.
+        let mut mine = resolution();
+        mine.thread_id = "grp_g".into();
+        mine.peer = alice.clone();
+        if let PromptKind::Resolution { proposer, .. } = &mut mine.kind {
+            *proposer = alice.clone();
+        }
+        let r = render_in(&mine, Some(&g));
+        assert!(
+            r.starts_with("── Prompt #2 · the group's proposal: your agent proposes to you, bob, charlie, diana (group grp_g of 4):\n   “Dinner 19:00”"),
+            "{r}"
+        );
+        assert!(
+            r.contains("[x] Decline closes the group for everyone"),
+            "{r}"
+        );
+        assert_eq!(
+            summary_in(&mine, Some(&g)),
+            "#2 group proposal · “Dinner 19:00” · group grp_g (4 participants)"
+        );
+        // Bob's prompts on his leg come from Alice, the coordinator.
+        let mut asks = consent();
+        asks.peer = alice.clone();
+        let c = render_in(&asks, Some(&g));
+        assert!(
+            c.starts_with("── Prompt #1 · alice's agent is asking for (scheduling: “Dinner”, thread thr_x — alice coordinates this group thread of 4 (alice, bob, charlie, diana); what you share goes to alice's agent only):"),
+            "{c}"
+        );
+        let mut proposes = resolution();
+        proposes.peer = alice.clone();
+        if let PromptKind::Resolution { proposer, .. } = &mut proposes.kind {
+            *proposer = alice;
+        }
+        let r = render_in(&proposes, Some(&g));
+        assert!(
+            r.starts_with("── Prompt #2 · alice proposes to the group (alice, bob, charlie, diana; thread thr_x):"),
+            "{r}"
+        );
+        assert!(!r.contains("closes the group"), "{r}");
+        assert_eq!(
+            summary_in(&proposes, Some(&g)),
+            "#2 resolution · “Dinner 19:00” · thread thr_x (group grp_g)"
+        );
+        // Alice's prompt on her leg with Bob (Bob's agent asks her something).
+        let c = render_in(&consent(), Some(&g));
+        assert!(
+            c.starts_with("── Prompt #1 · bob's agent is asking for (scheduling: “Dinner”, thread thr_x, a leg of your group thread grp_g):"),
+            "{c}"
+        );
+        // Without a group, as before.
+        assert!(render(&consent()).starts_with(
+            "── Prompt #1 · bob's agent is asking for (scheduling: “Dinner”, thread thr_x):"
+        ));
+        // The terminal shows the group's wording now and when the prompt's turn comes.
+        let mut ui = PromptUi::new();
+        let mut open = OpenPrompts::new();
+        let mut first = consent();
+        first.id = 7;
+        open.insert(7, first.clone());
+        open.insert(2, mine.clone());
+        ui.show(&first);
+        let out = ui.show_in(&mine, Some(g.clone()));
+        assert_eq!(
+            out,
+            vec![UiOut::Print(
+                "   (prompt #2 waits: #2 group proposal · “Dinner 19:00” · group grp_g (4 participants))".into()
+            )]
+        );
+        let out = ui.key(Key::Char('d'), &open);
+        assert!(
+            matches!(&out[..], [UiOut::Print(_), UiOut::Answer(_), UiOut::Print(p)] if p.contains("the group's proposal")),
+            "{out:?}"
+        );
     }
 
     #[test]

@@ -91,11 +91,14 @@ pub fn start_dinner(bob: Address, date: &str) -> Command {
 }
 
 /// A user who answers every prompt the same way: shares the fields in `share` (declines
-/// the others) and gives `resolution` to every resolution.
+/// the others) — or, with `share_known`, every field the agent has a value for — and
+/// gives `resolution` to every resolution.
 #[derive(Debug, Clone)]
 pub struct ScriptedUser {
     /// Fields shared when asked.
     pub share: BTreeSet<String>,
+    /// Share every field asked that the agent has a value for (besides `share`).
+    pub share_known: bool,
     /// The answer to resolutions.
     pub resolution: ResolutionAnswer,
 }
@@ -105,8 +108,23 @@ impl ScriptedUser {
     pub fn dinner() -> Self {
         ScriptedUser {
             share: ["transport_mode".to_string()].into_iter().collect(),
+            share_known: false,
             resolution: ResolutionAnswer::Confirm,
         }
+    }
+
+    /// The game night's users (§10.2): share whatever their agent knows that is asked,
+    /// confirm (the harness's `Answer::Yes`).
+    pub fn game_night() -> Self {
+        ScriptedUser {
+            share: BTreeSet::new(),
+            share_known: true,
+            resolution: ResolutionAnswer::Confirm,
+        }
+    }
+
+    fn shares(&self, f: &a2acp_core::agent::ConsentField) -> bool {
+        self.share.contains(&f.field) || (self.share_known && f.suggested.is_some())
     }
 
     /// The answer to `p`.
@@ -116,7 +134,7 @@ impl ScriptedUser {
                 let m: BTreeMap<String, FieldChoice> = fields
                     .iter()
                     .map(|f| {
-                        let c = if self.share.contains(&f.field) {
+                        let c = if self.shares(f) {
                             FieldChoice::Share
                         } else {
                             FieldChoice::DontShare
@@ -142,7 +160,7 @@ impl ScriptedUser {
             PromptKind::Consent { fields } => fields
                 .iter()
                 .map(|f| {
-                    if self.share.contains(&f.field) {
+                    if self.shares(f) {
                         f.field.clone()
                     } else {
                         format!("{}=no", f.field)
@@ -163,9 +181,174 @@ impl ScriptedUser {
     }
 }
 
+/// The spec's game night for four (§10.2), as the group demo and the integration tests
+/// use it: Alice's agent coordinates with Bob (New York), Charlie (Berlin) and Diana
+/// (London). The same people as the core's `harness::game_night` (which the runtimes
+/// cannot use: it is behind the core's `harness` feature), on a [`Weekend`] of choice so
+/// that a demo run today proposes a date to come; a test checks that on the harness's
+/// weekend both give the same configurations, intent and context.
+pub mod game_night {
+    use super::*;
+
+    /// The Friday and Saturday (`YYYY-MM-DD`) the game night is about.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct Weekend {
+        /// Friday.
+        pub friday: String,
+        /// The next day.
+        pub saturday: String,
+    }
+
+    impl Weekend {
+        /// The first weekend after `now` ([`next_friday`]).
+        pub fn after(now: Timestamp) -> Weekend {
+            let friday = next_friday(now);
+            let saturday = Timestamp::parse_rfc3339(&format!("{friday}T00:00:00Z"))
+                .map(|t| Timestamp::from_millis(t.as_millis() + 86_400_000).to_rfc3339())
+                .unwrap_or_default()
+                .get(..10)
+                .unwrap_or_default()
+                .to_string();
+            Weekend { friday, saturday }
+        }
+    }
+
+    fn person(
+        user: &str,
+        domain: &str,
+        profile: serde_json::Value,
+    ) -> Result<AgentConfig, AddressError> {
+        let mut c = AgentConfig::new(Address::new(user, domain)?);
+        c.profile = ctx(profile);
+        Ok(c)
+    }
+
+    /// Alice, the coordinator. Her never_share health note must never leave.
+    pub fn alice(domain: &str) -> Result<AgentConfig, AddressError> {
+        person(
+            "alice",
+            domain,
+            json!({
+                "name": "Alice",
+                "timezone": "Europe/London",
+                "health_info": "SECRET-alice-migraine",
+            }),
+        )
+    }
+
+    /// Bob in New York: free Friday and Saturday afternoons his time.
+    pub fn bob(domain: &str, w: &Weekend) -> Result<AgentConfig, AddressError> {
+        person(
+            "bob",
+            domain,
+            json!({
+                "name": "Bob",
+                "timezone": "America/New_York",
+                "time_windows": [format!("{} 15:00-19:00", w.friday), format!("{} 15:00-19:00", w.saturday)],
+                "dietary": ["vegetarian"],
+                "budget_range": "$5-25 each",
+                "health_info": "SECRET-bob-insulin",
+            }),
+        )
+    }
+
+    /// Charlie in Berlin: Friday evening, only a Saturday morning.
+    pub fn charlie(domain: &str, w: &Weekend) -> Result<AgentConfig, AddressError> {
+        person(
+            "charlie",
+            domain,
+            json!({
+                "name": "Charlie",
+                "timezone": "Europe/Berlin",
+                "time_windows": [
+                    {"date": w.friday, "start": "20:30", "end": "00:30"},
+                    format!("{} 10:00-12:00", w.saturday)
+                ],
+                "dietary": "nut allergy",
+                "health_info": "SECRET-charlie-epipen",
+            }),
+        )
+    }
+
+    /// Diana in London: Saturday evening, and Friday evening when `friday`.
+    pub fn diana(domain: &str, w: &Weekend, friday: bool) -> Result<AgentConfig, AddressError> {
+        let mut windows = vec![json!(format!("{} 19:00-23:00", w.saturday))];
+        if friday {
+            windows.insert(0, json!(format!("{} 20:00-23:00", w.friday)));
+        }
+        person(
+            "diana",
+            domain,
+            json!({
+                "name": "Diana",
+                "timezone": "Europe/London",
+                "time_windows": windows,
+                "health_info": "SECRET-diana-pregnant",
+            }),
+        )
+    }
+
+    /// The intent.
+    pub fn intent() -> Intent {
+        Intent {
+            category: "group_scheduling".into(),
+            summary: "Game night for 4".into(),
+            urgency: None,
+            scope_change: None,
+        }
+    }
+
+    /// What Alice says when she starts it.
+    pub fn context(w: &Weekend) -> Context {
+        ctx(json!({
+            "event_type": "game night",
+            "duration": "PT3H",
+            "timezone": "Europe/London",
+            "time_windows": [format!("{} 19:00-23:00", w.friday), format!("{} 18:00-23:30", w.saturday)],
+            "budget_range": "£10-30pp",
+        }))
+    }
+
+    /// Alice's command starting the game night with `participants`.
+    pub fn start(participants: Vec<Address>, w: &Weekend, quorum: Option<u32>) -> Command {
+        Command::StartGroupThread {
+            participants,
+            intent: intent(),
+            context: context(w),
+            quorum,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The runtime's game night is the harness's, on the harness's weekend.
+    #[test]
+    fn the_game_night_is_the_harness_one() {
+        use a2acp_core::harness::game_night as h;
+        let w = game_night::Weekend::after(Timestamp::parse_rfc3339(h::START).unwrap());
+        assert_eq!(
+            w,
+            game_night::Weekend {
+                friday: "2026-03-27".into(),
+                saturday: "2026-03-28".into()
+            }
+        );
+        let d = "a2acp.io";
+        assert_eq!(game_night::alice(d).unwrap(), h::alice(d));
+        assert_eq!(game_night::bob(d, &w).unwrap(), h::bob(d));
+        assert_eq!(game_night::charlie(d, &w).unwrap(), h::charlie(d));
+        for friday in [true, false] {
+            assert_eq!(
+                game_night::diana(d, &w, friday).unwrap(),
+                h::diana(d, friday)
+            );
+        }
+        assert_eq!(game_night::intent(), h::intent());
+        assert_eq!(game_night::context(&w), h::context());
+    }
 
     #[test]
     fn friday() {

@@ -23,29 +23,58 @@ pub fn describe(agent: &Agent, e: &Effect) -> Option<(char, String)> {
 fn describe_raw(agent: &Agent, e: &Effect) -> Option<(char, String)> {
     Some(match e {
         Effect::Send(_) | Effect::CloseConnection => return None,
-        Effect::Prompt(p) => (
-            '|',
-            match &p.kind {
-                PromptKind::Consent { fields } => format!(
-                    "prompt #{} consent: {} asks for {}",
-                    p.id,
-                    short(p.peer.as_str()),
-                    fields
-                        .iter()
-                        .map(|f| f.field.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                PromptKind::Resolution {
-                    proposal, reminder, ..
-                } => format!(
-                    "prompt #{} {}resolution: “{}”",
-                    p.id,
-                    if *reminder { "(reminder) " } else { "" },
-                    proposal.summary
-                ),
-            },
-        ),
+        Effect::Prompt(p) => {
+            // A group thread (§10): the coordinator's prompt for the group's proposal,
+            // or a prompt on a leg.
+            let mine = agent.groups().get(&p.thread_id);
+            let leg = agent
+                .thread(&p.thread_id)
+                .and_then(|t| t.group.as_ref())
+                .map(|l| format!(" (group of {})", l.header.participants.len()))
+                .unwrap_or_default();
+            (
+                '|',
+                match (&p.kind, mine) {
+                    (PromptKind::Consent { fields }, _) => format!(
+                        "prompt #{} consent: {} asks for {}{leg}",
+                        p.id,
+                        short(p.peer.as_str()),
+                        fields
+                            .iter()
+                            .map(|f| f.field.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    (
+                        PromptKind::Resolution {
+                            proposal, reminder, ..
+                        },
+                        Some(g),
+                    ) => format!(
+                        "prompt #{} {}group proposal to {}: “{}”",
+                        p.id,
+                        if *reminder { "(reminder) " } else { "" },
+                        g.legs
+                            .keys()
+                            .map(|a| short(a.as_str()))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        proposal.summary
+                    ),
+                    (
+                        PromptKind::Resolution {
+                            proposal, reminder, ..
+                        },
+                        None,
+                    ) => format!(
+                        "prompt #{} {}resolution{leg}: “{}”",
+                        p.id,
+                        if *reminder { "(reminder) " } else { "" },
+                        proposal.summary
+                    ),
+                },
+            )
+        }
         Effect::ClosePrompt(id) => ('|', format!("prompt #{id} withdrawn")),
         Effect::Notify(n) => (
             '|',

@@ -25,7 +25,8 @@ Try it:            a2acp demo\n\
 Run a relay:       a2acp relay --listen 127.0.0.1:7447 --domain localhost --data ./relay-data\n\
 Create an agent:   a2acp agent init --address agent:alice@localhost --relay ws://127.0.0.1:7447 --home ./alice\n\
 Run it:            a2acp agent run --home ./alice\n\
-Talk to it:        a2acp --home ./alice thread start --to agent:bob@localhost --category scheduling --summary \"Dinner on Friday\"\n\n\
+Talk to it:        a2acp --home ./alice thread start --to agent:bob@localhost --category scheduling --summary \"Dinner on Friday\"\n\
+A group thread:    a2acp --home ./alice thread start --to agent:bob@localhost --to agent:carol@localhost --category group_scheduling --summary \"Game night\"\n\n\
 Commands that talk to a running agent use --home (or $A2ACP_HOME; default ~/.local/share/a2acp)."
 )]
 struct Cli {
@@ -112,11 +113,16 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// The spec's dinner example over real sockets in one process (no setup needed).
+    /// The spec's dinner example over real sockets in one process (no setup needed);
+    /// `--group`: the spec's game night for four (§10.2), a group thread.
     Demo {
         /// Answer Alice's prompts yourself (one key per choice).
         #[arg(long)]
         interactive: bool,
+        /// The game night for four: Alice's agent coordinates a group thread with Bob,
+        /// Charlie and Diana.
+        #[arg(long)]
+        group: bool,
     },
     /// Benchmarks.
     #[command(subcommand)]
@@ -158,11 +164,13 @@ enum AgentCmd {
 
 #[derive(Subcommand)]
 enum ThreadCmd {
-    /// Ask your agent to start a thread with another agent.
+    /// Ask your agent to start a thread with another agent, or a group thread with
+    /// several (repeat --to; your agent coordinates).
     Start {
-        /// The other agent.
-        #[arg(long)]
-        to: String,
+        /// The other agent; repeated (`--to A --to B …`, up to 15), a group thread your
+        /// agent coordinates.
+        #[arg(long, required = true)]
+        to: Vec<String>,
         /// Intent category, e.g. scheduling.
         #[arg(long)]
         category: String,
@@ -177,6 +185,10 @@ enum ThreadCmd {
         /// Urgent: shorter staleness timeout.
         #[arg(long)]
         urgent: bool,
+        /// A group thread only: how many confirmations (yours included) settle it; by
+        /// default everyone the proposal names must confirm.
+        #[arg(long)]
+        quorum: Option<u32>,
     },
     /// Give a thread new context, or answer its escalation ("I need your input…"): the
     /// negotiation goes on. `thread reply thr_… day=Thursday time=19:00`.
@@ -363,14 +375,25 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
             agent_init(&home, &address, &relay, name, timezone, profile, offline).await
         }
         Cmd::Agent(AgentCmd::Run(a)) => agent_run(&home, &a).await,
-        Cmd::Demo { interactive } => {
+        Cmd::Demo { interactive, group } => {
             init_tracing("warn", None);
-            let s = a2acp_tokio::demo::run(a2acp_tokio::demo::DemoOptions {
+            let options = a2acp_tokio::demo::DemoOptions {
                 interactive,
                 ..Default::default()
-            })
-            .await
-            .map_err(|e| e.to_string())?;
+            };
+            if group {
+                let s = a2acp_tokio::demo::run_group(options)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                return Ok(if s.completed {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::FAILURE
+                });
+            }
+            let s = a2acp_tokio::demo::run(options)
+                .await
+                .map_err(|e| e.to_string())?;
             Ok(if s.completed {
                 ExitCode::SUCCESS
             } else {
@@ -625,6 +648,7 @@ async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
             summary,
             context,
             urgent,
+            quorum,
         }) => {
             let context = match context {
                 Some(arg) => Some(read_context(&arg)?),
@@ -632,14 +656,18 @@ async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
             };
             (
                 Request::StartThread {
-                    to,
+                    to: control::Recipients::from_list(to),
                     category,
                     summary,
                     context,
                     urgent,
+                    quorum,
                 },
                 false,
                 |r| {
+                    if r.data["group_id"].is_string() {
+                        return control::render_group_started(&r.data);
+                    }
                     let id = r.data["thread_id"].as_str().unwrap_or("?");
                     match r.data["relay"].as_str() {
                         Some("accepted") => format!(
@@ -716,6 +744,12 @@ async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
             text,
         ),
         Cmd::Thread(ThreadCmd::Show { id, json }) => (Request::Thread { id }, json, |r| {
+            // A group's answer names the group itself (`group.group_id` = `id`).
+            if r.data["group"]["group_id"] == r.data["id"] {
+                return serde_json::from_value(r.data.clone())
+                    .map(|d| control::render_group(&d))
+                    .unwrap_or_default();
+            }
             serde_json::from_value(r.data.clone())
                 .map(|d| control::render_thread(&d))
                 .unwrap_or_default()
@@ -726,7 +760,7 @@ async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
                 .unwrap_or_default()
         }),
         Cmd::Prompts { json } => (Request::Prompts, json, |r| {
-            let v: Vec<a2acp_core::agent::Prompt> =
+            let v: Vec<control::PromptEntry> =
                 serde_json::from_value(r.data.clone()).unwrap_or_default();
             if v.is_empty() {
                 "no open prompts".into()
@@ -735,8 +769,8 @@ async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
                     .map(|p| {
                         format!(
                             "{}\n   {}",
-                            a2acp_runtime::prompt::render(p),
-                            a2acp_runtime::prompt::help(p)
+                            a2acp_runtime::prompt::render_in(&p.prompt, p.group.as_ref()),
+                            a2acp_runtime::prompt::help(&p.prompt)
                         )
                     })
                     .collect::<Vec<_>>()

@@ -98,11 +98,12 @@ async fn sigkill_between_request_and_answer(rt: Runtime) {
     let r = try_ctl(
         &ha,
         Request::StartThread {
-            to: to.to_string(),
+            to: to.to_string().into(),
             category: intent.category,
             summary: intent.summary,
             context: Some(context),
             urgent: false,
+            quorum: None,
         },
     )
     .await
