@@ -439,6 +439,7 @@ impl AgentHost {
             }
             Request::ReplyThread { id, context } => self.reply_thread(now, &id, context)?,
             Request::CancelThread { id } => self.cancel_thread(now, &id)?,
+            Request::TransferCoordinator { id, to } => self.transfer_coordinator(now, &id, &to)?,
             Request::KeyShow { address } => match Address::parse(&address) {
                 Ok(a) => (Response::ok(self.key_info(&a)), Vec::new()),
                 Err(e) => (Response::err(format!("`{address}`: {e}")), Vec::new()),
@@ -937,6 +938,49 @@ impl AgentHost {
             )),
             e,
         ))
+    }
+
+    fn transfer_coordinator(
+        &mut self,
+        now: Timestamp,
+        id: &str,
+        to: &str,
+    ) -> Result<(Response, Vec<Effect>), HostError> {
+        let to = match Address::parse(to) {
+            Ok(a) => a,
+            Err(e) => return Ok((Response::err(format!("`{to}`: {e}")), Vec::new())),
+        };
+        if !self.agent.groups().contains_key(id) {
+            return Ok((
+                Response::err(format!("this agent coordinates no group `{id}`")),
+                Vec::new(),
+            ));
+        }
+        let e = self.handle(
+            now,
+            Input::Command(Command::TransferCoordinator {
+                group_id: id.to_string(),
+                to: to.clone(),
+            }),
+        )?;
+        let pending = self
+            .agent
+            .groups()
+            .get(id)
+            .is_some_and(|g| g.transfer.is_some() || g.closed);
+        let r = if pending {
+            Response::ok(format!(
+                "group {id}: offered to {to}; it accepts or declines without asking its user (see `a2acp notifications`)"
+            ))
+        } else {
+            let why = self
+                .notifications
+                .back()
+                .map(|n| n.notification.text.clone())
+                .unwrap_or_else(|| "the agent refused it".into());
+            Response::err(format!("group {id} not handed over: {why}"))
+        };
+        Ok((r, e))
     }
 
     fn cancel_thread(

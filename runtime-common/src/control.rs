@@ -120,6 +120,14 @@ pub enum Request {
         /// Thread id.
         id: String,
     },
+    /// Hand the coordination of a group this agent coordinates to one of its
+    /// participants (§10.3); the other agent accepts or declines without its user.
+    TransferCoordinator {
+        /// The group's id (`grp_…`).
+        id: String,
+        /// The participant to coordinate from now on.
+        to: String,
+    },
     /// The safety number of this agent and another (§16), and a changed key waiting.
     KeyShow {
         /// The other agent.

@@ -208,6 +208,14 @@ enum ThreadCmd {
         /// Thread id.
         id: String,
     },
+    /// Hand a group thread you coordinate to one of its participants (§10.3).
+    Transfer {
+        /// The group's id (grp_…).
+        id: String,
+        /// The participant who coordinates from now on.
+        #[arg(long)]
+        to: String,
+    },
     /// One thread in detail.
     Show {
         /// Thread id.
@@ -702,6 +710,9 @@ async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
             (Request::ReplyThread { id, context: c }, false, text)
         }
         Cmd::Thread(ThreadCmd::Cancel { id }) => (Request::CancelThread { id }, false, text),
+        Cmd::Thread(ThreadCmd::Transfer { id, to }) => {
+            (Request::TransferCoordinator { id, to }, false, text)
+        }
         Cmd::Notifications {
             cmd: Some(NotificationsCmd::Read { number, all }),
             ..
