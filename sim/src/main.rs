@@ -51,6 +51,9 @@ enum Cmd {
         /// For `swarm`: devices are shut for at most an hour.
         #[arg(long)]
         short_offline: bool,
+        /// For `swarm`: group threads too (see `swarm --groups`).
+        #[arg(long)]
+        groups: bool,
         /// Print only the result line and violations.
         #[arg(long, short)]
         quiet: bool,
@@ -76,6 +79,10 @@ enum Cmd {
         /// Devices are shut for at most an hour (shorter simulated spans).
         #[arg(long)]
         short_offline: bool,
+        /// Group threads too: 60 % of worlds (drawn from a stream of their own, so the
+        /// others are exactly the two-party worlds) get one or two groups of 2–8 agents.
+        #[arg(long)]
+        groups: bool,
         /// Hide the progress bar.
         #[arg(long)]
         no_progress: bool,
@@ -134,6 +141,7 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
             no_faults,
             calm,
             short_offline,
+            groups,
             quiet,
         } => {
             let mut spec = if name == "swarm" {
@@ -148,6 +156,7 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
                         faults: !no_faults,
                         long_offline: !short_offline,
                         calm,
+                        groups,
                     },
                 )
             } else {
@@ -185,6 +194,7 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
             no_faults,
             calm,
             short_offline,
+            groups,
             no_progress,
         } => {
             let range = swarm::parse_seeds(&seeds).ok_or_else(|| {
@@ -201,6 +211,7 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
                 faults: !no_faults,
                 long_offline: !short_offline,
                 calm,
+                groups,
             };
             let bar = if no_progress {
                 indicatif::ProgressBar::hidden()
@@ -357,6 +368,7 @@ fn bench(agents: usize, threads: usize, seed: u64) -> Result<(), SimError> {
         faults: true,
         long_offline: false,
         calm: false,
+        groups: false,
     };
     Measured::run(p, seed).print("swarm 50 agents / 500 threads");
     // 2. The large swarm.
@@ -366,6 +378,7 @@ fn bench(agents: usize, threads: usize, seed: u64) -> Result<(), SimError> {
         faults: true,
         long_offline: false,
         calm: false,
+        groups: false,
     };
     Measured::run(p, seed).print(&format!("swarm {agents} agents / {threads} threads"));
     // 3. §11.2: first contact vs established relationship.

@@ -49,6 +49,7 @@ fn swarm_calm() {
         faults: true,
         long_offline: false,
         calm: true,
+        groups: false,
     };
     run_swarm(p, 0..seeds(200));
 }

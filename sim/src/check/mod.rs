@@ -7,7 +7,12 @@
 //! - [`exactly_once`]: every packet the relay accepted reaches its recipient's logic
 //!   exactly once — audited Jepsen-style as lost / duplicated / unexpected;
 //! - [`relay_plaintext`]: no record the relay stores contains plaintext;
-//! - [`agreement`] and [`liveness`], at the end of a run;
+//! - [`agreement`] and [`liveness`], at the end of a run (a leg of a group thread is a
+//!   two-party thread; a leg waits on a person when any leg of its group does, or the
+//!   coordinator's user has the group's prompt open);
+//! - [`group`]: **privacy** (no participant's shared value reaches another participant)
+//!   and **group_agreement** (every completed leg completed on the coordinator's
+//!   proposal), at the end of a run;
 //! - [`core_bug`]: the agent never audits an internal inconsistency;
 //! - [`restore`]: crashed participants restart from what they persisted;
 //! - [`expect`]: the final states a scenario expects.
@@ -20,6 +25,7 @@ pub mod asked_twice;
 pub mod core_bug;
 pub mod exactly_once;
 pub mod expect;
+pub mod group;
 pub mod liveness;
 pub mod never_share;
 pub mod relay_plaintext;
@@ -49,6 +55,8 @@ pub const CHECKS: &[&str] = &[
     "core_bug",
     "restore",
     "expect",
+    "privacy",
+    "group_agreement",
 ];
 
 /// One broken invariant.
@@ -79,6 +87,7 @@ impl std::fmt::Display for Violation {
 struct ThreadCheck {
     scanned: usize,
     asked: BTreeSet<String>,
+    flexed: BTreeSet<String>,
     exchanges: u32,
 }
 
@@ -185,9 +194,10 @@ impl Checker {
                 }
             }
         }
+        let waiting_groups = liveness::groups_on_human(end);
         let mut fails = Vec::new();
         for (id, ts) in &by_id {
-            if let Some(d) = liveness::thread_stuck(id, ts, end) {
+            if let Some(d) = liveness::thread_stuck(id, ts, end, &waiting_groups) {
                 fails.push(("liveness", d));
             }
             if let Some(d) = agreement::disagreement(id, ts, end.names) {
@@ -197,6 +207,7 @@ impl Checker {
         for (check, detail) in fails {
             self.fail(end.at, check, detail);
         }
+        self.groups(end);
         self.expectations(end);
     }
 }
@@ -215,6 +226,10 @@ pub struct End<'a> {
     pub expect: &'a [Expect],
     /// The threads the scenario started: index → thread id.
     pub started: &'a BTreeMap<usize, String>,
+    /// The agents' addresses, by index.
+    pub addresses: &'a [a2acp_core::Address],
+    /// The group threads the scenario started: index → (coordinator, group id).
+    pub groups: BTreeMap<usize, (usize, &'a str)>,
 }
 
 /// The sides of a thread, for a violation's detail.

@@ -446,6 +446,35 @@ impl Sim {
         }
     }
 
+    /// Starts group `idx` of the scenario: its coordinator's user asks for it.
+    pub(super) fn start_group(&mut self, idx: usize) {
+        let g = self.spec.groups[idx].clone();
+        let participants = g
+            .participants
+            .iter()
+            .map(|&p| self.nodes[p].address.clone())
+            .collect();
+        let before: BTreeSet<String> = self.nodes[g.coordinator]
+            .agent
+            .as_ref()
+            .map(|a| a.groups().keys().cloned().collect())
+            .unwrap_or_default();
+        self.command(
+            g.coordinator,
+            Command::StartGroupThread {
+                participants,
+                intent: g.intent,
+                context: g.context,
+                quorum: g.quorum,
+            },
+        );
+        if let Some(a) = self.nodes[g.coordinator].agent.as_ref() {
+            if let Some(id) = a.groups().keys().find(|k| !before.contains(*k)) {
+                self.groups.insert(idx, id.clone());
+            }
+        }
+    }
+
     pub(super) fn scripted_command(&mut self, i: usize) {
         let c = self.spec.commands[i].clone();
         let tid = |s: &Self, t: usize| s.threads.get(&t).cloned();

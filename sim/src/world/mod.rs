@@ -146,6 +146,7 @@ pub struct Sim {
     active_partitions: BTreeSet<usize>,
     heal: Timestamp,
     threads: BTreeMap<usize, String>,
+    groups: BTreeMap<usize, String>,
     transcript: Vec<Line>,
     record: bool,
     checker: Checker,
@@ -201,6 +202,7 @@ impl Sim {
             active_partitions: BTreeSet::new(),
             heal: start.add(spec.heal_at()),
             threads: BTreeMap::new(),
+            groups: BTreeMap::new(),
             transcript: Vec::new(),
             record,
             checker: Checker::new(markers),
@@ -325,16 +327,30 @@ impl Sim {
     }
 
     fn finals(&self) -> Vec<(String, String, ThreadState)> {
-        let mut numbers: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut numbers: BTreeMap<String, String> = BTreeMap::new();
         for (k, id) in &self.threads {
-            numbers.insert(id.as_str(), k + 1);
+            numbers.insert(id.clone(), format!("{}", k + 1));
+        }
+        // A leg of a scenario's group k is `gk/<participant>`.
+        for (k, gid) in &self.groups {
+            let c = self.spec.groups[*k].coordinator;
+            let Some(g) = self.nodes[c].agent.as_ref().and_then(|a| a.groups().get(gid)) else {
+                continue;
+            };
+            for (p, lid) in &g.legs {
+                let who = self
+                    .by_address
+                    .get(p)
+                    .map_or_else(|| p.to_string(), |&i| self.nodes[i].name.clone());
+                numbers.insert(lid.clone(), format!("g{}/{who}", k + 1));
+            }
         }
         let mut out = Vec::new();
         for n in &self.nodes {
             let Some(a) = n.agent.as_ref() else { continue };
             for t in a.threads().values() {
                 let label = match numbers.get(t.id.as_str()) {
-                    Some(k) => format!("{k}"),
+                    Some(k) => k.clone(),
                     None => t.id.clone(),
                 };
                 out.push((label, n.name.clone(), t.state));
@@ -384,6 +400,7 @@ impl Sim {
     fn final_checks(&mut self) {
         let at = self.elapsed();
         let names: Vec<String> = self.nodes.iter().map(|n| n.name.clone()).collect();
+        let addresses: Vec<Address> = self.nodes.iter().map(|n| n.address.clone()).collect();
         let end = End {
             at,
             names: &names,
@@ -395,6 +412,12 @@ impl Sim {
                 .collect(),
             expect: &self.spec.expect,
             started: &self.threads,
+            addresses: &addresses,
+            groups: self
+                .groups
+                .iter()
+                .map(|(k, id)| (*k, (self.spec.groups[*k].coordinator, id.as_str())))
+                .collect(),
         };
         self.checker.finish(&end);
     }
