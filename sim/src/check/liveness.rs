@@ -76,3 +76,40 @@ pub(super) fn thread_stuck(
         )
     })
 }
+
+/// A stuck leg of a group thread that shows the core issue of group legs sent back to
+/// negotiation (reported to the core; `Checker::tolerated`): both ends NEGOTIATING, and
+/// the leg's last packet (summaries and notices aside — `context` packets that ask for
+/// nothing, such as an escalation or the group's outcome — as the participant's history
+/// has it) a
+/// `resolution_response` that declined or countered the group's proposal, or an
+/// `execution_report` that failed. The leg went back to NEGOTIATING as a two-party thread
+/// would, but the coordinator neither proposes again on it nor ends it, so it waits for the
+/// staleness timeout (48 h by default).
+pub(super) fn leg_left_after_decline(ts: &[(usize, &Thread)]) -> bool {
+    use a2acp_core::agent::ThreadState;
+    use a2acp_core::packet::{Body, Packet, ResolutionStatus};
+    let [(_, a), (_, b)] = ts else {
+        return false;
+    };
+    if a.group.is_none() || a.state != ThreadState::Negotiating || b.state != ThreadState::Negotiating
+    {
+        return false;
+    }
+    let participant = if a.initiator { b } else { a };
+    participant
+        .history
+        .iter()
+        .rev()
+        .filter(|h| h.kind != "thread_state")
+        .filter_map(|h| Packet::parse(h.json.as_bytes()).ok())
+        .find(|p| !matches!(&p.body, Body::Context(c) if c.needs.is_empty()))
+        .is_some_and(|p| match p.body {
+            Body::ResolutionResponse(r) => matches!(
+                r.status,
+                ResolutionStatus::Declined | ResolutionStatus::CounterRequested
+            ),
+            Body::ExecutionReport(r) => r.status == "failed",
+            _ => false,
+        })
+}

@@ -101,6 +101,9 @@ pub struct Report {
     pub violations: Vec<Violation>,
     /// Violations of checks the scenario lists as known core issues.
     pub known: Vec<Violation>,
+    /// Violations of the core issue the checks recognise and tolerate
+    /// ([`crate::check::Checker::tolerated`]).
+    pub tolerated: Vec<Violation>,
     /// The exactly-once audit.
     pub audit: Audit,
     /// Counters.
@@ -256,6 +259,7 @@ impl Sim {
             seed: self.seed,
             violations,
             known,
+            tolerated: self.checker.tolerated.clone(),
             audit: self.checker.audit,
             stats: self.stats.clone(),
             finals,
@@ -315,6 +319,9 @@ impl Sim {
         }
         for v in &known {
             out += &format!("# KNOWN {}\n", names.scrub(&v.to_string()));
+        }
+        for v in &self.checker.tolerated {
+            out += &format!("# TOLERATED {}\n", names.scrub(&v.to_string()));
         }
         if failures.is_empty() {
             out += "# checks: all passed\n";
