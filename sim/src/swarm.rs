@@ -525,6 +525,131 @@ fn add_groups(
     groups
 }
 
+/// Evening and weekend slots of the game-night worlds, in London time (UTC in late March
+/// 2026): (date, start, end).
+const GAME_SLOTS: &[(&str, &str, &str)] = &[
+    ("2026-03-27", "17:00", "20:00"),
+    ("2026-03-27", "18:00", "22:00"),
+    ("2026-03-27", "19:30", "23:00"),
+    ("2026-03-27", "20:00", "23:00"),
+    ("2026-03-27", "20:00", "23:30"),
+    ("2026-03-28", "10:00", "12:00"),
+    ("2026-03-28", "14:00", "18:00"),
+    ("2026-03-28", "18:00", "22:00"),
+    ("2026-03-28", "19:00", "23:00"),
+    ("2026-03-28", "19:00", "23:30"),
+];
+
+/// Zones of the game-night worlds and their offset from London on 27–28 March 2026.
+const GAME_ZONES: &[(&str, i64)] = &[
+    ("Europe/London", 0),
+    ("Europe/Berlin", 60),
+    ("America/New_York", -240),
+];
+
+/// A seeded game night (§10.2) for `size` agents (the coordinator `a0000` included, at
+/// least 2): the coordinator's context of the spec (Friday 19:00–23:00 and Saturday
+/// 18:00–23:30 London, three hours), each participant in London, Berlin or New York with
+/// one or two evening or weekend windows in their own time (drawn from the seed), users
+/// who share what is asked and confirm (a binding participant asked to give way does so
+/// three times in four), a clean network and no faults. For `bench`: round
+/// trips and prompts per participant, and how often the binding constraint gives way to a
+/// slot everyone can make.
+pub fn game_night(seed: u64, size: usize) -> Spec {
+    let mut r = Rng::new(seed, "game-night");
+    let size = size.max(2);
+    let mut agents = Vec::new();
+    for i in 0..size {
+        let name = name_of(i);
+        let mut config = AgentConfig::new(address(&name));
+        let (zone, offset) = *r.pick(GAME_ZONES);
+        let mut profile = ctx(json!({"name": format!("User {i}"), "timezone": zone}));
+        if i > 0 {
+            let mut windows = Vec::new();
+            for _ in 0..=r.below(2) {
+                let (date, start, end) = *r.pick(GAME_SLOTS);
+                let shift = |hm: &str| {
+                    let (h, m) = hm.split_once(':').unwrap_or(("0", "0"));
+                    let mins = h.parse::<i64>().unwrap_or(0) * 60 + m.parse::<i64>().unwrap_or(0)
+                        + offset;
+                    format!("{:02}:{:02}", mins.rem_euclid(1440) / 60, mins.rem_euclid(60))
+                };
+                windows.push(json!({"date": date, "start": shift(start), "end": shift(end)}));
+            }
+            profile.insert("time_windows".into(), json!(windows));
+        }
+        config.profile = profile;
+        let lo = r.between(5_000, 60_000);
+        agents.push(AgentSpec {
+            name,
+            config,
+            skew_ms: 0,
+            user: UserModel {
+                delay: (lo, lo + r.between(0, 60_000)),
+                // The first consent prompt shares; a second one (the binding participant's
+                // flexibility request) gives way three times in four (`random`).
+                consent: vec![ConsentPolicy::Approve, ConsentPolicy::Random],
+                resolution: vec![ResolutionPolicy::Confirm],
+                excuse_reason: None,
+                key_change: KeyChangePolicy::Accept,
+            },
+            llm: LlmModel::default(),
+            actions: ActionModel {
+                latency: (50, 500),
+                ..ActionModel::default()
+            },
+            link: LinkModel {
+                latency: (20, 80),
+                ..LinkModel::default()
+            },
+            offline: Vec::new(),
+            crashes: Vec::new(),
+        });
+    }
+    let group = GroupSpec {
+        coordinator: 0,
+        participants: (1..size).collect(),
+        at: Duration::from_secs(1),
+        intent: Intent {
+            category: "group_scheduling".into(),
+            summary: format!("Game night for {size}"),
+            urgency: None,
+            scope_change: None,
+        },
+        context: ctx(json!({
+            "event_type": "game night",
+            "duration": "PT3H",
+            "timezone": "Europe/London",
+            "time_windows": ["2026-03-27 19:00-23:00", "2026-03-28 18:00-23:30"],
+        })),
+        quorum: None,
+    };
+    Spec {
+        name: "game_night_world".into(),
+        summary: format!("game night of seed {seed} for {size}"),
+        start: Timestamp::parse_rfc3339("2026-03-23T09:00:00Z").unwrap_or(Timestamp::ZERO),
+        relay: RelaySpec {
+            config: RelayConfig {
+                domain: DOMAIN.into(),
+                ..RelayConfig::default()
+            },
+            crashes: Vec::new(),
+        },
+        agents,
+        partitions: Vec::new(),
+        threads: Vec::new(),
+        groups: vec![group],
+        commands: Vec::new(),
+        key_changes: Vec::new(),
+        run_for: Duration::from_secs(3600),
+        settle: Duration::from_secs(3600),
+        expect: Vec::new(),
+        transcript: false,
+        known_issues: Vec::new(),
+        crash_mid_step: false,
+    }
+}
+
 /// Parses `A..B` (B excluded), `A..=B` or a single `A`.
 pub fn parse_seeds(s: &str) -> Option<std::ops::Range<u64>> {
     if let Some((a, b)) = s.split_once("..=") {
