@@ -437,13 +437,18 @@ fn bench(agents: usize, threads: usize, seed: u64) -> Result<(), SimError> {
 fn bench_groups(worlds: u64, swarm_seeds: u64) {
     println!("# group threads: {worlds} seeded game nights per size (users share and confirm; a binding participant gives way 3 times in 4; clean network)");
     for size in [3usize, 4, 6, 8] {
-        let (mut legs, mut packets, mut p_prompts, mut parts, mut c_prompts) = (0u64, 0u64, 0u64, 0u64, 0u64);
-        let (mut reached, mut flex, mut flex_all, mut all_first, mut failed) = (0u64, 0u64, 0u64, 0u64, 0u64);
+        let (mut legs, mut packets, mut p_prompts, mut parts, mut c_prompts) =
+            (0u64, 0u64, 0u64, 0u64, 0u64);
+        let (mut reached, mut flex, mut flex_all, mut all_first, mut failed) =
+            (0u64, 0u64, 0u64, 0u64, 0u64);
         let (mut events, mut cpu) = (0u64, 0f64);
         for seed in 0..worlds {
             let c0 = cpu_nanos();
             let (r, _, _) = Sim::new(swarm::game_night(seed, size), seed).run();
-            if let Some(d) = c0.zip(cpu_nanos()).map(|(a, b)| b.saturating_sub(a) as f64 / 1e9) {
+            if let Some(d) = c0
+                .zip(cpu_nanos())
+                .map(|(a, b)| b.saturating_sub(a) as f64 / 1e9)
+            {
                 cpu += d;
             }
             events += r.stats.events;
@@ -456,7 +461,11 @@ fn bench_groups(worlds: u64, swarm_seeds: u64) {
                     packets += u64::from(*p);
                 }
                 parts += g.participant_prompts.len() as u64;
-                p_prompts += g.participant_prompts.iter().map(|&x| u64::from(x)).sum::<u64>();
+                p_prompts += g
+                    .participant_prompts
+                    .iter()
+                    .map(|&x| u64::from(x))
+                    .sum::<u64>();
                 c_prompts += u64::from(g.coordinator_prompts);
                 if g.reached {
                     reached += 1;
@@ -498,7 +507,10 @@ fn bench_groups(worlds: u64, swarm_seeds: u64) {
         for seed in 0..swarm_seeds {
             let c0 = cpu_nanos();
             let (r, _, _) = Sim::new(swarm::generate(seed, p), seed).run();
-            if let Some(d) = c0.zip(cpu_nanos()).map(|(a, b)| b.saturating_sub(a) as f64 / 1e9) {
+            if let Some(d) = c0
+                .zip(cpu_nanos())
+                .map(|(a, b)| b.saturating_sub(a) as f64 / 1e9)
+            {
                 cpu += d;
             }
             events += r.stats.events;

@@ -71,7 +71,10 @@ pub const SHIPPED: &[(&str, &str)] = &[
         "game_night_binding",
         include_str!("../scenarios/game_night_binding.toml"),
     ),
-    ("group_quorum", include_str!("../scenarios/group_quorum.toml")),
+    (
+        "group_quorum",
+        include_str!("../scenarios/group_quorum.toml"),
+    ),
     (
         "group_coordinator_crash",
         include_str!("../scenarios/group_coordinator_crash.toml"),

@@ -476,7 +476,11 @@ fn add_groups(
                         at: ms(g.between(0, 3_000_000)),
                         length: ms(g.between(5_000, 900_000)),
                     },
-                    direction: *g.pick(&[Direction::Both, Direction::ToRelay, Direction::FromRelay]),
+                    direction: *g.pick(&[
+                        Direction::Both,
+                        Direction::ToRelay,
+                        Direction::FromRelay,
+                    ]),
                 });
             }
         }
@@ -570,9 +574,13 @@ pub fn game_night(seed: u64, size: usize) -> Spec {
                 let (date, start, end) = *r.pick(GAME_SLOTS);
                 let shift = |hm: &str| {
                     let (h, m) = hm.split_once(':').unwrap_or(("0", "0"));
-                    let mins = h.parse::<i64>().unwrap_or(0) * 60 + m.parse::<i64>().unwrap_or(0)
-                        + offset;
-                    format!("{:02}:{:02}", mins.rem_euclid(1440) / 60, mins.rem_euclid(60))
+                    let mins =
+                        h.parse::<i64>().unwrap_or(0) * 60 + m.parse::<i64>().unwrap_or(0) + offset;
+                    format!(
+                        "{:02}:{:02}",
+                        mins.rem_euclid(1440) / 60,
+                        mins.rem_euclid(60)
+                    )
                 };
                 windows.push(json!({"date": date, "start": shift(start), "end": shift(end)}));
             }

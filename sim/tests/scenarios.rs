@@ -79,7 +79,10 @@ fn html_page_draws_a_lane_per_group_member() {
     let (r, _, lines) = Sim::new(spec.clone(), 1).run();
     let page = a2acp_sim::html::page(&spec, 1, &lines, &r);
     for who in ["alice", "bob", "charlie", "diana", "relay"] {
-        assert!(page.contains(&format!(">{who}</text>")), "no lane for {who}");
+        assert!(
+            page.contains(&format!(">{who}</text>")),
+            "no lane for {who}"
+        );
     }
     // Each leg's packets go from the coordinator's lane to each participant's.
     for who in ["bob", "charlie", "diana"] {

@@ -78,7 +78,10 @@ fn groups_leave_two_party_worlds_as_they_were() {
         assert!(g.agents.len() >= two.agents.len());
         if g.groups.is_empty() {
             assert_eq!(g.agents.len(), two.agents.len(), "seed {seed}");
-            assert_eq!(format!("{:?}", two.partitions), format!("{:?}", g.partitions));
+            assert_eq!(
+                format!("{:?}", two.partitions),
+                format!("{:?}", g.partitions)
+            );
         } else {
             with_groups += 1;
             for grp in &g.groups {

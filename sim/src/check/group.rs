@@ -59,9 +59,7 @@ fn shared_values(v: &Value, out: &mut Vec<Shared>) {
         Value::Array(a) => {
             for x in a {
                 match x {
-                    Value::String(s) if s.chars().count() >= 4 => {
-                        out.push(Shared::Text(s.clone()))
-                    }
+                    Value::String(s) if s.chars().count() >= 4 => out.push(Shared::Text(s.clone())),
                     Value::Object(_) | Value::Array(_) => out.push(Shared::Tree(x.clone())),
                     _ => {}
                 }
@@ -91,6 +89,9 @@ fn shared_in(json: &str) -> Vec<(String, Shared)> {
     }
     out
 }
+
+/// A participant, what it shared with the coordinator (by field), and what it holds.
+type Sharer<'a> = (&'a Address, Vec<(String, Shared)>, Known);
 
 /// Everything one side already holds: string leaves and subtrees of `values`.
 #[derive(Default)]
@@ -191,7 +192,7 @@ impl Checker {
             own.add(&i);
         }
         // What each participant shared with the coordinator, and its own profile.
-        let mut shared: Vec<(&Address, Vec<(String, Shared)>, Known)> = Vec::new();
+        let mut shared: Vec<Sharer<'_>> = Vec::new();
         for (p, lid) in &g.legs {
             let mut vals = Vec::new();
             let mut holds = Known::default();

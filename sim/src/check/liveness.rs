@@ -64,8 +64,7 @@ pub(super) fn thread_stuck(
     let on_human = ts.iter().any(|(i, t)| {
         side_on_human(*i, t, end)
             || (!t.state.is_terminal()
-                && t
-                    .group
+                && t.group
                     .as_ref()
                     .is_some_and(|g| waiting_groups.contains(&g.header.group_id)))
     });
@@ -92,7 +91,9 @@ pub(super) fn leg_left_after_decline(ts: &[(usize, &Thread)]) -> bool {
     let [(_, a), (_, b)] = ts else {
         return false;
     };
-    if a.group.is_none() || a.state != ThreadState::Negotiating || b.state != ThreadState::Negotiating
+    if a.group.is_none()
+        || a.state != ThreadState::Negotiating
+        || b.state != ThreadState::Negotiating
     {
         return false;
     }

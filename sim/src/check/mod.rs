@@ -10,7 +10,7 @@
 //! - [`agreement`] and [`liveness`], at the end of a run (a leg of a group thread is a
 //!   two-party thread; a leg waits on a person when any leg of its group does, or the
 //!   coordinator's user has the group's prompt open);
-//! - [`group`]: **privacy** (no participant's shared value reaches another participant)
+//! - [`group`][self::group]: **privacy** (no participant's shared value reaches another participant)
 //!   and **group_agreement** (every completed leg completed on the coordinator's
 //!   proposal), at the end of a run;
 //! - [`core_bug`]: the agent never audits an internal inconsistency;

@@ -227,10 +227,7 @@ impl Sim {
                 } else {
                     &mut self.nodes[i].resolution_prompts
                 };
-                by_thread
-                    .entry(p.thread_id.clone())
-                    .or_default()
-                    .insert(id);
+                by_thread.entry(p.thread_id.clone()).or_default().insert(id);
                 let first_time = self.nodes[i].scheduled.insert(id);
                 self.nodes[i].prompts.insert(id, p);
                 if first_time {

@@ -36,7 +36,10 @@ impl Sim {
             } => self.mark_delivered(i, packet_id),
             AgentEvent::Sent { .. } => self.stats.packets_sent += 1,
             AgentEvent::FlexibilityRequested { group_id, .. } => {
-                self.group_log.entry(group_id.clone()).or_default().flexibility += 1;
+                self.group_log
+                    .entry(group_id.clone())
+                    .or_default()
+                    .flexibility += 1;
             }
             AgentEvent::GroupProposed {
                 group_id, required, ..

@@ -381,7 +381,11 @@ impl Sim {
         // A leg of a scenario's group k is `gk/<participant>`.
         for (k, gid) in &self.groups {
             let c = self.spec.groups[*k].coordinator;
-            let Some(g) = self.nodes[c].agent.as_ref().and_then(|a| a.groups().get(gid)) else {
+            let Some(g) = self.nodes[c]
+                .agent
+                .as_ref()
+                .and_then(|a| a.groups().get(gid))
+            else {
                 continue;
             };
             for (p, lid) in &g.legs {
