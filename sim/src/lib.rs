@@ -31,4 +31,4 @@ pub mod world;
 
 pub use error::SimError;
 pub use scenario::Spec;
-pub use world::{run, Report, Sim, Stats};
+pub use world::{run, GroupMetrics, Report, Sim, Stats};

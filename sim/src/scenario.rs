@@ -66,6 +66,23 @@ pub const SHIPPED: &[(&str, &str)] = &[
         include_str!("../scenarios/lossy_network.toml"),
     ),
     ("established", include_str!("../scenarios/established.toml")),
+    ("game_night", include_str!("../scenarios/game_night.toml")),
+    (
+        "game_night_binding",
+        include_str!("../scenarios/game_night_binding.toml"),
+    ),
+    (
+        "group_quorum",
+        include_str!("../scenarios/group_quorum.toml"),
+    ),
+    (
+        "group_coordinator_crash",
+        include_str!("../scenarios/group_coordinator_crash.toml"),
+    ),
+    (
+        "group_participant_offline",
+        include_str!("../scenarios/group_participant_offline.toml"),
+    ),
 ];
 
 /// Finds a shipped scenario by name, or reads a file.
@@ -105,6 +122,8 @@ pub struct Spec {
     pub partitions: Vec<Partition>,
     /// Threads users start.
     pub threads: Vec<ThreadSpec>,
+    /// Group threads users start (§10): one leg per participant.
+    pub groups: Vec<GroupSpec>,
     /// Scripted user commands.
     pub commands: Vec<CommandSpec>,
     /// Identity key changes (a re-installed agent whose relay registration the operator
@@ -205,6 +224,24 @@ pub struct ThreadSpec {
     pub context: Context,
 }
 
+/// A group thread a user starts (§10): its agent coordinates, one leg per participant.
+#[derive(Debug, Clone)]
+pub struct GroupSpec {
+    /// The coordinating agent.
+    pub coordinator: usize,
+    /// The other participants, in the order given.
+    pub participants: Vec<usize>,
+    /// When.
+    pub at: Duration,
+    /// About what.
+    pub intent: Intent,
+    /// What the coordinator's user says about it.
+    pub context: Context,
+    /// Confirmations the user asks for in total, the coordinator's own included (`None`:
+    /// the proposal decides).
+    pub quorum: Option<u32>,
+}
+
 /// A scripted user command.
 #[derive(Debug, Clone)]
 pub struct CommandSpec {
@@ -261,11 +298,14 @@ pub struct KeyChange {
     pub at: Duration,
 }
 
-/// Expected final states of one thread.
+/// Expected final states of one thread, or of the legs of one group thread.
 #[derive(Debug, Clone)]
 pub struct Expect {
-    /// Thread index.
+    /// Thread index (in `threads`), or group index (in `groups`) when `group`.
     pub thread: usize,
+    /// `thread` is a group index: each entry is a participant's leg, which must be in that
+    /// state at both of its ends (the participant's and the coordinator's).
+    pub group: bool,
     /// Agent index → state.
     pub states: Vec<(usize, ThreadState)>,
 }
@@ -323,6 +363,8 @@ struct RawScenario {
     partition: Vec<RawPartition>,
     #[serde(default)]
     thread: Vec<RawThread>,
+    #[serde(default)]
+    group: Vec<RawGroup>,
     #[serde(default)]
     command: Vec<RawCommand>,
     #[serde(default)]
@@ -488,6 +530,18 @@ struct RawThread {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct RawGroup {
+    coordinator: String,
+    participants: Vec<String>,
+    at: Option<String>,
+    intent: RawIntent,
+    #[serde(default)]
+    context: Context,
+    quorum: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawCommand {
     at: String,
     agent: String,
@@ -509,7 +563,10 @@ struct RawKeyChange {
 
 #[derive(Deserialize)]
 struct RawExpect {
+    #[serde(default)]
     thread: usize,
+    #[serde(default)]
+    group: usize,
     #[serde(flatten)]
     states: BTreeMap<String, String>,
 }
@@ -827,6 +884,42 @@ fn resolve(raw: RawScenario, file: &str) -> Result<Spec, SimError> {
             context: t.context.clone(),
         });
     }
+    let mut groups = Vec::new();
+    for g in &raw.group {
+        let coordinator = index("group.coordinator", &g.coordinator)?;
+        let mut participants = Vec::new();
+        for p in &g.participants {
+            let i = index("group.participants", p)?;
+            if i == coordinator || participants.contains(&i) {
+                return Err(cx.bad(format!(
+                    "`group.participants`: `{p}` is the coordinator or listed twice"
+                )));
+            }
+            participants.push(i);
+        }
+        if participants.is_empty() {
+            return Err(cx.bad("`group.participants` is empty"));
+        }
+        if let Some(q) = g.quorum {
+            if q == 0 || q as usize > participants.len() + 1 {
+                return Err(cx.bad(format!(
+                    "`group.quorum`: {q} is not between 1 and the group's size ({})",
+                    participants.len() + 1
+                )));
+            }
+        }
+        groups.push(GroupSpec {
+            coordinator,
+            participants,
+            at: match &g.at {
+                Some(s) => cx.dur("group.at", s)?,
+                None => Duration::from_secs(1),
+            },
+            intent: intent(&g.intent),
+            context: g.context.clone(),
+            quorum: g.quorum,
+        });
+    }
     let thread_ref = |n: Option<usize>| -> Result<usize, SimError> {
         match n {
             Some(n) if n >= 1 && n <= threads.len() => Ok(n - 1),
@@ -891,7 +984,18 @@ fn resolve(raw: RawScenario, file: &str) -> Result<Spec, SimError> {
     }
     let mut expect = Vec::new();
     for e in &raw.expect {
-        if e.thread == 0 || e.thread > threads.len() {
+        let group = e.group != 0;
+        if group && e.thread != 0 {
+            return Err(cx.bad("an `expect` names either a `thread` or a `group`, not both"));
+        }
+        if group && e.group > groups.len() {
+            return Err(cx.bad(format!(
+                "`expect.group`: {} is not a group number (1..={})",
+                e.group,
+                groups.len()
+            )));
+        }
+        if !group && (e.thread == 0 || e.thread > threads.len()) {
             return Err(cx.bad(format!(
                 "`expect.thread`: {} is not a thread number (1..={})",
                 e.thread,
@@ -901,6 +1005,12 @@ fn resolve(raw: RawScenario, file: &str) -> Result<Spec, SimError> {
         let mut states = Vec::new();
         for (who, st) in &e.states {
             let i = index("expect", who)?;
+            if group && !groups[e.group - 1].participants.contains(&i) {
+                return Err(cx.bad(format!(
+                    "`expect.{who}`: not a participant of group {}",
+                    e.group
+                )));
+            }
             let s: ThreadState = serde_json::from_value(serde_json::Value::String(st.clone()))
                 .map_err(|_| {
                     cx.bad(format!(
@@ -910,7 +1020,8 @@ fn resolve(raw: RawScenario, file: &str) -> Result<Spec, SimError> {
             states.push((i, s));
         }
         expect.push(Expect {
-            thread: e.thread - 1,
+            thread: if group { e.group - 1 } else { e.thread - 1 },
+            group,
             states,
         });
     }
@@ -930,6 +1041,7 @@ fn resolve(raw: RawScenario, file: &str) -> Result<Spec, SimError> {
         agents,
         partitions,
         threads,
+        groups,
         commands,
         key_changes,
         run_for: match &raw.run_for {

@@ -18,7 +18,8 @@ use crate::model::{
     UserModel,
 };
 use crate::scenario::{
-    AgentSpec, CommandSpec, Direction, Outage, Partition, RelaySpec, ScriptAction, Spec, ThreadSpec,
+    AgentSpec, CommandSpec, Direction, GroupSpec, Outage, Partition, RelaySpec, ScriptAction, Spec,
+    ThreadSpec,
 };
 use crate::util::Rng;
 
@@ -40,6 +41,10 @@ pub struct Params {
     /// devices shut, clock skew, LLM failures, failing actions). Calm runs reach execution
     /// and completion more often than the full model's.
     pub calm: bool,
+    /// Group threads (§10) too: some worlds, drawn from a stream of their own (so a world
+    /// without groups is exactly the two-party world of the same seed), get one or two
+    /// group threads of 2–8 agents, with agents added when the world has too few.
+    pub groups: bool,
 }
 
 impl Default for Params {
@@ -50,6 +55,7 @@ impl Default for Params {
             faults: true,
             long_offline: true,
             calm: false,
+            groups: false,
         }
     }
 }
@@ -93,20 +99,202 @@ fn ctx(v: Value) -> Context {
     v.as_object().cloned().unwrap_or_default()
 }
 
+/// Agent `i` of a world of `n` agents, drawn from `r`.
+fn agent(r: &mut Rng, seed: u64, i: usize, n: usize, p: Params) -> AgentSpec {
+    let faults = p.faults;
+    let name = name_of(i);
+    let addr = |i: usize| address(&name_of(i));
+    let mut config = AgentConfig::new(addr(i));
+    let zone = *r.pick(ZONES);
+    let mut profile = ctx(json!({
+        "name": format!("User {i}"),
+        "timezone": zone,
+        "transport_mode": *r.pick(&["driving", "walking", "cycling", "train"]),
+        "cuisine_preference": *r.pick(&["Italian", "Thai", "Japanese", "Mexican"]),
+        "health_info": format!("SECRET-health-{seed}-{i}"),
+    }));
+    if r.chance(0.7) {
+        let w: Vec<String> = (0..=r.below(2))
+            .map(|_| format!("{} {}", r.pick(DATES), r.pick(WINDOWS)))
+            .collect();
+        profile.insert("time_windows".into(), json!(w));
+    }
+    if r.chance(0.5) {
+        profile.insert(
+            "dietary".into(),
+            json!([*r.pick(&["none", "vegetarian", "vegan", "gluten-free"])]),
+        );
+    }
+    if r.chance(0.3) {
+        profile.insert(
+            "medications".into(),
+            json!(format!("SECRET-meds-{seed}-{i}")),
+        );
+    }
+    config.profile = profile;
+    if faults && r.chance(0.1) {
+        config.supported_versions = vec!["0.1".into()];
+    }
+    if r.chance(0.3) {
+        config
+            .permissions
+            .always_share
+            .insert("specific_availability".into());
+    }
+    // Relationship overrides with a few other agents.
+    for _ in 0..r.below(3) {
+        let j = r.below(n as u64) as usize;
+        if j != i {
+            config.overrides.insert(
+                addr(j),
+                RelationshipOverride {
+                    label: "friend".into(),
+                    promote_to_always_share: ["specific_availability", "dietary"]
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect(),
+                    ..Default::default()
+                },
+            );
+        }
+    }
+    config.use_llm = r.chance(0.15);
+    let llm = LlmModel {
+        latency: (300, r.between(500, 5000)),
+        answers: vec![LlmAnswer::Random],
+        fail_rate: if faults { r.unit() * 0.4 } else { 0.0 },
+        malformed_rate: if faults { r.unit() * 0.3 } else { 0.0 },
+    };
+    let lo = r.between(500, 30_000);
+    let rare_consent = if r.chance(0.3) {
+        ConsentPolicy::Never
+    } else {
+        ConsentPolicy::Approve
+    };
+    let consent = *r.pick(&[
+        ConsentPolicy::Random,
+        ConsentPolicy::Random,
+        ConsentPolicy::Approve,
+        ConsentPolicy::ApproveSome,
+        ConsentPolicy::DeclineAll,
+        rare_consent,
+    ]);
+    let rare_resolution = if r.chance(0.3) {
+        ResolutionPolicy::Never
+    } else {
+        ResolutionPolicy::Excuse
+    };
+    let resolution = *r.pick(&[
+        ResolutionPolicy::Random,
+        ResolutionPolicy::Random,
+        ResolutionPolicy::Confirm,
+        ResolutionPolicy::Confirm,
+        rare_resolution,
+    ]);
+    let (consent, resolution) = if p.calm {
+        (ConsentPolicy::Approve, ResolutionPolicy::Confirm)
+    } else {
+        (consent, resolution)
+    };
+    let user = UserModel {
+        delay: (lo, lo + r.between(0, 600_000)),
+        consent: vec![consent],
+        resolution: vec![resolution],
+        excuse_reason: Some(format!("SECRET-reason-{seed}-{i}: can't stand them")),
+        key_change: KeyChangePolicy::Accept,
+    };
+    let actions = ActionModel {
+        latency: (50, r.between(100, 5000)),
+        fail_first: if faults && r.chance(0.2) {
+            ["book_table".to_string()].into_iter().collect()
+        } else {
+            Default::default()
+        },
+        fail_rate: if faults { r.unit() * 0.1 } else { 0.0 },
+    };
+    let lat_lo = r.between(2, 60);
+    let link = LinkModel {
+        latency: (lat_lo, lat_lo + r.between(0, 500)),
+        exponential: r.chance(0.5),
+        loss: if faults && r.chance(0.5) {
+            r.unit() * 0.02
+        } else {
+            0.0
+        },
+        duplicate: if faults && r.chance(0.3) {
+            r.unit() * 0.05
+        } else {
+            0.0
+        },
+        reorder: if faults && !p.calm && r.chance(0.3) {
+            r.unit() * 0.05
+        } else {
+            0.0
+        },
+        reorder_window: r.between(10, 500),
+    };
+    let skew_ms = if faults && r.chance(0.5) {
+        r.between(0, 480_000) as i64 - 240_000
+    } else {
+        0
+    };
+    let mut offline = Vec::new();
+    let mut crashes = Vec::new();
+    if faults {
+        if r.chance(0.15) {
+            let long = p.long_offline && r.chance(0.3);
+            offline.push(Outage {
+                at: ms(r.between(0, 3_000_000)),
+                length: if long {
+                    ms(r.between(3_600_000, 2 * 86_400_000))
+                } else {
+                    ms(r.between(10_000, 3_600_000))
+                },
+            });
+        }
+        if r.chance(0.2) {
+            for _ in 0..=r.below(2) {
+                crashes.push(Outage {
+                    at: ms(r.between(0, 3_400_000)),
+                    length: ms(r.between(500, 300_000)),
+                });
+            }
+        }
+    }
+    AgentSpec {
+        name,
+        config,
+        skew_ms,
+        user,
+        llm,
+        actions,
+        link,
+        offline,
+        crashes,
+    }
+}
+
+/// The name of agent `i` of a world.
+fn name_of(i: usize) -> String {
+    format!("a{i:04}")
+}
+
+/// The address of an agent called `name` (names of [`name_of`] are valid address users).
+fn address(name: &str) -> Address {
+    Address::new(name, DOMAIN).expect("generated names (a0000…) are valid addresses")
+}
+
+const DOMAIN: &str = "a2acp.io";
+
 /// The world of `seed`.
 pub fn generate(seed: u64, p: Params) -> Spec {
     let mut r = Rng::new(seed, "swarm");
-    let domain = "a2acp.io";
     let n = p.agents.max(2);
     let run_for = Duration::from_secs(3600);
     let faults = p.faults;
-    let names: Vec<String> = (0..n).map(|i| format!("a{i:04}")).collect();
-    let addr = |i: usize| {
-        Address::new(&names[i], domain).expect("generated names (a0000…) are valid addresses")
-    };
 
     let mut relay_config = RelayConfig {
-        domain: domain.into(),
+        domain: DOMAIN.into(),
         ..RelayConfig::default()
     };
     if faults && !p.calm && r.chance(0.2) {
@@ -123,175 +311,8 @@ pub fn generate(seed: u64, p: Params) -> Spec {
     }
 
     let mut agents = Vec::new();
-    for (i, name) in names.iter().enumerate() {
-        let mut config = AgentConfig::new(addr(i));
-        let zone = *r.pick(ZONES);
-        let mut profile = ctx(json!({
-            "name": format!("User {i}"),
-            "timezone": zone,
-            "transport_mode": *r.pick(&["driving", "walking", "cycling", "train"]),
-            "cuisine_preference": *r.pick(&["Italian", "Thai", "Japanese", "Mexican"]),
-            "health_info": format!("SECRET-health-{seed}-{i}"),
-        }));
-        if r.chance(0.7) {
-            let w: Vec<String> = (0..=r.below(2))
-                .map(|_| format!("{} {}", r.pick(DATES), r.pick(WINDOWS)))
-                .collect();
-            profile.insert("time_windows".into(), json!(w));
-        }
-        if r.chance(0.5) {
-            profile.insert(
-                "dietary".into(),
-                json!([*r.pick(&["none", "vegetarian", "vegan", "gluten-free"])]),
-            );
-        }
-        if r.chance(0.3) {
-            profile.insert(
-                "medications".into(),
-                json!(format!("SECRET-meds-{seed}-{i}")),
-            );
-        }
-        config.profile = profile;
-        if faults && r.chance(0.1) {
-            config.supported_versions = vec!["0.1".into()];
-        }
-        if r.chance(0.3) {
-            config
-                .permissions
-                .always_share
-                .insert("specific_availability".into());
-        }
-        // Relationship overrides with a few other agents.
-        for _ in 0..r.below(3) {
-            let j = r.below(n as u64) as usize;
-            if j != i {
-                config.overrides.insert(
-                    addr(j),
-                    RelationshipOverride {
-                        label: "friend".into(),
-                        promote_to_always_share: ["specific_availability", "dietary"]
-                            .iter()
-                            .map(|s| s.to_string())
-                            .collect(),
-                        ..Default::default()
-                    },
-                );
-            }
-        }
-        config.use_llm = r.chance(0.15);
-        let llm = LlmModel {
-            latency: (300, r.between(500, 5000)),
-            answers: vec![LlmAnswer::Random],
-            fail_rate: if faults { r.unit() * 0.4 } else { 0.0 },
-            malformed_rate: if faults { r.unit() * 0.3 } else { 0.0 },
-        };
-        let lo = r.between(500, 30_000);
-        let rare_consent = if r.chance(0.3) {
-            ConsentPolicy::Never
-        } else {
-            ConsentPolicy::Approve
-        };
-        let consent = *r.pick(&[
-            ConsentPolicy::Random,
-            ConsentPolicy::Random,
-            ConsentPolicy::Approve,
-            ConsentPolicy::ApproveSome,
-            ConsentPolicy::DeclineAll,
-            rare_consent,
-        ]);
-        let rare_resolution = if r.chance(0.3) {
-            ResolutionPolicy::Never
-        } else {
-            ResolutionPolicy::Excuse
-        };
-        let resolution = *r.pick(&[
-            ResolutionPolicy::Random,
-            ResolutionPolicy::Random,
-            ResolutionPolicy::Confirm,
-            ResolutionPolicy::Confirm,
-            rare_resolution,
-        ]);
-        let (consent, resolution) = if p.calm {
-            (ConsentPolicy::Approve, ResolutionPolicy::Confirm)
-        } else {
-            (consent, resolution)
-        };
-        let user = UserModel {
-            delay: (lo, lo + r.between(0, 600_000)),
-            consent: vec![consent],
-            resolution: vec![resolution],
-            excuse_reason: Some(format!("SECRET-reason-{seed}-{i}: can't stand them")),
-            key_change: KeyChangePolicy::Accept,
-        };
-        let actions = ActionModel {
-            latency: (50, r.between(100, 5000)),
-            fail_first: if faults && r.chance(0.2) {
-                ["book_table".to_string()].into_iter().collect()
-            } else {
-                Default::default()
-            },
-            fail_rate: if faults { r.unit() * 0.1 } else { 0.0 },
-        };
-        let lat_lo = r.between(2, 60);
-        let link = LinkModel {
-            latency: (lat_lo, lat_lo + r.between(0, 500)),
-            exponential: r.chance(0.5),
-            loss: if faults && r.chance(0.5) {
-                r.unit() * 0.02
-            } else {
-                0.0
-            },
-            duplicate: if faults && r.chance(0.3) {
-                r.unit() * 0.05
-            } else {
-                0.0
-            },
-            reorder: if faults && !p.calm && r.chance(0.3) {
-                r.unit() * 0.05
-            } else {
-                0.0
-            },
-            reorder_window: r.between(10, 500),
-        };
-        let skew_ms = if faults && r.chance(0.5) {
-            r.between(0, 480_000) as i64 - 240_000
-        } else {
-            0
-        };
-        let mut offline = Vec::new();
-        let mut crashes = Vec::new();
-        if faults {
-            if r.chance(0.15) {
-                let long = p.long_offline && r.chance(0.3);
-                offline.push(Outage {
-                    at: ms(r.between(0, 3_000_000)),
-                    length: if long {
-                        ms(r.between(3_600_000, 2 * 86_400_000))
-                    } else {
-                        ms(r.between(10_000, 3_600_000))
-                    },
-                });
-            }
-            if r.chance(0.2) {
-                for _ in 0..=r.below(2) {
-                    crashes.push(Outage {
-                        at: ms(r.between(0, 3_400_000)),
-                        length: ms(r.between(500, 300_000)),
-                    });
-                }
-            }
-        }
-        agents.push(AgentSpec {
-            name: name.clone(),
-            config,
-            skew_ms,
-            user,
-            llm,
-            actions,
-            link,
-            offline,
-            crashes,
-        });
+    for i in 0..n {
+        agents.push(agent(&mut r, seed, i, n, p));
     }
 
     let mut partitions = Vec::new();
@@ -391,11 +412,18 @@ pub fn generate(seed: u64, p: Params) -> Spec {
             });
         }
     }
+    let groups = if p.groups {
+        add_groups(seed, p, run_for, &mut agents, &mut partitions)
+    } else {
+        Vec::new()
+    };
     Spec {
         name: "swarm".into(),
         summary: format!(
-            "swarm world of seed {seed}: {n} agents, {} threads, faults {}",
+            "swarm world of seed {seed}: {} agents, {} threads, {} groups, faults {}",
+            agents.len(),
             p.threads,
+            groups.len(),
             if faults { "on" } else { "off" }
         ),
         start: Timestamp::parse_rfc3339("2026-03-21T09:00:00Z").unwrap_or(Timestamp::ZERO),
@@ -406,6 +434,7 @@ pub fn generate(seed: u64, p: Params) -> Spec {
         agents,
         partitions,
         threads,
+        groups,
         commands,
         key_changes: Vec::new(),
         run_for,
@@ -414,6 +443,218 @@ pub fn generate(seed: u64, p: Params) -> Spec {
         transcript: false,
         known_issues: Vec::new(),
         crash_mid_step: !p.calm,
+    }
+}
+
+/// The group threads of world `seed`, drawn from a stream of their own ("swarm-groups"):
+/// in 60 % of worlds one or two groups of 2–8 agents (the coordinator included), each
+/// coordinated by a random agent, with a group-scheduling intent, a context of windows
+/// (sometimes a budget) and sometimes a quorum. Agents are added (drawn from the same
+/// stream, with every fault of the model) when a group needs more than the world has.
+fn add_groups(
+    seed: u64,
+    p: Params,
+    run_for: Duration,
+    agents: &mut Vec<AgentSpec>,
+    partitions: &mut Vec<Partition>,
+) -> Vec<GroupSpec> {
+    let mut g = Rng::new(seed, "swarm-groups");
+    let mut groups = Vec::new();
+    if !g.chance(0.6) {
+        return groups;
+    }
+    for _ in 0..=g.below(2) {
+        let size = g.between(2, 8) as usize;
+        while agents.len() < size {
+            let i = agents.len();
+            let a = agent(&mut g, seed, i, size, p);
+            agents.push(a);
+            if p.faults && g.chance(0.3) {
+                partitions.push(Partition {
+                    agent: i,
+                    when: Outage {
+                        at: ms(g.between(0, 3_000_000)),
+                        length: ms(g.between(5_000, 900_000)),
+                    },
+                    direction: *g.pick(&[
+                        Direction::Both,
+                        Direction::ToRelay,
+                        Direction::FromRelay,
+                    ]),
+                });
+            }
+        }
+        let n = agents.len() as u64;
+        let coordinator = g.below(n) as usize;
+        let mut others: Vec<usize> = (0..agents.len()).filter(|&i| i != coordinator).collect();
+        let mut participants = Vec::new();
+        while participants.len() + 1 < size {
+            let k = g.below(others.len() as u64) as usize;
+            participants.push(others.remove(k));
+        }
+        let (ev, label) = *g.pick(EVENTS);
+        let windows: Vec<String> = (0..=g.below(2))
+            .map(|_| format!("{} {}", g.pick(DATES), g.pick(WINDOWS)))
+            .collect();
+        let mut context = ctx(json!({
+            "event_type": ev,
+            "timezone": *g.pick(ZONES),
+            "time_windows": windows,
+        }));
+        if g.chance(0.5) {
+            context.insert("duration".into(), json!(*g.pick(&["PT1H", "PT2H", "PT3H"])));
+        }
+        if g.chance(0.3) {
+            context.insert("budget_range".into(), json!("£10-30pp"));
+        }
+        let quorum = if g.chance(0.3) {
+            Some(g.between(2, size as u64) as u32)
+        } else {
+            None
+        };
+        groups.push(GroupSpec {
+            coordinator,
+            participants,
+            at: ms(g.between(1_000, run_for.as_millis() as u64 / 2)),
+            intent: Intent {
+                category: "group_scheduling".into(),
+                summary: format!("{label} for {size}"),
+                urgency: None,
+                scope_change: None,
+            },
+            context,
+            quorum,
+        });
+    }
+    groups
+}
+
+/// Evening and weekend slots of the game-night worlds, in London time (UTC in late March
+/// 2026): (date, start, end).
+const GAME_SLOTS: &[(&str, &str, &str)] = &[
+    ("2026-03-27", "17:00", "20:00"),
+    ("2026-03-27", "18:00", "22:00"),
+    ("2026-03-27", "19:30", "23:00"),
+    ("2026-03-27", "20:00", "23:00"),
+    ("2026-03-27", "20:00", "23:30"),
+    ("2026-03-28", "10:00", "12:00"),
+    ("2026-03-28", "14:00", "18:00"),
+    ("2026-03-28", "18:00", "22:00"),
+    ("2026-03-28", "19:00", "23:00"),
+    ("2026-03-28", "19:00", "23:30"),
+];
+
+/// Zones of the game-night worlds and their offset from London on 27–28 March 2026.
+const GAME_ZONES: &[(&str, i64)] = &[
+    ("Europe/London", 0),
+    ("Europe/Berlin", 60),
+    ("America/New_York", -240),
+];
+
+/// A seeded game night (§10.2) for `size` agents (the coordinator `a0000` included, at
+/// least 2): the coordinator's context of the spec (Friday 19:00–23:00 and Saturday
+/// 18:00–23:30 London, three hours), each participant in London, Berlin or New York with
+/// one or two evening or weekend windows in their own time (drawn from the seed), users
+/// who share what is asked and confirm (a binding participant asked to give way does so
+/// three times in four), a clean network and no faults. For `bench`: round
+/// trips and prompts per participant, and how often the binding constraint gives way to a
+/// slot everyone can make.
+pub fn game_night(seed: u64, size: usize) -> Spec {
+    let mut r = Rng::new(seed, "game-night");
+    let size = size.max(2);
+    let mut agents = Vec::new();
+    for i in 0..size {
+        let name = name_of(i);
+        let mut config = AgentConfig::new(address(&name));
+        let (zone, offset) = *r.pick(GAME_ZONES);
+        let mut profile = ctx(json!({"name": format!("User {i}"), "timezone": zone}));
+        if i > 0 {
+            let mut windows = Vec::new();
+            for _ in 0..=r.below(2) {
+                let (date, start, end) = *r.pick(GAME_SLOTS);
+                let shift = |hm: &str| {
+                    let (h, m) = hm.split_once(':').unwrap_or(("0", "0"));
+                    let mins =
+                        h.parse::<i64>().unwrap_or(0) * 60 + m.parse::<i64>().unwrap_or(0) + offset;
+                    format!(
+                        "{:02}:{:02}",
+                        mins.rem_euclid(1440) / 60,
+                        mins.rem_euclid(60)
+                    )
+                };
+                windows.push(json!({"date": date, "start": shift(start), "end": shift(end)}));
+            }
+            profile.insert("time_windows".into(), json!(windows));
+        }
+        config.profile = profile;
+        let lo = r.between(5_000, 60_000);
+        agents.push(AgentSpec {
+            name,
+            config,
+            skew_ms: 0,
+            user: UserModel {
+                delay: (lo, lo + r.between(0, 60_000)),
+                // The first consent prompt shares; a second one (the binding participant's
+                // flexibility request) gives way three times in four (`random`).
+                consent: vec![ConsentPolicy::Approve, ConsentPolicy::Random],
+                resolution: vec![ResolutionPolicy::Confirm],
+                excuse_reason: None,
+                key_change: KeyChangePolicy::Accept,
+            },
+            llm: LlmModel::default(),
+            actions: ActionModel {
+                latency: (50, 500),
+                ..ActionModel::default()
+            },
+            link: LinkModel {
+                latency: (20, 80),
+                ..LinkModel::default()
+            },
+            offline: Vec::new(),
+            crashes: Vec::new(),
+        });
+    }
+    let group = GroupSpec {
+        coordinator: 0,
+        participants: (1..size).collect(),
+        at: Duration::from_secs(1),
+        intent: Intent {
+            category: "group_scheduling".into(),
+            summary: format!("Game night for {size}"),
+            urgency: None,
+            scope_change: None,
+        },
+        context: ctx(json!({
+            "event_type": "game night",
+            "duration": "PT3H",
+            "timezone": "Europe/London",
+            "time_windows": ["2026-03-27 19:00-23:00", "2026-03-28 18:00-23:30"],
+        })),
+        quorum: None,
+    };
+    Spec {
+        name: "game_night_world".into(),
+        summary: format!("game night of seed {seed} for {size}"),
+        start: Timestamp::parse_rfc3339("2026-03-23T09:00:00Z").unwrap_or(Timestamp::ZERO),
+        relay: RelaySpec {
+            config: RelayConfig {
+                domain: DOMAIN.into(),
+                ..RelayConfig::default()
+            },
+            crashes: Vec::new(),
+        },
+        agents,
+        partitions: Vec::new(),
+        threads: Vec::new(),
+        groups: vec![group],
+        commands: Vec::new(),
+        key_changes: Vec::new(),
+        run_for: Duration::from_secs(3600),
+        settle: Duration::from_secs(3600),
+        expect: Vec::new(),
+        transcript: false,
+        known_issues: Vec::new(),
+        crash_mid_step: false,
     }
 }
 
@@ -437,9 +678,10 @@ pub fn parse_seeds(s: &str) -> Option<std::ops::Range<u64>> {
 /// The command that reproduces one swarm world with its transcript.
 pub fn reproduce_command(seed: u64, p: Params) -> String {
     format!(
-        "a2acp-sim run swarm --seed {seed} --agents {} --threads {}{}{}{}",
+        "a2acp-sim run swarm --seed {seed} --agents {} --threads {}{}{}{}{}",
         p.agents,
         p.threads,
+        if p.groups { " --groups" } else { "" },
         if p.faults { "" } else { " --no-faults" },
         if p.calm { " --calm" } else { "" },
         if p.long_offline {

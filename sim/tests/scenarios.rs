@@ -72,3 +72,59 @@ fn html_page_is_self_contained() {
             || page.contains("http://www.w3.org/2000/svg")
     );
 }
+
+#[test]
+fn html_page_draws_a_lane_per_group_member() {
+    let spec = scenario::load("game_night").unwrap();
+    let (r, _, lines) = Sim::new(spec.clone(), 1).run();
+    let page = a2acp_sim::html::page(&spec, 1, &lines, &r);
+    for who in ["alice", "bob", "charlie", "diana", "relay"] {
+        assert!(
+            page.contains(&format!(">{who}</text>")),
+            "no lane for {who}"
+        );
+    }
+    // Each leg's packets go from the coordinator's lane to each participant's.
+    for who in ["bob", "charlie", "diana"] {
+        assert!(
+            lines.iter().any(|l| l.who == "alice"
+                && matches!(&l.tag, a2acp_sim::transcript::Tag::Sent { peer, kind, .. }
+                    if peer == who && kind == "resolution")),
+            "no resolution to {who}"
+        );
+    }
+}
+
+#[test]
+fn group_metrics_show_the_game_night_flows() {
+    // Friday suits everyone: one proposal to all four, no flexibility request.
+    let (r, _) = run("game_night", 1);
+    let g = &r.groups[0];
+    assert_eq!((g.size, g.flexibility_requests), (4, 0));
+    assert_eq!(g.proposals, vec![4]);
+    assert!(g.reached);
+    // Without Diana's Friday, Charlie alone is asked to give way, and does: all four.
+    let (r, _) = run("game_night_binding", 1);
+    let g = &r.groups[0];
+    assert_eq!(g.flexibility_requests, 1);
+    assert_eq!(g.proposals.last(), Some(&4));
+    assert!(g.reached);
+    // Charlie saw one prompt more than Bob: the flexibility request.
+    assert_eq!(g.participant_prompts[1], g.participant_prompts[0] + 1);
+    // Quorum 3 of 5: reached without Diana (declined) and Erin (silent).
+    let (r, _) = run("group_quorum", 1);
+    let g = &r.groups[0];
+    assert_eq!(g.proposals, vec![3]);
+    assert!(g.reached);
+    // Every leg got its resolution within two round trips, three on the leg of a
+    // binding participant asked to give way.
+    for (name, _) in SHIPPED.iter().filter(|(n, _)| n.starts_with("g")) {
+        let (r, _) = run(name, 1);
+        for g in &r.groups {
+            let most = if g.flexibility_requests > 0 { 6 } else { 4 };
+            for p in g.packets_to_resolution.iter().flatten() {
+                assert!(*p <= most, "{name}: {p} packets before the resolution");
+            }
+        }
+    }
+}

@@ -1,9 +1,11 @@
 //! Swarms of seeded worlds with every invariant checked.
 //!
-//! `swarm_ci` runs 500 seeds (override with `A2ACP_SWARM_SEEDS=N`) of the full fault model:
+//! `swarm_ci` runs 500 seeds (override with `A2ACP_SWARM_SEEDS=N`) of the full fault model
+//! with group threads (`--groups`: 60 % of worlds get one or two groups of 2–8 agents):
 //! every fault drawn from the seed, users who decline, make excuses or never answer,
 //! reordering, agents crashing at any point of a step, devices shut for days. Nothing is
-//! tolerated. `swarm_calm` adds seeds of the calm profile (users approve and confirm), which
+//! tolerated but the one core issue the checks recognise from typed data and report apart
+//! (`check::GROUP_LEG_AFTER_DECLINE`). `swarm_calm` adds seeds of the calm profile (users approve and confirm), which
 //! reach execution and completion more often. Wider runs use the release binary
 //! (`a2acp-sim swarm --seeds 0..1000`).
 
@@ -38,7 +40,57 @@ fn run_swarm(p: Params, seeds: impl IntoIterator<Item = u64>) {
 
 #[test]
 fn swarm_ci() {
-    run_swarm(Params::default(), 0..seeds(500));
+    let p = Params {
+        groups: true,
+        ..Params::default()
+    };
+    run_swarm(p, 0..seeds(500));
+}
+
+/// Groups are a dimension of their own: a world the group stream leaves without groups is
+/// exactly the two-party world of its seed, and a world with groups keeps that world's
+/// agents, threads and faults and only adds to them.
+#[test]
+fn groups_leave_two_party_worlds_as_they_were() {
+    let mut with_groups = 0;
+    for seed in 0..60 {
+        let two = swarm::generate(seed, Params::default());
+        let g = swarm::generate(
+            seed,
+            Params {
+                groups: true,
+                ..Params::default()
+            },
+        );
+        assert_eq!(
+            format!("{:?}", two.threads),
+            format!("{:?}", g.threads),
+            "seed {seed}"
+        );
+        assert_eq!(
+            format!("{:?}", two.relay),
+            format!("{:?}", g.relay),
+            "seed {seed}"
+        );
+        for (a, b) in two.agents.iter().zip(&g.agents) {
+            assert_eq!(format!("{a:?}"), format!("{b:?}"), "seed {seed}");
+        }
+        assert!(g.agents.len() >= two.agents.len());
+        if g.groups.is_empty() {
+            assert_eq!(g.agents.len(), two.agents.len(), "seed {seed}");
+            assert_eq!(
+                format!("{:?}", two.partitions),
+                format!("{:?}", g.partitions)
+            );
+        } else {
+            with_groups += 1;
+            for grp in &g.groups {
+                let size = grp.participants.len() + 1;
+                assert!((2..=8).contains(&size), "seed {seed}: {size}");
+            }
+        }
+    }
+    assert!(with_groups > 20 && with_groups < 50, "{with_groups} of 60");
 }
 
 #[test]
@@ -49,6 +101,7 @@ fn swarm_calm() {
         faults: true,
         long_offline: false,
         calm: true,
+        groups: false,
     };
     run_swarm(p, 0..seeds(200));
 }
@@ -73,4 +126,20 @@ fn swarm_full_regressions() {
             810, 817,
         ],
     );
+}
+
+/// The core issue the checks tolerate (`check::GROUP_LEG_AFTER_DECLINE`) still happens in
+/// seed 4 with groups: a participant who makes an excuse after the group reached its
+/// quorum leaves its leg NEGOTIATING. When the core fixes it, this test fails: remove the
+/// tolerance (`liveness::leg_left_after_decline`) and this test.
+#[test]
+fn the_tolerated_group_leg_issue_still_happens() {
+    let p = Params {
+        groups: true,
+        ..Params::default()
+    };
+    let (r, _, _) = Sim::new(swarm::generate(4, p), 4).run();
+    assert!(r.passed(), "{:?}", r.violations);
+    assert!(!r.tolerated.is_empty());
+    assert!(r.tolerated.iter().all(|v| v.check == "liveness"));
 }

@@ -1,4 +1,7 @@
-//! **asked_twice**: no agent asks the same field twice in a thread (§6.4).
+//! **asked_twice**: no agent asks the same field twice in a thread (§6.4). One exception,
+//! on a leg of a group thread: the coordinator's targeted flexibility request (§10.2) asks
+//! the binding participant about the field it answered once more — once per field (a
+//! second flexibility request for the same field on a leg is a violation).
 
 use std::time::Duration;
 
@@ -19,11 +22,19 @@ impl Checker {
         h: &HistoryEntry,
         v: &Value,
     ) {
+        // The field a flexibility request on a group leg asks again, the first time only.
+        let flex = t
+            .group
+            .as_ref()
+            .and(v.get("flexibility_request"))
+            .and_then(|f| f.get("field"))
+            .and_then(Value::as_str);
+        let mut again = flex.filter(|f| tc.flexed.insert(f.to_string()));
         for list in ["needs", "additional_context_needed"] {
             if let Some(Value::Array(needs)) = v.get(list) {
                 for n in needs {
                     if let Some(f) = n.get("field").and_then(Value::as_str) {
-                        if !tc.asked.insert(f.to_string()) {
+                        if !tc.asked.insert(f.to_string()) && again.take() != Some(f) {
                             self.fail(
                                 at,
                                 "asked_twice",

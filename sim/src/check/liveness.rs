@@ -2,6 +2,8 @@
 //! finished or waits on a person (a prompt, a halted thread, the user) once the network
 //! healed.
 
+use std::collections::BTreeSet;
+
 use a2acp_core::agent::{Thread, Waiting};
 
 use super::{describe, Checker, End, Violation};
@@ -21,13 +23,50 @@ impl Checker {
     }
 }
 
+/// Whether side `i` of thread `t` waits on a person.
+fn side_on_human(i: usize, t: &Thread, end: &End<'_>) -> bool {
+    !t.state.is_terminal()
+        && (t.waiting == Waiting::User || t.halted || end.prompted[i].contains(t.id.as_str()))
+}
+
+/// The group threads that wait on a person: a leg of theirs does, at either end, or a
+/// user has the group's own prompt open (the coordinator's resolution prompt names the
+/// group, not a leg).
+pub(super) fn groups_on_human(end: &End<'_>) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for (i, a) in end.agents.iter().enumerate() {
+        let Some(a) = a else { continue };
+        for t in a.threads().values() {
+            if let Some(g) = &t.group {
+                if side_on_human(i, t, end) {
+                    out.insert(g.header.group_id.clone());
+                }
+            }
+        }
+        for gid in a.groups().keys() {
+            if end.prompted[i].contains(gid.as_str()) {
+                out.insert(gid.clone());
+            }
+        }
+    }
+    out
+}
+
 /// Thread `id`, seen from each side that has it (`ts`), if it is stuck: neither finished
-/// nor waiting on a person.
-pub(super) fn thread_stuck(id: &str, ts: &[(usize, &Thread)], end: &End<'_>) -> Option<String> {
+/// nor waiting on a person — nor, for a leg of a group thread, is its group.
+pub(super) fn thread_stuck(
+    id: &str,
+    ts: &[(usize, &Thread)],
+    end: &End<'_>,
+    waiting_groups: &BTreeSet<String>,
+) -> Option<String> {
     let all_terminal = ts.iter().all(|(_, t)| t.state.is_terminal());
     let on_human = ts.iter().any(|(i, t)| {
-        !t.state.is_terminal()
-            && (t.waiting == Waiting::User || t.halted || end.prompted[*i].contains(id))
+        side_on_human(*i, t, end)
+            || (!t.state.is_terminal()
+                && t.group
+                    .as_ref()
+                    .is_some_and(|g| waiting_groups.contains(&g.header.group_id)))
     });
     (!all_terminal && !on_human).then(|| {
         format!(
@@ -35,4 +74,43 @@ pub(super) fn thread_stuck(id: &str, ts: &[(usize, &Thread)], end: &End<'_>) -> 
             describe(ts, end.names)
         )
     })
+}
+
+/// A stuck leg of a group thread that shows the core issue of group legs sent back to
+/// negotiation (reported to the core; `Checker::tolerated`): both ends NEGOTIATING, and
+/// the leg's last packet (summaries and notices aside — `context` packets that ask for
+/// nothing, such as an escalation or the group's outcome — as the participant's history
+/// has it) a
+/// `resolution_response` that declined or countered the group's proposal, or an
+/// `execution_report` that failed. The leg went back to NEGOTIATING as a two-party thread
+/// would, but the coordinator neither proposes again on it nor ends it, so it waits for the
+/// staleness timeout (48 h by default).
+pub(super) fn leg_left_after_decline(ts: &[(usize, &Thread)]) -> bool {
+    use a2acp_core::agent::ThreadState;
+    use a2acp_core::packet::{Body, Packet, ResolutionStatus};
+    let [(_, a), (_, b)] = ts else {
+        return false;
+    };
+    if a.group.is_none()
+        || a.state != ThreadState::Negotiating
+        || b.state != ThreadState::Negotiating
+    {
+        return false;
+    }
+    let participant = if a.initiator { b } else { a };
+    participant
+        .history
+        .iter()
+        .rev()
+        .filter(|h| h.kind != "thread_state")
+        .filter_map(|h| Packet::parse(h.json.as_bytes()).ok())
+        .find(|p| !matches!(&p.body, Body::Context(c) if c.needs.is_empty()))
+        .is_some_and(|p| match p.body {
+            Body::ResolutionResponse(r) => matches!(
+                r.status,
+                ResolutionStatus::Declined | ResolutionStatus::CounterRequested
+            ),
+            Body::ExecutionReport(r) => r.status == "failed",
+            _ => false,
+        })
 }

@@ -7,7 +7,12 @@
 //! - [`exactly_once`]: every packet the relay accepted reaches its recipient's logic
 //!   exactly once — audited Jepsen-style as lost / duplicated / unexpected;
 //! - [`relay_plaintext`]: no record the relay stores contains plaintext;
-//! - [`agreement`] and [`liveness`], at the end of a run;
+//! - [`agreement`] and [`liveness`], at the end of a run (a leg of a group thread is a
+//!   two-party thread; a leg waits on a person when any leg of its group does, or the
+//!   coordinator's user has the group's prompt open);
+//! - [`group`][self::group]: **privacy** (no participant's shared value reaches another participant)
+//!   and **group_agreement** (every completed leg completed on the coordinator's
+//!   proposal), at the end of a run;
 //! - [`core_bug`]: the agent never audits an internal inconsistency;
 //! - [`restore`]: crashed participants restart from what they persisted;
 //! - [`expect`]: the final states a scenario expects.
@@ -20,6 +25,7 @@ pub mod asked_twice;
 pub mod core_bug;
 pub mod exactly_once;
 pub mod expect;
+pub mod group;
 pub mod liveness;
 pub mod never_share;
 pub mod relay_plaintext;
@@ -49,7 +55,12 @@ pub const CHECKS: &[&str] = &[
     "core_bug",
     "restore",
     "expect",
+    "privacy",
+    "group_agreement",
 ];
+
+/// The one core issue the checks tolerate, by name (see [`Checker::tolerated`]).
+pub const GROUP_LEG_AFTER_DECLINE: &str = "core issue: a group leg sent back to negotiation (its participant declined or countered the group's proposal, or an execution on it failed) is left NEGOTIATING";
 
 /// One broken invariant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +90,7 @@ impl std::fmt::Display for Violation {
 struct ThreadCheck {
     scanned: usize,
     asked: BTreeSet<String>,
+    flexed: BTreeSet<String>,
     exchanges: u32,
 }
 
@@ -87,6 +99,13 @@ struct ThreadCheck {
 pub struct Checker {
     /// Violations found, in order.
     pub violations: Vec<Violation>,
+    /// Violations of a known core issue, recognised from typed data and kept apart
+    /// (reported, not failed): a leg of a group thread whose participant declined or
+    /// countered the group's proposal, or whose execution failed, stays NEGOTIATING at both
+    /// ends — the coordinator neither proposes again on it nor ends it — until the
+    /// staleness timeout
+    /// ([`GROUP_LEG_AFTER_DECLINE`]). Any other stuck thread is a liveness failure.
+    pub tolerated: Vec<Violation>,
     threads: BTreeMap<(usize, String), ThreadCheck>,
     /// Secret texts typed by users (excuse reasons), per agent.
     extra_secrets: BTreeMap<usize, BTreeSet<String>>,
@@ -185,10 +204,19 @@ impl Checker {
                 }
             }
         }
+        let waiting_groups = liveness::groups_on_human(end);
         let mut fails = Vec::new();
         for (id, ts) in &by_id {
-            if let Some(d) = liveness::thread_stuck(id, ts, end) {
-                fails.push(("liveness", d));
+            if let Some(d) = liveness::thread_stuck(id, ts, end, &waiting_groups) {
+                if liveness::leg_left_after_decline(ts) {
+                    self.tolerated.push(Violation {
+                        at: end.at,
+                        check: "liveness",
+                        detail: format!("{d} [{GROUP_LEG_AFTER_DECLINE}]"),
+                    });
+                } else {
+                    fails.push(("liveness", d));
+                }
             }
             if let Some(d) = agreement::disagreement(id, ts, end.names) {
                 fails.push(("agreement", d));
@@ -197,6 +225,7 @@ impl Checker {
         for (check, detail) in fails {
             self.fail(end.at, check, detail);
         }
+        self.groups(end);
         self.expectations(end);
     }
 }
@@ -215,6 +244,10 @@ pub struct End<'a> {
     pub expect: &'a [Expect],
     /// The threads the scenario started: index → thread id.
     pub started: &'a BTreeMap<usize, String>,
+    /// The agents' addresses, by index.
+    pub addresses: &'a [a2acp_core::Address],
+    /// The group threads the scenario started: index → (coordinator, group id).
+    pub groups: BTreeMap<usize, (usize, &'a str)>,
 }
 
 /// The sides of a thread, for a violation's detail.

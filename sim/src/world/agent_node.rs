@@ -40,6 +40,7 @@ pub(super) struct Node {
     pub(super) ledger: ActionLedger,
     pub(super) prompts_shown: u64,
     pub(super) consent_prompts: BTreeMap<String, BTreeSet<u64>>,
+    pub(super) resolution_prompts: BTreeMap<String, BTreeSet<u64>>,
     pub(super) delivering: Option<(String, bool)>,
 }
 
@@ -70,6 +71,7 @@ impl Node {
             ledger: ActionLedger::default(),
             prompts_shown: 0,
             consent_prompts: BTreeMap::new(),
+            resolution_prompts: BTreeMap::new(),
             delivering: None,
         }
     }
@@ -220,13 +222,12 @@ impl Sim {
                 let text = describe_prompt(&p);
                 self.line(&name, '|', text, Tag::User);
                 let id = p.id;
-                if matches!(p.kind, a2acp_core::agent::PromptKind::Consent { .. }) {
-                    self.nodes[i]
-                        .consent_prompts
-                        .entry(p.thread_id.clone())
-                        .or_default()
-                        .insert(id);
-                }
+                let by_thread = if matches!(p.kind, a2acp_core::agent::PromptKind::Consent { .. }) {
+                    &mut self.nodes[i].consent_prompts
+                } else {
+                    &mut self.nodes[i].resolution_prompts
+                };
+                by_thread.entry(p.thread_id.clone()).or_default().insert(id);
                 let first_time = self.nodes[i].scheduled.insert(id);
                 self.nodes[i].prompts.insert(id, p);
                 if first_time {
@@ -442,6 +443,35 @@ impl Sim {
         if let Some(a) = self.nodes[t.from].agent.as_ref() {
             if let Some(id) = a.threads().keys().find(|k| !before.contains(*k)) {
                 self.threads.insert(idx, id.clone());
+            }
+        }
+    }
+
+    /// Starts group `idx` of the scenario: its coordinator's user asks for it.
+    pub(super) fn start_group(&mut self, idx: usize) {
+        let g = self.spec.groups[idx].clone();
+        let participants = g
+            .participants
+            .iter()
+            .map(|&p| self.nodes[p].address.clone())
+            .collect();
+        let before: BTreeSet<String> = self.nodes[g.coordinator]
+            .agent
+            .as_ref()
+            .map(|a| a.groups().keys().cloned().collect())
+            .unwrap_or_default();
+        self.command(
+            g.coordinator,
+            Command::StartGroupThread {
+                participants,
+                intent: g.intent,
+                context: g.context,
+                quorum: g.quorum,
+            },
+        );
+        if let Some(a) = self.nodes[g.coordinator].agent.as_ref() {
+            if let Some(id) = a.groups().keys().find(|k| !before.contains(*k)) {
+                self.groups.insert(idx, id.clone());
             }
         }
     }

@@ -35,6 +35,26 @@ impl Sim {
                 ..
             } => self.mark_delivered(i, packet_id),
             AgentEvent::Sent { .. } => self.stats.packets_sent += 1,
+            AgentEvent::FlexibilityRequested { group_id, .. } => {
+                self.group_log
+                    .entry(group_id.clone())
+                    .or_default()
+                    .flexibility += 1;
+            }
+            AgentEvent::GroupProposed {
+                group_id, required, ..
+            } => {
+                self.group_log
+                    .entry(group_id.clone())
+                    .or_default()
+                    .proposals
+                    .push(*required);
+            }
+            AgentEvent::GroupOutcome {
+                group_id, reached, ..
+            } => {
+                self.group_log.entry(group_id.clone()).or_default().reached |= *reached;
+            }
             AgentEvent::KeyChanged { peer, .. }
                 if self.spec.agents[i].user.key_change == KeyChangePolicy::Accept =>
             {

@@ -70,6 +70,7 @@ pub(super) enum Ev {
         result: Result<(), String>,
     },
     StartThread(usize),
+    StartGroup(usize),
     Command(usize),
     CrashAgent {
         node: usize,
@@ -113,6 +114,9 @@ impl Sim {
         }
         for (i, c) in self.spec.commands.iter().enumerate() {
             evs.push((at(c.at), Ev::Command(i)));
+        }
+        for (i, g) in self.spec.groups.iter().enumerate() {
+            evs.push((at(g.at), Ev::StartGroup(i)));
         }
         for (i, a) in self.spec.agents.iter().enumerate() {
             for o in &a.offline {
@@ -330,6 +334,13 @@ impl Sim {
                     return;
                 }
                 self.start_thread(i);
+            }
+            Ev::StartGroup(i) => {
+                let from = self.spec.groups[i].coordinator;
+                if self.defer_if_away(from, || Ev::StartGroup(i)) {
+                    return;
+                }
+                self.start_group(i);
             }
             Ev::Command(i) => {
                 let node = self.spec.commands[i].agent;

@@ -90,6 +90,40 @@ pub struct Stats {
     pub core_nanos: u64,
 }
 
+/// What a group thread's coordinator did, from its typed events.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct GroupLog {
+    /// Flexibility requests sent (§10.2).
+    pub(crate) flexibility: u32,
+    /// Each proposal's required confirmations, in order.
+    pub(crate) proposals: Vec<u32>,
+    /// A proposal reached its quorum.
+    pub(crate) reached: bool,
+}
+
+/// Metrics of one group thread a scenario started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupMetrics {
+    /// Group index in the scenario.
+    pub group: usize,
+    /// Agents in the group, the coordinator included.
+    pub size: usize,
+    /// Per participant, in the scenario's order: packets on its leg (summaries aside) up
+    /// to and including the first resolution, if one was sent on it.
+    pub packets_to_resolution: Vec<Option<u32>>,
+    /// Per participant: distinct prompts (consent and resolution) its user saw on its leg.
+    pub participant_prompts: Vec<u32>,
+    /// Distinct prompts the coordinator's user saw for the group (its legs and the group's
+    /// own resolution prompt).
+    pub coordinator_prompts: u32,
+    /// Flexibility requests the coordinator sent.
+    pub flexibility_requests: u32,
+    /// Required confirmations of each proposal, in order.
+    pub proposals: Vec<u32>,
+    /// A proposal reached its quorum.
+    pub reached: bool,
+}
+
 /// What a run found.
 #[derive(Debug, Clone)]
 pub struct Report {
@@ -101,6 +135,9 @@ pub struct Report {
     pub violations: Vec<Violation>,
     /// Violations of checks the scenario lists as known core issues.
     pub known: Vec<Violation>,
+    /// Violations of the core issue the checks recognise and tolerate
+    /// ([`crate::check::Checker::tolerated`]).
+    pub tolerated: Vec<Violation>,
     /// The exactly-once audit.
     pub audit: Audit,
     /// Counters.
@@ -111,6 +148,8 @@ pub struct Report {
     /// (thread index, packets up to and including the first resolution, distinct consent
     /// prompts shown to either user in the thread).
     pub first_resolution: Vec<(usize, u32, u32)>,
+    /// Metrics of the group threads the scenario started.
+    pub groups: Vec<GroupMetrics>,
 }
 
 impl Report {
@@ -146,6 +185,8 @@ pub struct Sim {
     active_partitions: BTreeSet<usize>,
     heal: Timestamp,
     threads: BTreeMap<usize, String>,
+    groups: BTreeMap<usize, String>,
+    group_log: BTreeMap<String, GroupLog>,
     transcript: Vec<Line>,
     record: bool,
     checker: Checker,
@@ -201,6 +242,8 @@ impl Sim {
             active_partitions: BTreeSet::new(),
             heal: start.add(spec.heal_at()),
             threads: BTreeMap::new(),
+            groups: BTreeMap::new(),
+            group_log: BTreeMap::new(),
             transcript: Vec::new(),
             record,
             checker: Checker::new(markers),
@@ -243,6 +286,7 @@ impl Sim {
         self.stats.sim_time = self.now.since(self.start);
         let finals = self.finals();
         let first_resolution = self.first_resolution_metrics();
+        let groups = self.group_metrics();
         let text = if self.record {
             self.render_full()
         } else {
@@ -254,10 +298,12 @@ impl Sim {
             seed: self.seed,
             violations,
             known,
+            tolerated: self.checker.tolerated.clone(),
             audit: self.checker.audit,
             stats: self.stats.clone(),
             finals,
             first_resolution,
+            groups,
         };
         (report, text, std::mem::take(&mut self.transcript))
     }
@@ -314,6 +360,9 @@ impl Sim {
         for v in &known {
             out += &format!("# KNOWN {}\n", names.scrub(&v.to_string()));
         }
+        for v in &self.checker.tolerated {
+            out += &format!("# TOLERATED {}\n", names.scrub(&v.to_string()));
+        }
         if failures.is_empty() {
             out += "# checks: all passed\n";
         } else {
@@ -325,16 +374,34 @@ impl Sim {
     }
 
     fn finals(&self) -> Vec<(String, String, ThreadState)> {
-        let mut numbers: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut numbers: BTreeMap<String, String> = BTreeMap::new();
         for (k, id) in &self.threads {
-            numbers.insert(id.as_str(), k + 1);
+            numbers.insert(id.clone(), format!("{}", k + 1));
+        }
+        // A leg of a scenario's group k is `gk/<participant>`.
+        for (k, gid) in &self.groups {
+            let c = self.spec.groups[*k].coordinator;
+            let Some(g) = self.nodes[c]
+                .agent
+                .as_ref()
+                .and_then(|a| a.groups().get(gid))
+            else {
+                continue;
+            };
+            for (p, lid) in &g.legs {
+                let who = self
+                    .by_address
+                    .get(p)
+                    .map_or_else(|| p.to_string(), |&i| self.nodes[i].name.clone());
+                numbers.insert(lid.clone(), format!("g{}/{who}", k + 1));
+            }
         }
         let mut out = Vec::new();
         for n in &self.nodes {
             let Some(a) = n.agent.as_ref() else { continue };
             for t in a.threads().values() {
                 let label = match numbers.get(t.id.as_str()) {
-                    Some(k) => format!("{k}"),
+                    Some(k) => k.clone(),
                     None => t.id.clone(),
                 };
                 out.push((label, n.name.clone(), t.state));
@@ -375,6 +442,62 @@ impl Sim {
         out
     }
 
+    fn group_metrics(&self) -> Vec<GroupMetrics> {
+        let distinct = |node: usize, id: &str| -> u32 {
+            let n = &self.nodes[node];
+            let c = n.consent_prompts.get(id).map_or(0, BTreeSet::len);
+            let r = n.resolution_prompts.get(id).map_or(0, BTreeSet::len);
+            (c + r) as u32
+        };
+        let mut out = Vec::new();
+        for (k, gid) in &self.groups {
+            let spec = &self.spec.groups[*k];
+            let c = spec.coordinator;
+            let Some(agent) = self.nodes[c].agent.as_ref() else {
+                continue;
+            };
+            let Some(g) = agent.groups().get(gid) else {
+                continue;
+            };
+            let mut packets_to_resolution = Vec::new();
+            let mut participant_prompts = Vec::new();
+            let mut coordinator_prompts = distinct(c, gid);
+            for &p in &spec.participants {
+                let Some(lid) = g.legs.get(&self.nodes[p].address) else {
+                    packets_to_resolution.push(None);
+                    participant_prompts.push(0);
+                    continue;
+                };
+                coordinator_prompts += distinct(c, lid);
+                participant_prompts.push(distinct(p, lid));
+                let mut packets = 0;
+                let mut found = None;
+                if let Some(t) = agent.thread(lid) {
+                    for h in t.history.iter().filter(|h| h.kind != "thread_state") {
+                        packets += 1;
+                        if h.kind == "resolution" {
+                            found = Some(packets);
+                            break;
+                        }
+                    }
+                }
+                packets_to_resolution.push(found);
+            }
+            let log = self.group_log.get(gid).cloned().unwrap_or_default();
+            out.push(GroupMetrics {
+                group: *k,
+                size: spec.participants.len() + 1,
+                packets_to_resolution,
+                participant_prompts,
+                coordinator_prompts,
+                flexibility_requests: log.flexibility,
+                proposals: log.proposals,
+                reached: log.reached,
+            });
+        }
+        out
+    }
+
     /// The prompts shown per agent (for metrics).
     pub fn prompts_shown(&self) -> Vec<u64> {
         self.nodes.iter().map(|n| n.prompts_shown).collect()
@@ -384,6 +507,7 @@ impl Sim {
     fn final_checks(&mut self) {
         let at = self.elapsed();
         let names: Vec<String> = self.nodes.iter().map(|n| n.name.clone()).collect();
+        let addresses: Vec<Address> = self.nodes.iter().map(|n| n.address.clone()).collect();
         let end = End {
             at,
             names: &names,
@@ -395,6 +519,12 @@ impl Sim {
                 .collect(),
             expect: &self.spec.expect,
             started: &self.threads,
+            addresses: &addresses,
+            groups: self
+                .groups
+                .iter()
+                .map(|(k, id)| (*k, (self.spec.groups[*k].coordinator, id.as_str())))
+                .collect(),
         };
         self.checker.finish(&end);
     }
