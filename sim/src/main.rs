@@ -236,14 +236,10 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
             let t0 = Instant::now();
             let mut failed = Vec::new();
             let mut events = 0u64;
-            let mut tolerated = Vec::new();
             for seed in range.clone() {
                 let spec = swarm::generate(seed, p);
                 let (report, _, _) = Sim::new(spec, seed).run();
                 events += report.stats.events;
-                if !report.tolerated.is_empty() {
-                    tolerated.push(seed);
-                }
                 if !report.passed() {
                     bar.suspend(|| {
                         eprintln!("seed {seed} FAILED:");
@@ -265,19 +261,6 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
                 n - failed.len() as u64,
                 failed.len()
             );
-            if !tolerated.is_empty() {
-                println!(
-                    "{} seeds hit the tolerated {} (first: {})",
-                    tolerated.len(),
-                    a2acp_sim::check::GROUP_LEG_AFTER_DECLINE,
-                    tolerated
-                        .iter()
-                        .take(5)
-                        .map(u64::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-            }
             if failed.is_empty() {
                 Ok(ExitCode::SUCCESS)
             } else {

@@ -4,8 +4,7 @@
 //! with group threads (`--groups`: 60 % of worlds get one or two groups of 2–8 agents):
 //! every fault drawn from the seed, users who decline, make excuses or never answer,
 //! reordering, agents crashing at any point of a step, devices shut for days. Nothing is
-//! tolerated but the one core issue the checks recognise from typed data and report apart
-//! (`check::GROUP_LEG_AFTER_DECLINE`). `swarm_calm` adds seeds of the calm profile (users approve and confirm), which
+//! tolerated. `swarm_calm` adds seeds of the calm profile (users approve and confirm), which
 //! reach execution and completion more often. Wider runs use the release binary
 //! (`a2acp-sim swarm --seeds 0..1000`).
 
@@ -128,18 +127,15 @@ fn swarm_full_regressions() {
     );
 }
 
-/// The core issue the checks tolerate (`check::GROUP_LEG_AFTER_DECLINE`) still happens in
-/// seed 4 with groups: a participant who makes an excuse after the group reached its
-/// quorum leaves its leg NEGOTIATING. When the core fixes it, this test fails: remove the
-/// tolerance (`liveness::leg_left_after_decline`) and this test.
+/// Seed 4 with groups: a participant makes an excuse after the group reached its quorum;
+/// its leg closes at both ends (the group went ahead without it) instead of both ends
+/// waiting for each other until the staleness timeout.
 #[test]
-fn the_tolerated_group_leg_issue_still_happens() {
+fn a_participant_left_out_of_the_group_ends_its_leg() {
     let p = Params {
         groups: true,
         ..Params::default()
     };
     let (r, _, _) = Sim::new(swarm::generate(4, p), 4).run();
     assert!(r.passed(), "{:?}", r.violations);
-    assert!(!r.tolerated.is_empty());
-    assert!(r.tolerated.iter().all(|v| v.check == "liveness"));
 }

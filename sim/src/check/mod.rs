@@ -59,9 +59,6 @@ pub const CHECKS: &[&str] = &[
     "group_agreement",
 ];
 
-/// The one core issue the checks tolerate, by name (see [`Checker::tolerated`]).
-pub const GROUP_LEG_AFTER_DECLINE: &str = "core issue: a group leg sent back to negotiation (its participant declined or countered the group's proposal, or an execution on it failed) is left NEGOTIATING";
-
 /// One broken invariant.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {
@@ -99,13 +96,6 @@ struct ThreadCheck {
 pub struct Checker {
     /// Violations found, in order.
     pub violations: Vec<Violation>,
-    /// Violations of a known core issue, recognised from typed data and kept apart
-    /// (reported, not failed): a leg of a group thread whose participant declined or
-    /// countered the group's proposal, or whose execution failed, stays NEGOTIATING at both
-    /// ends — the coordinator neither proposes again on it nor ends it — until the
-    /// staleness timeout
-    /// ([`GROUP_LEG_AFTER_DECLINE`]). Any other stuck thread is a liveness failure.
-    pub tolerated: Vec<Violation>,
     threads: BTreeMap<(usize, String), ThreadCheck>,
     /// Secret texts typed by users (excuse reasons), per agent.
     extra_secrets: BTreeMap<usize, BTreeSet<String>>,
@@ -208,15 +198,7 @@ impl Checker {
         let mut fails = Vec::new();
         for (id, ts) in &by_id {
             if let Some(d) = liveness::thread_stuck(id, ts, end, &waiting_groups) {
-                if liveness::leg_left_after_decline(ts) {
-                    self.tolerated.push(Violation {
-                        at: end.at,
-                        check: "liveness",
-                        detail: format!("{d} [{GROUP_LEG_AFTER_DECLINE}]"),
-                    });
-                } else {
-                    fails.push(("liveness", d));
-                }
+                fails.push(("liveness", d));
             }
             if let Some(d) = agreement::disagreement(id, ts, end.names) {
                 fails.push(("agreement", d));

@@ -135,9 +135,6 @@ pub struct Report {
     pub violations: Vec<Violation>,
     /// Violations of checks the scenario lists as known core issues.
     pub known: Vec<Violation>,
-    /// Violations of the core issue the checks recognise and tolerate
-    /// ([`crate::check::Checker::tolerated`]).
-    pub tolerated: Vec<Violation>,
     /// The exactly-once audit.
     pub audit: Audit,
     /// Counters.
@@ -298,7 +295,6 @@ impl Sim {
             seed: self.seed,
             violations,
             known,
-            tolerated: self.checker.tolerated.clone(),
             audit: self.checker.audit,
             stats: self.stats.clone(),
             finals,
@@ -359,9 +355,6 @@ impl Sim {
         }
         for v in &known {
             out += &format!("# KNOWN {}\n", names.scrub(&v.to_string()));
-        }
-        for v in &self.checker.tolerated {
-            out += &format!("# TOLERATED {}\n", names.scrub(&v.to_string()));
         }
         if failures.is_empty() {
             out += "# checks: all passed\n";
