@@ -82,6 +82,22 @@ fn count_prompts(rx: &mut broadcast::Receiver<AgentEvent>, n: &mut u64) {
     }
 }
 
+/// Waits until every agent is authenticated with the relay (10 s at most).
+async fn wait_online(handles: &[AgentHandle]) -> Result<(), DemoError> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    for h in handles {
+        while !status(h).await?.online {
+            if tokio::time::Instant::now() > deadline {
+                return Err(DemoError::Other(
+                    "the agents could not authenticate with the relay within 10 s".into(),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    Ok(())
+}
+
 async fn status(h: &AgentHandle) -> Result<StatusInfo, DemoError> {
     let r = h.request(Request::Status).await?;
     serde_json::from_value(r.data).map_err(|e| DemoError::Other(e.to_string()))
@@ -151,17 +167,7 @@ pub async fn run(opts: DemoOptions) -> Result<DemoSummary, DemoError> {
         prompt_rx.push(h.subscribe());
         handles.push(h);
     }
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    for h in &handles {
-        while !status(h).await?.online {
-            if tokio::time::Instant::now() > deadline {
-                return Err(DemoError::Other(
-                    "the agents could not authenticate with the relay within 10 s".into(),
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
+    wait_online(&handles).await?;
     let t0 = tokio::time::Instant::now();
     handles[0]
         .command(start_dinner(bob_addr, &next_friday(a2acp_runtime::now())))
@@ -340,17 +346,7 @@ pub async fn run_group(opts: DemoOptions) -> Result<GroupDemoSummary, DemoError>
         prompt_rx.push(h.subscribe());
         handles.push(h);
     }
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    for h in &handles {
-        while !status(h).await?.online {
-            if tokio::time::Instant::now() > deadline {
-                return Err(DemoError::Other(
-                    "the agents could not authenticate with the relay within 10 s".into(),
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
+    wait_online(&handles).await?;
     let t0 = tokio::time::Instant::now();
     handles[0]
         .command(game_night::start(participants, &weekend, None))

@@ -81,6 +81,34 @@ pub struct Group {
     pub transfer: Option<GroupHeader>,
 }
 
+impl Group {
+    /// A group about to be gathered: nothing asked, proposed or ruled out yet.
+    pub(super) fn new(
+        header: GroupHeader,
+        intent: Intent,
+        local: Context,
+        quorum: Option<u32>,
+        legs: BTreeMap<Address, String>,
+    ) -> Group {
+        Group {
+            id: header.group_id.clone(),
+            header,
+            intent,
+            local,
+            quorum,
+            legs,
+            flexibility: None,
+            flexibility_asked: BTreeSet::new(),
+            ruled_out: Vec::new(),
+            preferred: None,
+            proposal: None,
+            escalated: false,
+            closed: false,
+            transfer: None,
+        }
+    }
+}
+
 /// A flexibility request sent and not yet answered.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FlexibilityAsked {
@@ -236,34 +264,13 @@ impl Agent {
         };
         let mut legs = BTreeMap::new();
         for p in &others {
-            let leg = GroupLeg {
-                header: header.clone(),
-                flexibility: None,
-                lead: false,
-                awaiting_announcement: false,
-                held: Vec::new(),
-            };
+            let leg = GroupLeg::new(header.clone());
             let id = self.create_thread(p, intent.clone(), context.clone(), Some(leg));
             legs.insert(p.clone(), id);
         }
         self.shared.groups.insert(
             gid.clone(),
-            Group {
-                id: gid.clone(),
-                header,
-                intent,
-                local: context,
-                quorum,
-                legs: legs.clone(),
-                flexibility: None,
-                flexibility_asked: BTreeSet::new(),
-                ruled_out: Vec::new(),
-                preferred: None,
-                proposal: None,
-                escalated: false,
-                closed: false,
-                transfer: None,
-            },
+            Group::new(header, intent, context, quorum, legs.clone()),
         );
         self.shared.dirty.groups.insert(gid.clone());
         self.shared.audit(

@@ -305,11 +305,8 @@ impl Agent {
         );
         let awaiting = group.as_ref().is_some_and(|h| !self.announced(h));
         t.group = group.map(|header| super::thread::GroupLeg {
-            header,
-            flexibility: None,
-            lead: false,
             awaiting_announcement: awaiting,
-            held: Vec::new(),
+            ..super::thread::GroupLeg::new(header)
         });
         self.shared.tags.insert(
             (p.from.clone(), thread_tag(&p.thread_id)),

@@ -505,6 +505,19 @@ pub struct GroupLeg {
     pub held: Vec<String>,
 }
 
+impl GroupLeg {
+    /// A leg of the group `header` describes, with nothing pending on it.
+    pub fn new(header: crate::packet::GroupHeader) -> GroupLeg {
+        GroupLeg {
+            header,
+            flexibility: None,
+            lead: false,
+            awaiting_announcement: false,
+            held: Vec::new(),
+        }
+    }
+}
+
 impl Thread {
     /// The thread's state and how many packets other than `thread_state` summaries it
     /// sent and received: what a summary of it reports. Summaries themselves do not count,

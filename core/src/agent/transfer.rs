@@ -213,13 +213,7 @@ impl Agent {
             .iter()
             .filter(|p| **p != me && **p != old)
         {
-            let lg = GroupLeg {
-                header: header.clone(),
-                flexibility: None,
-                lead: false,
-                awaiting_announcement: false,
-                held: Vec::new(),
-            };
+            let lg = GroupLeg::new(header.clone());
             let lid = self.create_thread(p, h.intent.clone(), Context::new(), Some(lg));
             if let Some(t) = self.threads.get_mut(&lid) {
                 t.user_initiated = false;
@@ -229,22 +223,13 @@ impl Agent {
         let gid = header.group_id.clone();
         self.shared.groups.insert(
             gid.clone(),
-            Group {
-                id: gid.clone(),
-                header: header.clone(),
-                intent: h.intent.clone(),
-                local: Context::new(),
-                quorum: None,
-                legs: legs.clone(),
-                flexibility: None,
-                flexibility_asked: Default::default(),
-                ruled_out: Vec::new(),
-                preferred: None,
-                proposal: None,
-                escalated: false,
-                closed: false,
-                transfer: None,
-            },
+            Group::new(
+                header.clone(),
+                h.intent.clone(),
+                Context::new(),
+                None,
+                legs.clone(),
+            ),
         );
         self.shared.dirty.groups.insert(gid.clone());
         self.shared.audit(
