@@ -83,6 +83,10 @@ pub const SHIPPED: &[(&str, &str)] = &[
         "group_participant_offline",
         include_str!("../scenarios/group_participant_offline.toml"),
     ),
+    (
+        "group_transfer",
+        include_str!("../scenarios/group_transfer.toml"),
+    ),
 ];
 
 /// Finds a shipped scenario by name, or reads a file.
@@ -286,6 +290,13 @@ pub enum ScriptAction {
     Block {
         /// The agent.
         peer: usize,
+    },
+    /// Hand group `group` (index in `groups`) to agent `to` (§10.3).
+    TransferCoordinator {
+        /// Group index.
+        group: usize,
+        /// The participant who coordinates from then on.
+        to: usize,
     },
 }
 
@@ -552,6 +563,7 @@ struct RawCommand {
     intent: Option<RawIntent>,
     reason: Option<String>,
     peer: Option<String>,
+    group: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -967,9 +979,28 @@ fn resolve(raw: RawScenario, file: &str) -> Result<Spec, SimError> {
                     ScriptAction::AcceptKeyChange { peer }
                 }
             }
+            "transfer" => {
+                let to = index(
+                    "command.peer",
+                    c.peer
+                        .as_deref()
+                        .ok_or_else(|| cx.bad("`transfer` needs `peer`"))?,
+                )?;
+                let group = match c.group {
+                    Some(n) if n >= 1 && n <= groups.len() => n - 1,
+                    Some(n) => {
+                        return Err(cx.bad(format!(
+                            "`command.group`: {n} is not a group number (1..={})",
+                            groups.len()
+                        )))
+                    }
+                    None => return Err(cx.bad("`transfer` needs `group`")),
+                };
+                ScriptAction::TransferCoordinator { group, to }
+            }
             other => {
                 return Err(cx.bad(format!(
-                    "`command.do`: `{other}` is not one of update_context, update_intent, cancel, accept_key_change, block"
+                    "`command.do`: `{other}` is not one of update_context, update_intent, cancel, accept_key_change, block, transfer"
                 )))
             }
         };

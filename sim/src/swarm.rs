@@ -417,6 +417,7 @@ pub fn generate(seed: u64, p: Params) -> Spec {
     } else {
         Vec::new()
     };
+    add_transfers(seed, &groups, &mut commands);
     Spec {
         name: "swarm".into(),
         summary: format!(
@@ -443,6 +444,26 @@ pub fn generate(seed: u64, p: Params) -> Spec {
         transcript: false,
         known_issues: Vec::new(),
         crash_mid_step: !p.calm,
+    }
+}
+
+/// Coordinator transfers (§10.3), drawn from a stream of their own ("swarm-transfers"), so
+/// the worlds without them stay as they were: a quarter of the groups are handed by their
+/// coordinator to a random participant between 1 s and 10 min after they start — often
+/// before everyone answered (a transfer), sometimes once a proposal is open (refused, the
+/// user told).
+fn add_transfers(seed: u64, groups: &[GroupSpec], commands: &mut Vec<CommandSpec>) {
+    let mut r = Rng::new(seed, "swarm-transfers");
+    for (i, g) in groups.iter().enumerate() {
+        if !r.chance(0.25) || g.participants.is_empty() {
+            continue;
+        }
+        let to = g.participants[r.below(g.participants.len() as u64) as usize];
+        commands.push(CommandSpec {
+            at: g.at + ms(r.between(1_000, 600_000)),
+            agent: g.coordinator,
+            action: ScriptAction::TransferCoordinator { group: i, to },
+        });
     }
 }
 

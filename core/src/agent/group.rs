@@ -1081,6 +1081,18 @@ impl Agent {
                 if let Some(p) = prompt {
                     self.shared.buf.prompt.push(Output::ClosePrompt(p));
                 }
+                // Legs still proposed expire on their own deadline (the same instant);
+                // a leg sent back to negotiating (its participant countered) ends with
+                // the group too, or both ends would wait for each other.
+                let legs: Vec<String> = self
+                    .shared
+                    .groups
+                    .get(&gid)
+                    .map(|g| g.legs.values().cloned().collect())
+                    .unwrap_or_default();
+                for lid in legs {
+                    self.in_thread(&lid, |step| step.expire_with_group());
+                }
                 self.shared.notify(
                     Some(gid.clone()),
                     NotifyKind::Expired,
@@ -1165,6 +1177,20 @@ impl ThreadStep<'_> {
             "the group's proposal was withdrawn",
         );
         self.set_waiting(Waiting::Nothing);
+    }
+
+    /// The coordinator's side: the group's confirmation timeout passed while this leg was
+    /// back to negotiating; it ends EXPIRED at both ends (`thread_state`).
+    pub(super) fn expire_with_group(&mut self) {
+        if !matches!(
+            self.t.state,
+            ThreadState::Negotiating | ThreadState::Stalled
+        ) {
+            return;
+        }
+        self.close_prompts();
+        self.set_state(ThreadState::Expired, "the group's confirmation timeout");
+        self.send_thread_state();
     }
 
     /// The coordinator's side: the group went ahead without this leg's participant
@@ -1327,12 +1353,8 @@ fn window_details(c: &Candidate) -> Context {
     };
     d.insert("start_utc".into(), json!(iso(c.start)));
     d.insert("end_utc".into(), json!(iso(c.end)));
+    // No `duration`: start and end say it, and an ISO duration equal to the one a
+    // participant stated would read as that participant's value.
     d.insert("when".into(), json!(c.local));
-    d.insert(
-        "duration".into(),
-        json!(crate::time::format_iso8601_duration(
-            std::time::Duration::from_secs(u64::try_from(c.end - c.start).unwrap_or(0))
-        )),
-    );
     d
 }

@@ -14,7 +14,7 @@
 //!   coordinator's end of that leg — completed on the window the coordinator's group
 //!   proposal reached its quorum with (`start_utc` / `end_utc` of the proposal details).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use a2acp_core::agent::{Agent, Thread, ThreadState};
 use a2acp_core::packet::{Body, Packet};
@@ -116,8 +116,19 @@ impl Known {
     }
 }
 
-/// Whether a sent packet (its JSON tree) carries `x`.
+/// A proposal's window: start and end, UTC seconds.
+type Window = (i64, i64);
+
+/// Whether a sent packet (its JSON tree) carries `x`. The `_format_hints` and
+/// `capabilities` every agent writes in its first packet are protocol constants (their
+/// examples, e.g. `PT1H30M`, may contain a short value someone shared), not values.
 fn carries(packet: &Value, x: &Shared) -> bool {
+    let mut packet = packet.clone();
+    if let Some(m) = packet.as_object_mut() {
+        m.remove("_format_hints");
+        m.remove("capabilities");
+    }
+    let packet = &packet;
     match x {
         Shared::Text(t) => {
             let mut s = Vec::new();
@@ -143,12 +154,29 @@ fn leg_window(t: &Thread) -> Option<(i64, i64)> {
 impl Checker {
     /// The group checks over every group every coordinator keeps.
     pub(super) fn groups(&mut self, end: &End<'_>) {
+        // The proposal each group reached, as its current coordinator keeps it: after a
+        // transfer (§10.3) the record of the agent the header names, at the highest epoch.
+        let mut current: BTreeMap<&str, (u32, Option<Window>)> = BTreeMap::new();
+        for agent in end.agents.iter().flatten() {
+            for (gid, g) in agent.groups() {
+                if &g.header.coordinator != agent.address() {
+                    continue;
+                }
+                let reached = g.proposal.as_ref().filter(|p| p.reached).map(|p| p.window);
+                let e = current
+                    .entry(gid.as_str())
+                    .or_insert((g.header.epoch, reached));
+                if g.header.epoch >= e.0 {
+                    *e = (g.header.epoch, reached);
+                }
+            }
+        }
         for (c, agent) in end.agents.iter().enumerate() {
             let Some(agent) = agent else { continue };
             for (gid, g) in agent.groups() {
                 self.privacy(end, c, agent, gid);
                 let legs: Vec<(&Address, &String)> = g.legs.iter().collect();
-                let reached = g.proposal.as_ref().filter(|p| p.reached).map(|p| p.window);
+                let reached = current.get(gid.as_str()).and_then(|x| x.1);
                 for (p, lid) in legs {
                     let mut ends: Vec<(String, &Thread)> = Vec::new();
                     if let Some(t) = agent.thread(lid) {

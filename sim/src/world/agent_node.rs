@@ -508,6 +508,15 @@ impl Sim {
                 address: self.nodes[peer].address.clone(),
             },
             ScriptAction::Block { peer } => Command::Block(self.nodes[peer].address.clone()),
+            ScriptAction::TransferCoordinator { group, to } => {
+                let Some(id) = self.groups.get(&group).cloned() else {
+                    return;
+                };
+                Command::TransferCoordinator {
+                    group_id: id,
+                    to: self.nodes[to].address.clone(),
+                }
+            }
         };
         self.command(c.agent, cmd);
     }
