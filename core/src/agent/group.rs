@@ -408,20 +408,7 @@ impl Agent {
                 return;
             }
         }
-        let members: BTreeMap<Address, Member> = g
-            .legs
-            .iter()
-            .filter_map(|(p, l)| {
-                let t = self.threads.get(l)?;
-                Some((
-                    p.clone(),
-                    Member {
-                        status: leg_status(t),
-                        shared: t.theirs.clone(),
-                    },
-                ))
-            })
-            .collect();
+        let members = self.group_members_view(g);
         if members
             .values()
             .any(|m| m.status == ParticipantStatus::AwaitingResponse)
@@ -470,10 +457,28 @@ impl Agent {
         }
     }
 
+    /// Every participant as the aggregation sees it: its status and what it shared with
+    /// this agent on its leg.
+    pub(super) fn group_members_view(&self, g: &Group) -> BTreeMap<Address, Member> {
+        g.legs
+            .iter()
+            .filter_map(|(p, l)| {
+                let t = self.threads.get(l)?;
+                Some((
+                    p.clone(),
+                    Member {
+                        status: leg_status(t),
+                        shared: t.theirs.clone(),
+                    },
+                ))
+            })
+            .collect()
+    }
+
     /// The coordinator's own values for the aggregation: its profile and what its user
     /// gave for this group. They are never sent as they are: only what the aggregation
     /// derives from them.
-    fn group_mine(&self, g: &Group) -> Context {
+    pub(super) fn group_mine(&self, g: &Group) -> Context {
         let mut m = self.shared.config.profile.clone();
         m.extend(g.local.clone());
         m

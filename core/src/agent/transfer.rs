@@ -14,7 +14,7 @@ use super::thread::{GroupLeg, ThreadState};
 use super::*;
 
 use crate::display;
-use crate::negotiator::group::{aggregate, GroupView, Member};
+use crate::negotiator::group::{aggregate, GroupView};
 use crate::packet::{
     Body, ContextBody, CoordinatorTransferBody, CoordinatorTransferResponseBody, GroupHeader,
     Handover, Packet, TransferDecision,
@@ -81,22 +81,8 @@ impl Agent {
     /// The aggregated context the group's participants may see, as it stands.
     fn shared_view(&self, g: &Group) -> serde_json::Value {
         let me = self.shared.config.address.clone();
-        let members: BTreeMap<Address, Member> = g
-            .legs
-            .iter()
-            .filter_map(|(p, l)| {
-                let t = self.threads.get(l)?;
-                Some((
-                    p.clone(),
-                    Member {
-                        status: super::group::leg_status(t),
-                        shared: t.theirs.clone(),
-                    },
-                ))
-            })
-            .collect();
-        let mut mine = self.shared.config.profile.clone();
-        mine.extend(g.local.clone());
+        let members = self.group_members_view(g);
+        let mine = self.group_mine(g);
         let view = GroupView {
             intent: &g.intent,
             coordinator: &me,
