@@ -41,6 +41,7 @@ mod drift;
 pub mod events;
 mod execution;
 pub mod group;
+mod group_confirmation;
 pub mod io;
 mod keys;
 mod lifecycle;
