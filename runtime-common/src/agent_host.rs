@@ -17,8 +17,8 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use a2acp_core::agent::{
-    ActionRequest, Agent, AgentConfig, AuditRecord, Command, Input, Notification, Output, Prompt,
-    RestoreError, Tier,
+    ActionRequest, Agent, AgentConfig, AuditRecord, Command, GroupConfirmation, Input,
+    Notification, Output, Prompt, RestoreError, Tier,
 };
 use a2acp_core::crypto::IdentityKey;
 use a2acp_core::encoding::b64_encode;
@@ -322,9 +322,11 @@ impl AgentHost {
                 if first {
                     self.stats.actions += 1;
                 }
+                // No external service is wired in: an action is recorded, and a check
+                // finds nothing that would change the proposal.
                 self.follow_up.push_back(Input::ActionResult {
                     action_id: a.id,
-                    result: Ok(()),
+                    result: Ok(Context::new()),
                 });
                 effects.push(Effect::Action(a));
             }
@@ -480,6 +482,7 @@ impl AgentHost {
                 context,
                 urgent,
                 quorum,
+                sequential,
             } => {
                 let mut list = Vec::new();
                 for a in to.list() {
@@ -522,12 +525,27 @@ impl AgentHost {
                     scope_change: None,
                 };
                 let context = context.unwrap_or_default();
+                let confirmation = match (quorum, sequential) {
+                    (Some(_), true) => {
+                        return Ok((
+                            Response::err(
+                                "--quorum and --sequential do not go together: a sequential confirmation asks everyone in turn",
+                            ),
+                            Vec::new(),
+                        ))
+                    }
+                    (Some(q), false) => GroupConfirmation::Quorum(q),
+                    (None, true) => GroupConfirmation::Sequential,
+                    (None, false) => GroupConfirmation::All,
+                };
                 if list.len() > 1 {
-                    return self.start_group(now, list, intent, context, quorum);
+                    return self.start_group(now, list, intent, context, confirmation);
                 }
-                if quorum.is_some() {
+                if confirmation != GroupConfirmation::All {
                     return Ok((
-                        Response::err("--quorum is for a group thread (two or more --to)"),
+                        Response::err(
+                            "--quorum and --sequential are for a group thread (two or more --to)",
+                        ),
                         Vec::new(),
                     ));
                 }

@@ -9,7 +9,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
 
-use a2acp_core::agent::{AgentConfig, Limits, RelationshipOverride, ThreadState, Tier};
+use a2acp_core::agent::{
+    AgentConfig, GroupConfirmation, Limits, RelationshipOverride, ThreadState, Tier,
+};
 use a2acp_core::packet::{Context, Intent};
 use a2acp_core::relay::RelayConfig;
 use a2acp_core::{Address, Timestamp};
@@ -86,6 +88,10 @@ pub const SHIPPED: &[(&str, &str)] = &[
     (
         "group_transfer",
         include_str!("../scenarios/group_transfer.toml"),
+    ),
+    (
+        "group_sequential",
+        include_str!("../scenarios/group_sequential.toml"),
     ),
 ];
 
@@ -241,9 +247,9 @@ pub struct GroupSpec {
     pub intent: Intent,
     /// What the coordinator's user says about it.
     pub context: Context,
-    /// Confirmations the user asks for in total, the coordinator's own included (`None`:
-    /// the proposal decides).
-    pub quorum: Option<u32>,
+    /// How the proposal's confirmations are collected (`quorum = q`, `sequential = true`,
+    /// or everyone the proposal names).
+    pub confirmation: GroupConfirmation,
 }
 
 /// A scripted user command.
@@ -497,6 +503,9 @@ struct RawActions {
     #[serde(default)]
     fail_first: Vec<String>,
     fail_rate: Option<f64>,
+    /// What checking an action finds, by action name (sequential confirmation).
+    #[serde(default)]
+    checks: BTreeMap<String, Context>,
 }
 
 #[derive(Deserialize, Clone)]
@@ -549,6 +558,8 @@ struct RawGroup {
     #[serde(default)]
     context: Context,
     quorum: Option<u32>,
+    #[serde(default)]
+    sequential: bool,
 }
 
 #[derive(Deserialize)]
@@ -817,6 +828,7 @@ fn resolve(raw: RawScenario, file: &str) -> Result<Spec, SimError> {
                 }
                 m.fail_first = x.fail_first.iter().cloned().collect();
                 m.fail_rate = cx.prob(&f("actions.fail_rate"), x.fail_rate)?;
+                m.checks = x.checks.clone();
                 m
             }
         };
@@ -919,6 +931,11 @@ fn resolve(raw: RawScenario, file: &str) -> Result<Spec, SimError> {
                     participants.len() + 1
                 )));
             }
+            if g.sequential {
+                return Err(cx.bad(
+                    "`group.quorum` and `group.sequential`: a sequential confirmation has no quorum",
+                ));
+            }
         }
         groups.push(GroupSpec {
             coordinator,
@@ -929,7 +946,11 @@ fn resolve(raw: RawScenario, file: &str) -> Result<Spec, SimError> {
             },
             intent: intent(&g.intent),
             context: g.context.clone(),
-            quorum: g.quorum,
+            confirmation: match (g.sequential, g.quorum) {
+                (true, _) => GroupConfirmation::Sequential,
+                (false, Some(q)) => GroupConfirmation::Quorum(q),
+                (false, None) => GroupConfirmation::All,
+            },
         });
     }
     let thread_ref = |n: Option<usize>| -> Result<usize, SimError> {

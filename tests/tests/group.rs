@@ -39,6 +39,7 @@ fn start(to: Recipients, w: &Weekend, quorum: Option<u32>) -> Request {
         context: Some(game_night::context(w)),
         urgent: false,
         quorum,
+        sequential: false,
     }
 }
 

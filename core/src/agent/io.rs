@@ -34,8 +34,9 @@ pub enum Input {
     ActionResult {
         /// The request's id.
         action_id: u64,
-        /// `Ok` or what went wrong.
-        result: Result<(), String>,
+        /// `Ok` with what the action reports (a check's findings, e.g. the slot a venue
+        /// has; usually nothing), or what went wrong.
+        result: Result<Context, String>,
     },
 }
 
@@ -63,9 +64,8 @@ pub enum Command {
         intent: Intent,
         /// What the user said about it.
         context: Context,
-        /// Confirmations needed in total, this agent's user's included (§8.3 quorum);
-        /// `None`: everyone the proposal names.
-        quorum: Option<u32>,
+        /// How the proposal's confirmations are collected (§8.3).
+        confirmation: GroupConfirmation,
     },
     /// Hand the coordination of a group thread this agent coordinates to one of its
     /// participants (§10.3); only while nothing is proposed. The other agent accepts or
@@ -300,6 +300,26 @@ pub struct ActionRequest {
     pub details: Context,
     /// Undo a completed action (rollback) rather than do it.
     pub undo: bool,
+    /// Only check that the action can be done and with which details, changing nothing
+    /// (the coordinator's work between two steps of a sequential confirmation, §8.3);
+    /// answer with the findings as the result's context.
+    #[serde(default)]
+    pub check: bool,
+}
+
+/// How a group's proposal collects its confirmations (§8.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupConfirmation {
+    /// Everyone the proposal names, in any order.
+    #[default]
+    All,
+    /// This many confirmations in total, this agent's user's included.
+    Quorum(u32),
+    /// Everyone, one after the other in the order of the participants (this agent's user
+    /// first); between two steps the coordinator checks its own actions, and what it finds
+    /// may change what the next person is asked.
+    Sequential,
 }
 
 /// Kinds of notification.

@@ -42,6 +42,7 @@ pub mod events;
 mod execution;
 pub mod group;
 mod group_confirmation;
+mod group_sequence;
 pub mod io;
 mod keys;
 mod lifecycle;
@@ -71,7 +72,7 @@ use crate::rng::DetRng;
 use crate::time::Timestamp;
 
 pub use events::{AgentEvent, Bug, DropReason};
-pub use group::{Group, GroupMember, GroupProposal};
+pub use group::{Group, GroupMember, GroupProposal, Sequence};
 pub use io::*;
 pub use link::{FirstPacket, LinkRefusal, REGISTRATION_RETRY};
 pub use permissions::{PermissionTiers, RelationshipOverride, Tier};
@@ -508,6 +509,8 @@ fn new_session(rng: &mut DetRng) -> ThreadSession {
     ThreadSession::new(rng.bytes32())
 }
 
+#[cfg(test)]
+mod group_sequence_tests;
 #[cfg(test)]
 mod group_tests;
 #[cfg(test)]

@@ -55,6 +55,7 @@ impl Agent {
                             action,
                             details,
                             undo,
+                            check: false,
                         }));
                 }
             }
