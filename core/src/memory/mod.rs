@@ -16,9 +16,14 @@ pub mod canonical;
 mod fact;
 pub mod ndjson;
 mod package;
+mod relationship;
 
 pub use fact::Fact;
 pub use package::{Package, PackageDraft, PACKAGE_TYPES, RELAY_VERSION, STATUSES};
+pub use relationship::{
+    CacheChange, CacheEntry, Confidence, Recorded, Relationship, ThreadSummary, TrustLevel,
+    STALE_AFTER,
+};
 
 /// An actor (seed 002 §6.2): who made a package or asserted a fact.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

@@ -1,5 +1,6 @@
 use super::*;
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 
 const BOB: &str = "agent:bob@a2acp.io";
 
@@ -393,4 +394,142 @@ fn purge_and_forget_remove_history_too() {
     assert_eq!(m.purge_project(BOB), (1, 1));
     assert_eq!(m.projects(), vec!["agent:carol@a2acp.io".to_string()]);
     assert!(!m.export_ndjson().unwrap().contains("bob"));
+}
+
+fn dinner(thread: &str, dietary: &str) -> ThreadSummary {
+    ThreadSummary {
+        thread_id: thread.into(),
+        intent: "scheduling".into(),
+        title: "Dinner with Bob".into(),
+        shared_by_peer: [
+            ("dietary".to_string(), dietary.to_string()),
+            ("time_windows".to_string(), "Fri 18:00-22:00".to_string()),
+        ]
+        .into(),
+        declined_by_peer: vec!["budget_range".into()],
+        response_times: vec![std::time::Duration::from_secs(30 * 60)],
+        decisions: vec!["Rossi's, Friday 19:30".into()],
+        open_questions: vec![],
+    }
+}
+
+const ALICE: &str = "agent:alice@a2acp.io";
+
+#[test]
+fn completed_threads_build_the_relationship_view() {
+    let mut m = MemoryStore::new();
+    assert!(m.relationship(BOB, day(1)).is_none());
+    for d in 1..=3 {
+        let r = m
+            .record_completed_thread(day(d), ALICE, BOB, &dinner(&format!("thr_{d}"), "none"))
+            .unwrap();
+        assert!(r.changes.is_empty());
+        let p = m.package(&r.package_id).unwrap();
+        assert_eq!(p.decisions_made(), vec!["Rossi's, Friday 19:30"]);
+        assert_eq!(
+            p.member("x-a2acp-provenance").unwrap()["thread_id"],
+            json!(format!("thr_{d}"))
+        );
+    }
+    let mut other = dinner("thr_4", "none");
+    other.intent = "project_coordination".into();
+    other.shared_by_peer.remove("time_windows");
+    other.declined_by_peer.clear();
+    other.response_times = vec![std::time::Duration::from_secs(50 * 60)];
+    m.record_completed_thread(day(4), ALICE, BOB, &other)
+        .unwrap();
+    let r = m.relationship(BOB, day(5)).unwrap();
+    assert_eq!(r.interaction_count, 4);
+    assert_eq!(r.first_interaction, Some(day(1)));
+    assert_eq!(r.last_interaction, Some(day(4)));
+    assert_eq!(
+        r.typical_intents,
+        vec!["scheduling", "project_coordination"]
+    );
+    assert_eq!(r.usually_shares, vec!["dietary", "time_windows"]);
+    assert_eq!(r.usually_declines, vec!["budget_range"]);
+    assert_eq!(
+        r.average_response_time,
+        Some(std::time::Duration::from_secs(35 * 60))
+    );
+    assert_eq!(r.trust_level, TrustLevel::Familiar);
+    assert_eq!(r.context_cache["dietary"].confidence, Confidence::High);
+    let shown = m.relationship_json(BOB, day(5)).unwrap();
+    assert_eq!(
+        shown["learned_patterns"]["average_response_time"],
+        json!("PT35M")
+    );
+    // "What did I know about Bob on 2 March?" Two threads' worth.
+    let then: BTreeMap<_, _> = m
+        .known_at(BOB, BOB, day(2))
+        .into_iter()
+        .map(|f| (f.predicate.clone(), f.value.clone()))
+        .collect();
+    assert_eq!(then["stats.interaction_count"], "2");
+    assert!(!then.contains_key("intent.project_coordination"));
+}
+
+#[test]
+fn a_contradicting_value_updates_the_cache_and_is_reported() {
+    let mut m = MemoryStore::new();
+    m.record_completed_thread(day(1), ALICE, BOB, &dinner("thr_1", "none"))
+        .unwrap();
+    let r = m
+        .record_completed_thread(day(2), ALICE, BOB, &dinner("thr_2", "vegetarian"))
+        .unwrap();
+    assert_eq!(
+        r.changes,
+        vec![CacheChange {
+            field: "dietary".into(),
+            old: "none".into(),
+            new: "vegetarian".into()
+        }]
+    );
+    assert_eq!(
+        m.current(BOB, BOB, "cache.dietary").unwrap().value,
+        "vegetarian"
+    );
+    assert_eq!(
+        m.value_at(BOB, BOB, "cache.dietary", day(1)).unwrap().value,
+        "none"
+    );
+}
+
+#[test]
+fn cached_values_older_than_90_days_are_low_confidence() {
+    let mut m = MemoryStore::new();
+    m.record_completed_thread(day(1), ALICE, BOB, &dinner("thr_1", "none"))
+        .unwrap();
+    let at = |d: u64| m.relationship(BOB, day(d)).unwrap().context_cache["dietary"].confidence;
+    assert_eq!(at(91), Confidence::High);
+    assert_eq!(at(92), Confidence::Low);
+    assert_eq!(m.stale_cache(BOB, day(92)), vec!["dietary", "time_windows"]);
+    assert_eq!(
+        m.relationship_json(BOB, day(92)).unwrap()["context_cache"]["dietary"]["confidence"],
+        json!("low_confidence")
+    );
+    // Re-verified by a new thread: high again.
+    m.record_completed_thread(day(95), ALICE, BOB, &dinner("thr_2", "none"))
+        .unwrap();
+    assert!(m.stale_cache(BOB, day(96)).is_empty());
+}
+
+#[test]
+fn purging_a_peer_removes_its_relationship_and_packages_only() {
+    let mut m = MemoryStore::new();
+    m.record_completed_thread(day(1), ALICE, BOB, &dinner("thr_1", "none"))
+        .unwrap();
+    m.record_completed_thread(
+        day(1),
+        ALICE,
+        "agent:carol@a2acp.io",
+        &dinner("thr_2", "vegan"),
+    )
+    .unwrap();
+    let (facts, packages) = m.purge_project(BOB);
+    assert!(facts > 0 && packages == 1);
+    assert!(m.relationship(BOB, day(2)).is_none());
+    let text = m.export_ndjson().unwrap();
+    assert!(!text.contains("bob"), "{text}");
+    assert!(m.relationship("agent:carol@a2acp.io", day(2)).is_some());
 }
