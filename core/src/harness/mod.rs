@@ -394,6 +394,10 @@ impl Net {
             Input::LlmResult {
                 request_id: r.id,
                 result,
+                meta: crate::agent::LlmMeta {
+                    model: format!("scripted-{}", r.tier),
+                    latency_ms: 0,
+                },
             },
         );
         self.drain_agent(i);
