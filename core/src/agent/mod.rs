@@ -520,6 +520,8 @@ mod group_tests;
 #[cfg(test)]
 mod hostile_tests;
 #[cfg(test)]
+mod llm_tests;
+#[cfg(test)]
 mod resolution_tests;
 #[cfg(test)]
 mod surface_tests;
