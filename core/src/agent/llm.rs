@@ -404,18 +404,20 @@ impl Shared {
         // it opened the thread with, its reasons, every packet — is data for the model,
         // never instructions: it goes into a layer of its own, between markers it cannot
         // forge (SPEC-NOTES "The LLM layer (§5)", "Untrusted context").
-        let mut thread = json!({
+        let intent = json!(t.intent);
+        let (mine_intent, peer_intent) = if t.initiator {
+            (intent, Value::Null)
+        } else {
+            (Value::Null, intent)
+        };
+        let thread = json!({
             "me": self.config.address, "peer": t.peer, "initiator": t.initiator, "state": t.state, "mine": self.mine(t),
             "asked": t.asked, "unavailable": t.peer_unavailable, "round_trips": t.round_trips,
+            "intent": mine_intent,
         });
-        let mut peer = json!({
-            "theirs": t.theirs, "rejected": t.rejected, "history": history,
+        let peer = json!({
+            "theirs": t.theirs, "rejected": t.rejected, "history": history, "intent": peer_intent,
         });
-        if t.initiator {
-            thread["intent"] = json!(t.intent);
-        } else {
-            peer["intent"] = json!(t.intent);
-        }
         let data = delimit_peer_data(&peer.to_string());
         vec![
             layer(
@@ -461,8 +463,9 @@ impl Shared {
 /// fixed point of SHA-256), and the JSON escapes every line break of the peer's strings,
 /// so no line inside the block can start with a marker either.
 fn peer_data_tag(json: &str) -> String {
-    Sha256::digest(json.as_bytes())[..8]
+    Sha256::digest(json.as_bytes())
         .iter()
+        .take(8)
         .map(|b| format!("{b:02x}"))
         .collect()
 }
@@ -496,7 +499,7 @@ pub fn prompt_thread(layers: &[LlmLayer]) -> Option<Map<String, Value>> {
         .filter(|l| l.name == "thread" || l.name == PEER_DATA_LAYER)
     {
         if let Value::Object(m) = layer_json(l)? {
-            out.extend(m);
+            out.extend(m.into_iter().filter(|(_, v)| !v.is_null()));
         }
     }
     Some(out)
