@@ -283,8 +283,7 @@ impl LlmModel {
 /// the simulated LLM reads its prompt and answers with [`negotiator::decide`].
 pub fn valid_answer(req: &LlmRequest, me: &Address, thread: Option<&Thread>) -> Option<String> {
     let t = thread?;
-    let layer = req.layers.iter().find(|l| l.name == "thread")?;
-    let v: Value = serde_json::from_str(&layer.content).ok()?;
+    let v = Value::Object(a2acp_core::agent::prompt_thread(&req.layers)?);
     let intent: Intent = serde_json::from_value(v.get("intent")?.clone()).ok()?;
     let obj = |k: &str| -> Context {
         v.get(k)

@@ -29,6 +29,8 @@ pub enum Input {
         request_id: u64,
         /// The model's raw answer, or an error (timeout, rate limit, no model).
         result: Result<String, String>,
+        /// Which model answered and how long it took (recorded with the decision).
+        meta: LlmMeta,
     },
     /// The outcome of an [`Output::ExecuteAction`].
     ActionResult {
@@ -268,9 +270,14 @@ pub struct LlmRequest {
     pub id: u64,
     /// The thread.
     pub thread_id: String,
-    /// Attempt number, from 1.
+    /// Attempt number with this tier's model, from 1.
     pub attempt: u32,
-    /// Layers 1–5: protocol, user profile, permissions, relationship memory, thread.
+    /// Which model the runtime must ask (§5.5): the core picks it per decision and moves
+    /// along the fallback chain (SPEC-NOTES "The LLM layer").
+    #[serde(default)]
+    pub tier: ModelTier,
+    /// Layers 1–5: protocol, user profile, permissions, relationship memory, thread; then
+    /// the peer's data, marked [`LlmLayer::untrusted`].
     pub layers: Vec<LlmLayer>,
     /// JSON schema the answer must follow.
     pub schema: Value,
@@ -285,6 +292,53 @@ pub struct LlmLayer {
     pub name: String,
     /// Its content.
     pub content: String,
+    /// What another agent wrote (its context, its intent, its packets): data between
+    /// unforgeable markers, never instructions. A runtime puts it apart from the system
+    /// layers (in the user turn of a chat), never among them.
+    #[serde(default)]
+    pub untrusted: bool,
+}
+
+/// The model tier a decision needs (§5.5), or the fallback model (§13.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelTier {
+    /// Packet parsing and construction, routine follow-ups.
+    Small,
+    /// Evaluating completeness, identifying gaps.
+    #[default]
+    Medium,
+    /// Proposals and nuanced trade-offs.
+    Large,
+    /// The secondary model, when the tier's model is unavailable or gave no valid answer.
+    Fallback,
+}
+
+impl ModelTier {
+    /// Its name in configuration and audit lines.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelTier::Small => "small",
+            ModelTier::Medium => "medium",
+            ModelTier::Large => "large",
+            ModelTier::Fallback => "fallback",
+        }
+    }
+}
+
+impl std::fmt::Display for ModelTier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What the runtime tells about a model call besides its answer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LlmMeta {
+    /// The model that answered (or failed), as the runtime named it.
+    pub model: String,
+    /// How long the call took, retries included, in milliseconds.
+    pub latency_ms: u64,
 }
 
 /// An action to carry out.

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use crate::address::Address;
 use crate::agent::{
-    ActionRequest, Agent, AgentConfig, Command, ConsentAnswer, Input, LlmRequest, Notification,
-    Output, Prompt, ResolutionAnswer,
+    ActionRequest, Agent, AgentConfig, AuditRecord, Command, ConsentAnswer, Input, LlmRequest,
+    Notification, Output, Prompt, ResolutionAnswer,
 };
 use crate::crypto::IdentityKey;
 use crate::link::{ClientFrame, RelayFrame};
@@ -48,6 +48,8 @@ pub struct Node {
     pub notifications: Vec<Notification>,
     /// Every prompt shown, in order (for metrics).
     pub prompts_shown: u64,
+    /// Every audit record, in order.
+    pub audit: Vec<AuditRecord>,
     /// Frames sent to the relay so far.
     pub frames_sent: u64,
     conn: Option<ConnId>,
@@ -227,6 +229,7 @@ impl Net {
             llm: VecDeque::new(),
             notifications: Vec::new(),
             prompts_shown: 0,
+            audit: Vec::new(),
             frames_sent: 0,
             conn: None,
             config,
@@ -416,6 +419,10 @@ impl Net {
             Input::LlmResult {
                 request_id: r.id,
                 result,
+                meta: crate::agent::LlmMeta {
+                    model: format!("scripted-{}", r.tier),
+                    latency_ms: 0,
+                },
             },
         );
         self.drain_agent(i);
@@ -684,6 +691,7 @@ impl Net {
                 Output::Audit(a) => {
                     let (mark, text) =
                         describe_event(&self.nodes[i].agent, a.thread_id.as_deref(), &a.event);
+                    self.nodes[i].audit.push(a);
                     cat = if mark == RECEIVED { 0 } else { 1 };
                     self.line(&name, mark, text);
                 }

@@ -296,6 +296,10 @@ impl Sim {
                     Input::LlmResult {
                         request_id: id,
                         result,
+                        meta: a2acp_core::agent::LlmMeta {
+                            model: "simulated".into(),
+                            latency_ms: 0,
+                        },
                     },
                 );
             }
