@@ -207,27 +207,15 @@ impl Agent {
         }
         // Participants whose confirmation the coordinator has not yet answered.
         let mut to_confirm: Vec<(Address, String)> = Vec::new();
-        let mut legs_proposed: Vec<String> = Vec::new();
-        for p in &g.header.participants {
-            let Some(lid) = g.legs.get(p) else { continue };
-            let Some(t) = self.threads.get(lid) else {
-                continue;
-            };
-            let Some(r) = t.stage.resolution().filter(|r| r.proposer == me) else {
-                continue;
-            };
-            if t.state == ThreadState::Proposed {
-                legs_proposed.push(lid.clone());
-            }
-            let answer = r.answers.iter().rev().find(|(a, _)| a == p).map(|x| x.1);
-            match answer {
+        for l in self.leg_answers(g) {
+            match l.answer {
                 Some(ResolutionStatus::Confirmed) => {
-                    confirmed.push(p.clone());
-                    if !r.answers.iter().any(|(a, _)| a == &me) {
-                        to_confirm.push((p.clone(), lid.clone()));
+                    if !l.answered_by_me {
+                        to_confirm.push((l.participant.clone(), l.leg));
                     }
+                    confirmed.push(l.participant);
                 }
-                None if t.state == ThreadState::Proposed => pending += 1,
+                None if l.proposed => pending += 1,
                 _ => {}
             }
         }
@@ -348,19 +336,12 @@ impl Agent {
             confirmed.push(me.clone());
         }
         let mut legs_proposed = Vec::new();
-        for (p, lid) in &g.legs {
-            let Some(t) = self.threads.get(lid) else {
-                continue;
-            };
-            let Some(r) = t.stage.resolution().filter(|r| r.proposer == me) else {
-                continue;
-            };
-            if t.state == ThreadState::Proposed {
-                legs_proposed.push(lid.clone());
+        for l in self.leg_answers(g) {
+            if l.proposed {
+                legs_proposed.push(l.leg);
             }
-            let answer = r.answers.iter().rev().find(|(a, _)| a == p).map(|x| x.1);
-            if answer == Some(ResolutionStatus::Confirmed) {
-                confirmed.push(p.clone());
+            if l.answer == Some(ResolutionStatus::Confirmed) {
+                confirmed.push(l.participant);
             }
         }
         let required = gp.required;
@@ -644,6 +625,45 @@ impl Agent {
                 }
             }
         }
+    }
+}
+
+/// One participant's standing on the group's open resolution, on the coordinator's side
+/// of its leg.
+pub(super) struct LegAnswer {
+    /// The participant.
+    pub participant: Address,
+    /// Its leg.
+    pub leg: String,
+    /// The coordinator's side of the leg is PROPOSED.
+    pub proposed: bool,
+    /// The participant's latest answer to the resolution, if any.
+    pub answer: Option<ResolutionStatus>,
+    /// The coordinator answered it already (its `confirmed` went out).
+    pub answered_by_me: bool,
+}
+
+impl Agent {
+    /// Every leg holding the coordinator's resolution, in the group's order, with its
+    /// participant's answer.
+    pub(super) fn leg_answers(&self, g: &Group) -> Vec<LegAnswer> {
+        let me = &self.shared.config.address;
+        g.header
+            .participants
+            .iter()
+            .filter_map(|p| {
+                let leg = g.legs.get(p)?;
+                let t = self.threads.get(leg)?;
+                let r = t.stage.resolution().filter(|r| &r.proposer == me)?;
+                Some(LegAnswer {
+                    participant: p.clone(),
+                    leg: leg.clone(),
+                    proposed: t.state == ThreadState::Proposed,
+                    answer: r.answers.iter().rev().find(|(a, _)| a == p).map(|x| x.1),
+                    answered_by_me: r.answers.iter().any(|(a, _)| a == me),
+                })
+            })
+            .collect()
     }
 }
 

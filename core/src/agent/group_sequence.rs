@@ -21,7 +21,6 @@
 use serde_json::Value;
 
 use super::group::{Sequence, MAX_SEQUENCE_RESTARTS};
-use super::thread::ThreadState;
 use super::*;
 
 use crate::display;
@@ -51,14 +50,12 @@ impl Agent {
         let answer = if current == me {
             gp.mine
         } else {
-            let leg = g.legs.get(&current).and_then(|l| self.threads.get(l));
-            match leg {
-                Some(t) if t.state == ThreadState::Proposed => t
-                    .stage
-                    .resolution()
-                    .filter(|r| r.proposer == me)
-                    .and_then(|r| r.answers.iter().rev().find(|(a, _)| a == &current))
-                    .map(|x| x.1),
+            match self
+                .leg_answers(g)
+                .into_iter()
+                .find(|l| l.participant == current)
+            {
+                Some(l) if l.proposed => l.answer,
                 // Its leg ended, or its participant countered (back to negotiating).
                 _ => Some(ResolutionStatus::Declined),
             }
