@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use super::group_sequence::MAX_CHECK_FINDINGS;
+use super::group_tests::states;
 use crate::agent::{ActionRequest, Command, GroupConfirmation, PromptKind, ThreadState};
 use crate::harness::game_night::{self, Answer};
 use crate::harness::Net;
@@ -40,15 +41,6 @@ fn dinner(net: &mut Net) -> String {
         .next()
         .cloned()
         .expect("alice coordinates the dinner")
-}
-
-fn states(net: &Net, i: usize) -> Vec<ThreadState> {
-    net.nodes[i]
-        .agent
-        .threads()
-        .values()
-        .map(|t| t.state)
-        .collect()
 }
 
 /// The booking service: every check finds `found`; everything else succeeds. Counts the
@@ -299,6 +291,7 @@ fn a_check_answer_too_large_or_for_nobody_is_refused_without_harm() {
     let mut net = game_night::net(true);
     let gid = dinner(&mut net);
     // A result for an action nobody asked for changes nothing.
+    let before = net.nodes[ALICE].agent.groups().clone();
     net.nodes[ALICE].agent.handle(
         net.now,
         crate::agent::Input::ActionResult {
@@ -306,6 +299,7 @@ fn a_check_answer_too_large_or_for_nobody_is_refused_without_harm() {
             result: Ok(ctx(json!({"when": "never"}))),
         },
     );
+    assert_eq!(net.nodes[ALICE].agent.groups(), &before);
     let too_many: Context = (0..=MAX_CHECK_FINDINGS)
         .map(|i| (format!("k{i}"), json!(i)))
         .collect();

@@ -7,7 +7,7 @@ use crate::harness::game_night::{self, Answer};
 use crate::harness::Net;
 use crate::packet::ParticipantStatus;
 
-fn states(net: &Net, i: usize) -> Vec<ThreadState> {
+pub(super) fn states(net: &Net, i: usize) -> Vec<ThreadState> {
     net.nodes[i]
         .agent
         .threads()
