@@ -13,6 +13,7 @@ pub mod agent;
 pub mod bench;
 pub mod bench_attack;
 pub mod demo;
+pub mod mcp;
 pub mod relay;
 pub mod term;
 pub mod ws;

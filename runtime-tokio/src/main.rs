@@ -124,6 +124,14 @@ enum Cmd {
         #[arg(long)]
         group: bool,
     },
+    /// Serve your running agent to an MCP host (Claude Desktop, an IDE…) over stdio (§17):
+    /// its threads, prompts and permissions as tools and resources.
+    Mcp {
+        /// Your host shows you every tool call before it runs: prompts are answered with
+        /// what the call says instead of asking you through the host.
+        #[arg(long)]
+        host_answers: bool,
+    },
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCmd),
@@ -412,6 +420,16 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
             } else {
                 ExitCode::FAILURE
             })
+        }
+        Cmd::Mcp { host_answers } => {
+            // stdout carries the protocol: logs go to stderr only.
+            init_tracing("warn", None);
+            a2acp_tokio::mcp::serve_stdio(a2acp_tokio::mcp::McpOptions {
+                socket: home.socket(),
+                host_answers,
+            })
+            .await?;
+            Ok(ExitCode::SUCCESS)
         }
         Cmd::Bench(BenchCmd::Forwarder(a)) => {
             a2acp_tokio::bench::forwarder(a)

@@ -1,0 +1,114 @@
+//! The MCP bridge (§17) against the official MCP Python SDK (`mcp` on PyPI, installed by
+//! `.ci/run` into `target/mcp-venv`): `tests/mcp/negotiate.py` is an MCP host for Alice and
+//! one for Bob, each talking to its person's running agent through `a2acp mcp` on stdio.
+//! Alice's host starts the dinner; each host answers the agent's prompts by asking its
+//! person (MCP elicitation); a host that cannot ask its person is refused and the prompt
+//! stays open; the person refusing to loosen a permission changes nothing; subscribed
+//! hosts hear of prompts and threads; both threads end COMPLETED — on agents running on
+//! tokio and on smol.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use a2acp_runtime::control::Request;
+use a2acp_runtime::home::Home;
+use a2acp_runtime::scripted::next_friday;
+use a2acp_tests::*;
+
+per_runtime!(an_mcp_host_negotiates_a_dinner_and_its_person_answers_the_prompts);
+
+/// The venv's interpreter (`$A2ACP_MCP_PYTHON` overrides). Under CI (`CI` set) a missing
+/// venv fails the test; elsewhere it says so and skips.
+fn python() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("A2ACP_MCP_PYTHON") {
+        return Some(PathBuf::from(p));
+    }
+    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/mcp-venv/bin/python");
+    if venv.exists() {
+        return Some(venv);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must have the mcp venv (.ci/run installs it)"
+    );
+    eprintln!("skipped: no Python mcp venv; run `bash .ci/python-venv mcp mcp==2.3.0`");
+    None
+}
+
+fn bridge(home: &Home) -> String {
+    serde_json::to_string(&[
+        env!("CARGO_BIN_EXE_mcp_bridge"),
+        "--home",
+        home.dir().to_str().unwrap(),
+    ])
+    .unwrap()
+}
+
+async fn an_mcp_host_negotiates_a_dinner_and_its_person_answers_the_prompts(rt: Runtime) {
+    let Some(python) = python() else { return };
+    let dir = tmp();
+    let relay = rt.relay("127.0.0.1:0", &dir.path().join("relay")).await;
+    let DinnerHomes {
+        bob_cfg,
+        alice: ha,
+        bob: hb,
+        ..
+    } = dinner_homes(dir.path(), &relay.url());
+    let alice = rt.agent(&ha, "alice", None);
+    let bob = rt.agent(&hb, "bob", None);
+    wait_online(&alice).await;
+    wait_online(&bob).await;
+
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("mcp/negotiate.py");
+    let date = next_friday(a2acp_runtime::now());
+    let run = tokio::process::Command::new(&python)
+        .arg(&script)
+        .arg(bridge(&ha))
+        .arg(bridge(&hb))
+        .arg(bob_cfg.address.to_string())
+        .arg(&date)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(150), run)
+        .await
+        .expect("the MCP host finished within 150 s")
+        .expect("run the MCP host");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the MCP host failed:\n{stdout}\n{stderr}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().unwrap_or("{}")).expect("the host's report");
+    assert_eq!(report["protocol"], "2025-11-25");
+    assert_eq!(report["refused_without_elicitation"], true);
+    let thread_id = report["thread_id"].as_str().unwrap().to_string();
+
+    // What the agents say, read without MCP: completed on both sides, every prompt
+    // answered by a person, Alice's permissions narrowed but never loosened.
+    for home in [&ha, &hb] {
+        let r = ctl(
+            home,
+            Request::Thread {
+                id: thread_id.clone(),
+            },
+        )
+        .await;
+        assert!(r.ok, "{r:?}");
+        assert_eq!(r.data["state"], "COMPLETED", "{}", r.data);
+        let r = ctl(home, Request::Prompts).await;
+        assert_eq!(r.data, serde_json::json!([]), "prompts left open");
+    }
+    let perms = ctl(&ha, Request::Permissions).await;
+    let text = perms.data.to_string();
+    assert!(text.contains("budget_range"), "{text}");
+    assert!(
+        !text.contains("\"health\":\"always_share\""),
+        "a refused permission was set: {text}"
+    );
+    alice.stop().await;
+    bob.stop().await;
+}
