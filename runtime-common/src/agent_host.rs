@@ -111,6 +111,17 @@ pub struct AgentHost {
     stats: HostStats,
     now: Timestamp,
     llm: Option<crate::llm::LlmClient>,
+    actions: Option<crate::actions::ActionRunner>,
+}
+
+/// What answers the agent's calls off its loop: the language model, and the runner of
+/// its actions. Without them a model call fails at once and an action is only recorded.
+#[derive(Debug, Default)]
+pub struct Workers {
+    /// The model client.
+    pub llm: Option<crate::llm::LlmClient>,
+    /// The runner of actions.
+    pub actions: Option<crate::actions::ActionRunner>,
 }
 
 impl std::fmt::Debug for AgentHost {
@@ -151,16 +162,17 @@ impl AgentHost {
         store: Store,
         now: Timestamp,
     ) -> Result<(AgentHost, Vec<Effect>, bool), HostError> {
-        Self::start_with_llm(config, identity, store, now, None)
+        Self::start_with(config, identity, store, now, Workers::default())
     }
 
-    /// Starts or restores the agent; `llm` answers its model calls.
-    pub fn start_with_llm(
+    /// Starts or restores the agent; `workers` answer its model calls and do its actions
+    /// (those restored threads ask for again included).
+    pub fn start_with(
         config: AgentConfig,
         identity: IdentityKey,
         store: Store,
         now: Timestamp,
-        llm: Option<crate::llm::LlmClient>,
+        workers: Workers,
     ) -> Result<(AgentHost, Vec<Effect>, bool), HostError> {
         let seed = crate::clock::os_seed()?;
         let records = store.load_all()?;
@@ -179,7 +191,8 @@ impl AgentHost {
             follow_up: VecDeque::new(),
             stats: HostStats::default(),
             now,
-            llm,
+            llm: workers.llm,
+            actions: workers.actions,
         };
         let effects = host.drain()?;
         Ok((host, effects, restored))
@@ -200,9 +213,15 @@ impl AgentHost {
         let store = Store::open(&home.db(), durability)?;
         let wanted = config.permissions.clone();
         // Calls made while opening (a restored thread asks again) go to the model too.
-        let llm = file.llm.clone().map(crate::llm::LlmClient::new);
+        let workers = Workers {
+            llm: file.llm.clone().map(crate::llm::LlmClient::new),
+            actions: Some(crate::actions::ActionRunner::new(
+                home.dir().join("calendar"),
+                file.actions.clone(),
+            )),
+        };
         let (host, effects, restored) =
-            AgentHost::start_with_llm(config, identity, store, crate::clock::now(), llm)?;
+            AgentHost::start_with(config, identity, store, crate::clock::now(), workers)?;
         let warning = (restored && host.agent.permissions() != &wanted).then(|| {
             format!(
                 "the [permissions] of {} differ from the tiers this agent keeps; the kept ones apply (see `a2acp permissions show`, change them with `a2acp permissions set`)",
@@ -223,6 +242,12 @@ impl AgentHost {
     /// to [`AgentHost::llm_answer`].
     pub fn llm_replies(&self) -> Option<flume::Receiver<crate::llm::LlmReply>> {
         self.llm.as_ref().map(|c| c.replies())
+    }
+
+    /// Where the results of actions arrive, if a runner does them: the loop feeds each
+    /// to [`AgentHost::handle`].
+    pub fn action_results(&self) -> Option<flume::Receiver<Input>> {
+        self.actions.as_ref().map(|r| r.results())
     }
 
     /// Feeds a model's answer.
@@ -365,12 +390,15 @@ impl AgentHost {
                 if first {
                     self.stats.actions += 1;
                 }
-                // No external service is wired in: an action is recorded, and a check
-                // finds nothing that would change the proposal.
-                self.follow_up.push_back(Input::ActionResult {
-                    action_id: a.id,
-                    result: Ok(Context::new()),
-                });
+                match &self.actions {
+                    Some(runner) => runner.submit(a.clone()),
+                    // No runner (an embedded host): the action is recorded, and a check
+                    // finds nothing that would change the proposal.
+                    None => self.follow_up.push_back(Input::ActionResult {
+                        action_id: a.id,
+                        result: Ok(Context::new()),
+                    }),
+                }
                 effects.push(Effect::Action(a));
             }
             Output::Notify(n) => {

@@ -156,6 +156,10 @@ pub struct AgentFile {
     /// Limits.
     #[serde(default)]
     pub limits: LimitsFile,
+    /// How actions are done (`[actions.book_table] command = […]`), see
+    /// [`crate::actions`]; an action without a table is only recorded.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub actions: crate::actions::ActionsConfig,
 }
 
 impl AgentFile {
@@ -171,6 +175,7 @@ impl AgentFile {
             permissions: PermissionTiers::onboarding_defaults(),
             overrides: BTreeMap::new(),
             limits: LimitsFile::default(),
+            actions: BTreeMap::new(),
         }
     }
 
@@ -191,6 +196,10 @@ impl AgentFile {
         })?;
         f.agent_config(path)?;
         relay_url(&f.relay).map_err(|message| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        })?;
+        crate::actions::check_config(&f.actions).map_err(|message| ConfigError::Invalid {
             path: path.to_path_buf(),
             message,
         })?;

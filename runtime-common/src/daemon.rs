@@ -223,6 +223,8 @@ where
 enum Ev {
     Link(Option<LinkEvent>),
     Llm(Option<crate::llm::LlmReply>),
+    /// An action's result (the runner's threads), as the core's input.
+    Work(Option<Input>),
     Ctl(Option<Ctl>),
     Key(Option<UiKey>),
     Timer,
@@ -268,6 +270,7 @@ impl Driver {
     {
         self.execute(first);
         let llm = self.host.llm_replies();
+        let work = self.host.action_results();
         let mut link_open = true;
         let mut turn = false;
         loop {
@@ -304,6 +307,12 @@ impl Driver {
                         None => never().await,
                     }
                 };
+                let from_work = async {
+                    match &work {
+                        Some(r) => Ev::Work(r.recv_async().await.ok()),
+                        None => never().await,
+                    }
+                };
                 let from_keys = async {
                     match &keys {
                         Some(k) => Ev::Key(k.recv_async().await.ok()),
@@ -325,13 +334,13 @@ impl Driver {
                 if turn {
                     race(
                         race(from_link, from_ctl),
-                        race(from_llm, race(from_keys, timer)),
+                        race(race(from_llm, from_work), race(from_keys, timer)),
                     )
                     .await
                 } else {
                     race(
                         race(from_ctl, from_link),
-                        race(race(timer, from_keys), from_llm),
+                        race(race(timer, from_keys), race(from_work, from_llm)),
                     )
                     .await
                 }
@@ -344,8 +353,12 @@ impl Driver {
                     let e = self.host.llm_answer(self.now(), reply)?;
                     self.execute(e);
                 }
+                Ev::Work(Some(input)) => {
+                    let e = self.host.handle(self.now(), input)?;
+                    self.execute(e);
+                }
                 // The host keeps a sender: never closed while it lives.
-                Ev::Llm(None) => {}
+                Ev::Llm(None) | Ev::Work(None) => {}
                 Ev::Ctl(None | Some(Ctl::Stop)) => return Ok(()),
                 Ev::Ctl(Some(Ctl::Request(req, reply))) => {
                     let start = matches!(req, Request::StartThread { .. });

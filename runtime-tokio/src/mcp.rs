@@ -677,7 +677,7 @@ impl ServerHandler for Bridge {
         ];
         if let Ok(v) = self.ask(&Request::Threads).await {
             for t in serde_json::from_value::<Vec<ThreadSummary>>(v).unwrap_or_default() {
-                let name = a2acp_core::display::lines(&t.summary, 1).into_owned();
+                let name = a2acp_core::display::line(&t.summary, 200).into_owned();
                 list.push(json_resource(
                     format!("{THREAD_URI_PREFIX}{}", t.id),
                     t.id.clone(),
