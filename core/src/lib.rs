@@ -32,6 +32,7 @@
 )]
 #![cfg_attr(not(test), deny(clippy::string_slice))]
 
+pub mod a2a;
 pub mod address;
 pub mod agent;
 pub mod crypto;
