@@ -336,8 +336,10 @@ pub enum Applied {
     Superseded,
 }
 
-/// One participant's copy of a space.
+/// One participant's copy of a space. Stored as its definition and its updates (the
+/// history, in [`Replica::history`] order); restoring applies them again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(into = "ReplicaRecord", try_from = "ReplicaRecord")]
 pub struct Replica {
     /// The definition.
     pub definition: SpaceDefinition,
@@ -480,6 +482,35 @@ impl Replica {
     /// The writer of the latest update (by timestamp, then merge key).
     pub fn last_modified_by(&self) -> Option<&Address> {
         self.history().last().map(|u| &u.writer)
+    }
+}
+
+/// The stored form of a [`Replica`].
+#[derive(Serialize, Deserialize)]
+struct ReplicaRecord {
+    definition: SpaceDefinition,
+    updates: Vec<SpaceUpdate>,
+}
+
+impl From<Replica> for ReplicaRecord {
+    fn from(r: Replica) -> Self {
+        let updates = r.history().into_iter().cloned().collect();
+        ReplicaRecord {
+            definition: r.definition,
+            updates,
+        }
+    }
+}
+
+impl TryFrom<ReplicaRecord> for Replica {
+    type Error = SpaceRefusal;
+
+    fn try_from(rec: ReplicaRecord) -> Result<Self, SpaceRefusal> {
+        let mut r = Replica::new(rec.definition);
+        for u in rec.updates {
+            r.apply(u)?;
+        }
+        Ok(r)
     }
 }
 
@@ -660,6 +691,16 @@ mod tests {
             r#"{"update_id":"upd_l","writer":"agent:alice@a2acp.io","field":"itinerary","version":1,"timestamp":"1970-01-01T00:00:03Z","value":{"kind":"link","link":{"title":"itinerary.md","uri":"https://drive.example/itinerary.md"}}}"#
         );
         assert_eq!(serde_json::from_str::<SpaceUpdate>(&j).unwrap(), u);
+    }
+
+    #[test]
+    fn a_replica_round_trips_through_its_record() {
+        let mut r = Replica::new(def());
+        r.apply(upd("upd_1", "alice", "hotel", 1, 10, "A")).unwrap();
+        r.apply(upd("upd_2", "dave", "hotel", 1, 10, "B")).unwrap();
+        r.apply(upd("upd_3", "dave", "dates", 1, 9, "May")).unwrap();
+        let j = serde_json::to_vec(&r).unwrap();
+        assert_eq!(serde_json::from_slice::<Replica>(&j).unwrap(), r);
     }
 
     #[test]

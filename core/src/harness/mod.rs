@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use crate::address::Address;
 use crate::agent::{
-    ActionRequest, Agent, AgentConfig, Command, ConsentAnswer, Input, LlmRequest, Notification,
-    Output, Prompt, ResolutionAnswer,
+    ActionRequest, Agent, AgentConfig, AuditRecord, Command, ConsentAnswer, Input, LlmRequest,
+    Notification, Output, Prompt, ResolutionAnswer,
 };
 use crate::crypto::IdentityKey;
 use crate::link::{ClientFrame, RelayFrame};
@@ -47,6 +47,8 @@ pub struct Node {
     pub notifications: Vec<Notification>,
     /// Every prompt shown, in order (for metrics).
     pub prompts_shown: u64,
+    /// Every audit record, in order (tests match on their typed events).
+    pub audit: Vec<AuditRecord>,
     /// Frames sent to the relay so far.
     pub frames_sent: u64,
     conn: Option<ConnId>,
@@ -226,6 +228,7 @@ impl Net {
             llm: VecDeque::new(),
             notifications: Vec::new(),
             prompts_shown: 0,
+            audit: Vec::new(),
             frames_sent: 0,
             conn: None,
             config,
@@ -660,6 +663,7 @@ impl Net {
                         describe_event(&self.nodes[i].agent, a.thread_id.as_deref(), &a.event);
                     cat = if mark == RECEIVED { 0 } else { 1 };
                     self.line(&name, mark, text);
+                    self.nodes[i].audit.push(a);
                 }
                 Output::CloseConnection => {
                     if let Some(conn) = self.nodes[i].conn.take() {
