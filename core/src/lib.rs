@@ -43,6 +43,7 @@ pub mod encoding;
 #[cfg(any(test, feature = "harness"))]
 pub mod harness;
 pub mod link;
+pub mod memory;
 pub mod negotiator;
 pub mod packet;
 pub mod persist;

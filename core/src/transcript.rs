@@ -11,7 +11,8 @@ use serde_json::Value;
 
 use crate::address::Address;
 use crate::agent::{
-    Agent, AgentEvent, Command, ConsentAnswer, FieldChoice, Prompt, PromptKind, ResolutionAnswer,
+    Agent, AgentEvent, Command, ConsentAnswer, FieldChoice, GroupConfirmation, Prompt, PromptKind,
+    ResolutionAnswer,
 };
 use crate::relay::RelayEvent;
 
@@ -192,7 +193,7 @@ pub fn describe_command(c: &Command, detail: Detail) -> String {
         Command::StartGroupThread {
             participants,
             intent,
-            quorum,
+            confirmation,
             ..
         } => format!(
             "start group thread with {} about “{}”{}",
@@ -202,7 +203,11 @@ pub fn describe_command(c: &Command, detail: Detail) -> String {
                 .collect::<Vec<_>>()
                 .join(", "),
             intent.summary,
-            quorum.map(|q| format!(" (quorum {q})")).unwrap_or_default()
+            match confirmation {
+                GroupConfirmation::All => String::new(),
+                GroupConfirmation::Quorum(q) => format!(" (quorum {q})"),
+                GroupConfirmation::Sequential => " (sequential)".into(),
+            }
         ),
         Command::TransferCoordinator { group_id, to } => {
             format!("hand group {group_id} over to {}", short(to.as_str()))

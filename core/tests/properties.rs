@@ -747,11 +747,19 @@ fn gen_body(g: &mut Gen, kind: usize) -> Body {
         }),
         7 => {
             let to_coordinator = gen_address(g);
-            let handover = bool::arbitrary(g).then(|| Handover {
-                group: gen_group(g, Some(to_coordinator.clone())),
-                intent: gen_intent(g),
-                aggregated_context: None,
-                round_trips: u32::arbitrary(g),
+            let handover = bool::arbitrary(g).then(|| {
+                let group = gen_group(g, Some(to_coordinator.clone()));
+                let sequential = bool::arbitrary(g);
+                let n = group.participants.len() as u32;
+                let quorum = (!sequential && bool::arbitrary(g)).then(|| 1 + u32::arbitrary(g) % n);
+                Handover {
+                    group,
+                    intent: gen_intent(g),
+                    aggregated_context: None,
+                    round_trips: u32::arbitrary(g),
+                    quorum,
+                    sequential,
+                }
             });
             Body::CoordinatorTransfer(CoordinatorTransferBody {
                 from_coordinator: gen_address(g),

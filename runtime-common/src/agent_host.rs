@@ -11,14 +11,16 @@
 //! Actions (§9) are carried out by a simulated executor: a2acp has no calendar or booking
 //! integration yet, so an action is recorded in the `actions` table (idempotently: the
 //! core re-asks unanswered actions after a restart, by the same id) and reported done.
-//! A language model is not wired in either: an LLM request is answered "no model
-//! configured", and the core falls back to its deterministic negotiator.
+//! A language model answers through [`crate::llm::LlmClient`] when the agent has an
+//! `[llm]` table: the host hands each call to the client, which answers on its own
+//! thread; the loop feeds the answers back ([`AgentHost::llm_replies`]). Without one, a
+//! call is answered "no language model is configured" and the core's fallback chain runs.
 
 use std::collections::{BTreeMap, VecDeque};
 
 use a2acp_core::agent::{
-    ActionRequest, Agent, AgentConfig, AuditRecord, Command, Input, Notification, Output, Prompt,
-    RestoreError, Tier,
+    ActionRequest, Agent, AgentConfig, AuditRecord, Command, GroupConfirmation, Input,
+    Notification, Output, Prompt, RestoreError, Tier,
 };
 use a2acp_core::crypto::IdentityKey;
 use a2acp_core::encoding::b64_encode;
@@ -109,6 +111,7 @@ pub struct AgentHost {
     follow_up: VecDeque<Input>,
     stats: HostStats,
     now: Timestamp,
+    llm: Option<crate::llm::LlmClient>,
 }
 
 impl std::fmt::Debug for AgentHost {
@@ -142,12 +145,23 @@ pub struct Opened {
 pub const MAX_NOTIFICATIONS: usize = 100;
 
 impl AgentHost {
-    /// Starts (new) or restores (records in `store`) the agent.
+    /// Starts (new) or restores (records in `store`) the agent, with no language model.
     pub fn start(
         config: AgentConfig,
         identity: IdentityKey,
         store: Store,
         now: Timestamp,
+    ) -> Result<(AgentHost, Vec<Effect>, bool), HostError> {
+        Self::start_with_llm(config, identity, store, now, None)
+    }
+
+    /// Starts or restores the agent; `llm` answers its model calls.
+    pub fn start_with_llm(
+        config: AgentConfig,
+        identity: IdentityKey,
+        store: Store,
+        now: Timestamp,
+        llm: Option<crate::llm::LlmClient>,
     ) -> Result<(AgentHost, Vec<Effect>, bool), HostError> {
         let seed = crate::clock::os_seed()?;
         let records = store.load_all()?;
@@ -166,6 +180,7 @@ impl AgentHost {
             follow_up: VecDeque::new(),
             stats: HostStats::default(),
             now,
+            llm,
         };
         let effects = host.drain()?;
         Ok((host, effects, restored))
@@ -185,8 +200,10 @@ impl AgentHost {
         };
         let store = Store::open(&home.db(), durability)?;
         let wanted = config.permissions.clone();
+        // Calls made while opening (a restored thread asks again) go to the model too.
+        let llm = file.llm.clone().map(crate::llm::LlmClient::new);
         let (host, effects, restored) =
-            AgentHost::start(config, identity, store, crate::clock::now())?;
+            AgentHost::start_with_llm(config, identity, store, crate::clock::now(), llm)?;
         let warning = (restored && host.agent.permissions() != &wanted).then(|| {
             format!(
                 "the [permissions] of {} differ from the tiers this agent keeps; the kept ones apply (see `a2acp permissions show`, change them with `a2acp permissions set`)",
@@ -201,6 +218,28 @@ impl AgentHost {
             warning,
             tls,
         })
+    }
+
+    /// Where the model's answers arrive, if a model is configured: the loop feeds each
+    /// to [`AgentHost::llm_answer`].
+    pub fn llm_replies(&self) -> Option<flume::Receiver<crate::llm::LlmReply>> {
+        self.llm.as_ref().map(|c| c.replies())
+    }
+
+    /// Feeds a model's answer.
+    pub fn llm_answer(
+        &mut self,
+        now: Timestamp,
+        reply: crate::llm::LlmReply,
+    ) -> Result<Vec<Effect>, HostError> {
+        self.handle(
+            now,
+            Input::LlmResult {
+                request_id: reply.request_id,
+                result: reply.result,
+                meta: reply.meta,
+            },
+        )
     }
 
     /// The state machine (read only).
@@ -306,10 +345,14 @@ impl AgentHost {
                     effects.push(Effect::ClosePrompt(id));
                 }
             }
-            Output::CallLlm(r) => self.follow_up.push_back(Input::LlmResult {
-                request_id: r.id,
-                result: Err("no language model is configured".into()),
-            }),
+            Output::CallLlm(r) => match &self.llm {
+                Some(client) => client.submit(r),
+                None => self.follow_up.push_back(Input::LlmResult {
+                    request_id: r.id,
+                    result: Err("no language model is configured".into()),
+                    meta: a2acp_core::agent::LlmMeta::default(),
+                }),
+            },
             Output::ExecuteAction(a) => {
                 let details = serde_json::to_string(&a.details).unwrap_or_default();
                 let first = self.store.record_action(
@@ -323,9 +366,11 @@ impl AgentHost {
                 if first {
                     self.stats.actions += 1;
                 }
+                // No external service is wired in: an action is recorded, and a check
+                // finds nothing that would change the proposal.
                 self.follow_up.push_back(Input::ActionResult {
                     action_id: a.id,
-                    result: Ok(()),
+                    result: Ok(Context::new()),
                 });
                 effects.push(Effect::Action(a));
             }
@@ -495,6 +540,7 @@ impl AgentHost {
                 context,
                 urgent,
                 quorum,
+                sequential,
             } => {
                 let mut list = Vec::new();
                 for a in to.list() {
@@ -537,12 +583,27 @@ impl AgentHost {
                     scope_change: None,
                 };
                 let context = context.unwrap_or_default();
+                let confirmation = match (quorum, sequential) {
+                    (Some(_), true) => {
+                        return Ok((
+                            Response::err(
+                                "--quorum and --sequential do not go together: a sequential confirmation asks everyone in turn",
+                            ),
+                            Vec::new(),
+                        ))
+                    }
+                    (Some(q), false) => GroupConfirmation::Quorum(q),
+                    (None, true) => GroupConfirmation::Sequential,
+                    (None, false) => GroupConfirmation::All,
+                };
                 if list.len() > 1 {
-                    return self.start_group(now, list, intent, context, quorum);
+                    return self.start_group(now, list, intent, context, confirmation);
                 }
-                if quorum.is_some() {
+                if confirmation != GroupConfirmation::All {
                     return Ok((
-                        Response::err("--quorum is for a group thread (two or more --to)"),
+                        Response::err(
+                            "--quorum and --sequential are for a group thread (two or more --to)",
+                        ),
                         Vec::new(),
                     ));
                 }

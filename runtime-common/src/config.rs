@@ -136,10 +136,14 @@ pub struct AgentFile {
     /// agent's home.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub relay_ca: Option<String>,
-    /// Decide with a language model instead of the deterministic negotiator (no model
-    /// is wired in yet: leave false).
+    /// Decide with a language model instead of the deterministic negotiator; implied by
+    /// an `[llm]` table (without one, every model call fails and the chain of §13.3
+    /// runs: the deterministic negotiator for scheduling, the queue otherwise).
     #[serde(default)]
     pub use_llm: bool,
+    /// The language model (SPEC-NOTES "The LLM layer (§5)").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm: Option<crate::llm::LlmConfig>,
     /// What the agent knows about its user.
     #[serde(default)]
     pub profile: toml::Table,
@@ -162,6 +166,7 @@ impl AgentFile {
             relay: relay.to_string(),
             relay_ca: None,
             use_llm: false,
+            llm: None,
             profile,
             permissions: PermissionTiers::onboarding_defaults(),
             overrides: BTreeMap::new(),
@@ -229,7 +234,10 @@ impl AgentFile {
         let address = Address::parse(&self.address)
             .map_err(|e| invalid(format!("address `{}`: {e}", self.address)))?;
         let mut c = AgentConfig::new(address);
-        c.use_llm = self.use_llm;
+        c.use_llm = self.use_llm || self.llm.is_some();
+        if let Some(l) = &self.llm {
+            l.check().map_err(invalid)?;
+        }
         c.permissions = self.permissions.clone();
         c.profile = toml_to_context(&self.profile);
         for (addr, o) in &self.overrides {

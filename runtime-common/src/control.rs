@@ -45,6 +45,10 @@ pub enum Request {
         /// threads", confirmation).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         quorum: Option<u32>,
+        /// A group thread only: confirmations are asked one after the other, in the order
+        /// of `to`, the user first (§8.3 sequential confirmation); not with `quorum`.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        sequential: bool,
     },
     /// Every thread.
     Threads,
@@ -306,6 +310,9 @@ pub struct GroupProposalInfo {
     pub deadline: String,
     /// The quorum was reached: the confirmed participants were told.
     pub reached: bool,
+    /// A sequential confirmation: whose turn it is (absent once everyone confirmed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
 }
 
 /// `thread show grp_…`: a group thread this agent coordinates.
@@ -322,6 +329,9 @@ pub struct GroupDetail {
     /// Confirmations the user asked for when starting it.
     #[serde(default)]
     pub quorum: Option<u32>,
+    /// Confirmations are asked one after the other (§8.3).
+    #[serde(default)]
+    pub sequential: bool,
     /// No candidate is left: handed to the users (§6.4).
     #[serde(default)]
     pub escalated: bool,
@@ -814,9 +824,11 @@ pub fn render_group(g: &GroupDetail) -> String {
                 _ => "for nothing",
             },
             s.last_activity,
-            g.quorum
-                .map(|q| format!(" · quorum asked: {q}"))
-                .unwrap_or_default()
+            match (g.quorum, g.sequential) {
+                (_, true) => " · sequential confirmation".to_string(),
+                (Some(q), false) => format!(" · quorum asked: {q}"),
+                (None, false) => String::new(),
+            }
         ),
     );
     out += "  participants:\n";
@@ -862,6 +874,9 @@ pub fn render_group(g: &GroupDetail) -> String {
                     }
                 ),
             );
+            if let Some(next) = &p.next {
+                row(&mut out, "asked now", user_of(next));
+            }
             row(
                 &mut out,
                 "your answer",
@@ -1141,7 +1156,19 @@ mod tests {
         .unwrap();
         assert!(matches!(
             r,
-            Request::StartThread { ref to, quorum: Some(2), .. } if to.list() == ["agent:b@x", "agent:c@x"]
+            Request::StartThread { ref to, quorum: Some(2), sequential: false, .. } if to.list() == ["agent:b@x", "agent:c@x"]
+        ));
+        let r: Request = serde_json::from_str(
+            r#"{"cmd":"start_thread","to":["agent:b@x","agent:c@x"],"category":"c","summary":"s","sequential":true}"#,
+        )
+        .unwrap();
+        assert!(matches!(
+            r,
+            Request::StartThread {
+                quorum: None,
+                sequential: true,
+                ..
+            }
         ));
         let one = Request::StartThread {
             to: Recipients::from_list(vec!["agent:b@x".into()]),
@@ -1150,6 +1177,7 @@ mod tests {
             context: None,
             urgent: false,
             quorum: None,
+            sequential: false,
         };
         assert_eq!(
             serde_json::to_string(&one).unwrap(),

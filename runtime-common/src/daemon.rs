@@ -222,6 +222,7 @@ where
 
 enum Ev {
     Link(Option<LinkEvent>),
+    Llm(Option<crate::llm::LlmReply>),
     Ctl(Option<Ctl>),
     Key(Option<UiKey>),
     Timer,
@@ -266,6 +267,7 @@ impl Driver {
         F: Future<Output = ()>,
     {
         self.execute(first);
+        let llm = self.host.llm_replies();
         let mut link_open = true;
         let mut turn = false;
         loop {
@@ -295,6 +297,13 @@ impl Driver {
                     }
                 };
                 let from_ctl = async { Ev::Ctl(ctl.recv_async().await.ok()) };
+                // The model answers on its own threads; its answers wait here.
+                let from_llm = async {
+                    match &llm {
+                        Some(r) => Ev::Llm(r.recv_async().await.ok()),
+                        None => never().await,
+                    }
+                };
                 let from_keys = async {
                     match &keys {
                         Some(k) => Ev::Key(k.recv_async().await.ok()),
@@ -314,15 +323,29 @@ impl Driver {
                 // relay link cannot starve control requests, keys or the timer.
                 turn = !turn;
                 if turn {
-                    race(race(from_link, from_ctl), race(from_keys, timer)).await
+                    race(
+                        race(from_link, from_ctl),
+                        race(from_llm, race(from_keys, timer)),
+                    )
+                    .await
                 } else {
-                    race(race(from_ctl, from_link), race(timer, from_keys)).await
+                    race(
+                        race(from_ctl, from_link),
+                        race(race(timer, from_keys), from_llm),
+                    )
+                    .await
                 }
             };
             match ev {
                 Ev::Link(Some(l)) => self.on_link(l)?,
                 // The link task gave up (replaced): the agent goes on offline.
                 Ev::Link(None) => link_open = false,
+                Ev::Llm(Some(reply)) => {
+                    let e = self.host.llm_answer(self.now(), reply)?;
+                    self.execute(e);
+                }
+                // The host keeps a sender: never closed while it lives.
+                Ev::Llm(None) => {}
                 Ev::Ctl(None | Some(Ctl::Stop)) => return Ok(()),
                 Ev::Ctl(Some(Ctl::Request(req, reply))) => {
                     let start = matches!(req, Request::StartThread { .. });

@@ -51,6 +51,7 @@ pub mod daemon;
 pub mod home;
 pub mod http;
 pub mod keys;
+pub mod llm;
 pub mod log_limit;
 pub mod prompt;
 pub mod race;

@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use a2acp_core::address::AddressError;
 use a2acp_core::agent::{
-    AgentConfig, Command, ConsentAnswer, FieldChoice, Prompt, PromptKind, RelationshipOverride,
-    ResolutionAnswer,
+    AgentConfig, Command, ConsentAnswer, FieldChoice, GroupConfirmation, Prompt, PromptKind,
+    RelationshipOverride, ResolutionAnswer,
 };
 use a2acp_core::packet::{Context, Intent};
 use a2acp_core::{Address, Timestamp};
@@ -315,7 +315,7 @@ pub mod game_night {
             participants,
             intent: intent(),
             context: context(w),
-            quorum,
+            confirmation: quorum.map_or(GroupConfirmation::All, GroupConfirmation::Quorum),
         }
     }
 }

@@ -91,7 +91,11 @@ fn describe_raw(agent: &Agent, e: &Effect) -> Option<(char, String)> {
             '|',
             format!(
                 "{} action {} (recorded; no external service is wired in)",
-                if a.undo { "undo" } else { "execute" },
+                match (a.undo, a.check) {
+                    (true, _) => "undo",
+                    (false, true) => "check",
+                    (false, false) => "execute",
+                },
                 a.action.action
             ),
         ),

@@ -192,6 +192,11 @@ enum ThreadCmd {
         /// default everyone the proposal names must confirm.
         #[arg(long)]
         quorum: Option<u32>,
+        /// A group thread only: ask for confirmations one after the other, you first, then
+        /// in the order of --to; between two steps your agent checks its bookings, and what
+        /// it finds may change what the next person is asked (§8.3).
+        #[arg(long, conflicts_with = "quorum")]
+        sequential: bool,
     },
     /// Give a thread new context, or answer its escalation ("I need your input…"): the
     /// negotiation goes on. `thread reply thr_… day=Thursday time=19:00`.
@@ -709,6 +714,7 @@ async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
             context,
             urgent,
             quorum,
+            sequential,
         }) => {
             let context = match context {
                 Some(arg) => Some(read_context(&arg)?),
@@ -722,6 +728,7 @@ async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
                     context,
                     urgent,
                     quorum,
+                    sequential,
                 },
                 false,
                 |r| {

@@ -3,7 +3,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use a2acp_core::agent::{
-    ConsentAnswer, FieldChoice, LlmRequest, Prompt, PromptKind, ResolutionAnswer, Thread,
+    ActionRequest, ConsentAnswer, FieldChoice, LlmRequest, Prompt, PromptKind, ResolutionAnswer,
+    Thread,
 };
 use a2acp_core::negotiator::{self, Rejected, View};
 use a2acp_core::packet::{Context, Intent};
@@ -282,8 +283,7 @@ impl LlmModel {
 /// the simulated LLM reads its prompt and answers with [`negotiator::decide`].
 pub fn valid_answer(req: &LlmRequest, me: &Address, thread: Option<&Thread>) -> Option<String> {
     let t = thread?;
-    let layer = req.layers.iter().find(|l| l.name == "thread")?;
-    let v: Value = serde_json::from_str(&layer.content).ok()?;
+    let v = Value::Object(a2acp_core::agent::prompt_thread(&req.layers)?);
     let intent: Intent = serde_json::from_value(v.get("intent")?.clone()).ok()?;
     let obj = |k: &str| -> Context {
         v.get(k)
@@ -334,6 +334,9 @@ pub struct ActionModel {
     pub fail_first: BTreeSet<String>,
     /// Probability that any other attempt fails.
     pub fail_rate: f64,
+    /// What a check of an action reports (§8.3 sequential confirmation), by action name:
+    /// the details its service would do it with. A check of another action finds nothing.
+    pub checks: BTreeMap<String, Context>,
 }
 
 /// Remembers action outcomes by id, so a request repeated after a restart gets the same
@@ -341,26 +344,31 @@ pub struct ActionModel {
 #[derive(Debug, Clone, Default)]
 pub struct ActionLedger {
     /// Outcome per action id.
-    pub results: BTreeMap<u64, Result<(), String>>,
+    pub results: BTreeMap<u64, Result<Context, String>>,
     /// Attempts per action name (not undo).
     pub attempts: BTreeMap<String, u32>,
 }
 
 impl ActionModel {
-    /// The outcome of action `id` named `name`.
+    /// The outcome of the action request `a` (carried out, undone or checked).
     pub fn outcome(
         &self,
         ledger: &mut ActionLedger,
-        id: u64,
-        name: &str,
-        undo: bool,
+        a: &ActionRequest,
         rng: &mut Rng,
-    ) -> Result<(), String> {
+    ) -> Result<Context, String> {
+        let (id, name) = (a.id, a.action.action.as_str());
         if let Some(r) = ledger.results.get(&id) {
             return r.clone();
         }
-        let r = if undo {
-            Ok(())
+        let r = if a.check {
+            if rng.chance(self.fail_rate) {
+                Err(format!("{name}: no availability"))
+            } else {
+                Ok(self.checks.get(name).cloned().unwrap_or_default())
+            }
+        } else if a.undo {
+            Ok(Context::new())
         } else {
             let n = ledger.attempts.entry(name.to_string()).or_insert(0);
             *n += 1;
@@ -369,7 +377,7 @@ impl ActionModel {
             } else if rng.chance(self.fail_rate) {
                 Err(format!("{name}: service unavailable"))
             } else {
-                Ok(())
+                Ok(Context::new())
             }
         };
         ledger.results.insert(id, r.clone());

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use a2acp_core::agent::{AgentConfig, RelationshipOverride};
+use a2acp_core::agent::{AgentConfig, GroupConfirmation, RelationshipOverride};
 use a2acp_core::packet::{Context, Intent};
 use a2acp_core::relay::RelayConfig;
 use a2acp_core::{Address, Timestamp};
@@ -211,6 +211,7 @@ fn agent(r: &mut Rng, seed: u64, i: usize, n: usize, p: Params) -> AgentSpec {
             Default::default()
         },
         fail_rate: if faults { r.unit() * 0.1 } else { 0.0 },
+        checks: Default::default(),
     };
     let lat_lo = r.between(2, 60);
     let link = LinkModel {
@@ -412,11 +413,12 @@ pub fn generate(seed: u64, p: Params) -> Spec {
             });
         }
     }
-    let groups = if p.groups {
+    let mut groups = if p.groups {
         add_groups(seed, p, run_for, &mut agents, &mut partitions)
     } else {
         Vec::new()
     };
+    add_sequential(seed, &mut groups, &mut agents);
     add_transfers(seed, &groups, &mut commands);
     Spec {
         name: "swarm".into(),
@@ -444,6 +446,30 @@ pub fn generate(seed: u64, p: Params) -> Spec {
         transcript: false,
         known_issues: Vec::new(),
         crash_mid_step: !p.calm,
+    }
+}
+
+/// Sequential confirmations (§8.3), drawn from a stream of their own ("swarm-sequential")
+/// so the other worlds stay as they were: a third of the groups that need everyone's
+/// confirmation ask for it one after the other. The coordinator's booking service then
+/// finds a table (a detail added), half of the time, and a different `when` (a detail
+/// changed: everyone is asked again), a fifth of the time.
+fn add_sequential(seed: u64, groups: &mut [GroupSpec], agents: &mut [AgentSpec]) {
+    let mut r = Rng::new(seed, "swarm-sequential");
+    for g in groups {
+        if !r.chance(1.0 / 3.0) || g.confirmation != GroupConfirmation::All {
+            continue;
+        }
+        g.confirmation = GroupConfirmation::Sequential;
+        let checks = &mut agents[g.coordinator].actions.checks;
+        let mut found = Context::new();
+        if r.chance(0.5) {
+            found.insert("table".into(), json!("by the window"));
+        }
+        if r.chance(0.2) {
+            found.insert("when".into(), json!("half an hour later"));
+        }
+        checks.insert("book_table".into(), found);
     }
 }
 
@@ -528,10 +554,10 @@ fn add_groups(
         if g.chance(0.3) {
             context.insert("budget_range".into(), json!("£10-30pp"));
         }
-        let quorum = if g.chance(0.3) {
-            Some(g.between(2, size as u64) as u32)
+        let confirmation = if g.chance(0.3) {
+            GroupConfirmation::Quorum(g.between(2, size as u64) as u32)
         } else {
-            None
+            GroupConfirmation::All
         };
         groups.push(GroupSpec {
             coordinator,
@@ -544,7 +570,7 @@ fn add_groups(
                 scope_change: None,
             },
             context,
-            quorum,
+            confirmation,
         });
     }
     groups
@@ -651,7 +677,7 @@ pub fn game_night(seed: u64, size: usize) -> Spec {
             "timezone": "Europe/London",
             "time_windows": ["2026-03-27 19:00-23:00", "2026-03-28 18:00-23:30"],
         })),
-        quorum: None,
+        confirmation: GroupConfirmation::All,
     };
     Spec {
         name: "game_night_world".into(),

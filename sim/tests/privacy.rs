@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use a2acp_core::agent::Agent;
+use a2acp_core::agent::{Agent, GroupConfirmation};
 use a2acp_core::crypto::IdentityKey;
 use a2acp_core::harness::{game_night, Net};
 use a2acp_core::Address;
@@ -14,7 +14,7 @@ use serde_json::Value;
 
 fn finished_game_night() -> Net {
     let mut net = game_night::net(false);
-    game_night::start(&mut net, None);
+    game_night::start(&mut net, GroupConfirmation::All);
     game_night::scripted_users(&mut net, &BTreeMap::new());
     net
 }

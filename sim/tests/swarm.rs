@@ -72,6 +72,10 @@ fn groups_leave_two_party_worlds_as_they_were() {
             "seed {seed}"
         );
         for (a, b) in two.agents.iter().zip(&g.agents) {
+            // What a coordinator's booking service finds when checked is the only thing a
+            // group may add to an agent: only a sequential group's coordinator checks.
+            let mut b = b.clone();
+            b.actions.checks.clear();
             assert_eq!(format!("{a:?}"), format!("{b:?}"), "seed {seed}");
         }
         assert!(g.agents.len() >= two.agents.len());

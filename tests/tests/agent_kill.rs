@@ -104,6 +104,7 @@ async fn sigkill_between_request_and_answer(rt: Runtime) {
             context: Some(context),
             urgent: false,
             quorum: None,
+            sequential: false,
         },
     )
     .await

@@ -17,6 +17,7 @@ use a2acp_runtime::scripted::ScriptedUser;
 use a2acp_tests::*;
 
 per_runtime!(a_group_thread_started_with_two_to_completes_on_every_leg);
+per_runtime!(a_sequential_group_asks_alice_first_then_each_in_turn);
 
 async fn group_detail(home: &Home, id: &str) -> GroupDetail {
     let r = ctl(home, Request::Thread { id: id.into() }).await;
@@ -39,6 +40,7 @@ fn start(to: Recipients, w: &Weekend, quorum: Option<u32>) -> Request {
         context: Some(game_night::context(w)),
         urgent: false,
         quorum,
+        sequential: false,
     }
 }
 
@@ -247,6 +249,90 @@ async fn a_group_thread_started_with_two_to_completes_on_every_leg(rt: Runtime) 
         !r.ok && r.error.as_deref().unwrap().contains("is a group thread"),
         "{r:?}"
     );
+
+    for a in [alice, bob, charlie] {
+        a.stop().await;
+    }
+    relay.stop(true).await;
+}
+
+/// `a2acp thread start --to bob --to charlie --sequential`: Alice is asked first, alone;
+/// her confirmation sends the proposal to Bob, then to Charlie, and every leg completes.
+async fn a_sequential_group_asks_alice_first_then_each_in_turn(rt: Runtime) {
+    let dir = tmp();
+    let relay = rt.relay("127.0.0.1:0", &dir.path().join("relay")).await;
+    let w = Weekend::after(a2acp_runtime::now());
+    let d = "localhost";
+    let (alice_cfg, bob_cfg, charlie_cfg) = (
+        game_night::alice(d).unwrap(),
+        game_night::bob(d, &w).unwrap(),
+        game_night::charlie(d, &w).unwrap(),
+    );
+    let (alice_addr, bob_addr, charlie_addr) = (
+        alice_cfg.address.to_string(),
+        bob_cfg.address.to_string(),
+        charlie_cfg.address.to_string(),
+    );
+    let ha = init_home(&dir.path().join("alice"), &alice_cfg, &relay.url());
+    let hb = init_home(&dir.path().join("bob"), &bob_cfg, &relay.url());
+    let hc = init_home(&dir.path().join("charlie"), &charlie_cfg, &relay.url());
+    let alice = rt.agent(&ha, "alice", None);
+    let bob = rt.agent(&hb, "bob", Some(ScriptedUser::game_night()));
+    let charlie = rt.agent(&hc, "charlie", Some(ScriptedUser::game_night()));
+    for a in [&alice, &bob, &charlie] {
+        wait_online(a).await;
+    }
+    let to = || Recipients::from_list(vec![bob_addr.clone(), charlie_addr.clone()]);
+
+    // A quorum and a sequence cannot be asked together.
+    let mut both = start(to(), &w, Some(2));
+    if let Request::StartThread { sequential, .. } = &mut both {
+        *sequential = true;
+    }
+    let r = ctl(&ha, both).await;
+    assert!(
+        !r.ok && r.error.as_deref().unwrap().contains("do not go together"),
+        "{r:?}"
+    );
+    assert!(rows(&ha).await.is_empty());
+
+    let mut req = start(to(), &w, None);
+    if let Request::StartThread { sequential, .. } = &mut req {
+        *sequential = true;
+    }
+    let r = ctl(&ha, req).await;
+    assert!(r.ok, "{r:?}");
+    let gid = r.data["group_id"].as_str().unwrap().to_string();
+
+    // Alice's prompt comes first; nobody else has the proposal yet.
+    let prompt = eventually(30, "Alice's prompt for the group", || async {
+        let r = ctl(&ha, Request::Prompts).await;
+        let v: Vec<PromptEntry> = serde_json::from_value(r.data).unwrap();
+        v.into_iter().find(|p| p.prompt.thread_id == gid)
+    })
+    .await;
+    let detail = group_detail(&ha, &gid).await;
+    assert!(detail.sequential, "{detail:?}");
+    let p = detail.proposal.as_ref().unwrap();
+    assert_eq!(p.next.as_deref(), Some(alice_addr.as_str()), "{detail:?}");
+    assert!(p.confirmed.is_empty(), "{detail:?}");
+    for m in &detail.members {
+        assert_eq!(m.state, "NEGOTIATING", "{detail:?}");
+    }
+    let text = render_group(&detail);
+    assert!(text.contains("sequential confirmation"), "{text}");
+    assert!(text.contains("asked now      alice"), "{text}");
+
+    answer(&ha, prompt.prompt.id, &["confirm"]).await;
+
+    wait_state(&alice, "COMPLETED", 30).await;
+    wait_state(&bob, "COMPLETED", 30).await;
+    wait_state(&charlie, "COMPLETED", 30).await;
+    let done = group_detail(&ha, &gid).await;
+    let p = done.proposal.as_ref().unwrap();
+    assert!(p.reached && done.closed, "{done:?}");
+    assert_eq!(p.next, None);
+    assert_eq!(p.confirmed, vec![alice_addr, bob_addr, charlie_addr]);
 
     for a in [alice, bob, charlie] {
         a.stop().await;

@@ -19,8 +19,8 @@ impl Agent {
                 participants,
                 intent,
                 context,
-                quorum,
-            } => self.open_group_thread(participants, intent, context, quorum),
+                confirmation,
+            } => self.open_group_thread(participants, intent, context, confirmation),
             Command::TransferCoordinator { group_id, to } => {
                 self.transfer_coordinator(&group_id, to)
             }

@@ -13,11 +13,37 @@ use std::fmt::{self, Write as _};
 
 use serde::{Deserialize, Serialize};
 
+use super::io::ModelTier;
 use super::permissions::Tier;
 use super::thread::ThreadState;
 use crate::link::ErrorCode;
 use crate::time::Timestamp;
 use crate::Address;
+
+/// Where a decision goes when its model gave no usable answer (§13.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LlmFallbackTo {
+    /// Another model.
+    Model(ModelTier),
+    /// The deterministic negotiator (scheduling intents).
+    Negotiator,
+    /// A `processing_error` to the peer; the thread pauses for the users.
+    ProcessingError,
+    /// No model is reachable: the thread waits, queued, and is asked again later.
+    Queued,
+}
+
+impl fmt::Display for LlmFallbackTo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LlmFallbackTo::Model(t) => write!(f, "the {t} model"),
+            LlmFallbackTo::Negotiator => f.write_str("the deterministic negotiator"),
+            LlmFallbackTo::ProcessingError => f.write_str("processing_error"),
+            LlmFallbackTo::Queued => f.write_str("the queue (no model reachable)"),
+        }
+    }
+}
 
 /// One thing the agent did or saw, as it is audited.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -192,6 +218,56 @@ pub enum AgentEvent {
     ActionUndone {
         /// The action's name.
         action: String,
+    },
+
+    // -- The LLM layer (§5, §13.3) --
+    /// The model's answer was valid and the agent acts on it (§5.5: model, tier,
+    /// attempts, latency and confidence of every decision).
+    LlmDecided {
+        /// The request answered.
+        request_id: u64,
+        /// The model that answered, as the runtime named it.
+        model: String,
+        /// Its tier.
+        tier: ModelTier,
+        /// Model calls this decision took, every tier's included.
+        calls: u32,
+        /// The answering call's latency (the runtime's retries included), milliseconds.
+        latency_ms: u64,
+        /// From the first call of this decision to the answer, milliseconds.
+        elapsed_ms: u64,
+        /// The model's own confidence (0–1), if it gave one.
+        confidence: Option<f64>,
+    },
+    /// The model's answer was refused (invalid, a never_share value, low confidence).
+    LlmAnswerRefused {
+        /// The request.
+        request_id: u64,
+        /// Its tier.
+        tier: ModelTier,
+        /// Attempt with this tier's model.
+        attempt: u32,
+        /// Why.
+        error: String,
+    },
+    /// The model did not answer (unreachable, timeouts, rate limits, after the runtime's
+    /// retries).
+    LlmUnavailable {
+        /// The request.
+        request_id: u64,
+        /// Its tier.
+        tier: ModelTier,
+        /// The model, as the runtime named it.
+        model: String,
+        /// What the runtime reported.
+        error: String,
+    },
+    /// The decision moves along the fallback chain (§13.3).
+    LlmFallback {
+        /// The tier that gave no usable answer.
+        from: ModelTier,
+        /// Where the decision goes now.
+        to: LlmFallbackTo,
     },
 
     // -- Keys (§16) --
@@ -474,6 +550,43 @@ impl AgentEvent {
             E::ActionSucceeded { action } => write!(out, "action {action} succeeded"),
             E::ActionFailed { action, error } => write!(out, "action {action} failed: {error}"),
             E::ActionUndone { action } => write!(out, "undid {action}"),
+            E::LlmDecided {
+                request_id,
+                model,
+                tier,
+                calls,
+                latency_ms,
+                elapsed_ms,
+                confidence,
+            } => {
+                write!(
+                    out,
+                    "LLM decision #{request_id}: model {model} ({tier}), {calls} call(s), {latency_ms} ms ({elapsed_ms} ms in all), confidence "
+                )?;
+                match confidence {
+                    Some(c) => write!(out, "{c:.2}"),
+                    None => write!(out, "not given"),
+                }
+            }
+            E::LlmAnswerRefused {
+                request_id,
+                tier,
+                attempt,
+                error,
+            } => write!(
+                out,
+                "LLM answer #{request_id} refused ({tier}, attempt {attempt}): {error}"
+            ),
+            E::LlmUnavailable {
+                request_id,
+                tier,
+                model,
+                error,
+            } => write!(
+                out,
+                "LLM #{request_id} unavailable: model {model} ({tier}): {error}"
+            ),
+            E::LlmFallback { from, to } => write!(out, "LLM fallback from {from} to {to}"),
             E::KeyPinned { peer } => write!(out, "pinned key of {peer} (first contact)"),
             E::KeyChanged { peer, halted } => write!(
                 out,

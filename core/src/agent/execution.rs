@@ -9,7 +9,11 @@ use crate::negotiator::Rejected;
 use crate::packet::{Body, ExecutionReport};
 
 impl Agent {
-    pub(super) fn on_action_result(&mut self, action_id: u64, result: Result<(), String>) {
+    pub(super) fn on_action_result(&mut self, action_id: u64, result: Result<Context, String>) {
+        if self.on_group_check(action_id, &result) {
+            return;
+        }
+        let result = result.map(|_| ());
         let Some(id) = self.thread_where(
             |t| {
                 t.stage
@@ -136,6 +140,7 @@ impl ThreadStep<'_> {
                         action,
                         details,
                         undo,
+                        check: false,
                     }));
             }
             return;

@@ -52,6 +52,9 @@ pub struct Group {
     pub local: Context,
     /// Confirmations the user asked for in total (`None`: the proposal decides).
     pub quorum: Option<u32>,
+    /// Confirmations are asked one after the other (§8.3 sequential confirmation).
+    #[serde(default)]
+    pub sequential: bool,
     /// Each participant's leg: participant → thread id.
     pub legs: BTreeMap<Address, String>,
     /// The flexibility request waiting for its answer.
@@ -86,7 +89,7 @@ impl Group {
         header: GroupHeader,
         intent: Intent,
         local: Context,
-        quorum: Option<u32>,
+        confirmation: GroupConfirmation,
         legs: BTreeMap<Address, String>,
     ) -> Group {
         Group {
@@ -94,7 +97,11 @@ impl Group {
             header,
             intent,
             local,
-            quorum,
+            quorum: match confirmation {
+                GroupConfirmation::Quorum(q) => Some(q),
+                _ => None,
+            },
+            sequential: confirmation == GroupConfirmation::Sequential,
             legs,
             flexibility: None,
             flexibility_asked: BTreeSet::new(),
@@ -144,7 +151,30 @@ pub struct GroupProposal {
     pub lead: Option<Address>,
     /// The outcome was announced on every leg.
     pub announced: bool,
+    /// Sequential confirmation: where the steps stand (`None`: all or quorum).
+    #[serde(default)]
+    pub sequence: Option<Sequence>,
 }
+
+/// The steps of a sequential confirmation (§8.3): the confirmers of
+/// `requires_confirmation_from` are asked one at a time, the coordinator's user first; once a
+/// step confirmed, the coordinator checks its own actions before it asks the next one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sequence {
+    /// Index in `requires_confirmation_from` of the confirmer asked now.
+    pub step: usize,
+    /// The check in flight after the current step confirmed: its action id.
+    pub checking: Option<u64>,
+    /// The current step confirmed and its check (if any) came back: the next is asked.
+    pub checked: bool,
+    /// Times a check changed what an earlier confirmer had confirmed (each time the
+    /// sequence starts again; bounded by [`MAX_SEQUENCE_RESTARTS`]).
+    pub restarts: u32,
+}
+
+/// How often a sequential confirmation starts again because a check changed what an
+/// earlier confirmer saw, before the candidate is given up.
+pub const MAX_SEQUENCE_RESTARTS: u32 = 2;
 
 /// Where one participant of a group stands, as the coordinator sees it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -194,7 +224,7 @@ impl Agent {
         participants: Vec<Address>,
         intent: Intent,
         context: Context,
-        quorum: Option<u32>,
+        confirmation: GroupConfirmation,
     ) -> Option<String> {
         let before: BTreeSet<String> = self.shared.groups.keys().cloned().collect();
         self.handle(
@@ -203,7 +233,7 @@ impl Agent {
                 participants,
                 intent,
                 context,
-                quorum,
+                confirmation,
             }),
         );
         self.shared
@@ -218,7 +248,7 @@ impl Agent {
         participants: Vec<Address>,
         intent: Intent,
         context: Context,
-        quorum: Option<u32>,
+        confirmation: GroupConfirmation,
     ) {
         let me = self.shared.config.address.clone();
         let mut others: Vec<Address> = Vec::new();
@@ -240,7 +270,8 @@ impl Agent {
             .find(|p| self.shared.settings.blocked.contains(*p))
         {
             Some(format!("{b} is blocked; unblock it first."))
-        } else if quorum.is_some_and(|q| q == 0 || q as usize > others.len() + 1) {
+        } else if matches!(confirmation, GroupConfirmation::Quorum(q) if q == 0 || q as usize > others.len() + 1)
+        {
             Some(format!(
                 "A quorum counts between 1 and {} confirmations (everyone, you included).",
                 others.len() + 1
@@ -269,7 +300,7 @@ impl Agent {
         }
         self.shared.groups.insert(
             gid.clone(),
-            Group::new(header, intent, context, quorum, legs.clone()),
+            Group::new(header, intent, context, confirmation, legs.clone()),
         );
         self.shared.dirty.groups.insert(gid.clone());
         self.shared.audit(

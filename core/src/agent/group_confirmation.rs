@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use super::group::{leg_status, Group};
+use super::group::{leg_status, Group, Sequence};
 use super::thread::{ThreadState, Waiting};
 use super::*;
 
@@ -36,17 +36,22 @@ impl Agent {
                 .get(p)
                 .and_then(|l| self.threads.get(l))
                 .is_some_and(|t| !t.state.is_terminal());
-            if active {
+            // A sequential confirmation asks only those who can make the window; the
+            // others hear the outcome (and their legs close when it goes ahead).
+            let fits = !g.sequential || !best.missing.contains(p);
+            if active && fits {
                 confirmers.push(p.clone());
             }
         }
         let n = u32::try_from(confirmers.len()).unwrap_or(u32::MAX);
         let attending = u32::try_from(best.attendees.len()).unwrap_or(0).max(1);
         let quorum = match g.quorum {
+            _ if g.sequential => None,
             Some(q) => Some(q.min(n)),
             None if attending < n => Some(attending),
             None => None,
         };
+        let sequential = g.sequential;
         let required = quorum.unwrap_or(n);
         let alternatives: Vec<&Candidate> = viable
             .iter()
@@ -126,9 +131,11 @@ impl Agent {
             .filter_map(|p| g.legs.get(p).cloned())
             .collect();
         let alt_windows = alternatives.iter().map(|c| (c.start, c.end)).collect();
-        for lid in &legs {
-            let b = body.clone();
-            self.in_thread(lid, |step| step.propose_on_leg(b));
+        if !sequential {
+            for lid in &legs {
+                let b = body.clone();
+                self.in_thread(lid, |step| step.propose_on_leg(b));
+            }
         }
         let prompt_id = self.shared.next_prompt_id();
         let now = self.shared.now;
@@ -149,6 +156,12 @@ impl Agent {
                 reached: false,
                 lead: None,
                 announced: false,
+                sequence: sequential.then_some(Sequence {
+                    step: 0,
+                    checking: None,
+                    checked: false,
+                    restarts: 0,
+                }),
             });
         }
         self.shared.audit(
@@ -160,12 +173,25 @@ impl Agent {
                 confirmers,
             },
         );
+        if sequential {
+            // Everyone learns the order; the coordinator's user is asked first.
+            self.announce(gid, ConfirmationOutcome::Pending, &[]);
+        }
         self.show_group_prompt(gid, false);
     }
 
     /// Counts the group's confirmations and acts on them (§8.3).
     pub(super) fn tally(&mut self, gid: &str) {
         let me = self.shared.config.address.clone();
+        let Some(g) = self.shared.groups.get(gid) else {
+            return;
+        };
+        let Some(gp) = &g.proposal else {
+            return;
+        };
+        if gp.sequence.is_some() && !gp.reached && !self.tally_sequence(gid) {
+            return;
+        }
         let Some(g) = self.shared.groups.get(gid) else {
             return;
         };
@@ -181,27 +207,15 @@ impl Agent {
         }
         // Participants whose confirmation the coordinator has not yet answered.
         let mut to_confirm: Vec<(Address, String)> = Vec::new();
-        let mut legs_proposed: Vec<String> = Vec::new();
-        for p in &g.header.participants {
-            let Some(lid) = g.legs.get(p) else { continue };
-            let Some(t) = self.threads.get(lid) else {
-                continue;
-            };
-            let Some(r) = t.stage.resolution().filter(|r| r.proposer == me) else {
-                continue;
-            };
-            if t.state == ThreadState::Proposed {
-                legs_proposed.push(lid.clone());
-            }
-            let answer = r.answers.iter().rev().find(|(a, _)| a == p).map(|x| x.1);
-            match answer {
+        for l in self.leg_answers(g) {
+            match l.answer {
                 Some(ResolutionStatus::Confirmed) => {
-                    confirmed.push(p.clone());
-                    if !r.answers.iter().any(|(a, _)| a == &me) {
-                        to_confirm.push((p.clone(), lid.clone()));
+                    if !l.answered_by_me {
+                        to_confirm.push((l.participant.clone(), l.leg));
                     }
+                    confirmed.push(l.participant);
                 }
-                None if t.state == ThreadState::Proposed => pending += 1,
+                None if l.proposed => pending += 1,
                 _ => {}
             }
         }
@@ -210,7 +224,6 @@ impl Agent {
         let reached = gp.reached;
         let mine_confirmed = gp.mine == Some(ResolutionStatus::Confirmed);
         let mine_other = gp.mine.is_some() && !mine_confirmed;
-        let window = gp.window;
         let summary = gp.body.proposal.summary.clone();
         if !reached && mine_confirmed && n_confirmed >= required {
             if let Some(gp) = self.group_mut(gid).and_then(|g| g.proposal.as_mut()) {
@@ -235,37 +248,13 @@ impl Agent {
                 ),
             );
         } else if !reached && (mine_other || n_confirmed + pending < required) {
-            self.shared.audit(
-                None,
-                AgentEvent::GroupOutcome {
-                    group_id: gid.to_string(),
-                    reached: false,
-                    confirmed: n_confirmed,
-                    required,
-                },
-            );
-            self.announce(gid, ConfirmationOutcome::Failed, &confirmed);
-            for lid in &legs_proposed {
-                self.in_thread(lid, |step| step.withdraw_group_proposal());
-            }
-            let prompt = self.group_mut(gid).and_then(|g| {
-                g.ruled_out.push(window);
-                g.proposal.take().and_then(|p| p.prompt_id)
+            let text = (!mine_other).then(|| {
+                format!(
+                    "Not enough confirmations for “{}” ({n_confirmed} of {required} needed are possible no more); looking for another option.",
+                    display::line(&summary, display::MAX_SHORT)
+                )
             });
-            if let Some(p) = prompt {
-                self.shared.buf.prompt.push(Output::ClosePrompt(p));
-            }
-            if !mine_other {
-                self.shared.notify(
-                    Some(gid.to_string()),
-                    NotifyKind::Info,
-                    format!(
-                        "Not enough confirmations for “{}” ({n_confirmed} of {required} needed are possible no more); looking for another option.",
-                        display::line(&summary, display::MAX_SHORT)
-                    ),
-                );
-            }
-            self.plan(gid);
+            self.give_up_proposal(gid, text);
             return;
         }
         let reached = self
@@ -330,9 +319,71 @@ impl Agent {
         }
     }
 
-    /// Tells every leg still open how the group's confirmation ended, with a `context`
-    /// whose `aggregated_context.confirmation` carries counts and who attends.
-    fn announce(&mut self, gid: &str, outcome: ConfirmationOutcome, attending: &[Address]) {
+    /// The open proposal cannot go ahead (its quorum is out of reach, a sequential step
+    /// declined, a check failed): everyone is told, the legs still proposed go back to
+    /// negotiating, its window is ruled out, and the next candidate is planned. `text`
+    /// tells the coordinator's user why (none when it was their own answer).
+    pub(super) fn give_up_proposal(&mut self, gid: &str, text: Option<String>) {
+        let me = self.shared.config.address.clone();
+        let Some(g) = self.shared.groups.get(gid) else {
+            return;
+        };
+        let Some(gp) = &g.proposal else {
+            return;
+        };
+        let mut confirmed: Vec<Address> = Vec::new();
+        if gp.mine == Some(ResolutionStatus::Confirmed) {
+            confirmed.push(me.clone());
+        }
+        let mut legs_proposed = Vec::new();
+        for l in self.leg_answers(g) {
+            if l.proposed {
+                legs_proposed.push(l.leg);
+            }
+            if l.answer == Some(ResolutionStatus::Confirmed) {
+                confirmed.push(l.participant);
+            }
+        }
+        let required = gp.required;
+        let window = gp.window;
+        self.shared.audit(
+            None,
+            AgentEvent::GroupOutcome {
+                group_id: gid.to_string(),
+                reached: false,
+                confirmed: u32::try_from(confirmed.len()).unwrap_or(u32::MAX),
+                required,
+            },
+        );
+        self.announce(gid, ConfirmationOutcome::Failed, &confirmed);
+        for lid in &legs_proposed {
+            self.in_thread(lid, |step| step.withdraw_group_proposal());
+        }
+        let prompt = self.group_mut(gid).and_then(|g| {
+            g.ruled_out.push(window);
+            g.proposal.take().and_then(|p| p.prompt_id)
+        });
+        if let Some(p) = prompt {
+            self.shared.buf.prompt.push(Output::ClosePrompt(p));
+        }
+        if let Some(text) = text {
+            self.shared
+                .notify(Some(gid.to_string()), NotifyKind::Info, text);
+        }
+        self.plan(gid);
+    }
+
+    /// Tells every leg still open how the group's confirmation stands, with a `context`
+    /// whose `aggregated_context.confirmation` carries counts and who attends (and, in a
+    /// sequential confirmation, whose turn it is). Legs left without a resolution are told
+    /// only in a sequential confirmation (where they wait for their turn).
+    pub(super) fn announce(
+        &mut self,
+        gid: &str,
+        outcome: ConfirmationOutcome,
+        attending: &[Address],
+    ) {
+        let me = self.shared.config.address.clone();
         let Some(g) = self.shared.groups.get(gid) else {
             return;
         };
@@ -355,10 +406,15 @@ impl Agent {
             .iter()
             .filter(|p| p.status == ParticipantStatus::ContextReceived)
             .count();
-        let mode = if gp.body.quorum.is_some() {
-            ConfirmationMode::Quorum
-        } else {
-            ConfirmationMode::All
+        let (mode, next) = match &gp.sequence {
+            Some(s) => (
+                ConfirmationMode::Sequential,
+                (outcome == ConfirmationOutcome::Pending)
+                    .then(|| gp.body.requires_confirmation_from.get(s.step).cloned())
+                    .flatten(),
+            ),
+            None if gp.body.quorum.is_some() => (ConfirmationMode::Quorum, None),
+            None => (ConfirmationMode::All, None),
         };
         let required = gp.required;
         let confirmed = u32::try_from(attending.len()).unwrap_or(u32::MAX);
@@ -368,9 +424,15 @@ impl Agent {
                 if step.t.state.is_terminal() {
                     return;
                 }
-                let Some(rid) = step.t.stage.resolution().map(|r| r.packet_id.clone()) else {
+                let rid = step
+                    .t
+                    .stage
+                    .resolution()
+                    .filter(|r| r.proposer == me)
+                    .map(|r| r.packet_id.clone());
+                if rid.is_none() && mode != ConfirmationMode::Sequential {
                     return;
-                };
+                }
                 let view = AggregatedContext {
                     of: u32::try_from(participants.len()).unwrap_or(0),
                     answered: u32::try_from(answered).unwrap_or(0),
@@ -384,7 +446,7 @@ impl Agent {
                         confirmed,
                         outcome,
                         attending: attending.to_vec(),
-                        next: None,
+                        next: next.clone(),
                     }),
                 };
                 let body = Body::Context(ContextBody {
@@ -563,6 +625,45 @@ impl Agent {
                 }
             }
         }
+    }
+}
+
+/// One participant's standing on the group's open resolution, on the coordinator's side
+/// of its leg.
+pub(super) struct LegAnswer {
+    /// The participant.
+    pub participant: Address,
+    /// Its leg.
+    pub leg: String,
+    /// The coordinator's side of the leg is PROPOSED.
+    pub proposed: bool,
+    /// The participant's latest answer to the resolution, if any.
+    pub answer: Option<ResolutionStatus>,
+    /// The coordinator answered it already (its `confirmed` went out).
+    pub answered_by_me: bool,
+}
+
+impl Agent {
+    /// Every leg holding the coordinator's resolution, in the group's order, with its
+    /// participant's answer.
+    pub(super) fn leg_answers(&self, g: &Group) -> Vec<LegAnswer> {
+        let me = &self.shared.config.address;
+        g.header
+            .participants
+            .iter()
+            .filter_map(|p| {
+                let leg = g.legs.get(p)?;
+                let t = self.threads.get(leg)?;
+                let r = t.stage.resolution().filter(|r| &r.proposer == me)?;
+                Some(LegAnswer {
+                    participant: p.clone(),
+                    leg: leg.clone(),
+                    proposed: t.state == ThreadState::Proposed,
+                    answer: r.answers.iter().rev().find(|(a, _)| a == p).map(|x| x.1),
+                    answered_by_me: r.answers.iter().any(|(a, _)| a == me),
+                })
+            })
+            .collect()
     }
 }
 

@@ -2,12 +2,12 @@
 
 use std::collections::BTreeMap;
 
-use crate::agent::ThreadState;
+use crate::agent::{GroupConfirmation, ThreadState};
 use crate::harness::game_night::{self, Answer};
 use crate::harness::Net;
 use crate::packet::ParticipantStatus;
 
-fn states(net: &Net, i: usize) -> Vec<ThreadState> {
+pub(super) fn states(net: &Net, i: usize) -> Vec<ThreadState> {
     net.nodes[i]
         .agent
         .threads()
@@ -29,7 +29,7 @@ fn group_id(net: &Net) -> String {
 #[test]
 fn game_night_for_four_is_confirmed_by_everyone_on_friday() {
     let mut net = game_night::net(true);
-    game_night::start(&mut net, None);
+    game_night::start(&mut net, GroupConfirmation::All);
     // One leg per participant, each a thread of its own with its own id.
     let gid = group_id(&net);
     let members = net.nodes[0].agent.group_members(&gid);
@@ -85,7 +85,7 @@ fn game_night_for_four_is_confirmed_by_everyone_on_friday() {
 #[test]
 fn without_a_common_slot_only_charlie_is_asked_and_saturday_works_when_he_gives_way() {
     let mut net = game_night::net(false);
-    game_night::start(&mut net, None);
+    game_night::start(&mut net, GroupConfirmation::All);
     game_night::scripted_users(&mut net, &BTreeMap::new());
     let alice = &net.nodes[0];
     let asked: Vec<String> = net.nodes[0]
@@ -130,7 +130,7 @@ fn without_a_common_slot_only_charlie_is_asked_and_saturday_works_when_he_gives_
 #[test]
 fn when_charlie_cannot_give_way_saturday_goes_ahead_with_a_quorum_of_three() {
     let mut net = game_night::net(false);
-    game_night::start(&mut net, None);
+    game_night::start(&mut net, GroupConfirmation::All);
     let mut answers = BTreeMap::new();
     answers.insert(2, Answer::Stubborn);
     game_night::scripted_users(&mut net, &answers);
@@ -152,7 +152,7 @@ fn when_charlie_cannot_give_way_saturday_goes_ahead_with_a_quorum_of_three() {
 #[test]
 fn quorum_three_of_four_goes_ahead_without_the_decliner() {
     let mut net = game_night::net(true);
-    game_night::start(&mut net, Some(3));
+    game_night::start(&mut net, GroupConfirmation::Quorum(3));
     let mut answers = BTreeMap::new();
     answers.insert(3, Answer::Decline);
     game_night::scripted_users(&mut net, &answers);
@@ -180,7 +180,7 @@ fn quorum_three_of_four_goes_ahead_without_the_decliner() {
 #[test]
 fn a_silent_participant_without_quorum_expires_the_group_for_everyone() {
     let mut net = game_night::net(true);
-    game_night::start(&mut net, None);
+    game_night::start(&mut net, GroupConfirmation::All);
     let mut answers = BTreeMap::new();
     answers.insert(2, Answer::Silent);
     game_night::scripted_users(&mut net, &answers);
@@ -208,7 +208,7 @@ fn a_silent_participant_without_quorum_expires_the_group_for_everyone() {
 #[test]
 fn no_participant_value_reaches_another_participant() {
     let mut net = game_night::net(false);
-    game_night::start(&mut net, None);
+    game_night::start(&mut net, GroupConfirmation::All);
     game_night::scripted_users(&mut net, &BTreeMap::new());
     // Every packet a participant received came from the coordinator; none of them carries
     // a value another participant shared (windows, zones, dietary entries, budgets).
@@ -244,7 +244,7 @@ fn no_participant_value_reaches_another_participant() {
 #[test]
 fn group_records_restore_and_the_coordinators_prompt_comes_back() {
     let mut net = game_night::net(true);
-    game_night::start(&mut net, None);
+    game_night::start(&mut net, GroupConfirmation::All);
     // Participants share and confirm; Alice's own prompt stays open.
     let mut answers = BTreeMap::new();
     answers.insert(0, Answer::Silent);
@@ -366,7 +366,7 @@ mod hostile {
                 participants: vec![m.clone(), bob],
                 intent: game_night::intent(),
                 context: game_night::context(),
-                quorum: None,
+                confirmation: GroupConfirmation::All,
             },
         );
         w.m.pump(&mut w.net);
@@ -527,7 +527,9 @@ mod privacy {
                 participants,
                 intent: game_night::intent(),
                 context,
-                quorum: w.quorum,
+                confirmation: w
+                    .quorum
+                    .map_or(GroupConfirmation::All, GroupConfirmation::Quorum),
             },
         );
         net.settle();
@@ -637,7 +639,7 @@ fn net_of_five() -> Net {
 #[test]
 fn quorum_three_of_five_with_one_decline_and_one_silence() {
     let mut net = net_of_five();
-    game_night::start(&mut net, Some(3));
+    game_night::start(&mut net, GroupConfirmation::Quorum(3));
     let mut answers = BTreeMap::new();
     answers.insert(1, Answer::Decline); // Bob
     answers.insert(2, Answer::Silent); // Charlie
@@ -679,7 +681,7 @@ fn quorum_three_of_five_with_one_decline_and_one_silence() {
 #[test]
 fn the_coordinators_different_time_moves_the_group_to_the_next_candidate() {
     let mut net = game_night::net(true);
-    game_night::start(&mut net, None);
+    game_night::start(&mut net, GroupConfirmation::All);
     // Participants share; Alice is asked and wants another time.
     let mut answers = BTreeMap::new();
     answers.insert(0, Answer::Silent);
@@ -708,7 +710,7 @@ fn the_coordinators_different_time_moves_the_group_to_the_next_candidate() {
 #[test]
 fn a_participant_who_makes_an_excuse_is_left_out_and_its_leg_closes_at_both_ends() {
     let mut net = game_night::net(true);
-    game_night::start(&mut net, Some(3));
+    game_night::start(&mut net, GroupConfirmation::Quorum(3));
     let mut answers = BTreeMap::new();
     answers.insert(2, Answer::Excuse); // Charlie
     game_night::scripted_users(&mut net, &answers);
@@ -750,7 +752,7 @@ mod transfer {
     #[test]
     fn alice_hands_the_game_night_to_bob_who_brings_it_to_a_confirmation() {
         let mut net = game_night::net(true);
-        game_night::start(&mut net, None);
+        game_night::start(&mut net, GroupConfirmation::All);
         let gid = net.nodes[0].agent.groups().keys().next().cloned().unwrap();
         let bob = net.address(1);
         net.command(
@@ -815,7 +817,7 @@ mod transfer {
     #[test]
     fn no_transfer_while_a_proposal_is_open_or_to_a_stranger() {
         let mut net = game_night::net(true);
-        game_night::start(&mut net, None);
+        game_night::start(&mut net, GroupConfirmation::All);
         let gid = net.nodes[0].agent.groups().keys().next().cloned().unwrap();
         net.command(
             0,
@@ -863,7 +865,7 @@ mod transfer {
                 participants: vec![alice.clone(), m.clone()],
                 intent: game_night::intent(),
                 context: game_night::context(),
-                quorum: None,
+                confirmation: GroupConfirmation::All,
             },
         );
         w.net.settle();

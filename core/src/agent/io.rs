@@ -29,13 +29,16 @@ pub enum Input {
         request_id: u64,
         /// The model's raw answer, or an error (timeout, rate limit, no model).
         result: Result<String, String>,
+        /// Which model answered and how long it took (recorded with the decision).
+        meta: LlmMeta,
     },
     /// The outcome of an [`Output::ExecuteAction`].
     ActionResult {
         /// The request's id.
         action_id: u64,
-        /// `Ok` or what went wrong.
-        result: Result<(), String>,
+        /// `Ok` with what the action reports (a check's findings, e.g. the slot a venue
+        /// has; usually nothing), or what went wrong.
+        result: Result<Context, String>,
     },
 }
 
@@ -63,9 +66,8 @@ pub enum Command {
         intent: Intent,
         /// What the user said about it.
         context: Context,
-        /// Confirmations needed in total, this agent's user's included (§8.3 quorum);
-        /// `None`: everyone the proposal names.
-        quorum: Option<u32>,
+        /// How the proposal's confirmations are collected (§8.3).
+        confirmation: GroupConfirmation,
     },
     /// Hand the coordination of a group thread this agent coordinates to one of its
     /// participants (§10.3); only while nothing is proposed. The other agent accepts or
@@ -291,9 +293,14 @@ pub struct LlmRequest {
     pub id: u64,
     /// The thread.
     pub thread_id: String,
-    /// Attempt number, from 1.
+    /// Attempt number with this tier's model, from 1.
     pub attempt: u32,
-    /// Layers 1–5: protocol, user profile, permissions, relationship memory, thread.
+    /// Which model the runtime must ask (§5.5): the core picks it per decision and moves
+    /// along the fallback chain (SPEC-NOTES "The LLM layer").
+    #[serde(default)]
+    pub tier: ModelTier,
+    /// Layers 1–5: protocol, user profile, permissions, relationship memory, thread; then
+    /// the peer's data, marked [`LlmLayer::untrusted`].
     pub layers: Vec<LlmLayer>,
     /// JSON schema the answer must follow.
     pub schema: Value,
@@ -308,6 +315,53 @@ pub struct LlmLayer {
     pub name: String,
     /// Its content.
     pub content: String,
+    /// What another agent wrote (its context, its intent, its packets): data between
+    /// unforgeable markers, never instructions. A runtime puts it apart from the system
+    /// layers (in the user turn of a chat), never among them.
+    #[serde(default)]
+    pub untrusted: bool,
+}
+
+/// The model tier a decision needs (§5.5), or the fallback model (§13.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelTier {
+    /// Packet parsing and construction, routine follow-ups.
+    Small,
+    /// Evaluating completeness, identifying gaps.
+    #[default]
+    Medium,
+    /// Proposals and nuanced trade-offs.
+    Large,
+    /// The secondary model, when the tier's model is unavailable or gave no valid answer.
+    Fallback,
+}
+
+impl ModelTier {
+    /// Its name in configuration and audit lines.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelTier::Small => "small",
+            ModelTier::Medium => "medium",
+            ModelTier::Large => "large",
+            ModelTier::Fallback => "fallback",
+        }
+    }
+}
+
+impl std::fmt::Display for ModelTier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What the runtime tells about a model call besides its answer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LlmMeta {
+    /// The model that answered (or failed), as the runtime named it.
+    pub model: String,
+    /// How long the call took, retries included, in milliseconds.
+    pub latency_ms: u64,
 }
 
 /// An action to carry out.
@@ -323,6 +377,26 @@ pub struct ActionRequest {
     pub details: Context,
     /// Undo a completed action (rollback) rather than do it.
     pub undo: bool,
+    /// Only check that the action can be done and with which details, changing nothing
+    /// (the coordinator's work between two steps of a sequential confirmation, §8.3);
+    /// answer with the findings as the result's context.
+    #[serde(default)]
+    pub check: bool,
+}
+
+/// How a group's proposal collects its confirmations (§8.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupConfirmation {
+    /// Everyone the proposal names, in any order.
+    #[default]
+    All,
+    /// This many confirmations in total, this agent's user's included.
+    Quorum(u32),
+    /// Everyone, one after the other in the order of the participants (this agent's user
+    /// first); between two steps the coordinator checks its own actions, and what it finds
+    /// may change what the next person is asked.
+    Sequential,
 }
 
 /// Kinds of notification.

@@ -42,11 +42,15 @@ pub mod events;
 mod execution;
 pub mod group;
 mod group_confirmation;
+mod group_sequence;
 pub mod io;
 mod keys;
 mod lifecycle;
 mod link;
 mod llm;
+pub use llm::{
+    layer_json, prompt_thread, LLM_QUEUE_FIRST, LLM_QUEUE_MAX, LOW_CONFIDENCE, PEER_DATA_LAYER,
+};
 mod negotiate;
 mod notify;
 mod packets;
@@ -71,8 +75,8 @@ use crate::packet::Context;
 use crate::rng::DetRng;
 use crate::time::Timestamp;
 
-pub use events::{AgentEvent, Bug, DropReason};
-pub use group::{Group, GroupMember, GroupProposal};
+pub use events::{AgentEvent, Bug, DropReason, LlmFallbackTo};
+pub use group::{Group, GroupMember, GroupProposal, Sequence};
 pub use io::*;
 pub use link::{FirstPacket, LinkRefusal, REGISTRATION_RETRY};
 pub use permissions::{PermissionTiers, RelationshipOverride, Tier};
@@ -445,7 +449,11 @@ impl Agent {
             Input::Disconnected => self.shared.on_disconnected(),
             Input::Bytes(b) => self.on_frame(&b),
             Input::Command(c) => self.on_command(c),
-            Input::LlmResult { request_id, result } => self.on_llm_result(request_id, result),
+            Input::LlmResult {
+                request_id,
+                result,
+                meta,
+            } => self.on_llm_result(request_id, result, meta),
             Input::ActionResult { action_id, result } => self.on_action_result(action_id, result),
         }
         self.step_groups();
@@ -517,9 +525,13 @@ fn new_session(rng: &mut DetRng) -> ThreadSession {
 }
 
 #[cfg(test)]
+mod group_sequence_tests;
+#[cfg(test)]
 mod group_tests;
 #[cfg(test)]
 mod hostile_tests;
+#[cfg(test)]
+mod llm_tests;
 #[cfg(test)]
 mod resolution_tests;
 #[cfg(test)]

@@ -234,7 +234,8 @@ impl ThreadStep<'_> {
             return;
         }
         if self.shared.config.use_llm {
-            self.ask_llm(1, None);
+            let tier = self.decision_tier(turn);
+            self.ask_llm(tier, 1, None, None);
             return;
         }
         let decision = {

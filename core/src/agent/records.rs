@@ -221,16 +221,7 @@ impl Agent {
         }
         a.shared.space_tags = a.space_tags();
         a.resume_after_restore();
-        let open: Vec<String> = a
-            .shared
-            .groups
-            .values()
-            .filter(|g| !g.closed && g.proposal.as_ref().is_some_and(|p| p.prompt_id.is_some()))
-            .map(|g| g.id.clone())
-            .collect();
-        for gid in open {
-            a.show_group_prompt(&gid, false);
-        }
+        a.resume_groups();
         a.flush();
         Ok(a)
     }

@@ -55,20 +55,20 @@ impl Agent {
                             action,
                             details,
                             undo,
+                            check: false,
                         }));
                 }
             }
-            let lost = t
-                .llm
-                .as_ref()
-                .filter(|l| l.retry_at.is_none())
-                .map(|l| (l.attempt, l.last_error.clone()));
-            if let Some((attempt, err)) = lost {
+            let lost = t.llm.clone().filter(|l| l.retry_at.is_none());
+            if let Some(l) = lost {
                 if self.in_thread(&id, |step| step.llm_superseded()) != Some(true) {
                     if let Some(t) = self.threads.get_mut(&id) {
                         t.llm = None;
                     }
-                    self.in_thread(&id, |step| step.ask_llm(attempt, err));
+                    // The same call again: its answer was lost with the process.
+                    self.in_thread(&id, |step| {
+                        step.ask_llm(l.tier, l.attempt, l.last_error.clone(), Some(&l))
+                    });
                 }
             }
         }
@@ -223,7 +223,7 @@ impl ThreadStep<'_> {
                 let Some(l) = t.llm.take() else {
                     return;
                 };
-                self.ask_llm(l.attempt + 1, l.last_error);
+                self.llm_queue_retry(l);
                 return;
             }
         }

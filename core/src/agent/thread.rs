@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
+use super::io::ModelTier;
 use crate::address::Address;
 use crate::crypto::ThreadSession;
 use crate::negotiator::Rejected;
@@ -371,8 +372,23 @@ pub struct HistoryEntry {
 pub struct LlmPending {
     /// Request id.
     pub request_id: u64,
-    /// Attempt number, from 1.
+    /// Attempt number with this tier's model, from 1.
     pub attempt: u32,
+    /// The model asked (§5.5, §13.3).
+    #[serde(default)]
+    pub tier: ModelTier,
+    /// The tier the decision started with.
+    #[serde(default)]
+    pub first_tier: ModelTier,
+    /// Model calls for this decision so far, this one included.
+    #[serde(default)]
+    pub calls: u32,
+    /// When the decision's first call was made.
+    #[serde(default)]
+    pub since: Option<Timestamp>,
+    /// Rounds waited, queued, with no model reachable (§13.3).
+    #[serde(default)]
+    pub queued: u32,
     /// When to retry after a failure (backoff), if waiting to.
     pub retry_at: Option<Timestamp>,
     /// Why the last attempt failed.

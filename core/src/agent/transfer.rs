@@ -61,6 +61,8 @@ impl Agent {
             intent: g.intent.clone(),
             aggregated_context: Some(self.shared_view(g)),
             round_trips: self.threads.get(&lid).map_or(0, |t| t.round_trips),
+            quorum: g.quorum,
+            sequential: g.sequential,
         };
         let body = Body::CoordinatorTransfer(CoordinatorTransferBody {
             from_coordinator: me,
@@ -213,7 +215,11 @@ impl Agent {
                 header.clone(),
                 h.intent.clone(),
                 Context::new(),
-                None,
+                match (h.sequential, h.quorum) {
+                    (true, _) => GroupConfirmation::Sequential,
+                    (false, Some(q)) => GroupConfirmation::Quorum(q),
+                    (false, None) => GroupConfirmation::All,
+                },
                 legs.clone(),
             ),
         );

@@ -13,7 +13,8 @@ use serde_json::json;
 use super::Net;
 use crate::address::Address;
 use crate::agent::{
-    AgentConfig, Command, ConsentAnswer, FieldChoice, PromptKind, ResolutionAnswer,
+    ActionRequest, AgentConfig, Command, ConsentAnswer, FieldChoice, GroupConfirmation, Prompt,
+    PromptKind, ResolutionAnswer,
 };
 use crate::packet::{Context, Intent};
 use crate::time::Timestamp;
@@ -140,8 +141,9 @@ pub fn net(diana_friday: bool) -> Net {
     net
 }
 
-/// Alice starts the game night with the other three (with a `quorum`, if given).
-pub fn start(net: &mut Net, quorum: Option<u32>) {
+/// Alice starts the game night with the other three, collecting confirmations as
+/// `confirmation` says.
+pub fn start(net: &mut Net, confirmation: GroupConfirmation) {
     let participants = (1..net.nodes.len()).map(|i| net.address(i)).collect();
     net.command(
         0,
@@ -149,7 +151,7 @@ pub fn start(net: &mut Net, quorum: Option<u32>) {
             participants,
             intent: intent(),
             context: context(),
-            quorum,
+            confirmation,
         },
     );
     net.settle();
@@ -173,6 +175,18 @@ pub enum Answer {
 /// Scripted users: each answers by its entry in `answers` (by node index; missing:
 /// [`Answer::Yes`]); every action succeeds. Runs until nobody has anything left to answer.
 pub fn scripted_users(net: &mut Net, answers: &BTreeMap<usize, Answer>) {
+    scripted_users_with(net, answers, &mut |_| Ok(Context::new()));
+}
+
+/// [`scripted_users`], with `service` answering every action request (a check's findings,
+/// or a failure). Returns the resolution prompts shown, in the order they were answered
+/// (or left unanswered), with the node that showed each.
+pub fn scripted_users_with(
+    net: &mut Net,
+    answers: &BTreeMap<usize, Answer>,
+    service: &mut dyn FnMut(&ActionRequest) -> Result<Context, String>,
+) -> Vec<(usize, Prompt)> {
+    let mut seen: Vec<(usize, Prompt)> = Vec::new();
     loop {
         let mut progressed = false;
         for i in 0..net.nodes.len() {
@@ -195,6 +209,14 @@ pub fn scripted_users(net: &mut Net, answers: &BTreeMap<usize, Answer>) {
                         net.answer_consent(i, p.id, ConsentAnswer::ShareSelected(m));
                         progressed = true;
                     }
+                    PromptKind::Resolution { .. }
+                        if !seen
+                            .iter()
+                            .any(|(_, x)| x.id == p.id && x.thread_id == p.thread_id) =>
+                    {
+                        seen.push((i, p.clone()));
+                        progressed = true;
+                    }
                     PromptKind::Resolution { .. } => match how {
                         Answer::Silent => {}
                         Answer::Decline => {
@@ -215,13 +237,14 @@ pub fn scripted_users(net: &mut Net, answers: &BTreeMap<usize, Answer>) {
                     },
                 }
             }
-            if net.finish_action(i, Ok(())).is_some() {
+            if let Some(a) = net.nodes.get(i).and_then(|n| n.actions.front()).cloned() {
+                net.finish_action_with(i, service(&a));
                 progressed = true;
             }
             net.settle();
         }
         if !progressed {
-            return;
+            return seen;
         }
     }
 }

@@ -22,6 +22,7 @@ use crate::agent::{
 };
 use crate::crypto::IdentityKey;
 use crate::link::{ClientFrame, RelayFrame};
+use crate::packet::Context;
 use crate::persist::apply;
 use crate::relay::{ConnId, Relay, RelayConfig, RelayInput, RelayOutput};
 use crate::time::Timestamp;
@@ -366,11 +367,32 @@ impl Net {
 
     /// Completes agent `i`'s oldest pending action with `result`.
     pub fn finish_action(&mut self, i: usize, result: Result<(), String>) -> Option<ActionRequest> {
+        self.finish_action_with(i, result.map(|()| Context::new()))
+    }
+
+    /// Completes agent `i`'s oldest pending action with `result` and what it reports
+    /// (a check's findings).
+    pub fn finish_action_with(
+        &mut self,
+        i: usize,
+        result: Result<Context, String>,
+    ) -> Option<ActionRequest> {
         let a = self.nodes[i].actions.pop_front()?;
         let name = self.nodes[i].name.clone();
-        let verb = if a.undo { "undo " } else { "" };
+        let verb = match (a.undo, a.check) {
+            (true, _) => "undo ",
+            (false, true) => "check ",
+            (false, false) => "",
+        };
         let outcome = match &result {
-            Ok(()) => "ok".to_string(),
+            Ok(f) if f.is_empty() => "ok".to_string(),
+            Ok(f) => format!(
+                "ok: {}",
+                f.iter()
+                    .map(|(k, v)| format!("{k} = {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
             Err(e) => format!("failed: {e}"),
         };
         self.line(
@@ -397,6 +419,10 @@ impl Net {
             Input::LlmResult {
                 request_id: r.id,
                 result,
+                meta: crate::agent::LlmMeta {
+                    model: format!("scripted-{}", r.tier),
+                    latency_ms: 0,
+                },
             },
         );
         self.drain_agent(i);
@@ -642,7 +668,11 @@ impl Net {
                     self.nodes[i].llm.push_back(r);
                 }
                 Output::ExecuteAction(a) => {
-                    let verb = if a.undo { "undo" } else { "execute" };
+                    let verb = match (a.undo, a.check) {
+                        (true, _) => "undo",
+                        (false, true) => "check",
+                        (false, false) => "execute",
+                    };
                     self.line(&name, '|', format!("{verb} action {}", a.action.action));
                     self.nodes[i].actions.push_back(a);
                 }
@@ -661,9 +691,9 @@ impl Net {
                 Output::Audit(a) => {
                     let (mark, text) =
                         describe_event(&self.nodes[i].agent, a.thread_id.as_deref(), &a.event);
+                    self.nodes[i].audit.push(a);
                     cat = if mark == RECEIVED { 0 } else { 1 };
                     self.line(&name, mark, text);
-                    self.nodes[i].audit.push(a);
                 }
                 Output::CloseConnection => {
                     if let Some(conn) = self.nodes[i].conn.take() {

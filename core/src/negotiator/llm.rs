@@ -39,6 +39,8 @@ const DERIVED_DETAILS: &[&str] = &[
 
 /// JSON schema (as serde_json::Value) of a Decision, sent to an LLM as the expected answer schema.
 pub fn decision_schema() -> Value {
+    let confidence = json!({"type": "number", "minimum": 0, "maximum": 1,
+        "description": "How sure you are of this decision, from 0 (a guess) to 1 (certain)"});
     let text = json!({"type": "string", "minLength": 1, "maxLength": MAX_TEXT_CHARS});
     let need = json!({
         "type": "object",
@@ -95,6 +97,7 @@ pub fn decision_schema() -> Value {
                 "required": ["decision", "needs"],
                 "properties": {
                     "decision": {"const": "ask"},
+                    "confidence": confidence,
                     "needs": {"type": "array", "minItems": 1, "maxItems": MAX_NEEDS_PER_PACKET, "items": need,
                               "description": "Most important first; each field at most once per thread"}
                 }
@@ -105,6 +108,7 @@ pub fn decision_schema() -> Value {
                 "required": ["decision", "proposal", "actions"],
                 "properties": {
                     "decision": {"const": "propose"},
+                    "confidence": confidence,
                     "proposal": {
                         "type": "object",
                         "required": ["summary", "details", "alternatives", "reasoning"],
@@ -124,6 +128,7 @@ pub fn decision_schema() -> Value {
                 "required": ["decision", "context", "escalation"],
                 "properties": {
                     "decision": {"const": "no_overlap"},
+                    "confidence": confidence,
                     "context": {
                         "type": "object",
                         "required": ["conflict", "proposed_alternatives"],
@@ -160,6 +165,7 @@ pub fn decision_schema() -> Value {
                 "required": ["decision", "reason", "summary"],
                 "properties": {
                     "decision": {"const": "escalate"},
+                    "confidence": confidence,
                     "reason": text,
                     "summary": text
                 }
@@ -168,7 +174,7 @@ pub fn decision_schema() -> Value {
                 "type": "object",
                 "description": "Nothing to do until the peer answers.",
                 "required": ["decision"],
-                "properties": {"decision": {"const": "wait"}}
+                "properties": {"decision": {"const": "wait"}, "confidence": confidence}
             }
         ]
     })
@@ -176,6 +182,17 @@ pub fn decision_schema() -> Value {
 
 /// The JSON object in an answer: the whole text, or the part inside a ```json fence, or
 /// from the first `{` to the last `}`.
+/// The `confidence` (0–1) an answer gave with its decision (§5.5), if any; values out of
+/// range or not numbers count as none.
+pub fn answer_confidence(text: &str) -> Option<f64> {
+    let json = extract_json(text)?;
+    let value: Value = serde_json::from_str(json).ok()?;
+    value
+        .get("confidence")?
+        .as_f64()
+        .filter(|c| (0.0..=1.0).contains(c))
+}
+
 fn extract_json(text: &str) -> Option<&str> {
     let t = text.trim();
     if t.starts_with('{') {

@@ -46,7 +46,8 @@ use serde_json::Value;
 use crate::address::Address;
 use crate::packet::{ActionSpec, Context, Escalation, Intent, Need, Proposal};
 
-pub use llm::{decision_schema, parse_decision};
+pub use llm::{answer_confidence, decision_schema, parse_decision};
+pub(crate) use needs::is_scheduling;
 
 /// Round trips after which a thread is escalated to both users (§6.4).
 pub const MAX_ROUND_TRIPS: u32 = 8;

@@ -240,8 +240,10 @@ pub struct CombinedConstraints {
 /// How confirmations stand in a group resolution (§8.3).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConfirmationProgress {
-    /// The resolution on the recipient's leg (its `packet_id`).
-    pub resolution_id: String,
+    /// The resolution on the recipient's leg (its `packet_id`); absent in a sequential
+    /// confirmation while the recipient's turn has not come.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution_id: Option<String>,
     /// `all`, `quorum` or `sequential`.
     pub mode: ConfirmationMode,
     /// Confirmations needed (all confirmers, or the quorum).
@@ -365,7 +367,9 @@ impl AggregatedContext {
             }
         }
         if let Some(c) = &self.confirmation {
-            valid_id(&format!("{f}.confirmation.resolution_id"), &c.resolution_id)?;
+            if let Some(rid) = &c.resolution_id {
+                valid_id(&format!("{f}.confirmation.resolution_id"), rid)?;
+            }
             if c.attending.len() > MAX_GROUP_PARTICIPANTS {
                 return Err(invalid(
                     format!("{f}.confirmation.attending"),
@@ -391,12 +395,32 @@ pub struct Handover {
     /// Context exchanges so far in the group (the §6.4 limit goes on counting).
     #[serde(default)]
     pub round_trips: u32,
+    /// Confirmations the group's user asked for in total (§8.3 quorum), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quorum: Option<u32>,
+    /// Confirmations are asked one after the other (§8.3 sequential).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sequential: bool,
 }
 
 impl Handover {
     /// Checks the handover's group header and aggregated context.
     pub fn validate(&self, field: &str) -> Result<(), WireError> {
         self.group.validate(&format!("{field}.group"))?;
+        if let Some(q) = self.quorum {
+            if q == 0 || q as usize > self.group.participants.len() {
+                return Err(invalid(
+                    format!("{field}.quorum"),
+                    "counts 1 to the number of participants",
+                ));
+            }
+            if self.sequential {
+                return Err(invalid(
+                    format!("{field}.quorum"),
+                    "a sequential confirmation has no quorum",
+                ));
+            }
+        }
         if let Some(v) = &self.aggregated_context {
             AggregatedContext::from_value(v).map_err(|e| match e {
                 WireError::Invalid { field: f, reason } => invalid(format!("{field}.{f}"), reason),

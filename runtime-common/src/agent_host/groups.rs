@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use a2acp_core::agent::{Command, Input, Prompt};
+use a2acp_core::agent::{Command, GroupConfirmation, Input, Prompt};
 use a2acp_core::packet::{Context, Intent};
 use a2acp_core::{Address, Timestamp};
 
@@ -21,7 +21,7 @@ impl AgentHost {
         participants: Vec<Address>,
         intent: Intent,
         context: Context,
-        quorum: Option<u32>,
+        confirmation: GroupConfirmation,
     ) -> Result<(Response, Vec<Effect>), HostError> {
         let before: Vec<String> = self.agent.groups().keys().cloned().collect();
         let e = self.handle(
@@ -30,7 +30,7 @@ impl AgentHost {
                 participants,
                 intent,
                 context,
-                quorum,
+                confirmation,
             }),
         )?;
         let new = self
@@ -196,6 +196,12 @@ impl AgentHost {
                 prompt_id: p.prompt_id,
                 deadline: p.deadline.to_string(),
                 reached: p.reached,
+                next: p
+                    .sequence
+                    .as_ref()
+                    .filter(|_| !p.reached)
+                    .and_then(|s| p.body.requires_confirmation_from.get(s.step))
+                    .map(|a| a.to_string()),
             }
         });
         Some(GroupDetail {
@@ -203,6 +209,7 @@ impl AgentHost {
             members,
             proposal,
             quorum: g.quorum,
+            sequential: g.sequential,
             escalated: g.escalated,
             closed: g.closed,
         })

@@ -276,7 +276,11 @@ impl Sim {
             }
             Output::ExecuteAction(a) => {
                 self.stats.actions += 1;
-                let verb = if a.undo { "undo" } else { "execute" };
+                let verb = match (a.undo, a.check) {
+                    (true, _) => "undo",
+                    (false, true) => "check",
+                    (false, false) => "execute",
+                };
                 self.line(
                     &name,
                     '|',
@@ -284,13 +288,7 @@ impl Sim {
                     Tag::Note,
                 );
                 let model = self.spec.agents[i].actions.clone();
-                let result = model.outcome(
-                    &mut self.nodes[i].ledger,
-                    a.id,
-                    &a.action.action,
-                    a.undo,
-                    &mut self.acts,
-                );
+                let result = model.outcome(&mut self.nodes[i].ledger, &a, &mut self.acts);
                 let lat = self.acts.between(model.latency.0, model.latency.1);
                 let inc = self.nodes[i].inc;
                 let at = self.now.add(Duration::from_millis(lat));
@@ -466,7 +464,7 @@ impl Sim {
                 participants,
                 intent: g.intent,
                 context: g.context,
-                quorum: g.quorum,
+                confirmation: g.confirmation,
             },
         );
         if let Some(a) = self.nodes[g.coordinator].agent.as_ref() {

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use a2acp_core::agent::{Command, Input};
+use a2acp_core::packet::Context;
 use a2acp_core::relay::{ConnId, RelayInput};
 use a2acp_core::{Address, Timestamp};
 
@@ -67,7 +68,7 @@ pub(super) enum Ev {
         node: usize,
         inc: u32,
         id: u64,
-        result: Result<(), String>,
+        result: Result<Context, String>,
     },
     StartThread(usize),
     StartGroup(usize),
@@ -295,6 +296,10 @@ impl Sim {
                     Input::LlmResult {
                         request_id: id,
                         result,
+                        meta: a2acp_core::agent::LlmMeta {
+                            model: "simulated".into(),
+                            latency_ms: 0,
+                        },
                     },
                 );
             }
@@ -316,7 +321,14 @@ impl Sim {
                 };
                 let name = self.nodes[node].name.clone();
                 let outcome = match &result {
-                    Ok(()) => "ok".to_string(),
+                    Ok(f) if f.is_empty() => "ok".to_string(),
+                    Ok(f) => format!(
+                        "ok: {}",
+                        f.iter()
+                            .map(|(k, v)| format!("{k} = {v}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
                     Err(e) => format!("failed: {e}"),
                 };
                 self.line(&name, '|', format!("action #{id} → {outcome}"), Tag::Note);

@@ -1,0 +1,452 @@
+//! Relationship memory's storage (§11), in the data model of the Agentic Protocol (seed
+//! 002): temporal facts (its §7) for what is currently believed, immutable content-hashed
+//! context packages (its §6) for what happened, NDJSON export and import (its §10.3).
+//!
+//! Everything here is deterministic: time is a parameter, ids are derived from content,
+//! collections are ordered (`BTreeMap`). A [`MemoryStore`] is one agent's memory; every
+//! change is all-or-nothing (a refused change leaves the store as it was).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::Timestamp;
+
+pub mod canonical;
+mod fact;
+pub mod ndjson;
+mod package;
+mod relationship;
+
+pub use fact::Fact;
+pub use package::{Package, PackageDraft, PACKAGE_TYPES, RELAY_VERSION, STATUSES};
+pub use relationship::{
+    CacheChange, CacheEntry, Confidence, Recorded, Relationship, ThreadSummary, TrustLevel,
+    STALE_AFTER,
+};
+
+/// An actor (seed 002 §6.2): who made a package or asserted a fact.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Actor {
+    /// Actor identifier (an agent address, or `user` for the person).
+    pub id: String,
+    /// `human`, `agent` or `script`.
+    #[serde(rename = "type")]
+    pub actor_type: String,
+    /// The session, if any (always `null` here: the agent has no sessions).
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+impl Actor {
+    /// An agent actor.
+    pub fn agent(id: impl Into<String>) -> Actor {
+        Actor {
+            id: id.into(),
+            actor_type: "agent".into(),
+            session_id: None,
+        }
+    }
+
+    /// The person (a user's own edit).
+    pub fn human(id: impl Into<String>) -> Actor {
+        Actor {
+            id: id.into(),
+            actor_type: "human".into(),
+            session_id: None,
+        }
+    }
+}
+
+/// Why a memory operation was refused. The store is unchanged after any of them.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum MemoryError {
+    /// A package's stored hash is not the hash of its content (tampered or corrupt).
+    #[error("package {package_id}: stored hash {stored} but its content hashes to {computed}")]
+    HashMismatch {
+        /// The package.
+        package_id: String,
+        /// The hash stored beside it.
+        stored: String,
+        /// The hash of its canonical JSON.
+        computed: String,
+    },
+    /// A package breaks seed 002 §6.
+    #[error("package {package_id:?} is invalid: {reason}")]
+    InvalidPackage {
+        /// The package (as far as it could be read).
+        package_id: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A fact breaks seed 002 §7.
+    #[error("fact {fact_id:?} is invalid: {reason}")]
+    InvalidFact {
+        /// The fact.
+        fact_id: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Another package already has this id, with different content.
+    #[error("package {0} already exists with different content")]
+    DuplicatePackage(String),
+    /// Another fact already has this id, with different content.
+    #[error("fact {0} already exists with different content")]
+    DuplicateFact(String),
+    /// An assertion would start before the latest fact of its series started or ended.
+    #[error("{subject}/{predicate}: a fact valid from {valid_from} cannot follow one that holds until {current_from}")]
+    OutOfOrder {
+        /// Subject.
+        subject: String,
+        /// Predicate.
+        predicate: String,
+        /// The new fact's start.
+        valid_from: Timestamp,
+        /// Where the latest fact of the series starts (if current) or ends.
+        current_from: Timestamp,
+    },
+    /// The facts of one (project, subject, predicate) overlap in time or have two current.
+    #[error("{project_id} {subject}/{predicate}: facts overlap in time")]
+    Overlap {
+        /// Project.
+        project_id: String,
+        /// Subject.
+        subject: String,
+        /// Predicate.
+        predicate: String,
+    },
+    /// Canonical JSON could not be produced.
+    #[error("canonical JSON: {0}")]
+    Canonical(String),
+    /// An NDJSON line holds a package or fact that was refused.
+    #[error("line {line}: {error}")]
+    AtLine {
+        /// 1-based line number.
+        line: usize,
+        /// Why it was refused.
+        error: Box<MemoryError>,
+    },
+    /// An NDJSON line could not be read.
+    #[error("line {line}: {reason}")]
+    Line {
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// The key of a fact series: (project, subject, predicate).
+pub type SeriesKey = (String, String, String);
+
+/// One agent's memory: facts by (project, subject, predicate), oldest first, and packages
+/// by id.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MemoryStore {
+    facts: BTreeMap<SeriesKey, Vec<Fact>>,
+    packages: BTreeMap<String, Package>,
+    /// Assertions made, for fact ids (tells apart equal assertions at one instant).
+    sequence: u64,
+}
+
+/// What [`MemoryStore::assert_fact`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Assertion {
+    /// The new current fact.
+    pub fact: Fact,
+    /// The fact it superseded, now ended (its `valid_to` set), if there was one.
+    pub superseded: Option<Fact>,
+}
+
+/// The optional inputs of an assertion (seed 002 §8.6).
+#[derive(Debug, Clone, Default)]
+pub struct AssertOptions {
+    /// When the fact became true (default: now).
+    pub valid_from: Option<Timestamp>,
+    /// 0.0–1.0 (default 1.0).
+    pub confidence: Option<f64>,
+    /// Who asserts it.
+    pub asserted_by: Option<Actor>,
+    /// The package it comes from.
+    pub source_package_id: Option<String>,
+    /// Labels.
+    pub tags: Vec<String>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Asserts `value` for (project, subject, predicate) at `now` (seed 002 §7.3): the
+    /// current fact, if any, ends at the new fact's `valid_from` and the new fact becomes
+    /// current; both or neither. Refused if the new fact would start before the current one.
+    pub fn assert_fact(
+        &mut self,
+        now: Timestamp,
+        project_id: &str,
+        subject: &str,
+        predicate: &str,
+        value: &str,
+        options: AssertOptions,
+    ) -> Result<Assertion, MemoryError> {
+        let valid_from = options.valid_from.unwrap_or(now);
+        let key = (
+            project_id.to_string(),
+            subject.to_string(),
+            predicate.to_string(),
+        );
+        let series = self.facts.get(&key);
+        let current = series.and_then(|s| s.iter().rposition(Fact::is_current));
+        // The new fact starts no earlier than the latest one started or ended, so the
+        // series stays ordered and no two facts hold at one instant.
+        if let Some(last) = series.and_then(|s| s.last()) {
+            let bound = last
+                .valid_to
+                .unwrap_or(last.valid_from)
+                .max(last.valid_from);
+            if valid_from < bound {
+                return Err(MemoryError::OutOfOrder {
+                    subject: subject.into(),
+                    predicate: predicate.into(),
+                    valid_from,
+                    current_from: bound,
+                });
+            }
+        }
+        let fact = Fact {
+            fact_id: Fact::derive_id(
+                project_id,
+                subject,
+                predicate,
+                value,
+                valid_from,
+                now,
+                self.sequence,
+            ),
+            project_id: project_id.into(),
+            subject: subject.into(),
+            predicate: predicate.into(),
+            value: value.into(),
+            valid_from,
+            valid_to: None,
+            source_package_id: options.source_package_id,
+            confidence: options.confidence.unwrap_or(1.0).clamp(0.0, 1.0),
+            asserted_by: options.asserted_by,
+            created_at: now,
+            tags: options.tags,
+            extra: BTreeMap::new(),
+        };
+        fact.validate()?;
+        // Checked: nothing below fails, so the supersession and the insert both happen.
+        self.sequence += 1;
+        let series = self.facts.entry(key).or_default();
+        let superseded = match current.and_then(|i| series.get_mut(i)) {
+            Some(old) => {
+                old.valid_to = Some(valid_from);
+                Some(old.clone())
+            }
+            None => None,
+        };
+        series.push(fact.clone());
+        Ok(Assertion { fact, superseded })
+    }
+
+    /// Invalidates the current fact of (project, subject, predicate) at `now` without a
+    /// replacement (seed 002 §7.4). Returns the number of facts invalidated (0 or 1).
+    pub fn invalidate(
+        &mut self,
+        now: Timestamp,
+        project_id: &str,
+        subject: &str,
+        predicate: &str,
+    ) -> usize {
+        let key = (
+            project_id.to_string(),
+            subject.to_string(),
+            predicate.to_string(),
+        );
+        let Some(series) = self.facts.get_mut(&key) else {
+            return 0;
+        };
+        let mut count = 0;
+        for f in series.iter_mut().filter(|f| f.is_current()) {
+            f.valid_to = Some(now.max(f.valid_from));
+            count += 1;
+        }
+        count
+    }
+
+    /// The current fact of (project, subject, predicate).
+    pub fn current(&self, project_id: &str, subject: &str, predicate: &str) -> Option<&Fact> {
+        self.series(project_id, subject, predicate)
+            .iter()
+            .rev()
+            .find(|f| f.is_current())
+    }
+
+    /// The fact that held at `t` (`valid_from ≤ t < valid_to`, seed 002 §7.3).
+    pub fn value_at(
+        &self,
+        project_id: &str,
+        subject: &str,
+        predicate: &str,
+        t: Timestamp,
+    ) -> Option<&Fact> {
+        self.series(project_id, subject, predicate)
+            .iter()
+            .rev()
+            .find(|f| f.holds_at(t))
+    }
+
+    /// What the agent knew at `t` about a subject: for each predicate, the fact that
+    /// held at `t` among those already recorded at `t` (`created_at ≤ t`). "What did I
+    /// know about Bob on 1 March?"
+    pub fn known_at(&self, project_id: &str, subject: &str, t: Timestamp) -> Vec<&Fact> {
+        self.facts
+            .iter()
+            .filter(|((p, s, _), _)| p == project_id && s == subject)
+            .filter_map(|(_, series)| {
+                series
+                    .iter()
+                    .rev()
+                    .find(|f| f.created_at <= t && f.holds_at(t))
+            })
+            .collect()
+    }
+
+    /// The current facts about a subject, by predicate.
+    pub fn current_facts(&self, project_id: &str, subject: &str) -> Vec<&Fact> {
+        self.facts
+            .iter()
+            .filter(|((p, s, _), _)| p == project_id && s == subject)
+            .filter_map(|(_, series)| series.iter().rev().find(|f| f.is_current()))
+            .collect()
+    }
+
+    /// Every fact of (project, subject, predicate), oldest first: the history.
+    pub fn series(&self, project_id: &str, subject: &str, predicate: &str) -> &[Fact] {
+        let key = (
+            project_id.to_string(),
+            subject.to_string(),
+            predicate.to_string(),
+        );
+        self.facts.get(&key).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Every fact, by series then age.
+    pub fn facts(&self) -> impl Iterator<Item = &Fact> {
+        self.facts.values().flatten()
+    }
+
+    /// Stores a committed package. The same package again is a no-op; another package
+    /// with the same id is refused.
+    pub fn deposit(&mut self, package: Package) -> Result<(), MemoryError> {
+        match self.packages.get(package.package_id()) {
+            Some(old) if old.content_hash() == package.content_hash() => Ok(()),
+            Some(_) => Err(MemoryError::DuplicatePackage(
+                package.package_id().to_string(),
+            )),
+            None => {
+                self.packages
+                    .insert(package.package_id().to_string(), package);
+                Ok(())
+            }
+        }
+    }
+
+    /// A package by id.
+    pub fn package(&self, package_id: &str) -> Option<&Package> {
+        self.packages.get(package_id)
+    }
+
+    /// Every package, by id.
+    pub fn packages(&self) -> impl Iterator<Item = &Package> {
+        self.packages.values()
+    }
+
+    /// The projects that hold anything.
+    pub fn projects(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.facts.keys().map(|(p, _, _)| p.clone()).collect();
+        out.extend(self.packages.values().map(|p| p.project_id().to_string()));
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// Removes everything of a project (facts with their history, and packages): the
+    /// purge of §11.3. Returns how many facts and packages went.
+    pub fn purge_project(&mut self, project_id: &str) -> (usize, usize) {
+        let before_facts = self.facts().count();
+        self.facts.retain(|(p, _, _), _| p != project_id);
+        let before_packages = self.packages.len();
+        self.packages
+            .retain(|_, pkg| pkg.project_id() != project_id);
+        (
+            before_facts - self.facts().count(),
+            before_packages - self.packages.len(),
+        )
+    }
+
+    /// Removes a series (current fact and history): the user's "forget this field".
+    pub fn forget_series(&mut self, project_id: &str, subject: &str, predicate: &str) -> usize {
+        let key = (
+            project_id.to_string(),
+            subject.to_string(),
+            predicate.to_string(),
+        );
+        self.facts.remove(&key).map_or(0, |s| s.len())
+    }
+
+    /// Adds an imported fact as it is (its times and id kept), after checking it.
+    fn insert_fact(&mut self, fact: Fact) -> Result<(), MemoryError> {
+        fact.validate()?;
+        if let Some(existing) = self.facts().find(|f| f.fact_id == fact.fact_id) {
+            if *existing == fact {
+                return Ok(());
+            }
+            return Err(MemoryError::DuplicateFact(fact.fact_id));
+        }
+        let key = (
+            fact.project_id.clone(),
+            fact.subject.clone(),
+            fact.predicate.clone(),
+        );
+        let series = self.facts.entry(key).or_default();
+        series.push(fact);
+        series.sort_by(|a, b| {
+            (a.valid_from, a.created_at, &a.fact_id).cmp(&(b.valid_from, b.created_at, &b.fact_id))
+        });
+        Ok(())
+    }
+
+    /// Checks the §7.3 invariants on every series: at most one current fact, and no two
+    /// facts hold at the same instant.
+    fn check_series(&self) -> Result<(), MemoryError> {
+        for ((project_id, subject, predicate), series) in &self.facts {
+            let overlap = || MemoryError::Overlap {
+                project_id: project_id.clone(),
+                subject: subject.clone(),
+                predicate: predicate.clone(),
+            };
+            if series.iter().filter(|f| f.is_current()).count() > 1 {
+                return Err(overlap());
+            }
+            for pair in series.windows(2) {
+                if let [a, b] = pair {
+                    // Sorted by valid_from: `a` must end by the time `b` starts. An empty
+                    // interval (ended where it started) holds at no instant.
+                    let a_empty = a.valid_to == Some(a.valid_from);
+                    if !a_empty && a.valid_to.is_none_or(|end| end > b.valid_from) {
+                        return Err(overlap());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;
