@@ -335,7 +335,9 @@ impl Hostile {
         }
     }
 
-    /// Mallory sends a space packet with `updates` to Alice on the space's leg.
+    /// Mallory sends a space packet with `updates` to Alice on Mallory's leg of the
+    /// space (`<space_id>/<Mallory's address>`, the thread Alice opened with her), or, when
+    /// Mallory is no participant, on the leg she would have.
     fn send(&mut self, updates: Vec<SpaceUpdate>) {
         let to = self.net.address(self.a);
         let p = json!({
@@ -349,9 +351,8 @@ impl Hostile {
             "updates": updates,
         });
         let bytes = serde_json::to_vec(&p).unwrap();
-        self.m
-            .send_bytes(&mut self.net, &to, &self.id, &bytes)
-            .unwrap();
+        let leg = super::space::leg_id(&self.id, &self.m.address);
+        self.m.send_bytes(&mut self.net, &to, &leg, &bytes).unwrap();
         self.m.pump(&mut self.net);
         self.net.settle();
     }
@@ -424,9 +425,30 @@ fn a_non_member_writing_is_refused() {
     let mut h = hostile(None);
     let before = h.replicas();
     let m = h.m.address.clone();
-    // Mallory has no leg: she opens one to Alice with the space's id.
+    let alice = h.net.address(h.a);
+    // Mallory has no leg: she opens one to Alice named as a leg of hers would be
+    // (`<space_id>/<mallory>`). Only a creator opens legs, and it names them after the
+    // participant: a leg opened to Alice must be `<space_id>/<alice>`, so the header
+    // does not match its envelope (malformed, nothing changes).
     let u = h.update(&m, "destination", 9, "upd_n1");
     h.send(vec![u.clone()]);
+    assert_eq!(h.replicas(), before);
+    assert!(refusals(&h.net, h.a).is_empty());
+    assert!(h.net.nodes[h.a].audit.iter().any(|r| matches!(
+        &r.event,
+        AgentEvent::Dropped { drop: DropReason::Malformed { peer, .. }, .. } if *peer == m
+    )));
+    // Named as a leg to Alice, but without a definition: no such space here for her.
+    let p = json!({
+        "protocol": "a2acp/0.2", "packet_id": "pkt_n2", "space_id": h.id,
+        "from": m.as_str(), "to": alice.as_str(), "timestamp": h.net.now.to_rfc3339(),
+        "type": "space_update", "updates": [u],
+    });
+    let leg = super::space::leg_id(&h.id, &alice);
+    h.m.send_bytes(&mut h.net, &alice, &leg, &serde_json::to_vec(&p).unwrap())
+        .unwrap();
+    h.m.pump(&mut h.net);
+    h.net.settle();
     assert_eq!(h.replicas(), before);
     assert_eq!(refusals(&h.net, h.a), vec![SpaceRefusal::UnknownSpace]);
     // Claiming to have created it (with herself in it) changes nothing either.
@@ -439,8 +461,8 @@ fn a_non_member_writing_is_refused() {
         "from": m.as_str(), "to": to.as_str(), "timestamp": h.net.now.to_rfc3339(),
         "type": "space_update", "space": def, "updates": [u],
     });
-    let id = h.id.clone();
-    h.m.send_bytes(&mut h.net, &to, &id, &serde_json::to_vec(&p).unwrap())
+    let leg = super::space::leg_id(&h.id, &to);
+    h.m.send_bytes(&mut h.net, &to, &leg, &serde_json::to_vec(&p).unwrap())
         .unwrap();
     h.m.pump(&mut h.net);
     h.net.settle();
