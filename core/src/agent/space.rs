@@ -167,6 +167,20 @@ pub enum SpaceEvent {
         /// Why.
         refusal: SpaceRefusal,
     },
+    /// A space packet from another participant reached the space's logic (it opened on
+    /// its leg and its header matches the envelope); what became of its updates follows
+    /// as `Applied` and `Refused`. The simulator's exactly-once audit counts space packets
+    /// with it (a space packet has no thread, so it raises no `Received`).
+    Received {
+        /// The space.
+        space_id: String,
+        /// The sender.
+        from: Address,
+        /// The packet.
+        packet_id: String,
+        /// Updates in it.
+        updates: usize,
+    },
     /// A space packet was sealed for another participant.
     Sent {
         /// The space.
@@ -202,6 +216,15 @@ impl fmt::Display for SpaceEvent {
                 peer,
                 refusal,
             } => write!(f, "space {space_id}: update from {peer} refused: {refusal}"),
+            SpaceEvent::Received {
+                space_id,
+                from,
+                packet_id,
+                updates,
+            } => write!(
+                f,
+                "space {space_id}: received {packet_id} ({updates} update(s)) from {from}"
+            ),
             SpaceEvent::Sent {
                 space_id,
                 to,
@@ -671,6 +694,15 @@ impl Agent {
             return;
         }
         let space_id = p.space_id.clone();
+        self.shared.audit(
+            None,
+            AgentEvent::Space(SpaceEvent::Received {
+                space_id: space_id.clone(),
+                from: peer.clone(),
+                packet_id: p.packet_id.clone(),
+                updates: p.updates.len(),
+            }),
+        );
         if let Some(session) = new_leg {
             // A leg this agent does not have: only a space's creator opens legs, and
             // only to its participants.

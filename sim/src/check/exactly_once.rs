@@ -1,6 +1,14 @@
 //! **exactly_once**: every packet the relay accepted reaches its recipient's logic exactly
 //! once — audited Jepsen-style as lost / duplicated / unexpected, with the packets the
 //! recipient refused on purpose counted apart.
+//!
+//! Space packets (§12) are audited at least once: they have no thread (so no `Received`
+//! and no persisted received ids); the recipient audits `SpaceEvent::Received` when one
+//! reaches the space's logic. Each accepted space packet must reach it (else lost), never
+//! one the relay did not accept for it (else unexpected); a second handling (redelivered
+//! after a crash before its acknowledgement) is harmless — each of its updates is refused
+//! `duplicate`, the replica unchanged — and not counted as duplicated. That the updates
+//! took effect is the space checker's ([`super::space`]): all replicas equal at the end.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -24,6 +32,8 @@ pub struct Audit {
     pub unexpected: u64,
     /// Accepted packets the recipient refused on purpose (changed key, blocked sender…).
     pub refused: u64,
+    /// Accepted space packets that reached the recipient's space logic (at least once).
+    pub space_delivered: u64,
 }
 
 impl Checker {
@@ -123,6 +133,22 @@ impl Checker {
         }
     }
 
+    /// The space logic of `node` handled space packet `pid` (at least once: a repeat is
+    /// not a failure).
+    pub fn space_received(&mut self, at: Duration, node: usize, name: &str, pid: &str) {
+        if !self.accepted.contains(&(node, pid.to_string())) {
+            self.audit.unexpected += 1;
+            self.fail(
+                at,
+                "exactly_once",
+                format!(
+                    "unexpected: {name} handled space packet {pid}, which the relay never accepted for it"
+                ),
+            );
+        }
+        self.space_handled.insert((node, pid.to_string()));
+    }
+
     /// The logic of `node` refused delivered packet `pid` on purpose.
     pub fn refused(&mut self, node: usize, pid: &str) {
         self.refused.insert((node, pid.to_string()));
@@ -142,6 +168,8 @@ impl Checker {
             let got = final_received.get(&r).unwrap_or(&empty).contains(&pid);
             if got {
                 self.audit.delivered += 1;
+            } else if self.space_handled.contains(&(r, pid.clone())) {
+                self.audit.space_delivered += 1;
             } else if self.refused.contains(&(r, pid.clone())) {
                 self.audit.refused += 1;
             } else {
