@@ -7,8 +7,11 @@
 //! reaches the space's logic. Each accepted space packet must reach it (else lost), never
 //! one the relay did not accept for it (else unexpected); a second handling (redelivered
 //! after a crash before its acknowledgement) is harmless — each of its updates is refused
-//! `duplicate`, the replica unchanged — and not counted as duplicated. That the updates
-//! took effect is the space checker's ([`super::space`]): all replicas equal at the end.
+//! `duplicate`, the replica unchanged — and not counted as duplicated. A space packet
+//! whose handling step acknowledged it to the relay counts as handled even when a crash
+//! cut the step before its audit (the acknowledgement follows every persist of the step).
+//! That the updates took effect is the space checker's ([`super::space`]): all replicas
+//! equal at the end.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -149,6 +152,16 @@ impl Checker {
         self.space_handled.insert((node, pid.to_string()));
     }
 
+    /// An agent sealed space packet `pid`.
+    pub fn space_sent(&mut self, pid: &str) {
+        self.space_sent.insert(pid.to_string());
+    }
+
+    /// The step of `node` that handled the delivery of `pid` acknowledged it to the relay.
+    pub fn acked(&mut self, node: usize, pid: &str) {
+        self.acked.insert((node, pid.to_string()));
+    }
+
     /// The logic of `node` refused delivered packet `pid` on purpose.
     pub fn refused(&mut self, node: usize, pid: &str) {
         self.refused.insert((node, pid.to_string()));
@@ -168,7 +181,12 @@ impl Checker {
             let got = final_received.get(&r).unwrap_or(&empty).contains(&pid);
             if got {
                 self.audit.delivered += 1;
-            } else if self.space_handled.contains(&(r, pid.clone())) {
+            } else if self.space_handled.contains(&(r, pid.clone()))
+                || (self.space_sent.contains(&pid) && self.acked.contains(&(r, pid.clone())))
+            {
+                // Handled by the space logic; or acknowledged by the step that handled it
+                // (a crash cut the step after its acknowledgement, so before its audit:
+                // the acknowledgement follows every persist of the step).
                 self.audit.space_delivered += 1;
             } else if self.refused.contains(&(r, pid.clone())) {
                 self.audit.refused += 1;

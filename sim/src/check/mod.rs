@@ -115,6 +115,10 @@ pub struct Checker {
     refused: BTreeSet<(usize, String)>,
     /// (recipient, packet id) of space packets handled by the recipient's space logic.
     space_handled: BTreeSet<(usize, String)>,
+    /// Ids of the space packets agents sealed.
+    space_sent: BTreeSet<String>,
+    /// (recipient, packet id) of deliveries the recipient's step acknowledged.
+    acked: BTreeSet<(usize, String)>,
     /// Texts that must never appear in relay records.
     markers: Vec<String>,
     /// Audit counts.

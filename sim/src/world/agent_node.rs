@@ -212,6 +212,14 @@ impl Sim {
                 2
             }
             Output::Send(bytes) => {
+                if bytes.starts_with(b"{\"t\":\"ack\"") {
+                    // The step handling a delivery acknowledged it: every persist of the
+                    // step came before (persist-first), even if a crash cuts its audit.
+                    if let Some((pid, _)) = self.nodes[i].delivering.as_ref() {
+                        let pid = pid.clone();
+                        self.checker.acked(i, &pid);
+                    }
+                }
                 if let Some(conn) = self.nodes[i].conn {
                     self.transmit(conn, true, bytes);
                 }

@@ -42,6 +42,9 @@ impl Sim {
                 self.checker.space_received(at, i, name, packet_id);
             }
             AgentEvent::Sent { .. } => self.stats.packets_sent += 1,
+            AgentEvent::Space(SpaceEvent::Sent { packet_id, .. }) => {
+                self.checker.space_sent(packet_id);
+            }
             AgentEvent::FlexibilityRequested { group_id, .. } => {
                 self.group_log
                     .entry(group_id.clone())
