@@ -51,6 +51,7 @@ pub mod persist;
 pub mod rate_limit;
 pub mod relay;
 pub mod rng;
+pub mod space;
 pub mod time;
 pub mod transcript;
 

@@ -254,6 +254,28 @@ pub fn describe_command(c: &Command, detail: Detail) -> String {
             short(address.as_str())
         ),
         Command::Block(a) => format!("blocks {}", short(a.as_str())),
+        Command::CreateSpace {
+            name, participants, ..
+        } => format!(
+            "create space “{name}” with {}",
+            participants
+                .iter()
+                .map(|p| format!("{} ({})", short(p.address.as_str()), p.permission))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Command::SetSpaceField {
+            space_id,
+            field,
+            value,
+        } => format!(
+            "set {field} in {space_id} to {}",
+            match value {
+                crate::space::FieldValue::Value { value } => compact(value),
+                crate::space::FieldValue::Link { link } => format!("link {}", link.uri),
+                crate::space::FieldValue::Cleared => "(cleared)".to_string(),
+            }
+        ),
         other => format!("{other:?}").chars().take(120).collect(),
     }
 }

@@ -38,6 +38,7 @@ use crate::keys::KeyError;
 use crate::store::{Durability, Store, StoreError};
 
 mod groups;
+mod spaces;
 use groups::group_ref;
 
 /// Why an agent could not start or go on.
@@ -515,6 +516,20 @@ impl AgentHost {
             Request::ReplyThread { id, context } => self.reply_thread(now, &id, context)?,
             Request::CancelThread { id } => self.cancel_thread(now, &id)?,
             Request::TransferCoordinator { id, to } => self.transfer_coordinator(now, &id, &to)?,
+            Request::SpaceCreate {
+                name,
+                participants,
+                fields,
+            } => self.space_create(now, name, participants, fields)?,
+            Request::SpaceShow { id } => (self.space_show(id.as_deref()), Vec::new()),
+            Request::SpaceSet {
+                id,
+                field,
+                value,
+                link,
+                title,
+            } => self.space_set(now, &id, &field, value, link, title)?,
+            Request::SpaceHistory { id } => (self.space_history(&id), Vec::new()),
             Request::KeyShow { address } => match Address::parse(&address) {
                 Ok(a) => (Response::ok(self.key_info(&a)), Vec::new()),
                 Err(e) => (Response::err(format!("`{address}`: {e}")), Vec::new()),

@@ -154,7 +154,48 @@ pub enum Request {
         /// The suggestion's number, as listed.
         id: u64,
     },
+    /// Create a shared context space (§12) with other agents (`a2acp space create`).
+    SpaceCreate {
+        /// What it is about.
+        name: String,
+        /// The other participants and what each may write.
+        participants: Vec<SpaceMember>,
+        /// Initial fields (each through the permission tiers).
+        #[serde(default)]
+        fields: Option<Context>,
+    },
+    /// One space (`a2acp space show ID`), or every space without an id.
+    SpaceShow {
+        /// The space (`spc_…`); absent: all.
+        #[serde(default)]
+        id: Option<String>,
+    },
+    /// Write one field of a space (`a2acp space set`). A field starting with `~/` is one
+    /// of this agent's own fields (`<its address>/…`).
+    SpaceSet {
+        /// The space.
+        id: String,
+        /// The field.
+        field: String,
+        /// The value (any JSON), a link, or nothing to clear the field.
+        #[serde(default)]
+        value: Option<Value>,
+        /// A link to an external resource instead of a value: its URI.
+        #[serde(default)]
+        link: Option<String>,
+        /// The link's title (default: the field's name).
+        #[serde(default)]
+        title: Option<String>,
+    },
+    /// Every update of a space, oldest first (`a2acp space history`).
+    SpaceHistory {
+        /// The space.
+        id: String,
+    },
 }
+
+mod spaces;
+pub use spaces::*;
 
 /// Who a thread is started with: one agent (`"to": "agent:…"`, as before group threads)
 /// or a list (`"to": ["agent:…", …]`): one address is a two-party thread, two or more a

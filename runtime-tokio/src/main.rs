@@ -84,6 +84,9 @@ enum Cmd {
     /// What your agent knows about the agents it talks to.
     #[command(subcommand)]
     Memory(MemoryCmd),
+    /// Shared context spaces (§12): create one, show it, write a field, see its history.
+    #[command(subcommand)]
+    Space(SpaceCmd),
     /// Your agent's suggestions (§7.2, e.g. "always share dietary with Bob?"); `suggestions accept N` takes one.
     Suggestions {
         #[command(subcommand)]
@@ -302,6 +305,55 @@ enum SuggestionsCmd {
     Accept {
         /// The suggestion's number.
         id: u64,
+    },
+}
+
+#[derive(Subcommand)]
+enum SpaceCmd {
+    /// Create a space with other agents: `space create "Family trip" --with agent:bob@localhost=write_own_fields --with agent:carol@localhost`.
+    Create {
+        /// What it is about.
+        name: String,
+        /// A participant: ADDRESS or ADDRESS=PERMISSION (read_all, write_own_fields, full_write; default full_write). Repeat for each.
+        #[arg(long = "with", required = true)]
+        with: Vec<String>,
+        /// Initial fields: a JSON object inline or the path of a JSON file.
+        #[arg(long)]
+        context: Option<String>,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One space's fields, or every space without an id.
+    Show {
+        /// The space (`spc_…`).
+        id: Option<String>,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a field: `space set spc_… hotel "Alfama Suites"`, `space set spc_… ~/arrival 18:00` (an own field), `space set spc_… itinerary --link https://…`, or no value to clear it.
+    Set {
+        /// The space.
+        id: String,
+        /// The field (`~/NAME`: your own field).
+        field: String,
+        /// The value: JSON if it parses, else text.
+        value: Option<String>,
+        /// A link to an external resource instead of a value.
+        #[arg(long)]
+        link: Option<String>,
+        /// The link's title.
+        #[arg(long)]
+        title: Option<String>,
+    },
+    /// Every update of a space, oldest first.
+    History {
+        /// The space.
+        id: String,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -856,6 +908,77 @@ async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
                     .unwrap_or_default()
             })
         }
+        Cmd::Space(SpaceCmd::Create {
+            name,
+            with,
+            context,
+            json,
+        }) => {
+            let participants = with
+                .iter()
+                .map(String::as_str)
+                .map(control::SpaceMember::parse)
+                .collect::<Result<Vec<_>, _>>()?;
+            let fields = match context {
+                Some(arg) => Some(read_context(&arg)?),
+                None => None,
+            };
+            (
+                Request::SpaceCreate {
+                    name,
+                    participants,
+                    fields,
+                },
+                json,
+                |r| {
+                    serde_json::from_value::<control::SpaceView>(r.data.clone())
+                        .map(|d| format!("space created:\n{}", control::render_space(&d)))
+                        .unwrap_or_default()
+                },
+            )
+        }
+        Cmd::Space(SpaceCmd::Show { id, json }) => {
+            let many = id.is_none();
+            (
+                Request::SpaceShow { id },
+                json,
+                if many {
+                    |r: &Response| {
+                        serde_json::from_value::<Vec<control::SpaceView>>(r.data.clone())
+                            .map(|d| control::render_spaces(&d))
+                            .unwrap_or_default()
+                    }
+                } else {
+                    |r: &Response| {
+                        serde_json::from_value::<control::SpaceView>(r.data.clone())
+                            .map(|d| control::render_space(&d))
+                            .unwrap_or_default()
+                    }
+                },
+            )
+        }
+        Cmd::Space(SpaceCmd::Set {
+            id,
+            field,
+            value,
+            link,
+            title,
+        }) => (
+            Request::SpaceSet {
+                id,
+                field,
+                value: value.map(|v| a2acp_core::agent::space::value_from_text(&v)),
+                link,
+                title,
+            },
+            false,
+            text,
+        ),
+        Cmd::Space(SpaceCmd::History { id, json }) => (Request::SpaceHistory { id }, json, |r| {
+            serde_json::from_value::<Vec<control::SpaceFieldLine>>(r.data.clone())
+                .map(|d| control::render_space_history(&d))
+                .unwrap_or_default()
+        }),
         Cmd::Suggestions { cmd: None, json } => (Request::Suggestions, json, |r| {
             serde_json::from_value::<Vec<a2acp_core::agent::Suggestion>>(r.data.clone())
                 .map(|d| control::render_suggestions(&d))

@@ -54,6 +54,9 @@ enum Cmd {
         /// For `swarm`: group threads too (see `swarm --groups`).
         #[arg(long)]
         groups: bool,
+        /// For `swarm`: shared context spaces too (see `swarm --spaces`).
+        #[arg(long)]
+        spaces: bool,
         /// Print only the result line and violations.
         #[arg(long, short)]
         quiet: bool,
@@ -83,6 +86,11 @@ enum Cmd {
         /// others are exactly the two-party worlds) get one or two groups of 2–8 agents.
         #[arg(long)]
         groups: bool,
+        /// Shared context spaces too: half of the worlds (drawn from a stream of their
+        /// own, so the others are exactly the worlds without the flag) get one or two
+        /// spaces among their agents and writes to them.
+        #[arg(long)]
+        spaces: bool,
         /// Hide the progress bar.
         #[arg(long)]
         no_progress: bool,
@@ -151,6 +159,7 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
             calm,
             short_offline,
             groups,
+            spaces,
             quiet,
         } => {
             let mut spec = if name == "swarm" {
@@ -166,6 +175,7 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
                         long_offline: !short_offline,
                         calm,
                         groups,
+                        spaces,
                     },
                 )
             } else {
@@ -204,6 +214,7 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
             calm,
             short_offline,
             groups,
+            spaces,
             no_progress,
         } => {
             let range = swarm::parse_seeds(&seeds).ok_or_else(|| {
@@ -221,6 +232,7 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
                 long_offline: !short_offline,
                 calm,
                 groups,
+                spaces,
             };
             let bar = if no_progress {
                 indicatif::ProgressBar::hidden()
@@ -384,6 +396,7 @@ fn bench(agents: usize, threads: usize, seed: u64) -> Result<(), SimError> {
         long_offline: false,
         calm: false,
         groups: false,
+        spaces: false,
     };
     Measured::run(p, seed).print("swarm 50 agents / 500 threads");
     // 2. The large swarm.
@@ -394,6 +407,7 @@ fn bench(agents: usize, threads: usize, seed: u64) -> Result<(), SimError> {
         long_offline: false,
         calm: false,
         groups: false,
+        spaces: false,
     };
     Measured::run(p, seed).print(&format!("swarm {agents} agents / {threads} threads"));
     // 3. §11.2: first contact vs established relationship.

@@ -14,6 +14,7 @@ use std::time::Duration;
 use a2acp_core::agent::{AgentConfig, GroupConfirmation, ThreadState};
 use a2acp_core::packet::{Context, Intent};
 use a2acp_core::relay::RelayConfig;
+use a2acp_core::space::{FieldValue, SpacePermission};
 use a2acp_core::Timestamp;
 
 use crate::error::SimError;
@@ -88,6 +89,7 @@ pub const SHIPPED: &[(&str, &str)] = &[
         "group_sequential",
         include_str!("../scenarios/group_sequential.toml"),
     ),
+    ("family_trip", include_str!("../scenarios/family_trip.toml")),
 ];
 
 /// Finds a shipped scenario by name, or reads a file.
@@ -129,6 +131,9 @@ pub struct Spec {
     pub threads: Vec<ThreadSpec>,
     /// Group threads users start (§10): one leg per participant.
     pub groups: Vec<GroupSpec>,
+    /// Shared context spaces users create (§12); each is created by a
+    /// [`ScriptAction::CreateSpace`] command.
+    pub spaces: Vec<SpaceSpec>,
     /// Scripted user commands.
     pub commands: Vec<CommandSpec>,
     /// Identity key changes (a re-installed agent whose relay registration the operator
@@ -247,6 +252,20 @@ pub struct GroupSpec {
     pub confirmation: GroupConfirmation,
 }
 
+/// A shared context space a user creates (§12): its creator's agent holds one leg per
+/// other participant.
+#[derive(Debug, Clone)]
+pub struct SpaceSpec {
+    /// The creating agent (a `full_write` participant).
+    pub creator: usize,
+    /// The space's name.
+    pub name: String,
+    /// The other participants and what each may write, in the order given.
+    pub participants: Vec<(usize, SpacePermission)>,
+    /// The fields it is created with (the creator's writes).
+    pub fields: Context,
+}
+
 /// A scripted user command.
 #[derive(Debug, Clone)]
 pub struct CommandSpec {
@@ -298,6 +317,21 @@ pub enum ScriptAction {
         group: usize,
         /// The participant who coordinates from then on.
         to: usize,
+    },
+    /// Create space `space` (index in `spaces`; the command's agent is its creator).
+    CreateSpace {
+        /// Space index.
+        space: usize,
+    },
+    /// Write one field of space `space` (index in `spaces`). A field named `~/<name>` is
+    /// the writer's own field `<its address>/<name>`.
+    SetSpaceField {
+        /// Space index.
+        space: usize,
+        /// The field.
+        field: String,
+        /// Its new value.
+        value: FieldValue,
     },
 }
 

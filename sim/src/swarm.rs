@@ -18,8 +18,8 @@ use crate::model::{
     UserModel,
 };
 use crate::scenario::{
-    AgentSpec, CommandSpec, Direction, GroupSpec, Outage, Partition, RelaySpec, ScriptAction, Spec,
-    ThreadSpec,
+    AgentSpec, CommandSpec, Direction, GroupSpec, Outage, Partition, RelaySpec, ScriptAction,
+    SpaceSpec, Spec, ThreadSpec,
 };
 use crate::util::Rng;
 
@@ -45,6 +45,12 @@ pub struct Params {
     /// without groups is exactly the two-party world of the same seed), get one or two
     /// group threads of 2–8 agents, with agents added when the world has too few.
     pub groups: bool,
+    /// Shared context spaces (§12) too: some worlds, drawn from a stream of their own
+    /// ("swarm-spaces", so a world without spaces is exactly the world of the same seed
+    /// without the flag), get one or two spaces among the world's agents and writes to
+    /// them (own fields, shared fields, the same field at once, writes beyond the
+    /// writer's permission and of never_share fields, which must be refused).
+    pub spaces: bool,
 }
 
 impl Default for Params {
@@ -56,6 +62,7 @@ impl Default for Params {
             long_offline: true,
             calm: false,
             groups: false,
+            spaces: false,
         }
     }
 }
@@ -420,13 +427,23 @@ pub fn generate(seed: u64, p: Params) -> Spec {
     };
     add_sequential(seed, &mut groups, &mut agents);
     add_transfers(seed, &groups, &mut commands);
+    let spaces = if p.spaces {
+        add_spaces(seed, run_for, agents.len(), &mut commands)
+    } else {
+        Vec::new()
+    };
     Spec {
         name: "swarm".into(),
         summary: format!(
-            "swarm world of seed {seed}: {} agents, {} threads, {} groups, faults {}",
+            "swarm world of seed {seed}: {} agents, {} threads, {} groups, {}faults {}",
             agents.len(),
             p.threads,
             groups.len(),
+            if spaces.is_empty() {
+                String::new()
+            } else {
+                format!("{} spaces, ", spaces.len())
+            },
             if faults { "on" } else { "off" }
         ),
         start: Timestamp::parse_rfc3339("2026-03-21T09:00:00Z").unwrap_or(Timestamp::ZERO),
@@ -438,6 +455,7 @@ pub fn generate(seed: u64, p: Params) -> Spec {
         partitions,
         threads,
         groups,
+        spaces,
         commands,
         key_changes: Vec::new(),
         run_for,
@@ -471,6 +489,120 @@ fn add_sequential(seed: u64, groups: &mut [GroupSpec], agents: &mut [AgentSpec])
         }
         checks.insert("book_table".into(), found);
     }
+}
+
+/// Field names the swarm's space writers use: shared ones, and `health_info` (never_share
+/// for every swarm agent: its writes must be refused before they leave).
+const SPACE_FIELDS: &[&str] = &["destination", "dates", "hotel", "budget", "notes"];
+
+/// The shared context spaces of world `seed`, drawn from a stream of their own
+/// ("swarm-spaces"): in half of the worlds one or two spaces, each created by a random
+/// agent with 1–4 others (as many as the world has) of random permissions, 0–2 initial
+/// fields, then 3–12 writes by random participants at random times in the first 50
+/// minutes — shared fields (refused for a read_all or write_own_fields writer, before
+/// they leave), own fields (`~/…`), fields cleared, a value written twice within a second
+/// by two writers (concurrent writes of one field), and one time in ten a never_share
+/// field (`health_info`) or a never_share value of the writer's profile (both refused).
+/// A write before its writer has joined the space is refused locally ("no space").
+fn add_spaces(
+    seed: u64,
+    run_for: Duration,
+    n: usize,
+    commands: &mut Vec<CommandSpec>,
+) -> Vec<SpaceSpec> {
+    use a2acp_core::space::{FieldValue, SpacePermission};
+    let mut r = Rng::new(seed, "swarm-spaces");
+    let mut spaces = Vec::new();
+    if !r.chance(0.5) {
+        return spaces;
+    }
+    for k in 0..=r.below(2) as usize {
+        let creator = r.below(n as u64) as usize;
+        let mut others: Vec<usize> = (0..n).filter(|&i| i != creator).collect();
+        let size = (r.between(1, 4) as usize).min(others.len());
+        let mut participants = Vec::new();
+        while participants.len() < size {
+            let j = others.remove(r.below(others.len() as u64) as usize);
+            let perm = *r.pick(&[
+                SpacePermission::ReadAll,
+                SpacePermission::WriteOwnFields,
+                SpacePermission::WriteOwnFields,
+                SpacePermission::FullWrite,
+            ]);
+            participants.push((j, perm));
+        }
+        let mut fields = Context::new();
+        for _ in 0..r.below(3) {
+            fields.insert((*r.pick(SPACE_FIELDS)).into(), json!(r.between(1, 99)));
+        }
+        let at = ms(r.between(1_000, run_for.as_millis() as u64 / 4));
+        commands.push(CommandSpec {
+            at,
+            agent: creator,
+            action: ScriptAction::CreateSpace {
+                space: spaces.len(),
+            },
+        });
+        let writers: Vec<usize> = std::iter::once(creator)
+            .chain(participants.iter().map(|(j, _)| *j))
+            .collect();
+        for w in 0..r.between(3, 12) {
+            let agent = *r.pick(&writers);
+            let when = at + ms(r.between(1_000, run_for.as_millis() as u64 * 5 / 6));
+            let roll = r.unit();
+            let (field, value) = if roll < 0.05 {
+                ("health_info".to_string(), json!("fine"))
+            } else if roll < 0.1 {
+                (
+                    "notes".to_string(),
+                    json!(format!("SECRET-health-{seed}-{agent}")),
+                )
+            } else if roll < 0.4 {
+                (
+                    format!("~/{}", r.pick(&["arrival", "seat", "diet"])),
+                    json!(w),
+                )
+            } else {
+                ((*r.pick(SPACE_FIELDS)).to_string(), json!(w))
+            };
+            let value = if r.chance(0.05) {
+                FieldValue::Cleared
+            } else {
+                FieldValue::Value { value }
+            };
+            commands.push(CommandSpec {
+                at: when,
+                agent,
+                action: ScriptAction::SetSpaceField {
+                    space: k,
+                    field: field.clone(),
+                    value,
+                },
+            });
+            if r.chance(0.2) {
+                // Another writer writes the same field within a second: concurrent writes.
+                let other = *r.pick(&writers);
+                commands.push(CommandSpec {
+                    at: when + ms(r.between(0, 1_000)),
+                    agent: other,
+                    action: ScriptAction::SetSpaceField {
+                        space: k,
+                        field,
+                        value: FieldValue::Value {
+                            value: json!(format!("{w} by {other}")),
+                        },
+                    },
+                });
+            }
+        }
+        spaces.push(SpaceSpec {
+            creator,
+            name: format!("Trip {k}"),
+            participants,
+            fields,
+        });
+    }
+    spaces
 }
 
 /// Coordinator transfers (§10.3), drawn from a stream of their own ("swarm-transfers"), so
@@ -694,6 +826,7 @@ pub fn game_night(seed: u64, size: usize) -> Spec {
         partitions: Vec::new(),
         threads: Vec::new(),
         groups: vec![group],
+        spaces: Vec::new(),
         commands: Vec::new(),
         key_changes: Vec::new(),
         run_for: Duration::from_secs(3600),
@@ -725,10 +858,11 @@ pub fn parse_seeds(s: &str) -> Option<std::ops::Range<u64>> {
 /// The command that reproduces one swarm world with its transcript.
 pub fn reproduce_command(seed: u64, p: Params) -> String {
     format!(
-        "a2acp-sim run swarm --seed {seed} --agents {} --threads {}{}{}{}{}",
+        "a2acp-sim run swarm --seed {seed} --agents {} --threads {}{}{}{}{}{}",
         p.agents,
         p.threads,
         if p.groups { " --groups" } else { "" },
+        if p.spaces { " --spaces" } else { "" },
         if p.faults { "" } else { " --no-faults" },
         if p.calm { " --calm" } else { "" },
         if p.long_offline {

@@ -109,6 +109,16 @@ impl Agent {
                 }
             }
             Command::AcceptKeyChange { address } => self.accept_key_change(&address),
+            Command::CreateSpace {
+                name,
+                participants,
+                fields,
+            } => self.create_space(name, participants, fields),
+            Command::SetSpaceField {
+                space_id,
+                field,
+                value,
+            } => self.set_space_field(&space_id, field, value),
         }
     }
 

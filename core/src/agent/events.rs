@@ -361,6 +361,8 @@ pub enum AgentEvent {
     /// The agent found its own state or output inconsistent: an implementation bug,
     /// never caused by a peer. Checkers match on this variant.
     Bug(Bug),
+    /// Something in a shared context space (§12).
+    Space(super::space::SpaceEvent),
     /// Anything else, in words (nothing matches on it).
     Note(String),
 }
@@ -633,6 +635,7 @@ impl AgentEvent {
             E::Bug(Bug::InvalidOutgoing { kind, error }) => {
                 write!(out, "BUG outgoing {kind} refused by validation: {error}")
             }
+            E::Space(s) => write!(out, "{s}"),
             E::Note(text) => out.write_str(text),
         }
     }

@@ -140,6 +140,29 @@ pub enum Command {
         /// Its Ed25519 public key.
         key: [u8; 32],
     },
+    /// Create a shared context space (§12) with other participants; this agent is its
+    /// creator (full_write) and carries its updates. `fields` are written at once, each
+    /// through the permission tiers.
+    CreateSpace {
+        /// What it is about.
+        name: String,
+        /// The other participants and what each may write.
+        participants: Vec<crate::space::SpaceParticipant>,
+        /// Initial fields.
+        fields: Context,
+    },
+    /// Write one field of a space (§12): a value, a link, or clearing it. Refused (and
+    /// the user told) when the field is never_share for a participant or beyond this
+    /// agent's permission in the space.
+    SetSpaceField {
+        /// The space (`spc_…`).
+        space_id: String,
+        /// The field; own fields of a write_own_fields participant are named
+        /// `<its address>/<name>`.
+        field: String,
+        /// What to write.
+        value: crate::space::FieldValue,
+    },
     /// Accept a changed key of an agent after the user checked it out of band (§16).
     AcceptKeyChange {
         /// The agent.
@@ -420,6 +443,9 @@ pub struct Notification {
     /// What the user can accept in one step, for a [`NotifyKind::Suggestion`] (§7.2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suggestion: Option<Suggestion>,
+    /// What changed in a shared context space (§12), for a notification about one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub space: Option<crate::agent::space::SpaceChange>,
 }
 
 /// A suggestion the user can accept with one key or one command (§7.2 "One tap to

@@ -78,16 +78,24 @@ impl Agent {
                 );
             }
             for id in ids {
-                self.in_thread(&id, |step| step.recipient_unknown(&address));
+                if self.is_space_id(&id) {
+                    self.shared.notify(
+                        None,
+                        NotifyKind::Delivery,
+                        format!(
+                            "No agent is registered as {address}: it cannot receive space {id}."
+                        ),
+                    );
+                } else {
+                    self.in_thread(&id, |step| step.recipient_unknown(&address));
+                }
             }
             return;
         };
         match self.pin(&address, key) {
             Ok(()) => {
                 for p in pending {
-                    self.in_thread(&p.thread_id, |step| {
-                        step.seal_and_queue(&p.packet_id, p.json.as_bytes())
-                    });
+                    self.seal_pending(&address, p);
                 }
             }
             Err(()) => {
@@ -95,6 +103,17 @@ impl Agent {
                     rec.pending = pending;
                 }
             }
+        }
+    }
+
+    /// Seals a packet that waited for `to`'s key: in its thread, or on its space's leg.
+    fn seal_pending(&mut self, to: &Address, p: super::records::PendingPlain) {
+        if self.is_space_id(&p.thread_id) {
+            self.seal_space(&p.thread_id, to, &p.packet_id, p.json.as_bytes());
+        } else {
+            self.in_thread(&p.thread_id, |step| {
+                step.seal_and_queue(&p.packet_id, p.json.as_bytes())
+            });
         }
     }
 
@@ -126,9 +145,7 @@ impl Agent {
                 self.shared.keys.insert(peer.clone(), pk);
                 // Packets that waited for this key (its lookup may have been lost) go now.
                 for p in pending {
-                    self.in_thread(&p.thread_id, |step| {
-                        step.seal_and_queue(&p.packet_id, p.json.as_bytes())
-                    });
+                    self.seal_pending(peer, p);
                 }
                 self.shared
                     .audit(None, AgentEvent::KeyPinned { peer: peer.clone() });

@@ -59,6 +59,7 @@ mod records;
 mod recovery;
 mod refusals;
 mod resolution;
+pub mod space;
 mod step;
 pub mod thread;
 mod transfer;
@@ -81,6 +82,7 @@ pub use link::{FirstPacket, LinkRefusal, REGISTRATION_RETRY};
 pub use permissions::{PermissionTiers, RelationshipOverride, Tier};
 pub use records::RestoreError;
 pub use refusals::Refusals;
+pub use space::{FieldChange, Space, SpaceChange, SpaceEvent, SpacePacket};
 pub use thread::{Thread, ThreadState, Waiting};
 
 use link::{Link, OutboxItem, Pacer};
@@ -234,6 +236,10 @@ struct Shared {
     peers: BTreeMap<Address, PeerRecord>,
     /// The group threads this agent coordinates (§10), by id.
     groups: BTreeMap<String, group::Group>,
+    /// The shared context spaces this agent holds (§12), by id.
+    spaces: BTreeMap<String, space::Space>,
+    /// The legs of those spaces, by (other agent, thread tag of the space id).
+    space_tags: BTreeMap<(Address, [u8; 16]), String>,
     outbox: BTreeMap<u64, OutboxItem>,
     link: Link,
     replaced: bool,
@@ -281,6 +287,8 @@ impl Agent {
                 settings,
                 peers: BTreeMap::new(),
                 groups: BTreeMap::new(),
+                spaces: BTreeMap::new(),
+                space_tags: BTreeMap::new(),
                 outbox: BTreeMap::new(),
                 link: Link::Down,
                 replaced: false,
@@ -526,6 +534,8 @@ mod hostile_tests;
 mod llm_tests;
 #[cfg(test)]
 mod resolution_tests;
+#[cfg(test)]
+mod space_tests;
 #[cfg(test)]
 mod surface_tests;
 #[cfg(test)]

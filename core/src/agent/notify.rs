@@ -14,6 +14,7 @@ impl Shared {
             text,
             key: None,
             suggestion: None,
+            space: None,
         }));
     }
 
@@ -26,6 +27,7 @@ impl Shared {
             text,
             key: None,
             suggestion: Some(s),
+            space: None,
         }));
     }
 
@@ -38,6 +40,7 @@ impl Shared {
             text,
             key: Some(key),
             suggestion: None,
+            space: None,
         }));
     }
 

@@ -71,6 +71,14 @@ impl Agent {
                 }
             },
         };
+        if self
+            .shared
+            .space_tags
+            .contains_key(&(peer.clone(), env.thread))
+        {
+            self.on_space_envelope(env, sender_key);
+            return;
+        }
         let existing = self.shared.tags.get(&(peer.clone(), env.thread)).cloned();
         let (opened, new_session) = match &existing {
             Some(id) => {
@@ -137,6 +145,12 @@ impl Agent {
         }
         if let Some(id) = &existing {
             self.shared.dirty.threads.insert(id.clone());
+        }
+        if existing.is_none() && super::space::is_space_packet(&opened.packet) {
+            if let Some(session) = new_session {
+                self.on_new_space_leg(&peer, session, &opened);
+            }
+            return;
         }
         let packet = match Packet::parse(&opened.packet) {
             Ok(p) if p.from == peer && p.to == me && p.thread_id == opened.thread_id => p,

@@ -98,6 +98,7 @@ pub(super) struct Dirty {
     pub(super) peers: BTreeSet<Address>,
     pub(super) threads: BTreeSet<String>,
     pub(super) groups: BTreeSet<String>,
+    pub(super) spaces: BTreeSet<String>,
     pub(super) ops: Vec<PersistOp>,
 }
 
@@ -180,6 +181,9 @@ impl Agent {
             } else if key.starts_with("group/") {
                 let g: super::group::Group = de(&key, &value)?;
                 a.shared.groups.insert(g.id.clone(), g);
+            } else if key.starts_with("space/") {
+                let s: super::space::Space = de(&key, &value)?;
+                a.shared.spaces.insert(s.id().to_string(), s);
             } else if key.starts_with("outbox/") {
                 let o: OutboxItem = de(&key, &value)?;
                 a.shared.outbox.insert(o.seq, o);
@@ -215,6 +219,7 @@ impl Agent {
                 t.id.clone(),
             );
         }
+        a.shared.space_tags = a.space_tags();
         a.resume_after_restore();
         a.resume_groups();
         a.flush();
@@ -264,6 +269,11 @@ impl Agent {
         for id in &d.groups {
             if let Some(g) = self.shared.groups.get(id) {
                 self.shared.out.push_back(put(format!("group/{id}"), g));
+            }
+        }
+        for id in &d.spaces {
+            if let Some(s) = self.shared.spaces.get(id) {
+                self.shared.out.push_back(put(format!("space/{id}"), s));
             }
         }
         for op in d.ops {

@@ -413,6 +413,7 @@ fn a_notification_without_a_suggestion_still_reads() {
     };
     let with = Notification {
         suggestion: Some(s.clone()),
+        space: None,
         ..n
     };
     let text = serde_json::to_string(&with).unwrap();

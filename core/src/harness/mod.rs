@@ -48,7 +48,7 @@ pub struct Node {
     pub notifications: Vec<Notification>,
     /// Every prompt shown, in order (for metrics).
     pub prompts_shown: u64,
-    /// Every audit record, in order.
+    /// Every audit record, in order (tests match on their typed events).
     pub audit: Vec<AuditRecord>,
     /// Frames sent to the relay so far.
     pub frames_sent: u64,

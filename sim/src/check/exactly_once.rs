@@ -1,6 +1,17 @@
 //! **exactly_once**: every packet the relay accepted reaches its recipient's logic exactly
 //! once — audited Jepsen-style as lost / duplicated / unexpected, with the packets the
 //! recipient refused on purpose counted apart.
+//!
+//! Space packets (§12) are audited at least once: they have no thread (so no `Received`
+//! and no persisted received ids); the recipient audits `SpaceEvent::Received` when one
+//! reaches the space's logic. Each accepted space packet must reach it (else lost), never
+//! one the relay did not accept for it (else unexpected); a second handling (redelivered
+//! after a crash before its acknowledgement) is harmless — each of its updates is refused
+//! `duplicate`, the replica unchanged — and not counted as duplicated. A space packet
+//! whose handling step acknowledged it to the relay counts as handled even when a crash
+//! cut the step before its audit (the acknowledgement follows every persist of the step).
+//! That the updates took effect is the space checker's ([`super::space`]): all replicas
+//! equal at the end.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -24,6 +35,8 @@ pub struct Audit {
     pub unexpected: u64,
     /// Accepted packets the recipient refused on purpose (changed key, blocked sender…).
     pub refused: u64,
+    /// Accepted space packets that reached the recipient's space logic (at least once).
+    pub space_delivered: u64,
 }
 
 impl Checker {
@@ -123,6 +136,32 @@ impl Checker {
         }
     }
 
+    /// The space logic of `node` handled space packet `pid` (at least once: a repeat is
+    /// not a failure).
+    pub fn space_received(&mut self, at: Duration, node: usize, name: &str, pid: &str) {
+        if !self.accepted.contains(&(node, pid.to_string())) {
+            self.audit.unexpected += 1;
+            self.fail(
+                at,
+                "exactly_once",
+                format!(
+                    "unexpected: {name} handled space packet {pid}, which the relay never accepted for it"
+                ),
+            );
+        }
+        self.space_handled.insert((node, pid.to_string()));
+    }
+
+    /// An agent sealed space packet `pid`.
+    pub fn space_sent(&mut self, pid: &str) {
+        self.space_sent.insert(pid.to_string());
+    }
+
+    /// The step of `node` that handled the delivery of `pid` acknowledged it to the relay.
+    pub fn acked(&mut self, node: usize, pid: &str) {
+        self.acked.insert((node, pid.to_string()));
+    }
+
     /// The logic of `node` refused delivered packet `pid` on purpose.
     pub fn refused(&mut self, node: usize, pid: &str) {
         self.refused.insert((node, pid.to_string()));
@@ -142,6 +181,13 @@ impl Checker {
             let got = final_received.get(&r).unwrap_or(&empty).contains(&pid);
             if got {
                 self.audit.delivered += 1;
+            } else if self.space_handled.contains(&(r, pid.clone()))
+                || (self.space_sent.contains(&pid) && self.acked.contains(&(r, pid.clone())))
+            {
+                // Handled by the space logic; or acknowledged by the step that handled it
+                // (a crash cut the step after its acknowledgement, so before its audit:
+                // the acknowledgement follows every persist of the step).
+                self.audit.space_delivered += 1;
             } else if self.refused.contains(&(r, pid.clone())) {
                 self.audit.refused += 1;
             } else {

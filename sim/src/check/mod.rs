@@ -13,6 +13,9 @@
 //! - [`group`][self::group]: **privacy** (no participant's shared value reaches another participant)
 //!   and **group_agreement** (every completed leg completed on the coordinator's
 //!   proposal), at the end of a run;
+//! - [`space`][self::space]: **space_convergence** (after healing, every replica of a
+//!   space is identical) and **space_permission** (no write exceeds its writer's
+//!   permission or tiers), at the end of a run;
 //! - [`core_bug`]: the agent never audits an internal inconsistency;
 //! - [`restore`]: crashed participants restart from what they persisted;
 //! - [`expect`]: the final states a scenario expects.
@@ -31,6 +34,7 @@ pub mod never_share;
 pub mod relay_plaintext;
 pub mod restore;
 pub mod round_trips;
+pub mod space;
 
 pub use exactly_once::Audit;
 pub use relay_plaintext::plaintext_markers;
@@ -57,6 +61,8 @@ pub const CHECKS: &[&str] = &[
     "expect",
     "privacy",
     "group_agreement",
+    "space_convergence",
+    "space_permission",
 ];
 
 /// One broken invariant.
@@ -107,6 +113,12 @@ pub struct Checker {
     handled: BTreeMap<usize, BTreeSet<String>>,
     /// (recipient, packet id) refused by the recipient.
     refused: BTreeSet<(usize, String)>,
+    /// (recipient, packet id) of space packets handled by the recipient's space logic.
+    space_handled: BTreeSet<(usize, String)>,
+    /// Ids of the space packets agents sealed.
+    space_sent: BTreeSet<String>,
+    /// (recipient, packet id) of deliveries the recipient's step acknowledged.
+    acked: BTreeSet<(usize, String)>,
     /// Texts that must never appear in relay records.
     markers: Vec<String>,
     /// Audit counts.
@@ -208,6 +220,7 @@ impl Checker {
             self.fail(end.at, check, detail);
         }
         self.groups(end);
+        self.spaces(end);
         self.expectations(end);
     }
 }

@@ -12,14 +12,14 @@ use serde_json::Value;
 use super::Checker;
 
 /// JSON string escaping of `s` without the quotes (how a value appears in a packet).
-fn escaped(s: &str) -> String {
+pub(super) fn escaped(s: &str) -> String {
     let q = serde_json::to_string(s).unwrap_or_default();
     q.get(1..q.len().saturating_sub(1))
         .unwrap_or("")
         .to_string()
 }
 
-fn strings_of(v: &Value, out: &mut Vec<String>) {
+pub(super) fn strings_of(v: &Value, out: &mut Vec<String>) {
     match v {
         Value::String(s) => out.push(s.clone()),
         Value::Number(n) => out.push(n.to_string()),

@@ -43,6 +43,8 @@ struct RawScenario {
     #[serde(default)]
     group: Vec<RawGroup>,
     #[serde(default)]
+    space: Vec<RawSpace>,
+    #[serde(default)]
     command: Vec<RawCommand>,
     #[serde(default)]
     key_change: Vec<RawKeyChange>,
@@ -224,6 +226,24 @@ struct RawGroup {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct RawSpace {
+    creator: String,
+    name: String,
+    at: Option<String>,
+    participants: Vec<RawSpaceMember>,
+    #[serde(default)]
+    fields: Context,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSpaceMember {
+    agent: String,
+    permission: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawCommand {
     at: String,
     agent: String,
@@ -235,6 +255,9 @@ struct RawCommand {
     reason: Option<String>,
     peer: Option<String>,
     group: Option<usize>,
+    space: Option<usize>,
+    field: Option<String>,
+    value: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -613,6 +636,45 @@ fn resolve(raw: RawScenario, file: &str) -> Result<Spec, SimError> {
             },
         });
     }
+    let mut spaces = Vec::new();
+    let mut commands = Vec::new();
+    for (k, sp) in raw.space.iter().enumerate() {
+        let creator = index("space.creator", &sp.creator)?;
+        let mut participants: Vec<(usize, SpacePermission)> = Vec::new();
+        for m in &sp.participants {
+            let i = index("space.participants", &m.agent)?;
+            if i == creator || participants.iter().any(|(j, _)| *j == i) {
+                return Err(cx.bad(format!(
+                    "`space.participants`: `{}` is the creator or listed twice",
+                    m.agent
+                )));
+            }
+            let permission = SpacePermission::parse(&m.permission).ok_or_else(|| {
+                cx.bad(format!(
+                    "`space.participants`: `{}` is not read_all, write_own_fields or full_write",
+                    m.permission
+                ))
+            })?;
+            participants.push((i, permission));
+        }
+        if participants.is_empty() {
+            return Err(cx.bad("`space.participants` is empty"));
+        }
+        spaces.push(SpaceSpec {
+            creator,
+            name: sp.name.clone(),
+            participants,
+            fields: sp.fields.clone(),
+        });
+        commands.push(CommandSpec {
+            at: match &sp.at {
+                Some(s) => cx.dur("space.at", s)?,
+                None => Duration::from_secs(1),
+            },
+            agent: creator,
+            action: ScriptAction::CreateSpace { space: k },
+        });
+    }
     let thread_ref = |n: Option<usize>| -> Result<usize, SimError> {
         match n {
             Some(n) if n >= 1 && n <= threads.len() => Ok(n - 1),
@@ -623,7 +685,6 @@ fn resolve(raw: RawScenario, file: &str) -> Result<Spec, SimError> {
             None => Err(cx.bad("`command.thread` is required for this command")),
         }
     };
-    let mut commands = Vec::new();
     for c in &raw.command {
         let agent = index("command.agent", &c.agent)?;
         let at = cx.dur("command.at", &c.at)?;
@@ -679,9 +740,34 @@ fn resolve(raw: RawScenario, file: &str) -> Result<Spec, SimError> {
                 };
                 ScriptAction::TransferCoordinator { group, to }
             }
+            "space_set" => {
+                let space = match c.space {
+                    Some(n) if n >= 1 && n <= spaces.len() => n - 1,
+                    Some(n) => {
+                        return Err(cx.bad(format!(
+                            "`command.space`: {n} is not a space number (1..={})",
+                            spaces.len()
+                        )))
+                    }
+                    None => return Err(cx.bad("`space_set` needs `space`")),
+                };
+                let field = c
+                    .field
+                    .clone()
+                    .ok_or_else(|| cx.bad("`space_set` needs `field`"))?;
+                let value = match c.value.clone() {
+                    Some(value) => FieldValue::Value { value },
+                    None => FieldValue::Cleared,
+                };
+                ScriptAction::SetSpaceField {
+                    space,
+                    field,
+                    value,
+                }
+            }
             other => {
                 return Err(cx.bad(format!(
-                    "`command.do`: `{other}` is not one of update_context, update_intent, cancel, accept_key_change, block, transfer"
+                    "`command.do`: `{other}` is not one of update_context, update_intent, cancel, accept_key_change, block, transfer, space_set"
                 )))
             }
         };
@@ -754,6 +840,7 @@ fn resolve(raw: RawScenario, file: &str) -> Result<Spec, SimError> {
         partitions,
         threads,
         groups,
+        spaces,
         commands,
         key_changes,
         run_for: match &raw.run_for {

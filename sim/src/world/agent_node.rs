@@ -7,6 +7,7 @@ use std::time::Duration;
 use a2acp_core::agent::{Agent, Command, Input, Output, Prompt, ResolutionAnswer};
 use a2acp_core::persist::PersistOp;
 use a2acp_core::relay::ConnId;
+use a2acp_core::space::{own_prefix, SpaceParticipant};
 use a2acp_core::{Address, Timestamp};
 
 use super::events::Ev;
@@ -211,6 +212,14 @@ impl Sim {
                 2
             }
             Output::Send(bytes) => {
+                if bytes.starts_with(b"{\"t\":\"ack\"") {
+                    // The step handling a delivery acknowledged it: every persist of the
+                    // step came before (persist-first), even if a crash cuts its audit.
+                    if let Some((pid, _)) = self.nodes[i].delivering.as_ref() {
+                        let pid = pid.clone();
+                        self.checker.acked(i, &pid);
+                    }
+                }
                 if let Some(conn) = self.nodes[i].conn {
                     self.transmit(conn, true, bytes);
                 }
@@ -474,6 +483,37 @@ impl Sim {
         }
     }
 
+    /// Creates space `idx` of the scenario: its creator's user asks for it.
+    fn create_space(&mut self, creator: usize, idx: usize) {
+        let sp = self.spec.spaces[idx].clone();
+        let participants = sp
+            .participants
+            .iter()
+            .map(|&(p, permission)| SpaceParticipant {
+                address: self.nodes[p].address.clone(),
+                permission,
+            })
+            .collect();
+        let before: BTreeSet<String> = self.nodes[creator]
+            .agent
+            .as_ref()
+            .map(|a| a.spaces().keys().cloned().collect())
+            .unwrap_or_default();
+        self.command(
+            creator,
+            Command::CreateSpace {
+                name: sp.name,
+                participants,
+                fields: sp.fields,
+            },
+        );
+        if let Some(a) = self.nodes[creator].agent.as_ref() {
+            if let Some(id) = a.spaces().keys().find(|k| !before.contains(*k)) {
+                self.spaces.insert(idx, id.clone());
+            }
+        }
+    }
+
     pub(super) fn scripted_command(&mut self, i: usize) {
         let c = self.spec.commands[i].clone();
         let tid = |s: &Self, t: usize| s.threads.get(&t).cloned();
@@ -513,6 +553,32 @@ impl Sim {
                 Command::TransferCoordinator {
                     group_id: id,
                     to: self.nodes[to].address.clone(),
+                }
+            }
+            ScriptAction::CreateSpace { space } => {
+                self.create_space(c.agent, space);
+                return;
+            }
+            ScriptAction::SetSpaceField {
+                space,
+                field,
+                value,
+            } => {
+                // A space not created (yet) is written under a name no agent holds: the
+                // writer's agent refuses it ("no space"), as it would a mistyped id.
+                let id = self
+                    .spaces
+                    .get(&space)
+                    .cloned()
+                    .unwrap_or_else(|| format!("spc_unmade{space}"));
+                let field = match field.strip_prefix("~/") {
+                    Some(rest) => format!("{}{rest}", own_prefix(&self.nodes[c.agent].address)),
+                    None => field,
+                };
+                Command::SetSpaceField {
+                    space_id: id,
+                    field,
+                    value,
                 }
             }
         };

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use a2acp_core::agent::space::SpaceEvent;
 use a2acp_core::agent::{AgentEvent, AuditRecord, DropReason};
 use a2acp_core::transcript::{describe_event, RECEIVED};
 
@@ -34,7 +35,16 @@ impl Sim {
                 drop: DropReason::Duplicate { packet_id },
                 ..
             } => self.mark_delivered(i, packet_id),
+            AgentEvent::Space(SpaceEvent::Received { packet_id, .. }) => {
+                self.mark_delivered(i, packet_id);
+                let at = self.elapsed();
+                let name = &self.nodes[i].name;
+                self.checker.space_received(at, i, name, packet_id);
+            }
             AgentEvent::Sent { .. } => self.stats.packets_sent += 1,
+            AgentEvent::Space(SpaceEvent::Sent { packet_id, .. }) => {
+                self.checker.space_sent(packet_id);
+            }
             AgentEvent::FlexibilityRequested { group_id, .. } => {
                 self.group_log
                     .entry(group_id.clone())

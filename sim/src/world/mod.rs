@@ -45,7 +45,7 @@ use a2acp_core::{Address, Timestamp};
 
 use crate::check::{plaintext_markers, Audit, Checker, End, Violation};
 use crate::scenario::Spec;
-use crate::transcript::{render_with, IdNames, Line, Tag};
+use crate::transcript::{render_with, short, IdNames, Line, Tag};
 use crate::util::{derive_seed, Rng};
 
 use self::agent_node::Node;
@@ -183,6 +183,8 @@ pub struct Sim {
     heal: Timestamp,
     threads: BTreeMap<usize, String>,
     groups: BTreeMap<usize, String>,
+    /// The spaces the scenario created: index → space id.
+    spaces: BTreeMap<usize, String>,
     group_log: BTreeMap<String, GroupLog>,
     transcript: Vec<Line>,
     record: bool,
@@ -240,6 +242,7 @@ impl Sim {
             heal: start.add(spec.heal_at()),
             threads: BTreeMap::new(),
             groups: BTreeMap::new(),
+            spaces: BTreeMap::new(),
             group_log: BTreeMap::new(),
             transcript: Vec::new(),
             record,
@@ -344,10 +347,21 @@ impl Sim {
         for (t, who, s) in self.finals() {
             out += &format!("#   thread {} {who}: {s}\n", names.scrub(&t));
         }
+        out += &self.render_spaces();
         let a = self.checker.audit;
         out += &format!(
-            "# exactly-once audit: accepted {} delivered {} refused {} lost {} duplicated {} unexpected {}\n",
-            a.accepted, a.delivered, a.refused, a.lost, a.duplicated, a.unexpected
+            "# exactly-once audit: accepted {} delivered {} refused {} lost {} duplicated {} unexpected {}{}\n",
+            a.accepted,
+            a.delivered,
+            a.refused,
+            a.lost,
+            a.duplicated,
+            a.unexpected,
+            if a.space_delivered > 0 {
+                format!(" (space packets delivered at least once {})", a.space_delivered)
+            } else {
+                String::new()
+            }
         );
         let (known, failures) = self.split_known();
         for (c, note) in &self.spec.known_issues {
@@ -362,6 +376,46 @@ impl Sim {
             for v in &failures {
                 out += &format!("# VIOLATION {}\n", names.scrub(&v.to_string()));
             }
+        }
+        out
+    }
+
+    /// The final state of each space the scenario created, as its creator holds it, and
+    /// which agents hold a replica equal to it.
+    fn render_spaces(&self) -> String {
+        let mut out = String::new();
+        for (k, id) in &self.spaces {
+            let c = self.spec.spaces[*k].creator;
+            let Some(s) = self.nodes[c].agent.as_ref().and_then(|a| a.space(id)) else {
+                continue;
+            };
+            out += &format!(
+                "# space s{} “{}” ({} updates) at {}:\n",
+                k + 1,
+                s.replica.definition.name,
+                s.replica.len(),
+                self.nodes[c].name
+            );
+            for (f, u) in s.replica.fields() {
+                let v = serde_json::to_string(&u.value).unwrap_or_default();
+                out += &format!(
+                    "#   {f} = {v} (v{}, {})\n",
+                    u.version,
+                    short(u.writer.as_str())
+                );
+            }
+            let same: Vec<&str> = self
+                .nodes
+                .iter()
+                .filter(|n| {
+                    n.agent
+                        .as_ref()
+                        .and_then(|a| a.space(id))
+                        .is_some_and(|o| o.replica == s.replica)
+                })
+                .map(|n| n.name.as_str())
+                .collect();
+            out += &format!("#   same replica at: {}\n", same.join(", "));
         }
         out
     }
