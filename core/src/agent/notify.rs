@@ -14,6 +14,7 @@ impl Shared {
             text,
             key: None,
             suggestion: None,
+            memory_change: None,
         }));
     }
 
@@ -26,6 +27,23 @@ impl Shared {
             text,
             key: None,
             suggestion: Some(s),
+            memory_change: None,
+        }));
+    }
+
+    /// A value the peer shared contradicted relationship memory (§11.3).
+    pub(super) fn notify_memory_change(&mut self, thread_id: Option<String>, c: MemoryChange) {
+        let text = shown(format!(
+            "{} changed their {} from {} to {}; your agent remembers the new value.",
+            c.peer, c.field, c.old, c.new
+        ));
+        self.buf.notify.push(Output::Notify(Notification {
+            thread_id,
+            kind: NotifyKind::Memory,
+            text,
+            key: None,
+            suggestion: None,
+            memory_change: Some(c),
         }));
     }
 
@@ -38,6 +56,7 @@ impl Shared {
             text,
             key: Some(key),
             suggestion: None,
+            memory_change: None,
         }));
     }
 
