@@ -212,9 +212,11 @@ impl Sim {
                 derive_seed(seed, &format!("agent/{}", a.name)),
             );
             // The memory_stays checker's planted memory (sim/src/check/memory.rs).
-            let ndjson = crate::check::memory::planted_memory(&a.config.address, &addresses, start);
+            // Given at the agent's own clock (its skew), as every input.
+            let own = Timestamp::from_millis((start.as_millis() as i64 + a.skew_ms).max(0) as u64);
+            let ndjson = crate::check::memory::planted_memory(&a.config.address, &addresses, own);
             if !ndjson.is_empty() {
-                agent.handle_command(start, a2acp_core::agent::Command::ImportMemory { ndjson });
+                agent.handle_command(own, a2acp_core::agent::Command::ImportMemory { ndjson });
             }
             by_address.insert(a.config.address.clone(), i);
             nodes.push(Node::new(
