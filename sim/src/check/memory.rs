@@ -37,7 +37,7 @@ pub const PLANT_UP_TO: usize = 16;
 /// The memory planted in the agent at `own` about each of `peers`, as NDJSON; empty when
 /// the world is too large.
 pub fn planted_memory(own: &Address, peers: &[Address], at: Timestamp) -> String {
-    if peers.len() + 1 > PLANT_UP_TO {
+    if peers.len() > PLANT_UP_TO {
         return String::new();
     }
     let mut m = MemoryStore::new();
@@ -151,7 +151,7 @@ mod tests {
         let peers: Vec<Address> = (0..PLANT_UP_TO + 1)
             .map(|i| addr(&format!("agent:a{i}@a2acp.io")))
             .collect();
-        let at = Timestamp::ZERO;
+        let at = Timestamp::parse_rfc3339("2026-03-21T14:30:00Z").unwrap();
         assert!(planted_memory(&peers[0], &peers, at).is_empty());
         assert!(!planted_memory(&peers[0], &peers[..PLANT_UP_TO], at).is_empty());
     }
