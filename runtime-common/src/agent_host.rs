@@ -30,14 +30,15 @@ use a2acp_core::{Address, Timestamp};
 
 use crate::config::{AgentFile, ConfigError};
 use crate::control::{
-    parse_tier, KeyInfo, NotificationEntry, PacketLine, PeerMemory, PermissionsInfo, PromptEntry,
-    Request, Response, StatusInfo, ThreadDetail, ThreadSummary,
+    parse_tier, KeyInfo, NotificationEntry, PacketLine, PermissionsInfo, PromptEntry, Request,
+    Response, StatusInfo, ThreadDetail, ThreadSummary,
 };
 use crate::home::Home;
 use crate::keys::KeyError;
 use crate::store::{Durability, Store, StoreError};
 
 mod groups;
+mod memory;
 mod spaces;
 use groups::group_ref;
 
@@ -726,6 +727,10 @@ impl AgentHost {
                     };
                 (Response::ok(self.memory(filter.as_ref())), Vec::new())
             }
+            r @ (Request::MemoryEdit { .. }
+            | Request::MemoryForget { .. }
+            | Request::MemoryExport { .. }
+            | Request::MemoryImport { .. }) => return self.memory_request(now, r),
         })
     }
 
@@ -1097,55 +1102,6 @@ impl AgentHost {
                 .map(|p| (p.id, crate::prompt::summary(p)))
                 .collect(),
         }))
-    }
-
-    fn memory(&self, only: Option<&Address>) -> Vec<PeerMemory> {
-        let a = &self.agent;
-        let mut peers: BTreeMap<Address, PeerMemory> = BTreeMap::new();
-        let entry = |p: &Address| -> PeerMemory {
-            PeerMemory {
-                address: p.to_string(),
-                pinned_key: a.pinned_key(p).map(|k| b64_encode(&k)),
-                flagged: a.is_flagged(p),
-                blocked: a.blocked().contains(p),
-                relationship: a.overrides().get(p).cloned(),
-                threads: BTreeMap::new(),
-                they_shared: Context::new(),
-                we_shared: Vec::new(),
-            }
-        };
-        let mut known: Vec<Address> = a.threads().values().map(|t| t.peer.clone()).collect();
-        known.extend(a.overrides().keys().cloned());
-        known.extend(a.blocked().iter().cloned());
-        for p in known {
-            if only.is_some_and(|o| o != &p) {
-                continue;
-            }
-            if !peers.contains_key(&p) {
-                let e = entry(&p);
-                peers.insert(p.clone(), e);
-            }
-        }
-        if let Some(o) = only {
-            if !peers.contains_key(o) {
-                let e = entry(o);
-                peers.insert(o.clone(), e);
-            }
-        }
-        for t in a.threads().values() {
-            if let Some(m) = peers.get_mut(&t.peer) {
-                *m.threads.entry(t.state.to_string()).or_insert(0) += 1;
-                for (k, v) in &t.theirs {
-                    m.they_shared.insert(k.clone(), v.clone());
-                }
-                for k in t.shared.keys() {
-                    if !m.we_shared.contains(k) {
-                        m.we_shared.push(k.clone());
-                    }
-                }
-            }
-        }
-        peers.into_values().collect()
     }
 }
 

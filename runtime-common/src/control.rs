@@ -94,6 +94,36 @@ pub enum Request {
         #[serde(default)]
         address: Option<String>,
     },
+    /// Set a remembered value about a peer's user by hand (§11.3).
+    MemoryEdit {
+        /// The peer.
+        address: String,
+        /// The field (`dietary`).
+        field: String,
+        /// The value.
+        value: String,
+    },
+    /// Forget one field remembered about a peer, or (no field) the whole relationship:
+    /// its memory and ended threads (§11.3).
+    MemoryForget {
+        /// The peer.
+        address: String,
+        /// One field, or everything.
+        #[serde(default)]
+        field: Option<String>,
+    },
+    /// All relationship memory, or one peer's, as NDJSON (seed 002 §10.3); the data is
+    /// the text.
+    MemoryExport {
+        /// One peer, or all.
+        #[serde(default)]
+        address: Option<String>,
+    },
+    /// Import relationship memory from NDJSON: all lines or none.
+    MemoryImport {
+        /// The NDJSON text.
+        ndjson: String,
+    },
     /// Recent notifications: the unread ones, or all kept (at most
     /// [`crate::agent_host::MAX_NOTIFICATIONS`]).
     Notifications {
@@ -659,6 +689,11 @@ pub struct PeerMemory {
     pub they_shared: Context,
     /// Fields this agent shared with it.
     pub we_shared: Vec<String>,
+    /// Relationship memory (§11.1): what the agent learnt over the completed threads
+    /// (`interaction_count`, `learned_patterns`, `context_cache`, `trust_level`…), as
+    /// the spec's JSON; `None` when it remembers nothing.
+    #[serde(default)]
+    pub remembered: Option<serde_json::Value>,
 }
 
 /// `permissions show`.
@@ -1072,8 +1107,59 @@ pub fn render_memory(peers: &[PeerMemory]) -> String {
             serde_json::to_string(&p.they_shared).unwrap_or_default()
         );
         out += &format!("  you shared: {}\n", p.we_shared.join(", "));
+        out += &render_remembered(p.remembered.as_ref());
     }
-    out += "(relationship memory — what your agent learns about each relationship over time, §5.1 layer 4 — arrives in a later version; this is what it pins and knows today)";
+    out.trim_end().to_string()
+}
+
+/// The relationship memory part of `a2acp memory show` (§11.1).
+fn render_remembered(r: Option<&serde_json::Value>) -> String {
+    let Some(r) = r else {
+        return "  remembered: nothing yet (memory grows with each completed thread)\n".into();
+    };
+    let s = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => "-".into(),
+        other => other.to_string(),
+    };
+    let list = |v: &serde_json::Value| {
+        let items: Vec<String> = v
+            .as_array()
+            .map(|a| a.iter().map(s).collect())
+            .unwrap_or_default();
+        if items.is_empty() {
+            "-".to_string()
+        } else {
+            items.join(", ")
+        }
+    };
+    let mut out = format!(
+        "  remembered: {} completed thread(s), first {}, last {}; trust {} ({})\n",
+        s(&r["interaction_count"]),
+        s(&r["first_interaction"]),
+        s(&r["last_interaction"]),
+        s(&r["trust_level"]),
+        list(&r["trust_signals"]),
+    );
+    let lp = &r["learned_patterns"];
+    out += &format!(
+        "  typical intents: {}; usually shares: {}; usually declines: {}; average response: {}\n",
+        list(&r["typical_intents"]),
+        list(&lp["usually_shares"]),
+        list(&lp["usually_declines"]),
+        s(&lp["average_response_time"]),
+    );
+    if let Some(cache) = r["context_cache"].as_object().filter(|c| !c.is_empty()) {
+        out += "  context cache:\n";
+        for (field, e) in cache {
+            out += &format!(
+                "    {field} = {} (updated {}, {})\n",
+                s(&e["value"]),
+                s(&e["last_updated"]),
+                s(&e["confidence"]),
+            );
+        }
+    }
     out
 }
 

@@ -359,13 +359,43 @@ enum SpaceCmd {
 
 #[derive(Subcommand)]
 enum MemoryCmd {
-    /// What the agent pins and knows per agent.
+    /// What the agent pins, knows and remembers per agent (relationship memory, §11).
     Show {
         /// One agent.
         address: Option<String>,
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
+    },
+    /// Set a remembered value about an agent's user (e.g. their dietary needs changed).
+    Edit {
+        /// The agent.
+        address: String,
+        /// The field, e.g. dietary.
+        field: String,
+        /// The value.
+        value: String,
+    },
+    /// Forget one remembered field of an agent, or everything about it (its memory, what
+    /// was learnt of it, its ended threads).
+    Forget {
+        /// The agent.
+        address: String,
+        /// Only this field.
+        field: Option<String>,
+    },
+    /// Write all memory (or one agent's) as NDJSON (seed 002 §10.3), hashes preserved.
+    Export {
+        /// Only this agent.
+        address: Option<String>,
+        /// Write to this file instead of standard output.
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
+    },
+    /// Import memory from an NDJSON file: all lines or none.
+    Import {
+        /// The file.
+        file: std::path::PathBuf,
     },
 }
 
@@ -724,6 +754,29 @@ fn key(r: &Response, qr: bool) -> String {
 }
 
 async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
+    if let Cmd::Memory(MemoryCmd::Export { address, out }) = &cmd {
+        // The NDJSON goes out byte for byte (it is the backup), not through the
+        // terminal's escaping.
+        let req = Request::MemoryExport {
+            address: address.clone(),
+        };
+        let resp = agent::control_request(&home.socket(), &req).await?;
+        if !resp.ok {
+            return Err(resp
+                .error
+                .unwrap_or_else(|| "the agent refused the export".into()));
+        }
+        let text = resp.data.as_str().unwrap_or_default();
+        match out {
+            Some(path) => std::fs::write(path, text)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?,
+            None => {
+                use std::io::Write;
+                let _ = std::io::stdout().lock().write_all(text.as_bytes());
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let (req, json, render): (Request, bool, fn(&Response) -> String) = match cmd {
         Cmd::Thread(ThreadCmd::Start {
             to,
@@ -974,11 +1027,32 @@ async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
             false,
             text,
         ),
+        Cmd::Memory(MemoryCmd::Edit {
+            address,
+            field,
+            value,
+        }) => (
+            Request::MemoryEdit {
+                address,
+                field,
+                value,
+            },
+            false,
+            text,
+        ),
         Cmd::Space(SpaceCmd::History { id, json }) => (Request::SpaceHistory { id }, json, |r| {
             serde_json::from_value::<Vec<control::SpaceFieldLine>>(r.data.clone())
                 .map(|d| control::render_space_history(&d))
                 .unwrap_or_default()
         }),
+        Cmd::Memory(MemoryCmd::Forget { address, field }) => {
+            (Request::MemoryForget { address, field }, false, text)
+        }
+        Cmd::Memory(MemoryCmd::Import { file }) => {
+            let ndjson = std::fs::read_to_string(&file)
+                .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+            (Request::MemoryImport { ndjson }, false, text)
+        }
         Cmd::Suggestions { cmd: None, json } => (Request::Suggestions, json, |r| {
             serde_json::from_value::<Vec<a2acp_core::agent::Suggestion>>(r.data.clone())
                 .map(|d| control::render_suggestions(&d))

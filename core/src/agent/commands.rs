@@ -88,12 +88,7 @@ impl Agent {
                     });
                 }
                 // §11.3: blocking purges what this agent remembered about the relationship.
-                if let Some(rec) = self.shared.peers.get_mut(&addr) {
-                    rec.approvals.clear();
-                    rec.suggested.clear();
-                    rec.pending.clear();
-                    self.shared.dirty.peers.insert(addr.clone());
-                }
+                self.purge_relationship(&addr);
                 self.shared.audit(None, AgentEvent::Blocked { peer: addr });
             }
             Command::Unblock(addr) => {
@@ -119,6 +114,9 @@ impl Agent {
                 field,
                 value,
             } => self.set_space_field(&space_id, field, value),
+            c @ (Command::EditMemory { .. }
+            | Command::ForgetMemory { .. }
+            | Command::ImportMemory { .. }) => self.on_memory_command(c),
         }
     }
 

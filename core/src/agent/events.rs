@@ -313,6 +313,49 @@ pub enum AgentEvent {
         peer: Address,
     },
 
+    // -- Relationship memory (§11) --
+    /// A value the peer shared contradicted the context cache, which now holds the new
+    /// value (§11.3); the user is told.
+    MemoryChanged {
+        /// The peer.
+        peer: Address,
+        /// The field.
+        field: String,
+        /// The value the cache held.
+        old: String,
+        /// The value the peer shared.
+        new: String,
+    },
+    /// The user set a cached value by hand (`a2acp memory edit`).
+    MemoryEdited {
+        /// The peer.
+        peer: Address,
+        /// The field.
+        field: String,
+    },
+    /// Memory about a peer was forgotten: one field (`a2acp memory forget ADDR FIELD`),
+    /// or everything (`field` `None`: `memory forget ADDR`, a block, a removed contact).
+    MemoryForgotten {
+        /// The peer.
+        peer: Address,
+        /// The field, or `None` for everything.
+        field: Option<String>,
+        /// Facts removed (history included).
+        facts: usize,
+        /// Context packages removed.
+        packages: usize,
+        /// Ended threads removed with their records.
+        threads: usize,
+    },
+    /// A completed thread could not be recorded in memory (the memory refused it); the
+    /// thread itself is unaffected.
+    MemoryRefused {
+        /// The peer.
+        peer: Address,
+        /// Why.
+        error: String,
+    },
+
     // -- The relay link --
     /// The connection to the relay opened.
     RelayConnected,
@@ -601,6 +644,29 @@ impl AgentEvent {
             }
             E::Blocked { peer } => write!(out, "blocked {peer}"),
             E::Unblocked { peer } => write!(out, "unblocked {peer}"),
+            E::MemoryChanged {
+                peer,
+                field,
+                old,
+                new,
+            } => write!(out, "memory of {peer}: {field} changed from {old:?} to {new:?}"),
+            E::MemoryEdited { peer, field } => write!(out, "memory of {peer}: {field} set by the user"),
+            E::MemoryForgotten {
+                peer,
+                field,
+                facts,
+                packages,
+                threads,
+            } => match field {
+                Some(f) => write!(out, "memory of {peer}: {f} forgotten ({facts} fact(s))"),
+                None => write!(
+                    out,
+                    "memory of {peer} purged ({facts} fact(s), {packages} package(s), {threads} ended thread(s))"
+                ),
+            },
+            E::MemoryRefused { peer, error } => {
+                write!(out, "memory of {peer}: thread not recorded: {error}")
+            }
             E::RelayConnected => out.write_str("relay connected"),
             E::RelayDisconnected => out.write_str("relay disconnected"),
             E::RelayAuthenticated => out.write_str("relay authenticated"),

@@ -168,6 +168,32 @@ pub enum Command {
         /// The agent.
         address: Address,
     },
+    /// Set a remembered value about another agent's user by hand (`a2acp memory edit`,
+    /// §11.3): the context cache's `field` becomes `value`, superseding what was
+    /// remembered (history kept).
+    EditMemory {
+        /// The agent.
+        peer: Address,
+        /// The field (`dietary`).
+        field: String,
+        /// The value.
+        value: String,
+    },
+    /// Forget what the agent remembers about another agent (§11.3): one field of the
+    /// context cache with its history, or (`field` `None`) the whole relationship —
+    /// facts, packages, approvals and suggestions — as if the contact were removed.
+    ForgetMemory {
+        /// The agent.
+        peer: Address,
+        /// One field, or everything.
+        field: Option<String>,
+    },
+    /// Import relationship memory from NDJSON (seed 002 §10.3, as
+    /// [`crate::agent::Agent::export_memory`] writes it): all lines or none.
+    ImportMemory {
+        /// The NDJSON text.
+        ndjson: String,
+    },
 }
 
 /// The user's answer to a batched consent prompt (§7.3).
@@ -425,6 +451,9 @@ pub enum NotifyKind {
     Delivery,
     /// A suggestion, e.g. to promote a field to always_share (§7.2).
     Suggestion,
+    /// Relationship memory changed: a value the peer shared contradicted what was
+    /// remembered (§11.3); the notification's `memory_change` says what.
+    Memory,
 }
 
 /// Something to tell the user.
@@ -446,6 +475,23 @@ pub struct Notification {
     /// What changed in a shared context space (§12), for a notification about one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub space: Option<crate::agent::space::SpaceChange>,
+    /// What changed in relationship memory, for a [`NotifyKind::Memory`] (§11.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_change: Option<MemoryChange>,
+}
+
+/// A cached value about a peer that a value the peer shared contradicted (§11.3
+/// contradiction detection): the memory now holds `new`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryChange {
+    /// The peer.
+    pub peer: Address,
+    /// The field (`dietary`).
+    pub field: String,
+    /// The value remembered before.
+    pub old: String,
+    /// The value the peer shared.
+    pub new: String,
 }
 
 /// A suggestion the user can accept with one key or one command (§7.2 "One tap to

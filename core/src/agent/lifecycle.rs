@@ -93,6 +93,9 @@ impl ThreadStep<'_> {
                     to,
                     why: why.map(str::to_string),
                 });
+                if to == ThreadState::Completed {
+                    self.record_memory();
+                }
                 if to.is_terminal() {
                     self.end_thread();
                 }

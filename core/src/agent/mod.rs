@@ -48,6 +48,7 @@ mod keys;
 mod lifecycle;
 mod link;
 mod llm;
+mod memory;
 pub use llm::{
     layer_json, prompt_thread, LLM_QUEUE_FIRST, LLM_QUEUE_MAX, LOW_CONFIDENCE, PEER_DATA_LAYER,
 };
@@ -255,6 +256,8 @@ struct Shared {
     pacer: Pacer,
     /// Packets dropped since this agent started (not persisted): only some are audited.
     drops: u64,
+    /// Relationship memory (§11), persisted per peer as `memory/<address>`.
+    memory: crate::memory::MemoryStore,
     buf: Buffers,
     dirty: Dirty,
     out: VecDeque<Output>,
@@ -300,6 +303,7 @@ impl Agent {
                 hist_stored: BTreeMap::new(),
                 pacer: Pacer::default(),
                 drops: 0,
+                memory: crate::memory::MemoryStore::new(),
                 buf: Buffers::default(),
                 dirty: Dirty::default(),
                 out: VecDeque::new(),
@@ -532,6 +536,8 @@ mod group_tests;
 mod hostile_tests;
 #[cfg(test)]
 mod llm_tests;
+#[cfg(test)]
+mod memory_tests;
 #[cfg(test)]
 mod resolution_tests;
 #[cfg(test)]

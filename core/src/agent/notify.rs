@@ -15,6 +15,7 @@ impl Shared {
             key: None,
             suggestion: None,
             space: None,
+            memory_change: None,
         }));
     }
 
@@ -28,6 +29,24 @@ impl Shared {
             key: None,
             suggestion: Some(s),
             space: None,
+            memory_change: None,
+        }));
+    }
+
+    /// A value the peer shared contradicted relationship memory (§11.3).
+    pub(super) fn notify_memory_change(&mut self, thread_id: Option<String>, c: MemoryChange) {
+        let text = shown(format!(
+            "{} changed their {} from {} to {}; your agent remembers the new value.",
+            c.peer, c.field, c.old, c.new
+        ));
+        self.buf.notify.push(Output::Notify(Notification {
+            thread_id,
+            kind: NotifyKind::Memory,
+            text,
+            key: None,
+            suggestion: None,
+            space: None,
+            memory_change: Some(c),
         }));
     }
 
@@ -41,6 +60,7 @@ impl Shared {
             key: Some(key),
             suggestion: None,
             space: None,
+            memory_change: None,
         }));
     }
 

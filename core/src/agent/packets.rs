@@ -200,6 +200,15 @@ impl Agent {
             kind: packet.body.type_name().to_string(),
             json: String::from_utf8_lossy(&opened.packet).into_owned(),
         });
+        if packet.body.type_name() != "thread_state" {
+            if let Some(since) = t.awaiting_peer_since.take() {
+                if t.peer_response_ms.len() < super::thread::MAX_RESPONSE_TIMES {
+                    let ms = self.shared.now.since(since).as_millis();
+                    t.peer_response_ms
+                        .push(u64::try_from(ms).unwrap_or(u64::MAX));
+                }
+            }
+        }
         t.last_activity = self.shared.now;
         self.shared.dirty.threads.insert(id.clone());
         let halted = t.halted;
@@ -600,6 +609,9 @@ impl ThreadStep<'_> {
         if counted {
             t.round_trips += 1;
         }
+        if kind != "thread_state" && t.awaiting_peer_since.is_none() {
+            t.awaiting_peer_since = Some(self.shared.now);
+        }
         t.last_activity = self.shared.now;
         self.mark_changed();
         self.audit(AgentEvent::Sent {
@@ -724,6 +736,8 @@ pub(super) fn blank_thread(
         summarised: None,
         relay_refused: None,
         group: None,
+        awaiting_peer_since: None,
+        peer_response_ms: Vec::new(),
     }
 }
 

@@ -99,6 +99,8 @@ pub(super) struct Dirty {
     pub(super) threads: BTreeSet<String>,
     pub(super) groups: BTreeSet<String>,
     pub(super) spaces: BTreeSet<String>,
+    /// Peers whose relationship memory changed (`memory/<address>`).
+    pub(super) memory: BTreeSet<Address>,
     pub(super) ops: Vec<PersistOp>,
 }
 
@@ -184,6 +186,15 @@ impl Agent {
             } else if key.starts_with("space/") {
                 let s: super::space::Space = de(&key, &value)?;
                 a.shared.spaces.insert(s.id().to_string(), s);
+            } else if let Some(addr) = key.strip_prefix(super::memory::MEMORY_PREFIX) {
+                // A peer's memory: its NDJSON (seed 002 §10.3), verified on import.
+                let text = String::from_utf8_lossy(&value);
+                if let Err(e) = a.shared.memory.import_ndjson(&text) {
+                    return Err(RestoreError::Corrupt {
+                        key: key.clone(),
+                        reason: format!("memory of {addr}: {e}"),
+                    });
+                }
             } else if key.starts_with("outbox/") {
                 let o: OutboxItem = de(&key, &value)?;
                 a.shared.outbox.insert(o.seq, o);
@@ -245,6 +256,21 @@ impl Agent {
             if let Some(rec) = self.shared.peers.get(p) {
                 self.shared.out.push_back(put(format!("peer/{p}"), rec));
             }
+        }
+        // A peer's memory goes before the thread records of the same step: a completed
+        // thread is recorded before its record says COMPLETED, and recording is
+        // idempotent per thread (a restored thread that completes again adds nothing).
+        for p in &d.memory {
+            let key = format!("{}{p}", super::memory::MEMORY_PREFIX);
+            let op = match self.shared.memory.export_project_ndjson(p.as_str()) {
+                Ok(text) if !text.is_empty() => PersistOp::Put {
+                    key,
+                    value: text.into_bytes(),
+                },
+                // Nothing left (purged), or nothing that can be written: no record.
+                _ => PersistOp::Delete { key },
+            };
+            self.shared.out.push_back(Output::Persist(op));
         }
         for id in &d.threads {
             if let Some(t) = self.threads.get_mut(id) {

@@ -162,6 +162,26 @@ impl Agent {
 
     /// Forgets the oldest ended threads `peer` started beyond the number kept, records
     /// included, so a peer that opens and ends threads forever grows nothing.
+    /// Removes thread `id` and deletes its records (the thread and its history);
+    /// `false` if there is no such thread.
+    pub(super) fn forget_thread(&mut self, id: &str) -> bool {
+        let Some(t) = self.threads.remove(id) else {
+            return false;
+        };
+        self.shared.tags.remove(&(t.peer.clone(), thread_tag(id)));
+        self.shared.dirty.threads.remove(id);
+        let stored = self.shared.hist_stored.remove(id).unwrap_or(0);
+        for n in 0..stored {
+            self.shared.dirty.ops.push(PersistOp::Delete {
+                key: history_key(id, n),
+            });
+        }
+        self.shared.dirty.ops.push(PersistOp::Delete {
+            key: format!("thread/{id}"),
+        });
+        true
+    }
+
     pub(super) fn forget_ended_threads(&mut self, peer: &Address) {
         let keep = self.shared.config.limits.max_ended_threads_per_peer as usize;
         let mut ended: Vec<(Timestamp, String)> = self
@@ -176,20 +196,9 @@ impl Agent {
         ended.sort();
         let extra = ended.len() - keep;
         for (_, id) in ended.into_iter().take(extra) {
-            let Some(t) = self.threads.remove(&id) else {
+            if !self.forget_thread(&id) {
                 continue;
-            };
-            self.shared.tags.remove(&(t.peer.clone(), thread_tag(&id)));
-            self.shared.dirty.threads.remove(&id);
-            let stored = self.shared.hist_stored.remove(&id).unwrap_or(0);
-            for n in 0..stored {
-                self.shared.dirty.ops.push(PersistOp::Delete {
-                    key: history_key(&id, n),
-                });
             }
-            self.shared.dirty.ops.push(PersistOp::Delete {
-                key: format!("thread/{id}"),
-            });
             self.shared.audit(
                 Some(&id),
                 AgentEvent::EndedThreadForgotten {

@@ -870,6 +870,7 @@ impl Shared {
             key: None,
             suggestion: None,
             space: Some(change),
+            memory_change: None,
         }));
     }
 }

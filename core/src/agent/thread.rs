@@ -497,7 +497,18 @@ pub struct Thread {
     /// a two-party thread, whose record then has no such field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<GroupLeg>,
+    /// Since when this agent waits for the peer's answer to a packet it sent (for the
+    /// peer's response time, §11.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub awaiting_peer_since: Option<Timestamp>,
+    /// How long the peer took to answer, per answer, in milliseconds (at most
+    /// [`MAX_RESPONSE_TIMES`] kept): recorded in relationship memory on completion.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peer_response_ms: Vec<u64>,
 }
+
+/// Response times a thread keeps of its peer.
+pub const MAX_RESPONSE_TIMES: usize = 32;
 
 /// What a leg of a group thread knows of its group.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -18,6 +18,8 @@
 //!   permission or tiers), at the end of a run;
 //! - [`core_bug`]: the agent never audits an internal inconsistency;
 //! - [`restore`]: crashed participants restart from what they persisted;
+//! - [`memory`]: **memory_stays**: what only an agent's relationship memory holds is in
+//!   no packet it sends and in no record the relay stores;
 //! - [`expect`]: the final states a scenario expects.
 //!
 //! The world ([`crate::world`]) feeds them what happened, from the agent's typed events
@@ -30,6 +32,7 @@ pub mod exactly_once;
 pub mod expect;
 pub mod group;
 pub mod liveness;
+pub mod memory;
 pub mod never_share;
 pub mod relay_plaintext;
 pub mod restore;
@@ -63,6 +66,7 @@ pub const CHECKS: &[&str] = &[
     "group_agreement",
     "space_convergence",
     "space_permission",
+    "memory_stays",
 ];
 
 /// One broken invariant.
@@ -170,6 +174,7 @@ impl Checker {
             let v: Value = serde_json::from_str(&h.json).unwrap_or(Value::Null);
             if h.outgoing {
                 self.never_share_sent(at, node, name, agent, t, h);
+                self.memory_sent(at, name, h);
                 self.asked_twice_sent(&mut tc, at, name, t, h, &v);
                 self.round_trips_sent(&tc, at, name, t, h, &v, limit);
             }

@@ -46,6 +46,7 @@ impl Checker {
         value: &[u8],
         recipient: Option<usize>,
     ) -> Option<String> {
+        self.memory_at_relay(at, key, value);
         let text = String::from_utf8_lossy(value);
         for m in &self.markers {
             if text.contains(m.as_str()) {

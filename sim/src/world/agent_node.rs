@@ -586,7 +586,17 @@ impl Sim {
     }
 }
 
-/// A put of one entry of a thread's history (`history/<thread>/<n>`).
+/// A record drawn with the record after it when a crash point is chosen: a put of one
+/// entry of a thread's history (`history/<thread>/<n>`), or a peer's relationship memory
+/// (`memory/<address>`, written just before the thread records of the step that completed
+/// a thread). So the crash falls before the same records as before either existed, and
+/// seeds keep their faults.
 fn is_history_put(o: &Output) -> bool {
-    matches!(o, Output::Persist(PersistOp::Put { key, .. }) if key.starts_with("history/"))
+    match o {
+        Output::Persist(PersistOp::Put { key, .. }) => {
+            key.starts_with("history/") || key.starts_with("memory/")
+        }
+        Output::Persist(PersistOp::Delete { key }) => key.starts_with("memory/"),
+        _ => false,
+    }
 }

@@ -201,13 +201,25 @@ impl Sim {
         let relay = Relay::new(spec.relay.config.clone(), derive_seed(seed, "relay#0"));
         let mut nodes = Vec::new();
         let mut by_address = BTreeMap::new();
+        let addresses: Vec<a2acp_core::Address> = spec
+            .agents
+            .iter()
+            .map(|a| a.config.address.clone())
+            .collect();
         for (i, a) in spec.agents.iter().enumerate() {
             let identity = derive_seed(seed, &format!("identity/{}", a.name));
-            let agent = Agent::new(
+            let mut agent = Agent::new(
                 a.config.clone(),
                 IdentityKey::from_seed(identity),
                 derive_seed(seed, &format!("agent/{}", a.name)),
             );
+            // The memory_stays checker's planted memory (sim/src/check/memory.rs).
+            // Given at the agent's own clock (its skew), as every input.
+            let own = Timestamp::from_millis((start.as_millis() as i64 + a.skew_ms).max(0) as u64);
+            let ndjson = crate::check::memory::planted_memory(&a.config.address, &addresses, own);
+            if !ndjson.is_empty() {
+                agent.handle_command(own, a2acp_core::agent::Command::ImportMemory { ndjson });
+            }
             by_address.insert(a.config.address.clone(), i);
             nodes.push(Node::new(
                 a.name.clone(),
