@@ -107,6 +107,16 @@ fn no_args() -> Value {
     json!({"type": "object", "properties": {}, "additionalProperties": false})
 }
 
+/// Arguments of one required member, `name`, of JSON type `kind`.
+fn one(name: &str, kind: &str) -> Value {
+    json!({
+        "type": "object",
+        "properties": {name: {"type": kind}},
+        "required": [name],
+        "additionalProperties": false
+    })
+}
+
 fn context_schema() -> Value {
     json!({
         "type": "object",
@@ -216,14 +226,7 @@ const TOOLS: &[ToolSpec] = &[
     ToolSpec {
         name: "cancel_thread",
         description: "Close a thread (DECLINED); the other agent is told.",
-        schema: || {
-            json!({
-                "type": "object",
-                "properties": {"id": {"type": "string"}},
-                "required": ["id"],
-                "additionalProperties": false
-            })
-        },
+        schema: || one("id", "string"),
         read_only: false,
         consent: Consent::None,
     },
@@ -315,28 +318,14 @@ const TOOLS: &[ToolSpec] = &[
     ToolSpec {
         name: "block",
         description: "Block an agent: its packets are dropped and its threads declined.",
-        schema: || {
-            json!({
-                "type": "object",
-                "properties": {"address": {"type": "string"}},
-                "required": ["address"],
-                "additionalProperties": false
-            })
-        },
+        schema: || one("address", "string"),
         read_only: false,
         consent: Consent::None,
     },
     ToolSpec {
         name: "unblock",
         description: "Unblock an agent; confirmed by the person through the host.",
-        schema: || {
-            json!({
-                "type": "object",
-                "properties": {"address": {"type": "string"}},
-                "required": ["address"],
-                "additionalProperties": false
-            })
-        },
+        schema: || one("address", "string"),
         read_only: false,
         consent: Consent::Confirm,
     },
