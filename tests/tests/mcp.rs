@@ -5,7 +5,8 @@
 //! person (MCP elicitation); a host that cannot ask its person is refused and the prompt
 //! stays open; the person refusing to loosen a permission changes nothing; subscribed
 //! hosts hear of prompts and threads; both threads end COMPLETED — on agents running on
-//! tokio and on smol.
+//! tokio and on smol. With `--host-answers`, a host without elicitation answers with the
+//! call's arguments.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -111,4 +112,78 @@ async fn an_mcp_host_negotiates_a_dinner_and_its_person_answers_the_prompts(rt: 
     );
     alice.stop().await;
     bob.stop().await;
+}
+
+/// A host the person declared shows them every tool call (`--host-answers`): a host
+/// without elicitation then answers with the call's arguments — and without them is told
+/// to give them.
+const HOST_ANSWERS: &str = r#"
+import json, sys, anyio
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+async def main(cmd):
+    async with stdio_client(StdioServerParameters(command=cmd[0], args=cmd[1:])) as (r, w):
+        async with ClientSession(r, w) as s:
+            await s.initialize()
+            out = {}
+            for name, args in [
+                ("answer", {"prompt_id": 99}),
+                ("answer", {"prompt_id": 99, "args": ["confirm"]}),
+                ("set_permission", {"field": "transport_mode", "tier": "always_share"}),
+            ]:
+                res = await s.call_tool(name, args)
+                out[f"{name}{len(args)}"] = [bool(res.is_error), " ".join(c.text for c in res.content)]
+            print(json.dumps(out))
+
+anyio.run(main, json.loads(sys.argv[1]))
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_host_answers_the_call_carries_the_answer() {
+    let Some(python) = python() else { return };
+    let dir = tmp();
+    let relay = Runtime::Tokio
+        .relay("127.0.0.1:0", &dir.path().join("relay"))
+        .await;
+    let DinnerHomes { alice: ha, .. } = dinner_homes(dir.path(), &relay.url());
+    let alice = Runtime::Tokio.agent(&ha, "alice", None);
+    wait_online(&alice).await;
+    let mut cmd: Vec<String> = serde_json::from_str(&bridge(&ha)).unwrap();
+    cmd.push("--host-answers".into());
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        tokio::process::Command::new(&python)
+            .arg("-c")
+            .arg(HOST_ANSWERS)
+            .arg(serde_json::to_string(&cmd).unwrap())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the host finished within 60 s")
+    .expect("run the host");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    // No answer in the call: the bridge asks for it instead of asking the person.
+    assert_eq!(r["answer1"][0], true);
+    assert!(r["answer1"][1].as_str().unwrap().contains("args"), "{r}");
+    // The answer in the call reaches the agent (which has no prompt 99).
+    assert_eq!(r["answer2"][0], true);
+    assert!(
+        !r["answer2"][1].as_str().unwrap().contains("elicitation"),
+        "{r}"
+    );
+    // A loosening goes through without a question.
+    assert_eq!(r["set_permission2"][0], false, "{r}");
+    let perms = ctl(&ha, Request::Permissions).await.data;
+    let tier = |t: &str| perms["tiers"][t].to_string();
+    assert!(tier("always_share").contains("transport_mode"), "{perms}");
+    assert!(!tier("ask_first").contains("transport_mode"), "{perms}");
+    alice.stop().await;
 }
