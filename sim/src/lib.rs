@@ -23,6 +23,7 @@ pub mod check;
 pub mod error;
 pub mod html;
 pub mod model;
+pub mod relationship;
 pub mod scenario;
 pub mod swarm;
 pub mod transcript;

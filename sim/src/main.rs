@@ -28,7 +28,8 @@ struct Cli {
 enum Cmd {
     /// Run one scenario (a shipped name, a TOML file, or `swarm`) and print its transcript.
     Run {
-        /// Shipped scenario name, path to a TOML file, or `swarm` (a world drawn from the seed).
+        /// Shipped scenario name, path to a TOML file, `swarm` (a world drawn from the
+        /// seed), or `relationship` (`--threads` dinners between the same two people).
         scenario: String,
         /// The seed: same scenario and seed, same run, byte for byte.
         #[arg(long, default_value_t = 1)]
@@ -94,6 +95,16 @@ enum Cmd {
         /// Hide the progress bar.
         #[arg(long)]
         no_progress: bool,
+    },
+    /// §11.2: relationship memory at work — the same two people coordinate dinner again
+    /// and again; packets and prompts to the resolution of each dinner, over many worlds.
+    Relationship {
+        /// Seeds: `A..B` (B excluded), `A..=B`, or one seed.
+        #[arg(long, default_value = "0..1000")]
+        seeds: String,
+        /// Dinners per world.
+        #[arg(long, default_value_t = 14)]
+        dinners: usize,
     },
     /// List the shipped scenarios.
     List,
@@ -178,6 +189,9 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
                         spaces,
                     },
                 )
+            } else if name == "relationship" {
+                // `--threads` dinners between alice and bob (`a2acp-sim relationship`).
+                a2acp_sim::relationship::world(seed, threads.max(1))
             } else {
                 scenario::load(&name)?
             };
@@ -278,6 +292,20 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
             } else {
                 Ok(ExitCode::from(1))
             }
+        }
+        Cmd::Relationship { seeds, dinners } => {
+            let range = swarm::parse_seeds(&seeds)
+                .ok_or_else(|| SimError::Usage(format!("--seeds: cannot read `{seeds}`")))?;
+            if dinners == 0 {
+                return Err(SimError::Usage("--dinners must be at least 1".into()));
+            }
+            let figures = a2acp_sim::relationship::measure(range.clone(), dinners);
+            print!("{}", figures.render(&range, dinners));
+            Ok(if figures.all_met() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
         }
         Cmd::Bench {
             agents,

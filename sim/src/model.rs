@@ -86,6 +86,15 @@ pub enum KeyChangePolicy {
     Ignore,
 }
 
+/// What a user does with a §7.2 suggestion ("always share X with Bob?").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SuggestionPolicy {
+    /// Accepts it, after the usual delay.
+    Accept,
+    /// Leaves it.
+    Ignore,
+}
+
 /// A user: how fast and how they answer.
 #[derive(Debug, Clone)]
 pub struct UserModel {
@@ -99,6 +108,8 @@ pub struct UserModel {
     pub excuse_reason: Option<String>,
     /// Key change alerts.
     pub key_change: KeyChangePolicy,
+    /// §7.2 suggestions.
+    pub suggestions: SuggestionPolicy,
 }
 
 impl Default for UserModel {
@@ -109,6 +120,7 @@ impl Default for UserModel {
             resolution: vec![ResolutionPolicy::Confirm],
             excuse_reason: None,
             key_change: KeyChangePolicy::Ignore,
+            suggestions: SuggestionPolicy::Ignore,
         }
     }
 }
@@ -303,8 +315,10 @@ pub fn valid_answer(req: &LlmRequest, me: &Address, thread: Option<&Thread>) -> 
     };
     let mine = obj("mine");
     let theirs = obj("theirs");
+    let remembered = obj("remembered");
     let asked = set("asked");
     let unavailable = set("unavailable");
+    let usually_declined = set("usually_declined");
     let rejected: Vec<Rejected> = v
         .get("rejected")
         .and_then(|r| serde_json::from_value(r.clone()).ok())
@@ -319,6 +333,8 @@ pub fn valid_answer(req: &LlmRequest, me: &Address, thread: Option<&Thread>) -> 
         theirs: &theirs,
         asked: &asked,
         unavailable: &unavailable,
+        remembered: &remembered,
+        usually_declined: &usually_declined,
         rejected: &rejected,
         round_trips,
     };

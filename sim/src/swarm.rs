@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 use crate::model::{
     ActionModel, ConsentPolicy, KeyChangePolicy, LinkModel, LlmAnswer, LlmModel, ResolutionPolicy,
-    UserModel,
+    SuggestionPolicy, UserModel,
 };
 use crate::scenario::{
     AgentSpec, CommandSpec, Direction, GroupSpec, Outage, Partition, RelaySpec, ScriptAction,
@@ -209,6 +209,7 @@ fn agent(r: &mut Rng, seed: u64, i: usize, n: usize, p: Params) -> AgentSpec {
         resolution: vec![resolution],
         excuse_reason: Some(format!("SECRET-reason-{seed}-{i}: can't stand them")),
         key_change: KeyChangePolicy::Accept,
+        suggestions: SuggestionPolicy::Ignore,
     };
     let actions = ActionModel {
         latency: (50, r.between(100, 5000)),
@@ -779,6 +780,7 @@ pub fn game_night(seed: u64, size: usize) -> Spec {
                 resolution: vec![ResolutionPolicy::Confirm],
                 excuse_reason: None,
                 key_change: KeyChangePolicy::Accept,
+                suggestions: SuggestionPolicy::Ignore,
             },
             llm: LlmModel::default(),
             actions: ActionModel {

@@ -80,8 +80,9 @@ impl ThreadStep<'_> {
                 let parsed = {
                     let t = &*self.t;
                     let mine = self.shared.mine(t);
+                    let memo = self.shared.remembered(&t.peer);
                     let theirs = self.shared.theirs(t);
-                    let view = self.shared.view(t, &mine, &theirs);
+                    let view = self.shared.view(t, &mine, &theirs, &memo);
                     negotiator::parse_decision(&text, &view)
                 };
                 let parsed = parsed.and_then(|d| self.check_decision_secrets(d));
@@ -184,8 +185,9 @@ impl ThreadStep<'_> {
         let decision = {
             let t = &*self.t;
             let mine = self.shared.mine(t);
+            let memo = self.shared.remembered(&t.peer);
             let theirs = self.shared.theirs(t);
-            let view = self.shared.view(t, &mine, &theirs);
+            let view = self.shared.view(t, &mine, &theirs, &memo);
             negotiator::decide(&view)
         };
         self.act(decision, turn);
@@ -410,13 +412,18 @@ impl Shared {
         } else {
             (Value::Null, intent)
         };
+        // What relationship memory holds fresh about the peer (§11.2) came from the peer,
+        // so it travels with the peer's data; it tells what not to ask, and is never to
+        // be quoted in a packet.
+        let memo = self.remembered(&t.peer);
         let thread = json!({
             "me": self.config.address, "peer": t.peer, "initiator": t.initiator, "state": t.state, "mine": self.mine(t),
             "asked": t.asked, "unavailable": t.peer_unavailable, "round_trips": t.round_trips,
             "intent": mine_intent,
         });
         let peer = json!({
-            "theirs": t.theirs, "rejected": t.rejected, "history": history, "intent": peer_intent,
+            "theirs": t.theirs, "remembered": memo.context, "usually_declined": memo.usually_declines,
+            "rejected": t.rejected, "history": history, "intent": peer_intent,
         });
         let data = delimit_peer_data(&peer.to_string());
         vec![

@@ -7,13 +7,16 @@
 //!
 //! Memory never leaves the device: nothing here builds a packet.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
+
+use serde_json::Value;
 
 use super::thread::Thread;
 use super::*;
 
 use crate::memory::ndjson::ImportSummary;
-use crate::memory::{Actor, AssertOptions, MemoryError, MemoryStore, ThreadSummary};
+use crate::memory::{Actor, AssertOptions, Confidence, MemoryError, MemoryStore, ThreadSummary};
 
 /// The record key prefix of a peer's memory.
 pub(super) const MEMORY_PREFIX: &str = "memory/";
@@ -27,6 +30,58 @@ pub(super) fn value_text(v: &serde_json::Value) -> String {
     match v {
         serde_json::Value::String(s) => s.clone(),
         other => other.to_string(),
+    }
+}
+
+/// A cached text back as a context value: JSON arrays and objects as themselves (memory
+/// keeps them as compact JSON, [`value_text`]), anything else as the string.
+fn text_value(text: &str) -> Value {
+    if text.starts_with('[') || text.starts_with('{') {
+        if let Ok(v) = serde_json::from_str(text) {
+            return v;
+        }
+    }
+    Value::String(text.to_string())
+}
+
+/// What relationship memory lends a thread with one peer (§11.2, §5.4).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Remembered {
+    /// Values the peer shared before that are still fresh (high confidence, §11.3),
+    /// and under `flexibility` the flexibility it usually states: what is here is not
+    /// asked for again; a stale value is (re-verified). Never copied into a packet.
+    pub(super) context: Context,
+    /// Fields the peer usually declines: not asked for unless required.
+    pub(super) usually_declines: BTreeSet<String>,
+    /// Fields the peer usually asks for: front-loaded where the tiers allow (§5.4).
+    pub(super) usually_requests: Vec<String>,
+}
+
+impl Shared {
+    /// What memory holds about `peer` for a thread now.
+    pub(super) fn remembered(&self, peer: &Address) -> Remembered {
+        let Some(r) = self.memory.relationship(peer.as_str(), self.now) else {
+            return Remembered::default();
+        };
+        let mut context: Context = r
+            .context_cache
+            .iter()
+            .filter(|(_, e)| e.confidence == Confidence::High)
+            .map(|(k, e)| (k.clone(), text_value(&e.value)))
+            .collect();
+        if !r.typical_flexibility.is_empty() {
+            let flex = r
+                .typical_flexibility
+                .into_iter()
+                .map(|(k, v)| (k, Value::String(v)))
+                .collect();
+            context.insert("flexibility".into(), Value::Object(flex));
+        }
+        Remembered {
+            context,
+            usually_declines: r.usually_declines.into_iter().collect(),
+            usually_requests: r.usually_requests,
+        }
     }
 }
 
@@ -47,6 +102,8 @@ fn summary_of(t: &Thread) -> ThreadSummary {
             .map(|(k, v)| (k.clone(), value_text(v)))
             .collect(),
         declined_by_peer: t.peer_unavailable.iter().cloned().collect(),
+        requested_by_peer: t.answered.iter().cloned().collect(),
+        peer_flexibility: crate::negotiator::stated_flexibility(&t.theirs),
         response_times: t
             .peer_response_ms
             .iter()

@@ -3,7 +3,9 @@
 //! forget, block purges).
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
+use super::permissions::Tier;
 use super::test_support::*;
 use super::*;
 use crate::crypto::IdentityKey;
@@ -74,11 +76,19 @@ fn a_completed_thread_is_recorded_persisted_and_restored() {
     assert_eq!(r.interaction_count, 1);
     assert_eq!(r.typical_intents, vec!["scheduling".to_string()]);
     assert_eq!(r.last_interaction, r.first_interaction);
+    // What describes Bob is cached; what describes this one dinner (his windows) is
+    // not (§11.3: the next dinner's other windows contradict nothing).
     for (field, v) in &theirs {
-        let e = r.context_cache.get(field).expect("cached");
+        let Some(e) = r.context_cache.get(field) else {
+            assert!(!crate::memory::is_cached_field(field), "{field} not cached");
+            continue;
+        };
         assert_eq!(e.value, memory::value_text(v), "{field}");
         assert_eq!(e.confidence, crate::memory::Confidence::High);
     }
+    assert!(theirs.contains_key("time_windows"));
+    assert!(!r.context_cache.contains_key("time_windows"));
+    assert!(r.context_cache.contains_key("dietary"));
     assert!(r.average_response_time.is_some());
     // One package, naming the thread, with the resolution as its decision.
     let pkgs: Vec<_> = net.nodes[a].agent.memory().packages().collect();
@@ -111,17 +121,11 @@ fn the_second_thread_counts_and_a_contradiction_is_told() {
     let (mut net, a, b) = net();
     let bob = net.address(b);
     let id = complete_dinner(&mut net, a, b);
-    let (field, value) = net.nodes[a]
-        .agent
-        .thread(&id)
-        .unwrap()
-        .theirs
-        .iter()
-        .next()
-        .map(|(k, v)| (k.clone(), memory::value_text(v)))
-        .unwrap();
-    // Alice's user corrects what she remembers; the next thread, in which Bob shares
-    // his real value again, contradicts it.
+    let field = "dietary".to_string();
+    let value = memory::value_text(&net.nodes[a].agent.thread(&id).unwrap().theirs[&field]);
+    // Alice's user corrects what she remembers; three months on the value is stale, so
+    // the next dinner asks Bob again (§11.3: re-verified, not assumed), and his real
+    // value contradicts the edit.
     net.command(
         a,
         Command::EditMemory {
@@ -141,6 +145,7 @@ fn the_second_thread_counts_and_a_contradiction_is_told() {
             .clone()
     };
     assert_eq!(cached(&net), "something else");
+    net.run_for(crate::memory::STALE_AFTER + Duration::from_secs(86_400));
     net.nodes[a].notifications.clear();
     complete_dinner(&mut net, a, b);
     assert_eq!(count(&net, a, &bob), 2);
@@ -318,4 +323,109 @@ fn a_corrupt_memory_record_refuses_the_restore() {
     .err()
     .expect("refused");
     assert!(matches!(err, RestoreError::Corrupt { key: k, .. } if k == key));
+}
+
+/// The open prompts of node `i` that ask for consent.
+fn consent_prompts(net: &Net, i: usize) -> usize {
+    net.nodes[i]
+        .prompts
+        .values()
+        .filter(|p| matches!(p.kind, PromptKind::Consent { .. }))
+        .count()
+}
+
+#[test]
+fn the_second_dinner_takes_one_round_trip_and_no_prompt() {
+    let (mut net, a, b) = net();
+    let alice = net.address(a);
+    complete_dinner(&mut net, a, b);
+    // Bob's user corrects what his agent remembers of Alice's transport: a value only
+    // memory holds, which must never reach a packet.
+    net.command(
+        b,
+        Command::EditMemory {
+            peer: alice.clone(),
+            field: "transport_mode".into(),
+            value: "CANARY-teleport".into(),
+        },
+    );
+    let to = net.address(b);
+    net.command(
+        a,
+        Command::StartThread {
+            to,
+            intent: dinner::intent(),
+            context: dinner::context(),
+        },
+    );
+    net.settle();
+    let id = net.nodes[a].agent.threads().keys().last().cloned().unwrap();
+    // §11.2: Alice's context, then Bob's resolution; no consent prompt on either side.
+    assert_eq!(
+        state(&net, a, &id),
+        ThreadState::Proposed,
+        "{}",
+        net.render(None)
+    );
+    assert_eq!(state(&net, b, &id), ThreadState::Proposed);
+    assert_eq!(consent_prompts(&net, a) + consent_prompts(&net, b), 0);
+    let t = net.nodes[a].agent.thread(&id).unwrap();
+    let kinds: Vec<(bool, &str)> = t
+        .history
+        .iter()
+        .map(|h| (h.outgoing, h.kind.as_str()))
+        .take(2)
+        .collect();
+    assert_eq!(kinds, [(true, "context"), (false, "resolution")]);
+    // Nothing only memory knew left Bob's agent.
+    let bob_thread = net.nodes[b].agent.thread(&id).unwrap();
+    for h in bob_thread.history.iter().filter(|h| h.outgoing) {
+        assert!(!h.json.contains("CANARY"), "{}", h.json);
+    }
+}
+
+#[test]
+fn what_a_peer_usually_asks_for_is_front_loaded_within_the_tiers() {
+    let (mut net, a, b) = net();
+    let bob = net.address(b);
+    complete_dinner(&mut net, a, b);
+    let r = net.nodes[a]
+        .agent
+        .memory()
+        .relationship(bob.as_str(), net.now)
+        .unwrap();
+    assert_eq!(r.usually_requests, ["cuisine_preference", "transport_mode"]);
+    // Bob forgets what he knew of Alice, so he would ask again; Alice promotes her
+    // transport mode for Bob: her next first packet carries it, and only it (cuisine
+    // stays ask_first, so it is not front-loaded).
+    let alice = net.address(a);
+    net.command(
+        b,
+        Command::ForgetMemory {
+            peer: alice,
+            field: None,
+        },
+    );
+    net.command(
+        a,
+        Command::SetPermission {
+            field: "transport_mode".into(),
+            tier: Tier::AlwaysShare,
+            for_peer: Some(bob.clone()),
+        },
+    );
+    net.command(
+        a,
+        Command::StartThread {
+            to: bob,
+            intent: dinner::intent(),
+            context: dinner::context(),
+        },
+    );
+    net.settle();
+    let id = net.nodes[a].agent.threads().keys().last().cloned().unwrap();
+    let t = net.nodes[a].agent.thread(&id).unwrap();
+    let first: serde_json::Value = serde_json::from_str(&t.history[0].json).unwrap();
+    assert_eq!(first["context"]["transport_mode"], "driving");
+    assert!(first["context"].get("cuisine_preference").is_none());
 }

@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use super::drift::is_resume_marker;
+use super::memory::Remembered;
 use super::permissions::Tier;
 use super::thread::{PendingConsent, Thread, ThreadState, Waiting};
 use super::*;
@@ -241,8 +242,9 @@ impl ThreadStep<'_> {
         let decision = {
             let t = &*self.t;
             let mine = self.shared.mine(t);
+            let memo = self.shared.remembered(&t.peer);
             let theirs = self.shared.theirs(t);
-            let view = self.shared.view(t, &mine, &theirs);
+            let view = self.shared.view(t, &mine, &theirs, &memo);
             negotiator::decide(&view)
         };
         self.act(decision, turn);
@@ -467,6 +469,7 @@ impl Shared {
         t: &'a Thread,
         mine: &'a Context,
         theirs: &'a Context,
+        memo: &'a Remembered,
     ) -> View<'a> {
         View {
             intent: &t.intent,
@@ -477,6 +480,8 @@ impl Shared {
             theirs,
             asked: &t.asked,
             unavailable: &t.peer_unavailable,
+            remembered: &memo.context,
+            usually_declined: &memo.usually_declines,
             rejected: &t.rejected,
             round_trips: t.round_trips,
         }

@@ -454,11 +454,14 @@ impl ThreadStep<'_> {
                 }
             }
         }
-        // Enrich from the profile with always_share values relevant to the intent.
+        // Enrich from the profile (§5.4) with always_share values relevant to the
+        // intent, and with what this peer usually asks for (relationship memory).
+        let memo = self.shared.remembered(&t.peer);
         for field in negotiator::initial_needs(&t.intent, &context)
             .iter()
             .map(|n| n.field.clone())
             .chain(["timezone".to_string()])
+            .chain(memo.usually_requests.iter().cloned())
         {
             if context.contains_key(&field) {
                 continue;

@@ -21,8 +21,8 @@ mod relationship;
 pub use fact::Fact;
 pub use package::{Package, PackageDraft, PACKAGE_TYPES, RELAY_VERSION, STATUSES};
 pub use relationship::{
-    CacheChange, CacheEntry, Confidence, Recorded, Relationship, ThreadSummary, TrustLevel,
-    STALE_AFTER,
+    is_cached_field, CacheChange, CacheEntry, Confidence, Recorded, Relationship, ThreadSummary,
+    TrustLevel, FLEXIBILITY_ASPECTS, FLEXIBILITY_LEVELS, STALE_AFTER, THREAD_FIELDS,
 };
 
 /// An actor (seed 002 §6.2): who made a package or asserted a fact.
@@ -139,12 +139,52 @@ pub enum MemoryError {
 /// The key of a fact series: (project, subject, predicate).
 pub type SeriesKey = (String, String, String);
 
+/// The order of facts in a series, as stored and exported: by start; at one start, the
+/// facts that ended where they began (superseded in the same instant) before the one
+/// that goes on; then by creation and id. A series reads back as it was asserted, and
+/// the same memory always exports to the same bytes.
+pub(crate) fn fact_order(a: &Fact, b: &Fact) -> std::cmp::Ordering {
+    (
+        a.valid_from,
+        a.valid_to.is_none(),
+        a.valid_to,
+        a.created_at,
+        &a.fact_id,
+    )
+        .cmp(&(
+            b.valid_from,
+            b.valid_to.is_none(),
+            b.valid_to,
+            b.created_at,
+            &b.fact_id,
+        ))
+}
+
+/// Packages kept per project: recording one more drops the oldest (by `created_at`, then
+/// id). The facts it was the source of stay; their `source_package_id` then names a
+/// package no longer held.
+pub const MAX_PACKAGES_PER_PROJECT: usize = 64;
+
+/// Facts kept per series (the current one and its history): an assertion past it drops
+/// the oldest ended facts, so point-in-time queries reach back this many changes.
+pub const MAX_HISTORY_PER_SERIES: usize = 16;
+
+/// Series (predicates) per project and subject that recording a thread may create: a peer
+/// sharing ever new field names cannot grow its memory past it; past it, new predicates
+/// are not recorded ([`Recorded::skipped`]).
+pub const MAX_SERIES_PER_SUBJECT: usize = 256;
+
 /// One agent's memory: facts by (project, subject, predicate), oldest first, and packages
-/// by id.
+/// by (project, id).
+///
+/// Every operation costs in proportion to the project (the peer) it is about, not to the
+/// whole memory: recording a thread, importing a peer's NDJSON on restore, exporting it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MemoryStore {
     facts: BTreeMap<SeriesKey, Vec<Fact>>,
-    packages: BTreeMap<String, Package>,
+    packages: BTreeMap<(String, String), Package>,
+    /// The project of every package id: ids are unique across projects.
+    package_projects: BTreeMap<String, String>,
     /// Assertions made, for fact ids (tells apart equal assertions at one instant).
     sequence: u64,
 }
@@ -304,9 +344,8 @@ impl MemoryStore {
     /// held at `t` among those already recorded at `t` (`created_at ≤ t`). "What did I
     /// know about Bob on 1 March?"
     pub fn known_at(&self, project_id: &str, subject: &str, t: Timestamp) -> Vec<&Fact> {
-        self.facts
-            .iter()
-            .filter(|((p, s, _), _)| p == project_id && s == subject)
+        self.project_series(project_id)
+            .filter(|((_, s, _), _)| s == subject)
             .filter_map(|(_, series)| {
                 series
                     .iter()
@@ -318,9 +357,8 @@ impl MemoryStore {
 
     /// The current facts about a subject, by predicate.
     pub fn current_facts(&self, project_id: &str, subject: &str) -> Vec<&Fact> {
-        self.facts
-            .iter()
-            .filter(|((p, s, _), _)| p == project_id && s == subject)
+        self.project_series(project_id)
+            .filter(|((_, s, _), _)| s == subject)
             .filter_map(|(_, series)| series.iter().rev().find(|f| f.is_current()))
             .collect()
     }
@@ -343,14 +381,14 @@ impl MemoryStore {
     /// Stores a committed package. The same package again is a no-op; another package
     /// with the same id is refused.
     pub fn deposit(&mut self, package: Package) -> Result<(), MemoryError> {
-        match self.packages.get(package.package_id()) {
+        let id = package.package_id().to_string();
+        let project = package.project_id().to_string();
+        match self.package(&id) {
             Some(old) if old.content_hash() == package.content_hash() => Ok(()),
-            Some(_) => Err(MemoryError::DuplicatePackage(
-                package.package_id().to_string(),
-            )),
+            Some(_) => Err(MemoryError::DuplicatePackage(id)),
             None => {
-                self.packages
-                    .insert(package.package_id().to_string(), package);
+                self.package_projects.insert(id.clone(), project.clone());
+                self.packages.insert((project, id), package);
                 Ok(())
             }
         }
@@ -358,35 +396,161 @@ impl MemoryStore {
 
     /// A package by id.
     pub fn package(&self, package_id: &str) -> Option<&Package> {
-        self.packages.get(package_id)
+        let project = self.package_projects.get(package_id)?;
+        self.packages
+            .get(&(project.clone(), package_id.to_string()))
     }
 
-    /// Every package, by id.
+    /// Every package, by project then id.
     pub fn packages(&self) -> impl Iterator<Item = &Package> {
         self.packages.values()
+    }
+
+    /// The packages of one project, by id.
+    pub fn project_packages(&self, project_id: &str) -> impl Iterator<Item = &Package> {
+        let project = project_id.to_string();
+        self.packages
+            .range((project.clone(), String::new())..)
+            .take_while(move |((p, _), _)| *p == project)
+            .map(|(_, pkg)| pkg)
+    }
+
+    /// The series of one project, by subject then predicate.
+    fn project_series(&self, project_id: &str) -> impl Iterator<Item = (&SeriesKey, &Vec<Fact>)> {
+        let project = project_id.to_string();
+        self.facts
+            .range((project.clone(), String::new(), String::new())..)
+            .take_while(move |((p, _, _), _)| *p == project)
     }
 
     /// The projects that hold anything.
     pub fn projects(&self) -> Vec<String> {
         let mut out: Vec<String> = self.facts.keys().map(|(p, _, _)| p.clone()).collect();
-        out.extend(self.packages.values().map(|p| p.project_id().to_string()));
+        out.extend(self.packages.keys().map(|(p, _)| p.clone()));
         out.sort();
         out.dedup();
         out
     }
 
+    /// Moves one project's facts and packages out into a store of their own (the same
+    /// assertion sequence), leaving this store without them.
+    fn take_project(&mut self, project_id: &str) -> MemoryStore {
+        let mut part = MemoryStore {
+            sequence: self.sequence,
+            ..MemoryStore::default()
+        };
+        let keys: Vec<SeriesKey> = self
+            .project_series(project_id)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in keys {
+            if let Some(series) = self.facts.remove(&k) {
+                part.facts.insert(k, series);
+            }
+        }
+        let ids: Vec<(String, String)> = self
+            .packages
+            .range((project_id.to_string(), String::new())..)
+            .take_while(|((p, _), _)| p == project_id)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in ids {
+            self.package_projects.remove(&k.1);
+            if let Some(pkg) = self.packages.remove(&k) {
+                part.package_projects.insert(k.1.clone(), k.0.clone());
+                part.packages.insert(k, pkg);
+            }
+        }
+        part
+    }
+
+    /// Puts back what [`MemoryStore::take_project`] took (changed or not): refused, with
+    /// nothing changed, if one of its package ids is another project's.
+    fn put_project(&mut self, part: MemoryStore) -> Result<(), MemoryError> {
+        if let Some(id) = part
+            .package_projects
+            .keys()
+            .find(|id| self.package_projects.contains_key(*id))
+        {
+            return Err(MemoryError::DuplicatePackage(id.clone()));
+        }
+        self.merge(part);
+        Ok(())
+    }
+
+    /// Puts back what was taken out of this store unchanged (no id can clash).
+    fn merge(&mut self, part: MemoryStore) {
+        self.sequence = self.sequence.max(part.sequence);
+        self.facts.extend(part.facts);
+        self.packages.extend(part.packages);
+        self.package_projects.extend(part.package_projects);
+    }
+
+    /// Runs `change` on one project alone, all or nothing: on an error the project is as
+    /// it was. Costs in proportion to the project, not to the whole memory.
+    pub(crate) fn change_project<T>(
+        &mut self,
+        project_id: &str,
+        change: impl FnOnce(&mut MemoryStore) -> Result<T, MemoryError>,
+    ) -> Result<T, MemoryError> {
+        let before = self.take_project(project_id);
+        let mut part = before.clone();
+        match change(&mut part) {
+            Ok(out) => match self.put_project(part) {
+                Ok(()) => Ok(out),
+                Err(e) => {
+                    self.merge(before);
+                    Err(e)
+                }
+            },
+            Err(e) => {
+                self.merge(before);
+                Err(e)
+            }
+        }
+    }
+
+    /// Keeps one project within [`MAX_PACKAGES_PER_PROJECT`] and every series of it
+    /// within [`MAX_HISTORY_PER_SERIES`]: the oldest go first.
+    pub(crate) fn compact_project(&mut self, project_id: &str) {
+        let mut packages: Vec<(Timestamp, String)> = self
+            .project_packages(project_id)
+            .map(|p| (p.created_at(), p.package_id().to_string()))
+            .collect();
+        if packages.len() > MAX_PACKAGES_PER_PROJECT {
+            packages.sort();
+            let drop = packages.len() - MAX_PACKAGES_PER_PROJECT;
+            for (_, id) in packages.into_iter().take(drop) {
+                self.package_projects.remove(&id);
+                self.packages.remove(&(project_id.to_string(), id));
+            }
+        }
+        let keys: Vec<SeriesKey> = self
+            .project_series(project_id)
+            .filter(|(_, s)| s.len() > MAX_HISTORY_PER_SERIES)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in keys {
+            if let Some(series) = self.facts.get_mut(&k) {
+                // Sorted oldest first, the current fact last: the oldest ended ones go.
+                let drop = series.len() - MAX_HISTORY_PER_SERIES;
+                series.drain(..drop);
+            }
+        }
+    }
+
+    /// How many series a subject of a project has.
+    pub(crate) fn series_count(&self, project_id: &str, subject: &str) -> usize {
+        self.project_series(project_id)
+            .filter(|((_, s, _), _)| s == subject)
+            .count()
+    }
+
     /// Removes everything of a project (facts with their history, and packages): the
     /// purge of §11.3. Returns how many facts and packages went.
     pub fn purge_project(&mut self, project_id: &str) -> (usize, usize) {
-        let before_facts = self.facts().count();
-        self.facts.retain(|(p, _, _), _| p != project_id);
-        let before_packages = self.packages.len();
-        self.packages
-            .retain(|_, pkg| pkg.project_id() != project_id);
-        (
-            before_facts - self.facts().count(),
-            before_packages - self.packages.len(),
-        )
+        let part = self.take_project(project_id);
+        (part.facts().count(), part.packages.len())
     }
 
     /// Removes a series (current fact and history): the user's "forget this field".
@@ -402,22 +566,27 @@ impl MemoryStore {
     /// Adds an imported fact as it is (its times and id kept), after checking it.
     fn insert_fact(&mut self, fact: Fact) -> Result<(), MemoryError> {
         fact.validate()?;
-        if let Some(existing) = self.facts().find(|f| f.fact_id == fact.fact_id) {
-            if *existing == fact {
-                return Ok(());
-            }
-            return Err(MemoryError::DuplicateFact(fact.fact_id));
-        }
         let key = (
             fact.project_id.clone(),
             fact.subject.clone(),
             fact.predicate.clone(),
         );
+        // Ids are unique within a series: this store derives them from the series (and
+        // the rest), and facts are only ever looked up by series, so an imported id
+        // repeated in another series harms nothing.
+        if let Some(existing) = self
+            .facts
+            .get(&key)
+            .and_then(|s| s.iter().find(|f| f.fact_id == fact.fact_id))
+        {
+            if *existing == fact {
+                return Ok(());
+            }
+            return Err(MemoryError::DuplicateFact(fact.fact_id));
+        }
         let series = self.facts.entry(key).or_default();
         series.push(fact);
-        series.sort_by(|a, b| {
-            (a.valid_from, a.created_at, &a.fact_id).cmp(&(b.valid_from, b.created_at, &b.fact_id))
-        });
+        series.sort_by(fact_order);
         Ok(())
     }
 

@@ -7,12 +7,14 @@
 //!   the hash travels beside the package, not inside it (§6.6: no self-reference);
 //! - `{"kind":"fact","fact":{…seed 002 §7…}}`.
 //!
-//! Export writes every package (by `package_id`), then every fact (by project, subject,
+//! Export writes every package (by project, then `package_id`), then every fact (by project, subject,
 //! predicate, then `valid_from`), each line's members in canonical order (RFC 8785), so
 //! the same memory always exports to the same bytes. Import verifies each package's
 //! hash against its content and each fact's §7 constraints, then the §7.3 invariants of
 //! every series, and applies all lines or none: one tampered or invalid line refuses the
 //! whole file, naming the line.
+
+use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
 
@@ -41,12 +43,16 @@ impl MemoryStore {
             });
             push_line(&mut out, &line)?;
         }
-        for fact in self.facts() {
-            let fact = serde_json::to_value(fact).map_err(|e| MemoryError::InvalidFact {
-                fact_id: fact.fact_id.clone(),
-                reason: e.to_string(),
-            })?;
-            push_line(&mut out, &serde_json::json!({"kind": "fact", "fact": fact}))?;
+        for series in self.facts.values() {
+            let mut ordered: Vec<&Fact> = series.iter().collect();
+            ordered.sort_by(|a, b| super::fact_order(a, b));
+            for fact in ordered {
+                let fact = serde_json::to_value(fact).map_err(|e| MemoryError::InvalidFact {
+                    fact_id: fact.fact_id.clone(),
+                    reason: e.to_string(),
+                })?;
+                push_line(&mut out, &serde_json::json!({"kind": "fact", "fact": fact}))?;
+            }
         }
         Ok(out)
     }
@@ -54,27 +60,22 @@ impl MemoryStore {
     /// The memory of one project (one peer) as NDJSON.
     pub fn export_project_ndjson(&self, project_id: &str) -> Result<String, MemoryError> {
         let mut only = MemoryStore::new();
-        only.packages = self
-            .packages
-            .iter()
-            .filter(|(_, p)| p.project_id() == project_id)
-            .map(|(k, p)| (k.clone(), p.clone()))
-            .collect();
+        for p in self.project_packages(project_id) {
+            only.deposit(p.clone())?;
+        }
         only.facts = self
-            .facts
-            .iter()
-            .filter(|((p, _, _), _)| p == project_id)
+            .project_series(project_id)
             .map(|(k, s)| (k.clone(), s.clone()))
             .collect();
         only.export_ndjson()
     }
 
-    /// Imports NDJSON into this memory: all lines or none.
+    /// Imports NDJSON into this memory: all lines or none. Costs in proportion to the
+    /// projects the lines are about, not to the whole memory.
     pub fn import_ndjson(&mut self, text: &str) -> Result<ImportSummary, MemoryError> {
-        let mut next = self.clone();
         let mut summary = ImportSummary::default();
-        let packages_before = next.packages.len();
-        let facts_before = next.facts().count();
+        let mut packages = Vec::new();
+        let mut facts = Vec::new();
         for (i, raw) in text.lines().enumerate() {
             let line = i + 1;
             if raw.trim().is_empty() {
@@ -104,8 +105,7 @@ impl MemoryStore {
                             return Err(malformed("package line without a `package` object".into()))
                         }
                     };
-                    let package = Package::verified(body, &hash).map_err(at)?;
-                    next.deposit(package).map_err(at)?;
+                    packages.push((line, Package::verified(body, &hash).map_err(at)?));
                 }
                 Some("fact") => {
                     let fact = obj
@@ -113,17 +113,63 @@ impl MemoryStore {
                         .ok_or_else(|| malformed("fact line without a `fact` object".into()))?;
                     let fact: Fact = serde_json::from_value(fact)
                         .map_err(|e| malformed(format!("fact: {e}")))?;
-                    next.insert_fact(fact).map_err(at)?;
+                    facts.push((line, fact));
                 }
                 other => return Err(malformed(format!("unknown `kind` {other:?}"))),
             }
         }
-        next.check_series()?;
-        next.sequence = next.sequence.max(next.facts().count() as u64);
-        summary.new_packages = next.packages.len() - packages_before;
-        summary.new_facts = next.facts().count() - facts_before;
-        *self = next;
-        Ok(summary)
+        // Only the projects named are copied and checked; the rest is untouched.
+        let projects: BTreeSet<String> = packages
+            .iter()
+            .map(|(_, p)| p.project_id().to_string())
+            .chain(facts.iter().map(|(_, f)| f.project_id.clone()))
+            .collect();
+        let mut before = MemoryStore::new();
+        for project in &projects {
+            before.merge(self.take_project(project));
+        }
+        before.sequence = self.sequence;
+        let mut next = before.clone();
+        let applied = (|| {
+            for (line, package) in packages {
+                next.deposit(package).map_err(|error| MemoryError::AtLine {
+                    line,
+                    error: Box::new(error),
+                })?;
+            }
+            for (line, fact) in facts {
+                next.insert_fact(fact)
+                    .map_err(|error| MemoryError::AtLine {
+                        line,
+                        error: Box::new(error),
+                    })?;
+            }
+            next.check_series()?;
+            // Ids from another project already held elsewhere are refused too.
+            if let Some(id) = next
+                .package_projects
+                .keys()
+                .find(|id| self.package_projects.contains_key(*id))
+            {
+                return Err(MemoryError::DuplicatePackage(id.clone()));
+            }
+            Ok(())
+        })();
+        match applied {
+            Ok(()) => {
+                summary.new_packages = next.packages.len() - before.packages.len();
+                summary.new_facts = next.facts().count() - before.facts().count();
+                next.sequence = next.sequence.max(self.sequence) + summary.new_facts as u64;
+                // `next` holds only these projects, and its ids were checked against the
+                // rest above.
+                self.merge(next);
+                Ok(summary)
+            }
+            Err(e) => {
+                self.merge(before);
+                Err(e)
+            }
+        }
     }
 }
 

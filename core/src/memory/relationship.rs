@@ -12,7 +12,13 @@
 //! | `stats.response_count`, `stats.response_time_ms_total` | for the average response time |
 //! | `intent.<category>` | threads of that intent category, decimal |
 //! | `shared.<field>`, `declined.<field>` | threads in which the peer shared / declined the field |
-//! | `cache.<field>` | the value the peer last shared (the context cache) |
+//! | `requested.<field>` | threads in which the peer asked this agent for the field |
+//! | `flexibility.<aspect>.<level>` | threads in which the peer stated that flexibility (`high`, `medium`, `low`) for `date`, `time` or `location` |
+//! | `cache.<field>` | the value the peer last shared (the context cache), for fields that describe the person, not one thread ([`is_cached_field`]) |
+//!
+//! Growth is bounded per peer: [`super::MAX_PACKAGES_PER_PROJECT`] packages,
+//! [`super::MAX_HISTORY_PER_SERIES`] facts per series, [`super::MAX_SERIES_PER_SUBJECT`]
+//! series.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -24,6 +30,40 @@ use crate::Timestamp;
 
 /// Cached values older than this are low confidence and re-verified (§11.3).
 pub const STALE_AFTER: Duration = Duration::from_secs(90 * 24 * 3600);
+
+/// Fields that describe one thread rather than the peer's user: when and what the event
+/// is, for how many, how flexible the peer is this time, and the negotiation's own
+/// markers. They count as shared or declined, but are not cached: the next thread's
+/// other value contradicts nothing (§11.3).
+pub const THREAD_FIELDS: &[&str] = &[
+    "time_windows",
+    "availability",
+    "proposed_date",
+    "proposed_dates",
+    "date",
+    "time",
+    "event_type",
+    "party_size",
+    "duration",
+    "venue",
+    "flexibility",
+    "wanted_fields",
+    "conflict",
+    "proposed_alternatives",
+    "_format_hints",
+];
+
+/// Whether the context cache keeps a field: it describes the person (dietary, area,
+/// transport, time zone…), not one thread ([`THREAD_FIELDS`]).
+pub fn is_cached_field(field: &str) -> bool {
+    !THREAD_FIELDS.contains(&field)
+}
+
+/// The aspects whose flexibility is learned (§11.1 `typical_flexibility`).
+pub const FLEXIBILITY_ASPECTS: [&str; 3] = ["date", "time", "location"];
+
+/// Flexibility levels, least flexible first (§11.1 `typical_flexibility`).
+pub const FLEXIBILITY_LEVELS: [&str; 3] = ["low", "medium", "high"];
 
 /// What a completed thread showed about the peer: the input of
 /// [`MemoryStore::record_completed_thread`].
@@ -39,6 +79,11 @@ pub struct ThreadSummary {
     pub shared_by_peer: BTreeMap<String, String>,
     /// Fields the peer declined to share.
     pub declined_by_peer: Vec<String>,
+    /// Fields the peer asked this agent for.
+    pub requested_by_peer: Vec<String>,
+    /// The flexibility the peer stated, by aspect (`date`, `time`, `location`), as a
+    /// level of [`FLEXIBILITY_LEVELS`]; other aspects and levels are ignored.
+    pub peer_flexibility: BTreeMap<String, String>,
     /// How long the peer took to answer, per answer.
     pub response_times: Vec<Duration>,
     /// What was decided (the resolution).
@@ -66,6 +111,9 @@ pub struct Recorded {
     pub package_id: String,
     /// Cached values the thread contradicted.
     pub changes: Vec<CacheChange>,
+    /// Predicates not recorded: the peer's memory already holds
+    /// [`super::MAX_SERIES_PER_SUBJECT`] series.
+    pub skipped: usize,
 }
 
 /// Confidence of a cached value (§11.1 `confidence`, §11.3).
@@ -114,8 +162,15 @@ pub struct Relationship {
     pub typical_intents: Vec<String>,
     /// Fields the peer shared in at least half the threads.
     pub usually_shares: Vec<String>,
-    /// Fields the peer declined in at least half the threads.
+    /// Fields the peer declined at least as often as it shared them, the last time
+    /// within 90 days (an older decline is asked about again, §11.3). Asked about once
+    /// and declined is enough: the agent does not ask again what it was refused.
     pub usually_declines: Vec<String>,
+    /// Fields the peer asked for in at least half the threads (§5.4: what to front-load).
+    pub usually_requests: Vec<String>,
+    /// The flexibility the peer usually states, by aspect: the most frequent level, the
+    /// less flexible one on a tie.
+    pub typical_flexibility: BTreeMap<String, String>,
     /// Mean response time.
     pub average_response_time: Option<Duration>,
     /// The context cache.
@@ -143,7 +198,23 @@ impl MemoryStore {
         peer: &str,
         summary: &ThreadSummary,
     ) -> Result<Recorded, MemoryError> {
-        let mut next = self.clone();
+        self.change_project(peer, |next| {
+            let recorded = next.record_in_project(now, own, peer, summary)?;
+            next.compact_project(peer);
+            Ok(recorded)
+        })
+    }
+
+    /// [`MemoryStore::record_completed_thread`] on a store that holds the peer's project
+    /// alone.
+    fn record_in_project(
+        &mut self,
+        now: Timestamp,
+        own: &str,
+        peer: &str,
+        summary: &ThreadSummary,
+    ) -> Result<Recorded, MemoryError> {
+        let next = self;
         let me = Actor::agent(own);
         let mut extensions = Map::new();
         extensions.insert(
@@ -181,6 +252,16 @@ impl MemoryStore {
             source_package_id: Some(package_id.clone()),
             ..Default::default()
         };
+        let mut skipped = 0;
+        // A new series only while the peer's memory has room for it; `false`: skipped.
+        let mut room = |m: &MemoryStore, predicate: &str| {
+            let ok = !m.series(peer, peer, predicate).is_empty()
+                || m.series_count(peer, peer) < super::MAX_SERIES_PER_SUBJECT;
+            if !ok {
+                skipped += 1;
+            }
+            ok
+        };
         let set = |m: &mut MemoryStore, predicate: &str, value: String| {
             if m.current(peer, peer, predicate).map(|f| f.value.as_str()) == Some(&value) {
                 return Ok(());
@@ -189,26 +270,51 @@ impl MemoryStore {
                 .map(|_| ())
         };
         let n = next.count(peer, "stats.interaction_count") + 1;
-        set(&mut next, "stats.interaction_count", n.to_string())?;
+        set(next, "stats.interaction_count", n.to_string())?;
         if next
             .current(peer, peer, "stats.first_interaction")
             .is_none()
         {
-            set(&mut next, "stats.first_interaction", now.to_rfc3339())?;
+            set(next, "stats.first_interaction", now.to_rfc3339())?;
         }
-        set(&mut next, "stats.last_interaction", now.to_rfc3339())?;
+        set(next, "stats.last_interaction", now.to_rfc3339())?;
         let intent = format!("intent.{}", summary.intent);
-        let c = next.count(peer, &intent) + 1;
-        set(&mut next, &intent, c.to_string())?;
-        for field in summary.shared_by_peer.keys() {
-            let p = format!("shared.{field}");
-            let c = next.count(peer, &p) + 1;
-            set(&mut next, &p, c.to_string())?;
+        if room(next, &intent) {
+            let c = next.count(peer, &intent) + 1;
+            set(next, &intent, c.to_string())?;
         }
-        for field in &summary.declined_by_peer {
-            let p = format!("declined.{field}");
-            let c = next.count(peer, &p) + 1;
-            set(&mut next, &p, c.to_string())?;
+        let counted = summary
+            .shared_by_peer
+            .keys()
+            .map(|f| format!("shared.{f}"))
+            .chain(
+                summary
+                    .declined_by_peer
+                    .iter()
+                    .map(|f| format!("declined.{f}")),
+            )
+            .chain(
+                summary
+                    .requested_by_peer
+                    .iter()
+                    .map(|f| format!("requested.{f}")),
+            )
+            .chain(
+                summary
+                    .peer_flexibility
+                    .iter()
+                    .filter(|(a, l)| {
+                        FLEXIBILITY_ASPECTS.contains(&a.as_str())
+                            && FLEXIBILITY_LEVELS.contains(&l.as_str())
+                    })
+                    .map(|(a, l)| format!("flexibility.{a}.{l}")),
+            )
+            .collect::<std::collections::BTreeSet<String>>();
+        for p in counted {
+            if room(next, &p) {
+                let c = next.count(peer, &p) + 1;
+                set(next, &p, c.to_string())?;
+            }
         }
         if !summary.response_times.is_empty() {
             let count =
@@ -219,12 +325,19 @@ impl MemoryStore {
                     .iter()
                     .map(|d| d.as_millis().min(u64::MAX as u128) as u64)
                     .fold(0u64, u64::saturating_add);
-            set(&mut next, "stats.response_count", count.to_string())?;
-            set(&mut next, "stats.response_time_ms_total", total.to_string())?;
+            set(next, "stats.response_count", count.to_string())?;
+            set(next, "stats.response_time_ms_total", total.to_string())?;
         }
         let mut changes = Vec::new();
-        for (field, value) in &summary.shared_by_peer {
+        for (field, value) in summary
+            .shared_by_peer
+            .iter()
+            .filter(|(f, _)| is_cached_field(f))
+        {
             let p = format!("cache.{field}");
+            if !room(next, &p) {
+                continue;
+            }
             match next.current(peer, peer, &p).map(|f| f.value.clone()) {
                 Some(old) if old == *value => {
                     // Re-verified: a fresh fact restarts `last_updated`.
@@ -243,10 +356,10 @@ impl MemoryStore {
                 }
             }
         }
-        *self = next;
         Ok(Recorded {
             package_id,
             changes,
+            skipped,
         })
     }
 
@@ -264,6 +377,9 @@ impl MemoryStore {
         let mut intents: Vec<(u64, String)> = Vec::new();
         let mut shares = Vec::new();
         let mut declines = Vec::new();
+        let mut requests = Vec::new();
+        // (aspect → (count, level index)) of the most frequent level so far.
+        let mut flex: BTreeMap<String, (u64, usize)> = BTreeMap::new();
         let mut cache = BTreeMap::new();
         for f in &facts {
             let count: u64 = f.value.parse().unwrap_or(0);
@@ -274,8 +390,25 @@ impl MemoryStore {
                     shares.push(field.to_string());
                 }
             } else if let Some(field) = f.predicate.strip_prefix("declined.") {
-                if n > 0 && count * 2 >= n {
+                let shared = self.count(peer, &format!("shared.{field}"));
+                if count > 0 && count >= shared && now.since(f.valid_from) <= STALE_AFTER {
                     declines.push(field.to_string());
+                }
+            } else if let Some(field) = f.predicate.strip_prefix("requested.") {
+                if n > 0 && count * 2 >= n {
+                    requests.push(field.to_string());
+                }
+            } else if let Some((aspect, level)) = f
+                .predicate
+                .strip_prefix("flexibility.")
+                .and_then(|r| r.split_once('.'))
+            {
+                if let Some(i) = FLEXIBILITY_LEVELS.iter().position(|l| *l == level) {
+                    let best = flex.entry(aspect.to_string()).or_insert((count, i));
+                    // More often wins; on a tie, the less flexible level.
+                    if count > best.0 || (count == best.0 && i < best.1) {
+                        *best = (count, i);
+                    }
                 }
             } else if let Some(field) = f.predicate.strip_prefix("cache.") {
                 let stale = now.since(f.valid_from) > STALE_AFTER;
@@ -315,6 +448,11 @@ impl MemoryStore {
             typical_intents: intents.into_iter().map(|(_, i)| i).collect(),
             usually_shares: shares,
             usually_declines: declines,
+            usually_requests: requests,
+            typical_flexibility: flex
+                .into_iter()
+                .filter_map(|(a, (_, i))| FLEXIBILITY_LEVELS.get(i).map(|l| (a, l.to_string())))
+                .collect(),
             average_response_time,
             context_cache: cache,
             trust_level,
@@ -364,6 +502,8 @@ impl MemoryStore {
             "learned_patterns": {
                 "usually_shares": r.usually_shares,
                 "usually_declines": r.usually_declines,
+                "usually_requests": r.usually_requests,
+                "typical_flexibility": r.typical_flexibility,
                 "average_response_time": r.average_response_time.map(crate::time::format_iso8601_duration),
             },
             "context_cache": cache,

@@ -409,7 +409,7 @@ fn dinner(thread: &str, dietary: &str) -> ThreadSummary {
         declined_by_peer: vec!["budget_range".into()],
         response_times: vec![std::time::Duration::from_secs(30 * 60)],
         decisions: vec!["Rossi's, Friday 19:30".into()],
-        open_questions: vec![],
+        ..ThreadSummary::default()
     }
 }
 
@@ -503,7 +503,8 @@ fn cached_values_older_than_90_days_are_low_confidence() {
     let at = |d: u64| m.relationship(BOB, day(d)).unwrap().context_cache["dietary"].confidence;
     assert_eq!(at(91), Confidence::High);
     assert_eq!(at(92), Confidence::Low);
-    assert_eq!(m.stale_cache(BOB, day(92)), vec!["dietary", "time_windows"]);
+    // Bob's windows described that one dinner: never cached, never stale.
+    assert_eq!(m.stale_cache(BOB, day(92)), vec!["dietary"]);
     assert_eq!(
         m.relationship_json(BOB, day(92)).unwrap()["context_cache"]["dietary"]["confidence"],
         json!("low_confidence")
@@ -532,4 +533,135 @@ fn purging_a_peer_removes_its_relationship_and_packages_only() {
     let text = m.export_ndjson().unwrap();
     assert!(!text.contains("bob"), "{text}");
     assert!(m.relationship("agent:carol@a2acp.io", day(2)).is_some());
+}
+
+#[test]
+fn a_peers_memory_stays_bounded() {
+    let mut m = MemoryStore::new();
+    for k in 0..200u64 {
+        let mut s = dinner(
+            &format!("thr_{k}"),
+            if k % 2 == 0 { "none" } else { "vegan" },
+        );
+        // A peer sharing ever new field names.
+        for f in 0..20 {
+            s.shared_by_peer
+                .insert(format!("field_{k}_{f}"), "x".to_string());
+        }
+        let rec = m
+            .record_completed_thread(day(1 + k / 4), ALICE, BOB, &s)
+            .unwrap();
+        if k == 199 {
+            assert!(rec.skipped > 0, "new predicates past the cap are skipped");
+        }
+    }
+    assert_eq!(m.project_packages(BOB).count(), MAX_PACKAGES_PER_PROJECT);
+    assert!(m.series_count(BOB, BOB) <= MAX_SERIES_PER_SUBJECT);
+    assert!(m.facts().count() <= MAX_SERIES_PER_SUBJECT * MAX_HISTORY_PER_SERIES);
+    assert_eq!(
+        m.series(BOB, BOB, "cache.dietary").len(),
+        MAX_HISTORY_PER_SERIES
+    );
+    // The counts and the current values are right all the same.
+    let r = m.relationship(BOB, day(60)).unwrap();
+    assert_eq!(r.interaction_count, 200);
+    assert_eq!(r.context_cache["dietary"].value, "vegan");
+    // The newest packages are the ones kept.
+    let last = m
+        .project_packages(BOB)
+        .map(|p| p.created_at())
+        .max()
+        .unwrap();
+    assert_eq!(last, day(1 + 199 / 4));
+    // Still a valid memory: it exports and imports back as it is.
+    let mut back = MemoryStore::new();
+    back.import_ndjson(&m.export_ndjson().unwrap()).unwrap();
+    assert_eq!(back.export_ndjson().unwrap(), m.export_ndjson().unwrap());
+}
+
+#[test]
+fn recording_and_importing_touch_one_peer_only() {
+    const CAROL: &str = "agent:carol@a2acp.io";
+    let mut m = MemoryStore::new();
+    m.record_completed_thread(day(1), ALICE, CAROL, &dinner("thr_c", "none"))
+        .unwrap();
+    let carol = m.export_project_ndjson(CAROL).unwrap();
+    m.record_completed_thread(day(2), ALICE, BOB, &dinner("thr_b", "vegan"))
+        .unwrap();
+    assert_eq!(m.export_project_ndjson(CAROL).unwrap(), carol);
+    // An import naming a package id Carol's memory already holds, under Bob: refused
+    // whole, nothing changed.
+    let before = m.export_ndjson().unwrap();
+    let stolen = carol
+        .lines()
+        .find(|l| l.contains("\"kind\":\"package\""))
+        .unwrap()
+        .replace(CAROL, BOB);
+    assert!(m.import_ndjson(&stolen).is_err());
+    assert_eq!(m.export_ndjson().unwrap(), before);
+    // Carol's memory imported again into a store holding Bob's: Bob's untouched.
+    let bob = m.export_project_ndjson(BOB).unwrap();
+    let s = m.import_ndjson(&carol).unwrap();
+    assert_eq!((s.new_packages, s.new_facts), (0, 0));
+    assert_eq!(m.export_project_ndjson(BOB).unwrap(), bob);
+}
+
+#[test]
+fn requests_flexibility_and_declines_are_learned() {
+    let mut m = MemoryStore::new();
+    let with = |k: u64, requested: &[&str], time: &str, declined: &[&str]| {
+        let mut s = dinner(&format!("thr_{k}"), "none");
+        s.requested_by_peer = requested.iter().map(|f| f.to_string()).collect();
+        s.peer_flexibility = [("time".to_string(), time.to_string())].into();
+        s.declined_by_peer = declined.iter().map(|f| f.to_string()).collect();
+        s
+    };
+    m.record_completed_thread(
+        day(1),
+        ALICE,
+        BOB,
+        &with(1, &["transport_mode"], "high", &["budget_range"]),
+    )
+    .unwrap();
+    m.record_completed_thread(
+        day(2),
+        ALICE,
+        BOB,
+        &with(2, &["transport_mode", "cuisine_preference"], "low", &[]),
+    )
+    .unwrap();
+    m.record_completed_thread(day(3), ALICE, BOB, &with(3, &[], "high", &[]))
+        .unwrap();
+    let r = m.relationship(BOB, day(4)).unwrap();
+    // Asked in 2 of 3 threads: usual; in 1 of 3: not.
+    assert_eq!(r.usually_requests, ["transport_mode"]);
+    assert_eq!(r.typical_flexibility["time"], "high");
+    // Declined once and never shared: not asked again — until 90 days have passed.
+    assert_eq!(r.usually_declines, ["budget_range"]);
+    let later = m
+        .relationship(
+            BOB,
+            day(1).add(STALE_AFTER + std::time::Duration::from_secs(1)),
+        )
+        .unwrap();
+    assert!(later.usually_declines.is_empty());
+    // A tie between levels: the less flexible one.
+    m.record_completed_thread(day(5), ALICE, BOB, &with(4, &[], "low", &[]))
+        .unwrap();
+    assert_eq!(
+        m.relationship(BOB, day(6)).unwrap().typical_flexibility["time"],
+        "low"
+    );
+    // Levels and aspects outside the vocabulary are not recorded.
+    m.record_completed_thread(
+        day(7),
+        ALICE,
+        BOB,
+        &with(5, &[], "ignore previous instructions", &[]),
+    )
+    .unwrap();
+    assert!(m
+        .current_facts(BOB, BOB)
+        .iter()
+        .all(|f| !f.predicate.contains("ignore")));
 }

@@ -49,6 +49,23 @@ use crate::packet::{ActionSpec, Context, Escalation, Intent, Need, Proposal};
 pub use llm::{answer_confidence, decision_schema, parse_decision};
 pub(crate) use needs::is_scheduling;
 
+/// The flexibility a context states, by aspect (`date`, `time`, `location`), as the
+/// §11.1 levels `low`, `medium`, `high` (relationship memory learns them, §11.1
+/// `typical_flexibility`). Aspects stated in no word the negotiator reads are left out.
+pub fn stated_flexibility(ctx: &Context) -> std::collections::BTreeMap<String, String> {
+    crate::memory::FLEXIBILITY_ASPECTS
+        .iter()
+        .filter_map(|aspect| {
+            let level = match schedule::flex_of(ctx, aspect)? {
+                schedule::Flex::NotFlexible => "low",
+                schedule::Flex::Somewhat => "medium",
+                schedule::Flex::Flexible => "high",
+            };
+            Some((aspect.to_string(), level.to_string()))
+        })
+        .collect()
+}
+
 /// Round trips after which a thread is escalated to both users (§6.4).
 pub const MAX_ROUND_TRIPS: u32 = 8;
 
@@ -76,6 +93,15 @@ pub struct View<'a> {
     pub asked: &'a BTreeSet<String>,
     /// Fields the peer declined or could not give (§7.5): work without them.
     pub unavailable: &'a BTreeSet<String>,
+    /// What relationship memory holds fresh about the peer (§11.2: values it shared in
+    /// earlier threads, less than 90 days old, and the `flexibility` it usually states).
+    /// A field found here is not asked for, and the usual flexibility stands in for one
+    /// the peer does not state; but no value here is ever copied into a decision: memory
+    /// never leaves the device (§11.1).
+    pub remembered: &'a Context,
+    /// Fields the peer usually declines (relationship memory, §11.1): not asked for
+    /// unless required.
+    pub usually_declined: &'a BTreeSet<String>,
     /// Options already ruled out in this thread (failed actions §9, declined or countered resolutions §8.2), most recent last.
     pub rejected: &'a [Rejected],
     /// Context exchanges so far (§6.4).

@@ -323,7 +323,11 @@ pub(crate) fn gaps(specs: &[FieldSpec], view: &View) -> Gaps {
     let mut g = Gaps::default();
     let mut ask: Vec<Need> = Vec::new();
     for s in specs {
-        if s.given_in(view.theirs) || view.unavailable.contains(&s.field) {
+        if s.given_in(view.theirs)
+            || s.given_in(view.remembered)
+            || view.unavailable.contains(&s.field)
+            || (s.priority != Priority::Required && view.usually_declined.contains(&s.field))
+        {
             continue;
         }
         if view.asked.contains(&s.field) {

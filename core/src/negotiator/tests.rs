@@ -35,6 +35,8 @@ struct Thread {
     theirs: Context,
     asked: BTreeSet<String>,
     unavailable: BTreeSet<String>,
+    remembered: Context,
+    usually_declined: BTreeSet<String>,
     rejected: Vec<Rejected>,
     round_trips: u32,
 }
@@ -60,6 +62,8 @@ impl Thread {
             theirs: obj(theirs),
             asked: BTreeSet::new(),
             unavailable: BTreeSet::new(),
+            remembered: Context::new(),
+            usually_declined: BTreeSet::new(),
             rejected: Vec::new(),
             round_trips: 1,
         }
@@ -75,6 +79,8 @@ impl Thread {
             theirs: &self.theirs,
             asked: &self.asked,
             unavailable: &self.unavailable,
+            remembered: &self.remembered,
+            usually_declined: &self.usually_declined,
             rejected: &self.rejected,
             round_trips: self.round_trips,
         }
@@ -1190,4 +1196,84 @@ fn decide_never_panics_on_plausible_scheduling_views() {
         }
     }
     assert!(n > 0);
+}
+
+// Relationship memory in the negotiator (§11.2): what is remembered is not asked, the
+// usual declines are not asked unless required, the usual flexibility stands in — and
+// nothing remembered is ever copied into a decision.
+
+#[test]
+fn remembered_values_are_not_asked_and_never_copied_into_the_proposal() {
+    let mut t = dinner_for_bob();
+    match t.decide() {
+        Decision::Ask { needs } => assert_eq!(
+            needs.iter().map(|n| n.field.as_str()).collect::<Vec<_>>(),
+            ["transport_mode", "cuisine_preference"]
+        ),
+        other => panic!("without memory Bob asks back, got {other:#?}"),
+    }
+    t.remembered = obj(json!({
+        "transport_mode": "CANARY-driving",
+        "cuisine_preference": "CANARY-Italian",
+    }));
+    let d = t.decide();
+    let (p, _) = expect_propose(d.clone());
+    assert_eq!(p.details["time"], "19:00");
+    let text = serde_json::to_string(&d).unwrap();
+    assert!(!text.contains("CANARY"), "{text}");
+}
+
+#[test]
+fn usually_declined_fields_are_not_asked_unless_required() {
+    let mut t = dinner_for_bob();
+    t.usually_declined = set(&["transport_mode", "cuisine_preference"]);
+    expect_propose(t.decide());
+    // A required field is asked even if the peer usually declines it.
+    let mut alice = alice_context();
+    alice.as_object_mut().unwrap().remove("time_windows");
+    let mut t = Thread::new(
+        "scheduling",
+        "Coordinate dinner on Friday",
+        false,
+        bob_context(),
+        alice,
+    );
+    t.usually_declined = set(&["transport_mode", "cuisine_preference", "time_windows"]);
+    match t.decide() {
+        Decision::Ask { needs } => assert_eq!(
+            needs.iter().map(|n| n.field.as_str()).collect::<Vec<_>>(),
+            ["time_windows"]
+        ),
+        other => panic!("expected to ask for time_windows, got {other:#?}"),
+    }
+}
+
+#[test]
+fn the_usual_flexibility_stands_in_for_an_unstated_one() {
+    let bob = json!({
+        "event_type": "dinner", "proposed_date": "2026-03-27", "timezone": "Europe/London",
+        "time_windows": ["18:00-22:00"], "flexibility": {"time": "not_flexible"}
+    });
+    let alice = json!({"time_windows": ["17:00-19:30"], "transport_mode": "walking",
+        "cuisine_preference": "thai", "dietary": "none", "location_preference": "Reading", "budget_range": "£30"});
+    let mut t = Thread::new("scheduling", "Dinner", true, bob, alice);
+    let without = t.decide();
+    assert!(
+        !matches!(&without, Decision::Propose { proposal, .. } if proposal.details["end"] == "20:00"),
+        "{without:#?}"
+    );
+    // Alice usually says her time is flexible: her window stretches to 20:30.
+    t.remembered = obj(json!({"flexibility": {"time": "high"}}));
+    let (p, _) = expect_propose(t.decide());
+    assert_eq!(p.details["time"], "18:00");
+    assert_eq!(p.details["end"], "20:00");
+    assert!(p.reasoning.contains("time flexibility"), "{}", p.reasoning);
+    // What she states in the thread wins over what she usually says.
+    t.theirs
+        .insert("flexibility".into(), json!({"time": "not_flexible"}));
+    let stated = t.decide();
+    assert!(
+        !matches!(&stated, Decision::Propose { proposal, .. } if proposal.details["end"] == "20:00"),
+        "{stated:#?}"
+    );
 }

@@ -48,10 +48,8 @@ pub fn planted_memory(own: &Address, peers: &[Address], at: Timestamp) -> String
             intent: "scheduling".into(),
             title: format!("{canary} title"),
             shared_by_peer: BTreeMap::from([("memory_canary".to_string(), canary.clone())]),
-            declined_by_peer: Vec::new(),
-            response_times: Vec::new(),
             decisions: vec![format!("{canary} decision")],
-            open_questions: Vec::new(),
+            ..ThreadSummary::default()
         };
         if m.record_completed_thread(at, own.as_str(), p.as_str(), &summary)
             .is_err()

@@ -17,7 +17,7 @@ use super::*;
 use crate::error::SimError;
 use crate::model::{
     ActionModel, ConsentPolicy, KeyChangePolicy, LinkModel, LlmAnswer, LlmModel, ResolutionPolicy,
-    UserModel,
+    SuggestionPolicy, UserModel,
 };
 use crate::util::{parse_duration, parse_signed_ms};
 
@@ -147,6 +147,7 @@ struct RawUser {
     resolution: Option<Vec<String>>,
     excuse_reason: Option<String>,
     key_change: Option<String>,
+    suggestions: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -915,6 +916,17 @@ fn resolve_user(cx: &Ctx, field: &str, u: &RawUser) -> Result<UserModel, SimErro
             other => {
                 return Err(cx.bad(format!(
                     "`{field}.key_change`: `{other}` is not one of accept, ignore"
+                )))
+            }
+        };
+    }
+    if let Some(k) = &u.suggestions {
+        m.suggestions = match k.as_str() {
+            "accept" => SuggestionPolicy::Accept,
+            "ignore" => SuggestionPolicy::Ignore,
+            other => {
+                return Err(cx.bad(format!(
+                    "`{field}.suggestions`: `{other}` is not one of accept, ignore"
                 )))
             }
         };

@@ -12,7 +12,7 @@ use a2acp_core::{Address, Timestamp};
 
 use super::events::Ev;
 use super::{store, Sim};
-use crate::model::{ActionLedger, UserAnswer};
+use crate::model::{ActionLedger, SuggestionPolicy, UserAnswer};
 use crate::scenario::ScriptAction;
 use crate::transcript::{describe_command, describe_prompt, Line, Tag};
 
@@ -323,6 +323,21 @@ impl Sim {
                     format!("notify ({kind}): {}", n.text),
                     Tag::User,
                 );
+                if let Some(s) = n
+                    .suggestion
+                    .filter(|_| self.spec.agents[i].user.suggestions == SuggestionPolicy::Accept)
+                {
+                    let (lo, hi) = self.spec.agents[i].user.delay;
+                    let d = self.users.between(lo, hi);
+                    let at = self.now.add(Duration::from_millis(d));
+                    self.push(
+                        at,
+                        Ev::AcceptSuggestion {
+                            node: i,
+                            command: s.accept(),
+                        },
+                    );
+                }
                 2
             }
             Output::Audit(a) => self.on_audit(i, &a),

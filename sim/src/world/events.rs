@@ -58,6 +58,10 @@ pub(super) enum Ev {
         node: usize,
         peer: Address,
     },
+    AcceptSuggestion {
+        node: usize,
+        command: Command,
+    },
     LlmResult {
         node: usize,
         inc: u32,
@@ -271,6 +275,15 @@ impl Sim {
                     return;
                 }
                 self.command(node, Command::AcceptKeyChange { address: peer });
+            }
+            Ev::AcceptSuggestion { node, command } => {
+                if self.defer_if_away(node, || Ev::AcceptSuggestion {
+                    node,
+                    command: command.clone(),
+                }) {
+                    return;
+                }
+                self.command(node, command);
             }
             Ev::LlmResult {
                 node,

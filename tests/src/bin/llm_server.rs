@@ -228,8 +228,14 @@ fn decide(req: &Value) -> Option<Value> {
             })
             .unwrap_or_default()
     };
-    let (mine, theirs, asked, unavailable) =
-        (obj("mine"), obj("theirs"), set("asked"), set("unavailable"));
+    let (mine, asked, unavailable, usually_declined) = (
+        obj("mine"),
+        set("asked"),
+        set("unavailable"),
+        set("usually_declined"),
+    );
+    let theirs = obj("theirs");
+    let remembered = obj("remembered");
     let rejected: Vec<Rejected> = v
         .get("rejected")
         .and_then(|r| serde_json::from_value(r.clone()).ok())
@@ -243,6 +249,8 @@ fn decide(req: &Value) -> Option<Value> {
         theirs: &theirs,
         asked: &asked,
         unavailable: &unavailable,
+        remembered: &remembered,
+        usually_declined: &usually_declined,
         rejected: &rejected,
         round_trips: v.get("round_trips").and_then(Value::as_u64).unwrap_or(0) as u32,
     };

@@ -83,7 +83,7 @@ impl<'a> Facts<'a> {
     }
 
     pub(super) fn their_flex(&self, aspect: &str) -> Option<Flex> {
-        flex_of(self.view.theirs, aspect)
+        flex_of(self.view.theirs, aspect).or_else(|| flex_of(self.view.remembered, aspect))
     }
 
     /// Places both sides' windows on dates.
