@@ -85,6 +85,9 @@ pub enum Effect {
     Action(ActionRequest),
     /// An audit record (already stored; for the transcript and logs).
     Audit(AuditRecord),
+    /// A packet went to an A2A client: its task changed (the A2A listener tells the
+    /// task's subscribers).
+    A2a(a2acp_core::agent::A2aUpdate),
 }
 
 /// Counters of one host.
@@ -422,8 +425,22 @@ impl AgentHost {
             }
             Output::Audit(a) => effects.push(Effect::Audit(a)),
             Output::CloseConnection => effects.push(Effect::CloseConnection),
+            Output::A2a(u) => effects.push(Effect::A2a(u)),
         }
         Ok(())
+    }
+
+    /// One JSON-RPC request of an A2A client ([`Agent::handle_a2a`]); its records are
+    /// committed before this returns, so the answer never shows what a crash would lose.
+    pub fn a2a(
+        &mut self,
+        now: Timestamp,
+        client: &a2acp_core::Address,
+        body: &[u8],
+    ) -> Result<(a2acp_core::agent::A2aReply, Vec<Effect>), HostError> {
+        self.now = self.now.max(now);
+        let reply = self.agent.handle_a2a(self.now, client, body);
+        Ok((reply, self.drain()?))
     }
 
     /// Serves one control request.

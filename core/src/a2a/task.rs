@@ -247,9 +247,11 @@ pub fn parse_message(v: &Value) -> Result<Inbound, RpcError> {
                         data.insert(k.clone(), v.clone());
                     }
                 }
-                _ => return Err(RpcError::params(format!(
+                _ => {
+                    return Err(RpcError::params(format!(
                     "message.parts[{i}].data: must be an object (its members are context fields)"
-                ))),
+                )))
+                }
             },
             ["raw"] | ["url"] => {
                 return Err(RpcError::new(
