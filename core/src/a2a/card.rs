@@ -61,10 +61,16 @@ pub fn card(info: &CardInfo) -> Value {
         ],
     });
     if info.bearer {
-        card["securitySchemes"] = json!({
-            "bearer": { "httpAuthSecurityScheme": { "scheme": "Bearer" } }
-        });
-        card["securityRequirements"] = json!([{ "schemes": { "bearer": { "list": [] } } }]);
+        if let Some(m) = card.as_object_mut() {
+            m.insert(
+                "securitySchemes".into(),
+                json!({ "bearer": { "httpAuthSecurityScheme": { "scheme": "Bearer" } } }),
+            );
+            m.insert(
+                "securityRequirements".into(),
+                json!([{ "schemes": { "bearer": { "list": [] } } }]),
+            );
+        }
     }
     card
 }

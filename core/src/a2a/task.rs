@@ -726,7 +726,9 @@ pub fn task_json(t: &Thread, history_length: Option<usize>, with_artifacts: bool
         "history": history,
     });
     if with_artifacts {
-        task["artifacts"] = Value::Array(artifacts(t));
+        if let Some(m) = task.as_object_mut() {
+            m.insert("artifacts".into(), Value::Array(artifacts(t)));
+        }
     }
     task
 }
