@@ -443,6 +443,18 @@ impl AgentHost {
         Ok((reply, self.drain()?))
     }
 
+    /// One Phase-1 message of `POST /a2a/messages` ([`Agent::handle_phase1`]); its
+    /// records are committed before this returns.
+    pub fn phase1(
+        &mut self,
+        now: Timestamp,
+        body: &[u8],
+    ) -> Result<(a2acp_core::agent::Phase1Reply, Vec<Effect>), HostError> {
+        self.now = self.now.max(now);
+        let reply = self.agent.handle_phase1(self.now, body);
+        Ok((reply, self.drain()?))
+    }
+
     /// Serves one control request.
     pub fn control(
         &mut self,

@@ -134,6 +134,9 @@ pub enum Ctl {
     /// A JSON-RPC request of an A2A client (the A2A listener), answered once its
     /// records are committed.
     A2a(crate::a2a::A2aCall, flume::Sender<crate::a2a::A2aAnswer>),
+    /// A Phase-1 message (`POST /a2a/messages`, seed 001), answered once its records are
+    /// committed.
+    Phase1(Vec<u8>, flume::Sender<a2acp_core::agent::Phase1Reply>),
     /// Stop (state is already committed).
     Stop,
 }
@@ -416,6 +419,12 @@ impl Driver {
                         events,
                         streaming,
                     });
+                }
+                Ev::Ctl(Some(Ctl::Phase1(body, reply))) => {
+                    let (r, e) = self.host.phase1(self.now(), &body)?;
+                    self.sync_ui_after_answer();
+                    self.execute(e);
+                    let _ = reply.send(r);
                 }
                 Ev::Ctl(Some(Ctl::Command(c, reply))) => {
                     let e = self.host.handle(self.now(), Input::Command(c))?;

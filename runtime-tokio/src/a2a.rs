@@ -52,6 +52,7 @@ struct State {
     token: Option<String>,
     limits: A2aLimits,
     address: Address,
+    phase1_id: a2acp_core::a2a::envelope::Uuid,
     local: SocketAddr,
     /// Open streams per client.
     streams: Mutex<BTreeMap<Address, usize>>,
@@ -96,7 +97,7 @@ impl State {
 pub async fn serve(
     listener: TcpListener,
     opts: A2aOptions,
-    address: Address,
+    (address, phase1_id): (Address, a2acp_core::a2a::envelope::Uuid),
     ctl: flume::Sender<Ctl>,
 ) {
     let local = listener
@@ -107,6 +108,7 @@ pub async fn serve(
         token: opts.token.clone(),
         limits: opts.limits,
         address,
+        phase1_id,
         local,
         streams: Mutex::new(BTreeMap::new()),
     });
@@ -186,6 +188,82 @@ fn base_url(state: &State, req: &Request<Incoming>) -> String {
     format!("http://{host}/")
 }
 
+/// Reads a request's body within the body deadline and the cap.
+async fn read_body(state: &State, req: Request<Incoming>) -> Result<Bytes, StatusCode> {
+    let declared = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > state.limits.max_body as u64) {
+        return Err(StatusCode::PAYLOAD_TOO_LARGE);
+    }
+    let body = Limited::new(req.into_body(), state.limits.max_body);
+    match tokio::time::timeout(state.limits.body_timeout, body.collect()).await {
+        Err(_) => Err(StatusCode::REQUEST_TIMEOUT),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+            Err(StatusCode::PAYLOAD_TOO_LARGE)
+        }
+        Ok(Err(_)) => Err(StatusCode::BAD_REQUEST),
+        Ok(Ok(c)) => Ok(c.to_bytes()),
+    }
+}
+
+/// `POST /a2a/messages`: one Phase-1 message (seed 001), acknowledged within its type's
+/// deadline (30 s for `task_assignment`, 10 s otherwise) or answered `TIMEOUT` (500).
+async fn phase1(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
+    use a2acp_core::a2a::{envelope, retry};
+    if common::client_for(
+        req.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes),
+        state.token.as_deref(),
+    )
+    .is_none()
+    {
+        let mut r = full(
+            StatusCode::UNAUTHORIZED,
+            "text/plain",
+            "a bearer token is required\n",
+        );
+        r.headers_mut()
+            .insert("www-authenticate", HeaderValue::from_static("Bearer"));
+        return r;
+    }
+    let bytes = match read_body(&state, req).await {
+        Ok(b) => b,
+        Err(status) => return full(status, "text/plain", "the body could not be read\n"),
+    };
+    let kind = envelope::type_of(&bytes).unwrap_or_default();
+    let deadline = std::time::Duration::from_millis(retry::ack_deadline_ms(&kind));
+    let (tx, rx) = flume::bounded(1);
+    let timeout = || {
+        let v = envelope::timeout_reply(
+            state.phase1_id,
+            uuid_nil(),
+            &a2acp_runtime::now().to_rfc3339(),
+        );
+        json(StatusCode::INTERNAL_SERVER_ERROR, &v)
+    };
+    if state
+        .ctl
+        .send_async(Ctl::Phase1(bytes.to_vec(), tx))
+        .await
+        .is_err()
+    {
+        return timeout();
+    }
+    match tokio::time::timeout(deadline, rx.recv_async()).await {
+        Ok(Ok(r)) => json(
+            StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            &r.body,
+        ),
+        _ => timeout(),
+    }
+}
+
+fn uuid_nil() -> a2acp_core::a2a::envelope::Uuid {
+    a2acp_core::a2a::envelope::Uuid::nil()
+}
+
 async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
     use a2acp_core::a2a::task::code;
     let path = req.uri().path().to_string();
@@ -200,7 +278,8 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
             return json(StatusCode::OK, &card(&info));
         }
         (&Method::POST, "/") => {}
-        (_, "/" | "/.well-known/agent-card.json") => {
+        (&Method::POST, "/a2a/messages") => return phase1(state, req).await,
+        (_, "/" | "/.well-known/agent-card.json" | "/a2a/messages") => {
             return full(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "text/plain",
@@ -232,36 +311,15 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
             );
         }
     }
-    let declared = req
-        .headers()
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > state.limits.max_body as u64) {
-        return rpc_error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            code::INVALID_REQUEST,
-            "request too large",
-        );
-    }
-    let body = Limited::new(req.into_body(), state.limits.max_body);
-    let bytes = match tokio::time::timeout(state.limits.body_timeout, body.collect()).await {
-        Err(_) => {
+    let bytes = match read_body(&state, req).await {
+        Ok(b) => b,
+        Err(status) => {
             return rpc_error(
-                StatusCode::REQUEST_TIMEOUT,
+                status,
                 code::INVALID_REQUEST,
-                "the body did not arrive in time",
+                "the body could not be read in time and under the size cap",
             )
         }
-        Ok(Err(e)) => {
-            let status = if e.is::<http_body_util::LengthLimitError>() {
-                StatusCode::PAYLOAD_TOO_LARGE
-            } else {
-                StatusCode::BAD_REQUEST
-            };
-            return rpc_error(status, code::INVALID_REQUEST, "the body could not be read");
-        }
-        Ok(Ok(c)) => c.to_bytes(),
     };
     let slot = if common::is_streaming(&bytes) {
         match state.take_stream(&client) {

@@ -108,7 +108,7 @@ pub fn spawn(
         None => None,
     };
     let a2a_addr = a2a.as_ref().and_then(|(_, _, a)| *a);
-    let address = host.agent().address().clone();
+    let address = (host.agent().address().clone(), host.agent().phase1_id());
     let ev = events.clone();
     let ctl2 = ctl_tx.clone();
     let ctl3 = ctl_tx.clone();

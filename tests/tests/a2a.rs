@@ -299,3 +299,255 @@ async fn the_a2a_listener_withstands_hostile_clients() {
     assert!(r.contains("text/event-stream"), "{r}");
     bob.stop().await.unwrap();
 }
+
+/// A UUID v4 (hyphenated) numbered `n`.
+fn v4(n: u64) -> String {
+    format!("00000000-0000-4000-8000-{n:012x}")
+}
+
+fn envelope(n: u64, from: &str, to: &str, kind: &str, payload: serde_json::Value) -> String {
+    serde_json::json!({
+        "version": "1.0.0", "message_id": v4(n), "timestamp": "2026-11-24T15:30:00Z",
+        "from": from, "to": to, "type": kind, "payload": payload,
+    })
+    .to_string()
+}
+
+/// One `POST /a2a/messages`: the HTTP status and the body as JSON.
+async fn phase1(addr: SocketAddr, body: &str) -> (u16, serde_json::Value) {
+    let req = format!(
+        "POST /a2a/messages HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let r = raw(addr, req.as_bytes(), Duration::from_secs(5)).await;
+    let status = r.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let json = r
+        .split_once("\r\n\r\n")
+        .and_then(|(_, b)| serde_json::from_str(b).ok())
+        .unwrap_or(serde_json::Value::Null);
+    (status, json)
+}
+
+/// The Phase-1 envelope (seed 001) over the real listener: every validation rule with its
+/// error code and HTTP status, the ping echo, a task assignment becoming a thread (a
+/// retried one opening nothing more), progress asked and reported, a cancel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_phase1_envelope_over_the_listener() {
+    let dir = tmp();
+    let relay = Runtime::Tokio
+        .relay("127.0.0.1:0", &dir.path().join("relay"))
+        .await;
+    let DinnerHomes { bob: hb, .. } = dinner_homes(dir.path(), &relay.url());
+    let bob = bob_with_a2a(&hb, None, A2aLimits::default());
+    let addr = bob.a2a_addr().unwrap();
+    let me = v4(0xa11ce);
+    // Bob's id: the sender of the error answering a message sent to nobody.
+    let (status, r) = phase1(
+        addr,
+        &envelope(
+            1,
+            &me,
+            &v4(0xdead),
+            "ping",
+            serde_json::json!({"nonce": "n"}),
+        ),
+    )
+    .await;
+    assert_eq!(status, 404, "{r}");
+    assert_eq!(r["payload"]["error_code"], "AGENT_NOT_FOUND");
+    assert_eq!(r["to"], me.as_str());
+    let bob_id = r["from"].as_str().unwrap().to_string();
+
+    let assignment = |n: u64, task: &str, kind: &str| {
+        envelope(
+            n,
+            &me,
+            &bob_id,
+            "task_assignment",
+            serde_json::json!({
+                "task_id": task, "task_type": kind, "title": "Dinner on Friday",
+                "description": "Find a time for dinner", "payload": {"proposed_date": "2026-11-27"},
+            }),
+        )
+    };
+    // (what, body, HTTP status, error code or the reply's type)
+    let table: Vec<(&str, String, u16, &str)> = vec![
+        (
+            "ping",
+            envelope(
+                2,
+                &me,
+                &bob_id,
+                "ping",
+                serde_json::json!({"nonce": "abc", "echo": [1]}),
+            ),
+            200,
+            "ping",
+        ),
+        ("not JSON", "{nope".into(), 400, "INVALID_MESSAGE_FORMAT"),
+        (
+            "wrong version",
+            envelope(3, &me, &bob_id, "ping", serde_json::json!({"nonce": "n"}))
+                .replace("1.0.0", "2.0.0"),
+            400,
+            "INVALID_MESSAGE_FORMAT",
+        ),
+        (
+            "id not v4",
+            envelope(4, &me, &bob_id, "ping", serde_json::json!({"nonce": "n"}))
+                .replace(&v4(4), "msg-123"),
+            400,
+            "INVALID_MESSAGE_FORMAT",
+        ),
+        (
+            "unknown type",
+            envelope(5, &me, &bob_id, "gossip", serde_json::json!({})),
+            400,
+            "UNSUPPORTED_MESSAGE_TYPE",
+        ),
+        (
+            "unknown task type",
+            assignment(6, "t-1", "research"),
+            400,
+            "INVALID_TASK_TYPE",
+        ),
+        (
+            "unknown payload field",
+            envelope(
+                7,
+                &me,
+                &bob_id,
+                "ping",
+                serde_json::json!({"nonce": "n", "x": 1}),
+            ),
+            400,
+            "PAYLOAD_VALIDATION_FAILED",
+        ),
+        (
+            "status of an unknown task",
+            envelope(
+                8,
+                &me,
+                &bob_id,
+                "status_update",
+                serde_json::json!({"task_id": "nope", "status": "in_progress"}),
+            ),
+            404,
+            "TASK_NOT_FOUND",
+        ),
+        (
+            "completion of an unknown task",
+            envelope(
+                9,
+                &me,
+                &bob_id,
+                "task_completion",
+                serde_json::json!({"task_id": "nope", "status": "completed", "result": {}}),
+            ),
+            404,
+            "TASK_NOT_FOUND",
+        ),
+        (
+            "an assignment",
+            assignment(10, "t-dinner", "scheduling"),
+            200,
+            "status_update",
+        ),
+        (
+            "the same, retried",
+            assignment(10, "t-dinner", "scheduling"),
+            200,
+            "status_update",
+        ),
+        (
+            "progress asked",
+            envelope(
+                11,
+                &me,
+                &bob_id,
+                "status_update",
+                serde_json::json!({"task_id": "t-dinner", "status": "in_progress"}),
+            ),
+            200,
+            "status_update",
+        ),
+        (
+            "completion acknowledged",
+            envelope(
+                12,
+                &me,
+                &bob_id,
+                "task_completion",
+                serde_json::json!({"task_id": "t-dinner", "status": "completed", "result": {}}),
+            ),
+            200,
+            "status_update",
+        ),
+        (
+            "an error acknowledged",
+            envelope(
+                13,
+                &me,
+                &bob_id,
+                "error",
+                serde_json::json!({"error_code": "TIMEOUT", "error_message": "slow"}),
+            ),
+            200,
+            "error",
+        ),
+        (
+            "cancelled",
+            envelope(
+                14,
+                &me,
+                &bob_id,
+                "status_update",
+                serde_json::json!({"task_id": "t-dinner", "status": "cancelled"}),
+            ),
+            200,
+            "status_update",
+        ),
+    ];
+    for (what, body, want_status, want) in table {
+        let (status, r) = phase1(addr, &body).await;
+        assert_eq!(status, want_status, "{what}: {r}");
+        if want_status == 200 {
+            assert_eq!(r["type"], want, "{what}: {r}");
+            assert_eq!(r["from"], bob_id.as_str(), "{what}");
+        } else {
+            assert_eq!(r["type"], "error", "{what}: {r}");
+            assert_eq!(r["payload"]["error_code"], want, "{what}: {r}");
+        }
+        match what {
+            "ping" => assert_eq!(
+                r["payload"],
+                serde_json::json!({"nonce": "abc", "echo": [1]})
+            ),
+            "unknown task type" => assert_eq!(
+                r["payload"]["details"]["supported_types"],
+                serde_json::json!(["scheduling", "general"])
+            ),
+            "an assignment" | "the same, retried" => {
+                assert_eq!(r["payload"]["task_id"], "t-dinner", "{r}");
+                let threads = ctl(&hb, Request::Threads).await;
+                assert_eq!(
+                    threads.data.as_array().unwrap().len(),
+                    1,
+                    "{}",
+                    threads.data
+                );
+            }
+            "cancelled" => assert_eq!(r["payload"]["status"], "cancelled", "{r}"),
+            _ => {}
+        }
+    }
+    let threads = ctl(&hb, Request::Threads).await;
+    let t = &threads.data[0];
+    assert_eq!(t["state"], "DECLINED", "{t}");
+    assert_eq!(t["peer"], format!("agent:p1-{me}@a2a.invalid"), "{t}");
+    // A body over the cap: 413 before it is read whole.
+    let big = "x".repeat(2 * 1024 * 1024);
+    let (status, _) = phase1(addr, &big).await;
+    assert_eq!(status, 413);
+    bob.stop().await.unwrap();
+}

@@ -90,7 +90,7 @@ impl Agent {
         self.threads.get(id).filter(|t| &t.peer == client)
     }
 
-    fn a2a_request(&mut self, client: &Address, body: &[u8]) -> A2aReply {
+    pub(super) fn a2a_request(&mut self, client: &Address, body: &[u8]) -> A2aReply {
         let plain = |response| A2aReply {
             response,
             stream: None,
@@ -244,7 +244,11 @@ impl Agent {
         Ok((task::task_json(t, None, true), Some(thread_id)))
     }
 
-    fn a2a_new_task(&mut self, client: &Address, m: &Inbound) -> Result<String, RpcError> {
+    pub(super) fn a2a_new_task(
+        &mut self,
+        client: &Address,
+        m: &Inbound,
+    ) -> Result<String, RpcError> {
         if self.shared.settings.blocked.contains(client) {
             return Err(RpcError::new(
                 code::UNSUPPORTED_OPERATION,

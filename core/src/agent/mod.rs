@@ -58,6 +58,8 @@ mod negotiate;
 mod notify;
 mod packets;
 pub mod permissions;
+mod phase1;
+pub use phase1::{Phase1Reply, PHASE1_TASK_TYPES};
 mod records;
 mod recovery;
 mod refusals;
