@@ -37,6 +37,7 @@ use crate::home::Home;
 use crate::keys::KeyError;
 use crate::store::{Durability, Store, StoreError};
 
+mod a2a;
 mod groups;
 mod memory;
 mod spaces;
@@ -428,31 +429,6 @@ impl AgentHost {
             Output::A2a(u) => effects.push(Effect::A2a(u)),
         }
         Ok(())
-    }
-
-    /// One JSON-RPC request of an A2A client ([`Agent::handle_a2a`]); its records are
-    /// committed before this returns, so the answer never shows what a crash would lose.
-    pub fn a2a(
-        &mut self,
-        now: Timestamp,
-        client: &a2acp_core::Address,
-        body: &[u8],
-    ) -> Result<(a2acp_core::agent::A2aReply, Vec<Effect>), HostError> {
-        self.now = self.now.max(now);
-        let reply = self.agent.handle_a2a(self.now, client, body);
-        Ok((reply, self.drain()?))
-    }
-
-    /// One Phase-1 message of `POST /a2a/messages` ([`Agent::handle_phase1`]); its
-    /// records are committed before this returns.
-    pub fn phase1(
-        &mut self,
-        now: Timestamp,
-        body: &[u8],
-    ) -> Result<(a2acp_core::agent::Phase1Reply, Vec<Effect>), HostError> {
-        self.now = self.now.max(now);
-        let reply = self.agent.handle_phase1(self.now, body);
-        Ok((reply, self.drain()?))
     }
 
     /// Serves one control request.

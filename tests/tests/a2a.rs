@@ -551,3 +551,91 @@ async fn the_phase1_envelope_over_the_listener() {
     assert_eq!(status, 413);
     bob.stop().await.unwrap();
 }
+
+const CHILD_ENV: &str = "A2ACP_TEST_A2A_CHILD_HOME";
+
+/// Not a test by itself: the body of the child process of `a_task_survives_kill_9` (Bob
+/// with an A2A listener, its address written to `a2a.addr` in the home).
+#[test]
+fn child_a2a_agent() {
+    let Some(home) = std::env::var_os(CHILD_ENV) else {
+        return;
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let home = Home::new(home);
+        let h = bob_with_a2a(&home, None, A2aLimits::default());
+        let addr = h.a2a_addr().unwrap().to_string();
+        std::fs::write(home.dir().join("a2a.addr.tmp"), addr).unwrap();
+        std::fs::rename(home.dir().join("a2a.addr.tmp"), home.dir().join("a2a.addr")).unwrap();
+        let _ = h.wait().await;
+    });
+}
+
+async fn child(home: &Home) -> (std::process::Child, SocketAddr) {
+    let _ = std::fs::remove_file(home.dir().join("a2a.addr"));
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_a2a_agent",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, home.dir())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr = eventually(20, "the child's A2A listener", || async {
+        std::fs::read_to_string(home.dir().join("a2a.addr"))
+            .ok()?
+            .parse()
+            .ok()
+    })
+    .await;
+    (child, addr)
+}
+
+/// kill -9 of the agent loses nothing an A2A client was told: the task it was answered
+/// is the task the restarted agent answers, and its user's consent prompt is open again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_survives_kill_9() {
+    let dir = tmp();
+    let relay = Runtime::Tokio
+        .relay("127.0.0.1:0", &dir.path().join("relay"))
+        .await;
+    let DinnerHomes { bob: hb, .. } = dinner_homes(dir.path(), &relay.url());
+    let (mut bob, addr) = child(&hb).await;
+    let send = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"k1","role":"ROLE_USER","parts":[{"text":"Dinner on Friday?"},{"data":{"proposed_date":"2026-11-27"}}]}}}"#;
+    let r = raw(addr, &post(send, ""), Duration::from_secs(5)).await;
+    let body: serde_json::Value =
+        serde_json::from_str(r.split_once("\r\n\r\n").unwrap().1).expect("JSON");
+    let task = body["result"]["task"].clone();
+    let id = task["id"].as_str().unwrap().to_string();
+    bob.kill().unwrap(); // SIGKILL
+    bob.wait().unwrap();
+    let (mut bob, addr) = child(&hb).await;
+    let get = format!(r#"{{"jsonrpc":"2.0","id":2,"method":"GetTask","params":{{"id":"{id}"}}}}"#);
+    let r = raw(addr, &post(&get, ""), Duration::from_secs(5)).await;
+    let body: serde_json::Value =
+        serde_json::from_str(r.split_once("\r\n\r\n").unwrap().1).expect("JSON");
+    let again = &body["result"];
+    assert_eq!(again["id"], task["id"], "{body}");
+    assert_eq!(again["contextId"], task["contextId"]);
+    assert_eq!(again["history"], task["history"]);
+    assert_eq!(again["status"]["state"], task["status"]["state"]);
+    let prompts = ctl(&hb, Request::Prompts).await;
+    assert_eq!(
+        prompts.data[0]["thread_id"],
+        id.as_str(),
+        "{}",
+        prompts.data
+    );
+    bob.kill().unwrap();
+    bob.wait().unwrap();
+}
