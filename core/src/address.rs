@@ -9,6 +9,11 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub const MAX_USER_LEN: usize = 64;
 /// Longest relay domain accepted, in bytes (the DNS limit).
 pub const MAX_DOMAIN_LEN: usize = 253;
+/// The domain of the peers that reach an agent through its A2A listener (Google A2A
+/// clients, seed 003; Phase-1 senders, seed 001): `agent:<client>@a2a.invalid`. `.invalid`
+/// is reserved (RFC 2606), so no relay can ever serve it: such a peer is reached only
+/// through the listener it came from (SPEC-NOTES "The A2A v1.0 bridge").
+pub const A2A_DOMAIN: &str = "a2a.invalid";
 
 /// A validated agent address such as `agent:alice@a2acp.io`.
 ///
@@ -86,6 +91,12 @@ impl Address {
     /// The full address text.
     pub fn as_str(&self) -> &str {
         &self.text
+    }
+
+    /// Whether this is an A2A client's address (domain [`A2A_DOMAIN`]): its packets
+    /// come from the A2A listener and go back to it, never through the relay.
+    pub fn is_a2a(&self) -> bool {
+        self.domain() == A2A_DOMAIN
     }
 }
 

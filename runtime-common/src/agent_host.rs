@@ -37,6 +37,7 @@ use crate::home::Home;
 use crate::keys::KeyError;
 use crate::store::{Durability, Store, StoreError};
 
+mod a2a;
 mod groups;
 mod memory;
 mod spaces;
@@ -85,6 +86,9 @@ pub enum Effect {
     Action(ActionRequest),
     /// An audit record (already stored; for the transcript and logs).
     Audit(AuditRecord),
+    /// A packet went to an A2A client: its task changed (the A2A listener tells the
+    /// task's subscribers).
+    A2a(a2acp_core::agent::A2aUpdate),
 }
 
 /// Counters of one host.
@@ -422,6 +426,7 @@ impl AgentHost {
             }
             Output::Audit(a) => effects.push(Effect::Audit(a)),
             Output::CloseConnection => effects.push(Effect::CloseConnection),
+            Output::A2a(u) => effects.push(Effect::A2a(u)),
         }
         Ok(())
     }

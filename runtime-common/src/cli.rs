@@ -169,6 +169,13 @@ pub struct RunArgs {
     /// `full` or `normal` (see `a2acp relay --help`).
     #[arg(long, default_value = "full")]
     pub sync: Durability,
+    /// Serve Google A2A v1.0 clients here (agent card at `/.well-known/agent-card.json`,
+    /// JSON-RPC at `/`): a loopback address, or any with `--a2a-token-file`.
+    #[arg(long, value_name = "ADDR")]
+    pub a2a_listen: Option<String>,
+    /// A file whose first line is the bearer token A2A clients must present.
+    #[arg(long, value_name = "FILE", requires = "a2a_listen")]
+    pub a2a_token_file: Option<PathBuf>,
 }
 
 /// An agent ready to be spawned by a binding.
@@ -196,6 +203,17 @@ pub fn prepare_agent_run(home: &Home, args: &RunArgs) -> Result<ReadyAgent, Stri
     o.tls = opened.tls.clone();
     o.transcript = true;
     o.control_socket = Some(home.socket());
+    if let Some(listen) = &args.a2a_listen {
+        let token = match &args.a2a_token_file {
+            Some(p) => Some(crate::a2a::read_token(p)?),
+            None => None,
+        };
+        o.a2a = Some(crate::a2a::A2aOptions {
+            listen: listen.clone(),
+            token,
+            limits: crate::a2a::A2aLimits::default(),
+        });
+    }
     if interactive {
         o.terminal = Some(Term::start().map_err(|e| e.to_string())?);
     } else {

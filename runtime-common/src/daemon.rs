@@ -29,6 +29,7 @@ use crate::race::{never, race};
 use crate::scripted::ScriptedUser;
 use crate::term::{Term, UiKey};
 use crate::ws::ConnectError;
+use serde_json::Value;
 
 /// Something that happened in an agent, for watchers (the demo, tests).
 // Events are cloned per subscriber and short-lived; boxing the effect would only add an
@@ -72,6 +73,8 @@ pub struct RunOptions {
     /// Longest reconnection delay while the relay was reachable within
     /// [`RECENTLY_REACHABLE`] (a restart, a short network cut).
     pub backoff_short_max: Duration,
+    /// Serve A2A clients (`--a2a-listen`; the tokio binding only).
+    pub a2a: Option<crate::a2a::A2aOptions>,
 }
 
 /// How long after losing the relay the short backoff cap
@@ -98,6 +101,7 @@ impl RunOptions {
             backoff_min: Duration::from_millis(250),
             backoff_max: Duration::from_secs(30),
             backoff_short_max: Duration::from_secs(5),
+            a2a: None,
         }
     }
 }
@@ -127,6 +131,12 @@ pub enum Ctl {
     Request(Request, flume::Sender<Response>),
     /// A user command, acknowledged once handled.
     Command(Command, flume::Sender<()>),
+    /// A JSON-RPC request of an A2A client (the A2A listener), answered once its
+    /// records are committed.
+    A2a(crate::a2a::A2aCall, flume::Sender<crate::a2a::A2aAnswer>),
+    /// A Phase-1 message (`POST /a2a/messages`, seed 001), answered once its records are
+    /// committed.
+    Phase1(Vec<u8>, flume::Sender<a2acp_core::agent::Phase1Reply>),
     /// Stop (state is already committed).
     Stop,
 }
@@ -212,6 +222,7 @@ where
         ui: PromptUi::new(),
         pending: Vec::new(),
         starting: Vec::new(),
+        streams: Vec::new(),
     };
     let r = d.run_loop(first, &ctl, &link, keys, sleep).await;
     if let Some(l) = d.link.take() {
@@ -241,6 +252,9 @@ struct Driver {
     /// packet of the thread (or of every leg of the group): what started, deadline,
     /// where to answer.
     starting: Vec<(Starting, Instant, flume::Sender<Response>)>,
+    /// Open A2A streams: what the subscriber saw, the JSON-RPC id to answer with, and
+    /// where its events go (dropped, the stream ends).
+    streams: Vec<(a2acp_core::agent::A2aStream, Value, flume::Sender<Value>)>,
 }
 
 /// What a `start_thread` request started.
@@ -389,6 +403,28 @@ impl Driver {
                             let _ = reply.send(resp);
                         }
                     }
+                }
+                Ev::Ctl(Some(Ctl::A2a(call, reply))) => {
+                    let (r, e) = self.host.a2a(self.now(), &call.client, &call.body)?;
+                    self.sync_ui_after_answer();
+                    self.execute(e);
+                    let streaming = crate::a2a::is_streaming(&call.body);
+                    let events = r.stream.map(|s| {
+                        let (tx, rx) = flume::bounded(crate::a2a::STREAM_BUFFER);
+                        self.streams.push((s, r.response["id"].clone(), tx));
+                        rx
+                    });
+                    let _ = reply.send(crate::a2a::A2aAnswer {
+                        response: r.response,
+                        events,
+                        streaming,
+                    });
+                }
+                Ev::Ctl(Some(Ctl::Phase1(body, reply))) => {
+                    let (r, e) = self.host.phase1(self.now(), &body)?;
+                    self.sync_ui_after_answer();
+                    self.execute(e);
+                    let _ = reply.send(r);
                 }
                 Ev::Ctl(Some(Ctl::Command(c, reply))) => {
                     let e = self.host.handle(self.now(), Input::Command(c))?;
@@ -602,7 +638,42 @@ impl Driver {
         format!("{t} {:<5} {mark} {text}", self.opts.name)
     }
 
+    /// Tells the A2A streams of these tasks what changed; a stream whose task is now
+    /// terminal or interrupted gets its last event and closes, as does one whose reader
+    /// fell [`STREAM_BUFFER`](crate::a2a::STREAM_BUFFER) events behind or left.
+    fn push_streams(&mut self, changed: &[String]) {
+        use a2acp_core::a2a::task;
+        let agent = self.host.agent();
+        self.streams.retain_mut(|(s, id, tx)| {
+            if !changed.contains(&s.task_id) {
+                return !tx.is_disconnected();
+            }
+            let Some(t) = agent.thread(&s.task_id) else {
+                return false;
+            };
+            for ev in task::update_events(t, Some(s.state), s.artifact.as_deref()) {
+                let msg = serde_json::json!({ "jsonrpc": "2.0", "id": id, "result": ev });
+                if tx.try_send(msg).is_err() {
+                    return false;
+                }
+            }
+            s.state = task::task_state(t);
+            s.artifact = task::artifact_id(t);
+            !(s.state.is_terminal() || s.state.is_interrupted())
+        });
+    }
+
     fn execute(&mut self, effects: Vec<Effect>) {
+        let changed: Vec<String> = effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::A2a(u) => Some(u.thread_id.clone()),
+                _ => None,
+            })
+            .collect();
+        if !changed.is_empty() || !self.streams.is_empty() {
+            self.push_streams(&changed);
+        }
         if self.opts.transcript {
             // What was received first, then what the agent did, then what the user sees.
             let mut lines: Vec<(u8, String)> = effects
@@ -672,7 +743,7 @@ impl Driver {
                     thread = a.thread_id.as_deref().unwrap_or("-"),
                     "{}", a.event
                 ),
-                Effect::Action(_) => {}
+                Effect::Action(_) | Effect::A2a(_) => {}
             }
             (self.emit)(AgentEvent::Effect(e));
         }

@@ -37,10 +37,13 @@
 //! - [`log_limit`]: log lines a client can cause, at a bounded rate (one limiter for all);
 //! - [`safety`]: safety numbers of two identity keys (§16), as digits and as a QR code;
 //! - [`transcript`]: human-readable lines for the demo and the logs;
-//! - [`scripted`]: the scripted user of the dinner demo.
+//! - [`scripted`]: the scripted user of the dinner demo;
+//! - [`a2a`]: the A2A listener's options, limits and client identity, and its calls to
+//!   the agent loop (the protocol is the core's, the HTTP server the binding's).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod a2a;
 pub mod actions;
 pub mod admission;
 pub mod agent_host;

@@ -120,6 +120,12 @@ async fn run_relay(a: RelayArgs) -> Result<ExitCode, String> {
 }
 
 async fn agent_run(home: &Home, a: &RunArgs) -> Result<ExitCode, String> {
+    if a.a2a_listen.is_some() {
+        return Err(
+            "--a2a-listen is served by the tokio agent (`a2acp agent run`), not by a2acp-smol"
+                .into(),
+        );
+    }
     let ready = prepare_agent_run(home, a)?;
     let h = a2acp_smol::agent::spawn(ready.host, ready.effects, ready.options)
         .map_err(|e| e.to_string())?;

@@ -23,9 +23,15 @@ pub struct AgentHandle {
     ctl: flume::Sender<Ctl>,
     events: broadcast::Sender<AgentEvent>,
     task: JoinHandle<Result<(), AgentError>>,
+    a2a: Option<std::net::SocketAddr>,
 }
 
 impl AgentHandle {
+    /// Where the A2A listener listens (`--a2a-listen`), if it was asked for.
+    pub fn a2a_addr(&self) -> Option<std::net::SocketAddr> {
+        self.a2a
+    }
+
     /// Sends a control request.
     pub async fn request(&self, req: Request) -> Result<Response, AgentError> {
         daemon::request(&self.ctl, req).await
@@ -90,8 +96,22 @@ pub fn spawn(
         }
         None => None,
     };
+    let a2a = match &opts.a2a {
+        Some(o) => {
+            let l = crate::a2a::bind(o).map_err(|message| AgentError::Control {
+                path: std::path::PathBuf::from(&o.listen),
+                message,
+            })?;
+            let addr = l.local_addr().ok();
+            Some((l, o.clone(), addr))
+        }
+        None => None,
+    };
+    let a2a_addr = a2a.as_ref().and_then(|(_, _, a)| *a);
+    let address = (host.agent().address().clone(), host.agent().phase1_id());
     let ev = events.clone();
     let ctl2 = ctl_tx.clone();
+    let ctl3 = ctl_tx.clone();
     let task = tokio::spawn(async move {
         let (link_tx, link_rx) = flume::bounded(1024);
         let tls = opts.tls.clone();
@@ -108,6 +128,7 @@ pub fn spawn(
             tokio::time::sleep,
         ));
         let control = control.map(|(l, file)| tokio::spawn(serve_control(l, file, ctl2)));
+        let a2a = a2a.map(|(l, o, _)| tokio::spawn(crate::a2a::serve(l, o, address, ctl3)));
         let emit = Box::new(move |e| {
             let _ = ev.send(e);
         });
@@ -125,12 +146,17 @@ pub fn spawn(
             c.abort();
             let _ = c.await;
         }
+        if let Some(a) = a2a {
+            a.abort();
+            let _ = a.await;
+        }
         r
     });
     Ok(AgentHandle {
         ctl: ctl_tx,
         events,
         task,
+        a2a: a2a_addr,
     })
 }
 

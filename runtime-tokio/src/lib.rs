@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod a2a;
 pub mod agent;
 pub mod bench;
 pub mod bench_attack;

@@ -701,6 +701,9 @@ async fn agent_init(
 async fn agent_run(home: &Home, a: &RunArgs) -> Result<ExitCode, String> {
     let ready = prepare_agent_run(home, a)?;
     let h = agent::spawn(ready.host, ready.effects, ready.options).map_err(|e| e.to_string())?;
+    if let Some(addr) = h.a2a_addr() {
+        println!("A2A listening on http://{addr}/ (agent card at http://{addr}/.well-known/agent-card.json)");
+    }
     let wait_end = async {
         loop {
             tokio::time::sleep(Duration::from_millis(200)).await;

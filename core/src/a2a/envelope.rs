@@ -23,7 +23,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
-use uuid::Uuid;
+pub use uuid::Uuid;
 
 /// The protocol version of Phase 1.
 pub const VERSION: &str = "1.0.0";
@@ -389,6 +389,22 @@ impl Message {
             payload: Payload::Ping(p.clone()),
         })
     }
+}
+
+/// The `error` a listener answers (with HTTP 500) when the agent did not acknowledge a
+/// message within its deadline ([`crate::a2a::retry::ack_deadline_ms`]): `TIMEOUT`, which
+/// the sender retries.
+pub fn timeout_reply(me: Uuid, message_id: Uuid, timestamp: &str) -> Value {
+    EnvelopeError::new(ErrorCode::Timeout, "the agent did not acknowledge in time")
+        .reply(me, message_id, timestamp)
+        .to_json()
+}
+
+/// The message type a body names, if it can be read (to pick its acknowledgement
+/// deadline before the agent checks it).
+pub fn type_of(body: &[u8]) -> Option<String> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    v.get("type")?.as_str().map(str::to_string)
 }
 
 /// A UUID v4 made from 16 random bytes (the caller's seeded generator draws them).

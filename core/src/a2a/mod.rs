@@ -10,7 +10,15 @@
 //! - [`retry`]: which failures a client retries, and when (1 s doubling, at most 3
 //!   attempts, at most 15 s of waiting), and each type's acknowledgement deadline.
 //!
-//! SPEC-NOTES "The A2A Phase-1 envelope (seed 001)" states every decision.
+//! - [`task`]: Google A2A v1.0 (seed 003, §18): a client's messages as packets of a
+//!   thread, a thread as an A2A task (the state table), the JSON-RPC errors; the binding
+//!   itself is [`crate::agent::Agent::handle_a2a`].
+//! - [`card`]: the agent card served at `/.well-known/agent-card.json`.
+//!
+//! SPEC-NOTES "The A2A Phase-1 envelope (seed 001)" and "The A2A v1.0 bridge (seed 003,
+//! §18)" state every decision.
 
+pub mod card;
 pub mod envelope;
 pub mod retry;
+pub mod task;

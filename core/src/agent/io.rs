@@ -261,6 +261,22 @@ pub enum Output {
     Audit(AuditRecord),
     /// Drop the relay connection (heartbeat lost); reconnect later.
     CloseConnection,
+    /// A packet for an A2A client went out in a thread (in place of a sealed frame for
+    /// the relay): the task of that thread changed. Released with the sends, after the
+    /// records it depends on; the listener reads the task again
+    /// ([`crate::a2a::task::task_json`]) and tells its subscribers.
+    A2a(A2aUpdate),
+}
+
+/// A packet the agent addressed to an A2A client ([`Output::A2a`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct A2aUpdate {
+    /// The thread (the A2A task id).
+    pub thread_id: String,
+    /// The packet.
+    pub packet_id: String,
+    /// The A2A client (`agent:…@a2a.invalid`).
+    pub peer: Address,
 }
 
 /// A prompt for the user.

@@ -411,6 +411,16 @@ impl ThreadStep<'_> {
         let thread_id = self.id;
         let t = &mut *self.t;
         let peer = t.peer.clone();
+        if peer.is_a2a() {
+            // An A2A client: no relay, no envelope; its listener's transport is the
+            // channel, and the task it reads is derived from the thread (`a2a::task`).
+            self.shared.buf.send.push(Output::A2a(A2aUpdate {
+                thread_id: thread_id.to_string(),
+                packet_id: packet_id.to_string(),
+                peer,
+            }));
+            return;
+        }
         let Some(key) = self.shared.keys.get(&peer) else {
             let rec = self.shared.peers.entry(peer.clone()).or_default();
             rec.pending.push(PendingPlain {

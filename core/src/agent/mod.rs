@@ -35,6 +35,8 @@
 //! `recovery.rs`, …) is written as methods of that step, and every state change goes
 //! through its one transition function, `ThreadStep::transition`.
 
+mod a2a;
+pub use a2a::{A2aReply, A2aStream, A2A_MAX_REQUEST};
 mod commands;
 mod consent;
 mod drift;
@@ -56,6 +58,8 @@ mod negotiate;
 mod notify;
 mod packets;
 pub mod permissions;
+mod phase1;
+pub use phase1::{Phase1Reply, PHASE1_TASK_TYPES};
 mod records;
 mod recovery;
 mod refusals;
@@ -528,6 +532,8 @@ fn new_session(rng: &mut DetRng) -> ThreadSession {
     ThreadSession::new(rng.bytes32())
 }
 
+#[cfg(test)]
+mod a2a_tests;
 #[cfg(test)]
 mod group_sequence_tests;
 #[cfg(test)]

@@ -34,6 +34,18 @@ impl Agent {
             self.shared.dropped(None, DropReason::OwnName);
             return;
         }
+        if peer.is_a2a() {
+            // A2A clients speak only through the A2A listener; an envelope in such a
+            // name came through the relay from someone else.
+            self.shared.dropped(
+                None,
+                DropReason::Refused {
+                    peer,
+                    error: "an A2A client's address does not send through the relay".into(),
+                },
+            );
+            return;
+        }
         if self.shared.settings.blocked.contains(&peer) {
             self.shared.dropped(None, DropReason::Blocked { peer });
             return;
@@ -174,6 +186,15 @@ impl Agent {
             }
             (None, None) => return,
         }
+        self.take_packet(&id, &peer, packet, &opened.packet);
+    }
+
+    /// A packet of `peer` in its thread `id` (admitted already), authentic — opened from
+    /// its envelope, or handed over by the A2A listener: duplicates and packets past the
+    /// limits refused, the rest recorded and processed.
+    pub(super) fn take_packet(&mut self, id: &str, peer: &Address, packet: Packet, raw: &[u8]) {
+        let id = id.to_string();
+        let peer = peer.clone();
         let Some(t) = self.threads.get_mut(&id) else {
             return;
         };
@@ -186,7 +207,7 @@ impl Agent {
             );
             return;
         }
-        if let Some((code, why)) = self.packet_refusal(&id, &packet, opened.packet.len()) {
+        if let Some((code, why)) = self.packet_refusal(&id, &packet, raw.len()) {
             self.in_thread(&id, |step| step.refuse_packet(&packet, code, why));
             return;
         }
@@ -198,7 +219,7 @@ impl Agent {
             packet_id: packet.packet_id.clone(),
             outgoing: false,
             kind: packet.body.type_name().to_string(),
-            json: String::from_utf8_lossy(&opened.packet).into_owned(),
+            json: String::from_utf8_lossy(raw).into_owned(),
         });
         if packet.body.type_name() != "thread_state" {
             if let Some(since) = t.awaiting_peer_since.take() {
@@ -741,6 +762,7 @@ pub(super) fn blank_thread(
         group: None,
         awaiting_peer_since: None,
         peer_response_ms: Vec::new(),
+        a2a_context: None,
     }
 }
 

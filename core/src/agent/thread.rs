@@ -505,6 +505,10 @@ pub struct Thread {
     /// [`MAX_RESPONSE_TIMES`] kept): recorded in relationship memory on completion.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub peer_response_ms: Vec<u64>,
+    /// The A2A `contextId` this thread belongs to, when its peer is an A2A client
+    /// (SPEC-NOTES "The A2A v1.0 bridge"); the task id is the thread id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub a2a_context: Option<String>,
 }
 
 /// Response times a thread keeps of its peer.

@@ -701,6 +701,9 @@ impl Net {
                         self.push(Hop::ClosedByAgent(conn));
                     }
                 }
+                // The in-memory network has no A2A listener: its tasks are read from
+                // the threads by whoever drives an A2A client in a test.
+                Output::A2a(_) => {}
             }
             cats.extend(std::iter::repeat_n(cat, self.transcript.len() - before));
         }

@@ -347,6 +347,8 @@ impl Sim {
                 }
                 2
             }
+            // The simulated world has no A2A clients.
+            Output::A2a(_) => 2,
         }
     }
 

@@ -1,0 +1,76 @@
+//! The A2A v1.0 agent card (`/.well-known/agent-card.json`, seed 003 "Agent Cards"): who
+//! the agent is, where its JSON-RPC interface is, what it can do, how a client
+//! authenticates. SPEC-NOTES "The A2A v1.0 bridge (seed 003, §18)".
+
+use serde_json::{json, Value};
+
+use crate::a2a::task::PROTOCOL_VERSION;
+use crate::address::Address;
+
+/// What the card says, from the agent's configuration and the listener's address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CardInfo {
+    /// The agent's a2acp address.
+    pub address: Address,
+    /// The JSON-RPC endpoint's absolute URL (`http://127.0.0.1:7410/`).
+    pub url: String,
+    /// Whether a bearer token is required (declared as the `bearer` HTTP scheme).
+    pub bearer: bool,
+    /// The implementation's version (`CARGO_PKG_VERSION`).
+    pub version: String,
+}
+
+/// The card, in the A2A v1.0 JSON form (`supportedInterfaces` with `protocolBinding`
+/// `JSONRPC` and `protocolVersion` `1.0`; streaming on, push notifications off; one skill
+/// per kind of negotiation the deterministic negotiator knows).
+pub fn card(info: &CardInfo) -> Value {
+    let mut card = json!({
+        "name": format!("a2acp agent {}", info.address),
+        "description": "An A2ACP (Agent-to-Agent Context Protocol) agent acting for one person: it negotiates with you on their behalf, shares only what their permission tiers allow (asking them first where needed), and proposes an outcome both sides confirm.",
+        "supportedInterfaces": [{
+            "url": info.url,
+            "protocolBinding": "JSONRPC",
+            "protocolVersion": PROTOCOL_VERSION,
+        }],
+        "version": info.version,
+        "capabilities": {
+            "streaming": true,
+            "pushNotifications": false,
+            "extendedAgentCard": false,
+        },
+        "defaultInputModes": ["text/plain", "application/json"],
+        "defaultOutputModes": ["text/plain", "application/json"],
+        "skills": [
+            {
+                "id": "scheduling",
+                "name": "Schedule with this person",
+                "description": "Find a time (and place) for a meeting, a call or a meal. Send what you want in text and your availability as data (time_windows, timezone, dietary, location_preference); the agent asks for what it still needs (input-required) and proposes a slot as an artifact for you to confirm with data {\"decision\": \"confirm\"}.",
+                "tags": ["scheduling", "negotiation", "a2acp"],
+                "examples": ["Dinner with Alice on Friday?", "A 30-minute video call next week"],
+                "inputModes": ["text/plain", "application/json"],
+                "outputModes": ["text/plain", "application/json"],
+            },
+            {
+                "id": "general",
+                "name": "Ask this person's agent",
+                "description": "Any other request: the text is the intent, data parts are context fields; what the agent shares goes through its person's permission tiers.",
+                "tags": ["negotiation", "a2acp"],
+                "inputModes": ["text/plain", "application/json"],
+                "outputModes": ["text/plain", "application/json"],
+            }
+        ],
+    });
+    if info.bearer {
+        if let Some(m) = card.as_object_mut() {
+            m.insert(
+                "securitySchemes".into(),
+                json!({ "bearer": { "httpAuthSecurityScheme": { "scheme": "Bearer" } } }),
+            );
+            m.insert(
+                "securityRequirements".into(),
+                json!([{ "schemes": { "bearer": { "list": [] } } }]),
+            );
+        }
+    }
+    card
+}

@@ -1,0 +1,382 @@
+//! The A2A listener on tokio (`agent run --a2a-listen`): HTTP/1.1 with hyper, serving the
+//! agent card at `/.well-known/agent-card.json` and the A2A v1.0 JSON-RPC binding at `/`
+//! (streaming methods as Server-Sent Events). Every request goes to the agent loop as an
+//! [`A2aCall`]; the protocol is the core's (`Agent::handle_a2a`). Hostile input: the
+//! request head must arrive within the header deadline and the body within the body
+//! deadline, a body over the cap is refused with 413 before it is read whole, connections
+//! and streams are capped (in all and per client), a stream lives at most
+//! [`A2aLimits::stream_max`] and ends when its reader falls behind.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use a2acp_core::a2a::card::{card, CardInfo};
+use a2acp_core::Address;
+use a2acp_runtime::a2a::{self as common, A2aCall, A2aLimits, A2aOptions};
+use a2acp_runtime::daemon::Ctl;
+use futures_util::StreamExt;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full, Limited, StreamBody};
+use hyper::body::{Bytes, Frame, Incoming};
+use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HOST};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tracing::debug;
+
+type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+/// Binds the listener, refusing a non-loopback address without a token.
+pub fn bind(opts: &A2aOptions) -> Result<TcpListener, String> {
+    use std::net::ToSocketAddrs;
+    let addr = opts
+        .listen
+        .to_socket_addrs()
+        .map_err(|e| format!("--a2a-listen {}: {e}", opts.listen))?
+        .next()
+        .ok_or_else(|| format!("--a2a-listen {}: no address", opts.listen))?;
+    common::check_listen(&addr, opts.token.as_deref())?;
+    let l = std::net::TcpListener::bind(addr).map_err(|e| format!("--a2a-listen {addr}: {e}"))?;
+    l.set_nonblocking(true)
+        .and_then(|()| TcpListener::from_std(l))
+        .map_err(|e| format!("--a2a-listen {addr}: {e}"))
+}
+
+struct State {
+    ctl: flume::Sender<Ctl>,
+    token: Option<String>,
+    limits: A2aLimits,
+    address: Address,
+    phase1_id: a2acp_core::a2a::envelope::Uuid,
+    local: SocketAddr,
+    /// Open streams per client.
+    streams: Mutex<BTreeMap<Address, usize>>,
+}
+
+/// A stream's place under the caps, given back when the stream ends.
+struct StreamSlot {
+    state: Arc<State>,
+    client: Address,
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        if let Ok(mut m) = self.state.streams.lock() {
+            if let Some(n) = m.get_mut(&self.client) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    m.remove(&self.client);
+                }
+            }
+        }
+    }
+}
+
+impl State {
+    fn take_stream(self: &Arc<Self>, client: &Address) -> Option<StreamSlot> {
+        let mut m = self.streams.lock().ok()?;
+        let total: usize = m.values().sum();
+        let mine = m.get(client).copied().unwrap_or(0);
+        if total >= self.limits.max_streams || mine >= self.limits.max_streams_per_client {
+            return None;
+        }
+        *m.entry(client.clone()).or_insert(0) += 1;
+        Some(StreamSlot {
+            state: self.clone(),
+            client: client.clone(),
+        })
+    }
+}
+
+/// Serves A2A clients on `listener` until the agent loop is gone.
+pub async fn serve(
+    listener: TcpListener,
+    opts: A2aOptions,
+    (address, phase1_id): (Address, a2acp_core::a2a::envelope::Uuid),
+    ctl: flume::Sender<Ctl>,
+) {
+    let local = listener
+        .local_addr()
+        .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
+    let state = Arc::new(State {
+        ctl,
+        token: opts.token.clone(),
+        limits: opts.limits,
+        address,
+        phase1_id,
+        local,
+        streams: Mutex::new(BTreeMap::new()),
+    });
+    let room = Arc::new(Semaphore::new(opts.limits.max_connections));
+    loop {
+        let Ok(permit) = room.clone().acquire_owned().await else {
+            return;
+        };
+        let (sock, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                debug!("a2a accept: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        if state.ctl.is_disconnected() {
+            return;
+        }
+        let _ = sock.set_nodelay(true);
+        let state = state.clone();
+        tokio::spawn(async move {
+            let svc = service_fn(move |req| {
+                let state = state.clone();
+                async move { Ok::<_, Infallible>(handle(state, req).await) }
+            });
+            let conn = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(state_header_timeout(&opts.limits))
+                .serve_connection(TokioIo::new(sock), svc);
+            if let Err(e) = conn.await {
+                debug!(%peer, "a2a connection: {e}");
+            }
+            drop(permit);
+        });
+    }
+}
+
+fn state_header_timeout(l: &A2aLimits) -> std::time::Duration {
+    l.header_timeout
+}
+
+fn full(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response<Body> {
+    let mut r = Response::new(Full::new(body.into()).boxed_unsync());
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+fn json(status: StatusCode, v: &serde_json::Value) -> Response<Body> {
+    full(status, "application/json", v.to_string())
+}
+
+fn rpc_error(status: StatusCode, code: i64, message: &str) -> Response<Body> {
+    json(
+        status,
+        &serde_json::json!({ "jsonrpc": "2.0", "id": null, "error": { "code": code, "message": message } }),
+    )
+}
+
+/// The card's URL: the `Host` the client used (so a card fetched through any name of
+/// this machine points back at it), else the bound address.
+fn base_url(state: &State, req: &Request<Incoming>) -> String {
+    let host = req
+        .headers()
+        .get(HOST)
+        .and_then(|h| h.to_str().ok())
+        .filter(|h| {
+            !h.is_empty()
+                && h.len() <= 255
+                && h.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b))
+        })
+        .map(str::to_string)
+        .unwrap_or_else(|| state.local.to_string());
+    format!("http://{host}/")
+}
+
+/// Reads a request's body within the body deadline and the cap.
+async fn read_body(state: &State, req: Request<Incoming>) -> Result<Bytes, StatusCode> {
+    let declared = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > state.limits.max_body as u64) {
+        return Err(StatusCode::PAYLOAD_TOO_LARGE);
+    }
+    let body = Limited::new(req.into_body(), state.limits.max_body);
+    match tokio::time::timeout(state.limits.body_timeout, body.collect()).await {
+        Err(_) => Err(StatusCode::REQUEST_TIMEOUT),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+            Err(StatusCode::PAYLOAD_TOO_LARGE)
+        }
+        Ok(Err(_)) => Err(StatusCode::BAD_REQUEST),
+        Ok(Ok(c)) => Ok(c.to_bytes()),
+    }
+}
+
+/// `POST /a2a/messages`: one Phase-1 message (seed 001), acknowledged within its type's
+/// deadline (30 s for `task_assignment`, 10 s otherwise) or answered `TIMEOUT` (500).
+async fn phase1(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
+    use a2acp_core::a2a::{envelope, retry};
+    if common::client_for(
+        req.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes),
+        state.token.as_deref(),
+    )
+    .is_none()
+    {
+        let mut r = full(
+            StatusCode::UNAUTHORIZED,
+            "text/plain",
+            "a bearer token is required\n",
+        );
+        r.headers_mut()
+            .insert("www-authenticate", HeaderValue::from_static("Bearer"));
+        return r;
+    }
+    let bytes = match read_body(&state, req).await {
+        Ok(b) => b,
+        Err(status) => return full(status, "text/plain", "the body could not be read\n"),
+    };
+    let kind = envelope::type_of(&bytes).unwrap_or_default();
+    let deadline = std::time::Duration::from_millis(retry::ack_deadline_ms(&kind));
+    let (tx, rx) = flume::bounded(1);
+    let timeout = || {
+        let v = envelope::timeout_reply(
+            state.phase1_id,
+            uuid_nil(),
+            &a2acp_runtime::now().to_rfc3339(),
+        );
+        json(StatusCode::INTERNAL_SERVER_ERROR, &v)
+    };
+    if state
+        .ctl
+        .send_async(Ctl::Phase1(bytes.to_vec(), tx))
+        .await
+        .is_err()
+    {
+        return timeout();
+    }
+    match tokio::time::timeout(deadline, rx.recv_async()).await {
+        Ok(Ok(r)) => json(
+            StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            &r.body,
+        ),
+        _ => timeout(),
+    }
+}
+
+fn uuid_nil() -> a2acp_core::a2a::envelope::Uuid {
+    a2acp_core::a2a::envelope::Uuid::nil()
+}
+
+async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
+    use a2acp_core::a2a::task::code;
+    let path = req.uri().path().to_string();
+    match (req.method(), path.as_str()) {
+        (&Method::GET, "/.well-known/agent-card.json") => {
+            let info = CardInfo {
+                address: state.address.clone(),
+                url: base_url(&state, &req),
+                bearer: state.token.is_some(),
+                version: env!("CARGO_PKG_VERSION").to_string(),
+            };
+            return json(StatusCode::OK, &card(&info));
+        }
+        (&Method::POST, "/") => {}
+        (&Method::POST, "/a2a/messages") => return phase1(state, req).await,
+        (_, "/" | "/.well-known/agent-card.json" | "/a2a/messages") => {
+            return full(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "text/plain",
+                "method not allowed\n",
+            )
+        }
+        _ => return full(StatusCode::NOT_FOUND, "text/plain", "not found\n"),
+    };
+    let Some(client) = common::client_for(
+        req.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes),
+        state.token.as_deref(),
+    ) else {
+        let mut r = rpc_error(
+            StatusCode::UNAUTHORIZED,
+            code::INVALID_REQUEST,
+            "a bearer token is required",
+        );
+        r.headers_mut()
+            .insert("www-authenticate", HeaderValue::from_static("Bearer"));
+        return r;
+    };
+    if let Some(v) = req.headers().get("a2a-version") {
+        let v = v.to_str().unwrap_or("");
+        if v != "1.0" && v != "1" {
+            return rpc_error(
+                StatusCode::OK,
+                code::VERSION_NOT_SUPPORTED,
+                "this agent speaks A2A 1.0 only",
+            );
+        }
+    }
+    let bytes = match read_body(&state, req).await {
+        Ok(b) => b,
+        Err(status) => {
+            return rpc_error(
+                status,
+                code::INVALID_REQUEST,
+                "the body could not be read in time and under the size cap",
+            )
+        }
+    };
+    let slot = if common::is_streaming(&bytes) {
+        match state.take_stream(&client) {
+            Some(s) => Some(s),
+            None => {
+                return rpc_error(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    code::UNSUPPORTED_OPERATION,
+                    "too many open streams; close one or poll with GetTask",
+                )
+            }
+        }
+    } else {
+        None
+    };
+    let (tx, rx) = flume::bounded(1);
+    let call = A2aCall {
+        client,
+        body: bytes.to_vec(),
+    };
+    if state.ctl.send_async(Ctl::A2a(call, tx)).await.is_err() {
+        return rpc_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            code::INTERNAL_ERROR,
+            "the agent has stopped",
+        );
+    }
+    let answer = match tokio::time::timeout(common::CALL_TIMEOUT, rx.recv_async()).await {
+        Ok(Ok(a)) => a,
+        _ => {
+            return rpc_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                code::INTERNAL_ERROR,
+                "the agent did not answer in time",
+            )
+        }
+    };
+    if !answer.streaming || answer.response.get("error").is_some() {
+        return json(StatusCode::OK, &answer.response);
+    }
+    // Server-Sent Events: the task first, then its updates until the task is terminal
+    // or interrupted (the agent loop closes the channel), the reader falls behind, or
+    // the stream's time is up.
+    let first = futures_util::stream::once(async move { common::sse_event(&answer.response) });
+    let rest = match answer.events {
+        Some(rx) => rx.into_stream().map(|v| common::sse_event(&v)).boxed(),
+        None => futures_util::stream::empty().boxed(),
+    };
+    let deadline = tokio::time::sleep(state.limits.stream_max);
+    let events = first.chain(rest).take_until(deadline).map(move |b| {
+        let _held = &slot;
+        Ok::<_, Infallible>(Frame::data(Bytes::from(b)))
+    });
+    let mut r = Response::new(StreamBody::new(events).boxed_unsync());
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    r.headers_mut()
+        .insert("cache-control", HeaderValue::from_static("no-cache"));
+    r
+}

@@ -1,0 +1,641 @@
+//! The A2A v1.0 listener (`agent run --a2a-listen`, seed 003, §18) over real sockets:
+//! the official Python SDK (`a2a-sdk` 1.3.0, installed by `.ci/run` into
+//! `target/a2a-venv`) negotiates a dinner with Bob's agent (`tests/a2a/negotiate.py`) while
+//! Bob answers his prompts through the control socket; and the listener's defences
+//! against hostile clients, each written as the attack.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use a2acp_runtime::a2a::{A2aLimits, A2aOptions};
+use a2acp_runtime::control::Request;
+use a2acp_runtime::home::Home;
+use a2acp_runtime::scripted::next_friday;
+use a2acp_runtime::store::Durability;
+use a2acp_tests::*;
+use a2acp_tokio::agent::AgentHandle;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const TOKEN: &str = "test-token-0123456789";
+
+/// The venv's interpreter (`$A2ACP_A2A_PYTHON` overrides). Under CI a missing venv fails
+/// the test; elsewhere it says so and skips.
+fn python() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("A2ACP_A2A_PYTHON") {
+        return Some(PathBuf::from(p));
+    }
+    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/a2a-venv/bin/python");
+    if venv.exists() {
+        return Some(venv);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must have the a2a venv (.ci/run installs it)"
+    );
+    eprintln!("skipped: no Python a2a-sdk venv; run `bash .ci/python-venv a2a a2a-sdk==1.3.0`");
+    None
+}
+
+/// Bob's agent with an A2A listener on a free loopback port.
+fn bob_with_a2a(home: &Home, token: Option<&str>, limits: A2aLimits) -> AgentHandle {
+    let opened = a2acp_runtime::agent_host::AgentHost::open_home(home, Durability::Normal)
+        .expect("open agent home");
+    let mut o = a2acp_runtime::daemon::RunOptions::new(&opened.file.relay, "bob");
+    o.tls = opened.tls.clone();
+    o.control_socket = Some(home.socket());
+    o.backoff_min = Duration::from_millis(50);
+    o.backoff_max = Duration::from_millis(400);
+    o.a2a = Some(A2aOptions {
+        listen: "127.0.0.1:0".into(),
+        token: token.map(str::to_string),
+        limits,
+    });
+    a2acp_tokio::agent::spawn(opened.host, opened.effects, o).expect("spawn agent")
+}
+
+/// Bob, at his control socket: shares what is asked and confirms what is proposed, until
+/// stopped. Returns how many prompts he answered.
+fn bob_answers(
+    home: Home,
+) -> (
+    tokio::task::JoinHandle<u32>,
+    tokio::sync::watch::Sender<bool>,
+) {
+    let (stop, mut stopped) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(async move {
+        let mut answered = 0;
+        loop {
+            if *stopped.borrow() {
+                return answered;
+            }
+            let r = ctl(&home, Request::Prompts).await;
+            for p in r.data.as_array().cloned().unwrap_or_default() {
+                let id = p["id"].as_u64().unwrap();
+                let consent = p["kind"].get("Consent").is_some();
+                let args = vec![if consent { "share-all" } else { "confirm" }.to_string()];
+                let r = ctl(
+                    &home,
+                    Request::Answer {
+                        prompt_id: id,
+                        args,
+                    },
+                )
+                .await;
+                assert!(r.ok, "{r:?}");
+                answered += 1;
+            }
+            let _ = tokio::time::timeout(Duration::from_millis(100), stopped.changed()).await;
+        }
+    });
+    (task, stop)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_a2a_sdk_negotiates_a_dinner_with_an_agent() {
+    let Some(python) = python() else { return };
+    let dir = tmp();
+    let relay = Runtime::Tokio
+        .relay("127.0.0.1:0", &dir.path().join("relay"))
+        .await;
+    let DinnerHomes { bob: hb, .. } = dinner_homes(dir.path(), &relay.url());
+    let bob = bob_with_a2a(&hb, Some(TOKEN), A2aLimits::default());
+    let addr = bob.a2a_addr().expect("listening");
+    let (user, stop) = bob_answers(hb.clone());
+    let date = next_friday(a2acp_runtime::now());
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("a2a/negotiate.py");
+    let run = tokio::process::Command::new(&python)
+        .arg(&script)
+        .arg(format!("http://{addr}"))
+        .arg(TOKEN)
+        .arg(&date)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(150), run)
+        .await
+        .expect("the A2A client finished within 150 s")
+        .expect("run the A2A client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the A2A client failed:\n{stdout}\n{stderr}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().unwrap_or("{}")).expect("the client's report");
+    eprintln!("{report:#}");
+    assert_eq!(report["protocol_version"], "1.0");
+    assert_eq!(report["binding"], "JSONRPC");
+    assert_eq!(report["streaming"], true);
+    assert!(
+        report["needs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n == "time_windows"),
+        "{report}"
+    );
+    assert_eq!(report["artifact"], "proposal");
+    assert_eq!(report["final_state"], "TASK_STATE_COMPLETED");
+    assert_eq!(report["history_2"], 2);
+    assert_eq!(report["cancelled_state"], "TASK_STATE_CANCELED");
+    assert_eq!(report["cancel_again"], "TaskNotCancelableError");
+    assert_eq!(report["unknown_task"], "TaskNotFoundError");
+    assert_eq!(
+        report["listed_canceled"],
+        serde_json::json!([report["cancelled_id"]])
+    );
+    assert_eq!(report["stream_kinds"][0], "task", "{report}");
+    assert_eq!(report["subscribe"][0], "task", "{report}");
+    // What Bob's agent says, read over its control socket.
+    let tid = report["task_id"].as_str().unwrap().to_string();
+    let r = ctl(&hb, Request::Thread { id: tid.clone() }).await;
+    assert_eq!(r.data["state"], "COMPLETED", "{}", r.data);
+    assert_eq!(r.data["peer"], "agent:a2a-bearer@a2a.invalid", "{}", r.data);
+    let r = ctl(
+        &hb,
+        Request::Thread {
+            id: report["cancelled_id"].as_str().unwrap().to_string(),
+        },
+    )
+    .await;
+    assert_eq!(r.data["state"], "DECLINED", "{}", r.data);
+    let _ = stop.send(true);
+    let answered = user.await.unwrap();
+    assert!(answered >= 2, "Bob answered {answered} prompts");
+    bob.stop().await.unwrap();
+}
+
+/// One raw HTTP/1.1 exchange: writes `req`, reads until the server closes or `wait`.
+async fn raw(addr: SocketAddr, req: &[u8], wait: Duration) -> String {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(req).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(wait, s.read_to_end(&mut out)).await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn post(body: &str, extra: &str) -> Vec<u8> {
+    format!(
+        "POST / HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n{extra}\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+const GET_TASK: &str = r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"thr_x"}}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_a2a_listener_withstands_hostile_clients() {
+    let dir = tmp();
+    let relay = Runtime::Tokio
+        .relay("127.0.0.1:0", &dir.path().join("relay"))
+        .await;
+    let DinnerHomes { bob: hb, .. } = dinner_homes(dir.path(), &relay.url());
+    let limits = A2aLimits {
+        max_body: 4096,
+        header_timeout: Duration::from_millis(500),
+        body_timeout: Duration::from_millis(500),
+        max_streams_per_client: 1,
+        ..A2aLimits::default()
+    };
+    let bob = bob_with_a2a(&hb, Some(TOKEN), limits);
+    let addr = bob.a2a_addr().unwrap();
+    let auth = format!("authorization: Bearer {TOKEN}\r\n");
+    let long = Duration::from_secs(5);
+
+    // The card is public and declares the bearer scheme.
+    let r = raw(addr, b"GET /.well-known/agent-card.json HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n", long).await;
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    assert!(r.contains("\"protocolVersion\":\"1.0\""), "{r}");
+    assert!(r.contains("httpAuthSecurityScheme"), "{r}");
+    assert!(r.contains("\"url\":\"http://127.0.0.1/\""), "{r}");
+
+    // Table: what a request without the right credentials, on a wrong route, or too
+    // large gets.
+    let big = "x".repeat(5000);
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("no token", post(GET_TASK, ""), "HTTP/1.1 401"),
+        ("wrong token", post(GET_TASK, "authorization: Bearer nope-nope-nope-nope\r\n"), "HTTP/1.1 401"),
+        ("right token", post(GET_TASK, &auth), "HTTP/1.1 200"),
+        ("wrong path", b"POST /nope HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-length: 0\r\n\r\n".to_vec(), "HTTP/1.1 404"),
+        ("GET on the endpoint", b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n".to_vec(), "HTTP/1.1 405"),
+        ("declared too large", post(&big, &auth), "HTTP/1.1 413"),
+        (
+            "chunked too large",
+            format!("POST / HTTP/1.1\r\nhost: x\r\nconnection: close\r\ntransfer-encoding: chunked\r\n{auth}\r\n1388\r\n{big}\r\n0\r\n\r\n").into_bytes(),
+            "HTTP/1.1 413",
+        ),
+        ("not HTTP", b"\x16\x03\x01 hello\r\n\r\n".to_vec(), "HTTP/1.1 400"),
+    ];
+    for (what, req, want) in cases {
+        let r = raw(addr, &req, long).await;
+        assert!(r.starts_with(want), "{what}: {r}");
+    }
+    let r = raw(addr, &post(GET_TASK, &auth), long).await;
+    assert!(r.contains("-32001"), "task not found: {r}");
+    let r = raw(
+        addr,
+        &post(GET_TASK, &format!("{auth}a2a-version: 0.3\r\n")),
+        long,
+    )
+    .await;
+    assert!(r.contains("-32009"), "version: {r}");
+
+    // Slowloris: a head that never ends is cut at the header deadline.
+    let t = Instant::now();
+    let r = raw(addr, b"POST / HTTP/1.1\r\nhost: x\r\n", long).await;
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "held {:?}: {r}",
+        t.elapsed()
+    );
+    // A body that never comes: 408 at the body deadline.
+    let t = Instant::now();
+    let head = format!(
+        "POST / HTTP/1.1\r\nhost: x\r\n{auth}connection: close\r\ncontent-length: 100\r\n\r\n{{"
+    );
+    let r = raw(addr, head.as_bytes(), long).await;
+    assert!(r.starts_with("HTTP/1.1 408"), "{r}");
+    assert!(t.elapsed() < Duration::from_secs(3));
+
+    // One open stream per client here: a second is refused while the first is open.
+    let m = r#"{"jsonrpc":"2.0","id":2,"method":"SendStreamingMessage","params":{"message":{"messageId":"s1","role":"ROLE_USER","parts":[{"text":"Coffee on Friday?"}]}}}"#;
+    let mut first = TcpStream::connect(addr).await.unwrap();
+    first.write_all(&post(m, &auth)).await.unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(long, first.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    let head = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(head.contains("text/event-stream"), "{head}");
+    // Still open (the task waits for Bob's consent): a second stream is one too many.
+    assert!(head.contains("TASK_STATE_WORKING"), "{head}");
+    let r = raw(addr, &post(m.replace("s1", "s2").as_str(), &auth), long).await;
+    assert!(r.starts_with("HTTP/1.1 429"), "{r}");
+    assert!(r.contains("-32004"), "{r}");
+    // Closing the first gives its place back.
+    drop(first);
+    let r = eventually(5, "the stream's place given back", || {
+        let req = post(m.replace("s1", "s3").as_str(), &auth);
+        async move {
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            s.write_all(&req).await.unwrap();
+            let mut buf = vec![0u8; 4096];
+            let n = tokio::time::timeout(Duration::from_secs(2), s.read(&mut buf))
+                .await
+                .ok()?
+                .ok()?;
+            let head = String::from_utf8_lossy(&buf[..n]).into_owned();
+            head.starts_with("HTTP/1.1 200").then_some(head)
+        }
+    })
+    .await;
+    assert!(r.contains("text/event-stream"), "{r}");
+    bob.stop().await.unwrap();
+}
+
+/// A UUID v4 (hyphenated) numbered `n`.
+fn v4(n: u64) -> String {
+    format!("00000000-0000-4000-8000-{n:012x}")
+}
+
+fn envelope(n: u64, from: &str, to: &str, kind: &str, payload: serde_json::Value) -> String {
+    serde_json::json!({
+        "version": "1.0.0", "message_id": v4(n), "timestamp": "2026-11-24T15:30:00Z",
+        "from": from, "to": to, "type": kind, "payload": payload,
+    })
+    .to_string()
+}
+
+/// One `POST /a2a/messages`: the HTTP status and the body as JSON.
+async fn phase1(addr: SocketAddr, body: &str) -> (u16, serde_json::Value) {
+    let req = format!(
+        "POST /a2a/messages HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let r = raw(addr, req.as_bytes(), Duration::from_secs(5)).await;
+    let status = r.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let json = r
+        .split_once("\r\n\r\n")
+        .and_then(|(_, b)| serde_json::from_str(b).ok())
+        .unwrap_or(serde_json::Value::Null);
+    (status, json)
+}
+
+/// The Phase-1 envelope (seed 001) over the real listener: every validation rule with its
+/// error code and HTTP status, the ping echo, a task assignment becoming a thread (a
+/// retried one opening nothing more), progress asked and reported, a cancel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_phase1_envelope_over_the_listener() {
+    let dir = tmp();
+    let relay = Runtime::Tokio
+        .relay("127.0.0.1:0", &dir.path().join("relay"))
+        .await;
+    let DinnerHomes { bob: hb, .. } = dinner_homes(dir.path(), &relay.url());
+    let bob = bob_with_a2a(&hb, None, A2aLimits::default());
+    let addr = bob.a2a_addr().unwrap();
+    let me = v4(0xa11ce);
+    // Bob's id: the sender of the error answering a message sent to nobody.
+    let (status, r) = phase1(
+        addr,
+        &envelope(
+            1,
+            &me,
+            &v4(0xdead),
+            "ping",
+            serde_json::json!({"nonce": "n"}),
+        ),
+    )
+    .await;
+    assert_eq!(status, 404, "{r}");
+    assert_eq!(r["payload"]["error_code"], "AGENT_NOT_FOUND");
+    assert_eq!(r["to"], me.as_str());
+    let bob_id = r["from"].as_str().unwrap().to_string();
+
+    let assignment = |n: u64, task: &str, kind: &str| {
+        envelope(
+            n,
+            &me,
+            &bob_id,
+            "task_assignment",
+            serde_json::json!({
+                "task_id": task, "task_type": kind, "title": "Dinner on Friday",
+                "description": "Find a time for dinner", "payload": {"proposed_date": "2026-11-27"},
+            }),
+        )
+    };
+    // (what, body, HTTP status, error code or the reply's type)
+    let table: Vec<(&str, String, u16, &str)> = vec![
+        (
+            "ping",
+            envelope(
+                2,
+                &me,
+                &bob_id,
+                "ping",
+                serde_json::json!({"nonce": "abc", "echo": [1]}),
+            ),
+            200,
+            "ping",
+        ),
+        ("not JSON", "{nope".into(), 400, "INVALID_MESSAGE_FORMAT"),
+        (
+            "wrong version",
+            envelope(3, &me, &bob_id, "ping", serde_json::json!({"nonce": "n"}))
+                .replace("1.0.0", "2.0.0"),
+            400,
+            "INVALID_MESSAGE_FORMAT",
+        ),
+        (
+            "id not v4",
+            envelope(4, &me, &bob_id, "ping", serde_json::json!({"nonce": "n"}))
+                .replace(&v4(4), "msg-123"),
+            400,
+            "INVALID_MESSAGE_FORMAT",
+        ),
+        (
+            "unknown type",
+            envelope(5, &me, &bob_id, "gossip", serde_json::json!({})),
+            400,
+            "UNSUPPORTED_MESSAGE_TYPE",
+        ),
+        (
+            "unknown task type",
+            assignment(6, "t-1", "research"),
+            400,
+            "INVALID_TASK_TYPE",
+        ),
+        (
+            "unknown payload field",
+            envelope(
+                7,
+                &me,
+                &bob_id,
+                "ping",
+                serde_json::json!({"nonce": "n", "x": 1}),
+            ),
+            400,
+            "PAYLOAD_VALIDATION_FAILED",
+        ),
+        (
+            "status of an unknown task",
+            envelope(
+                8,
+                &me,
+                &bob_id,
+                "status_update",
+                serde_json::json!({"task_id": "nope", "status": "in_progress"}),
+            ),
+            404,
+            "TASK_NOT_FOUND",
+        ),
+        (
+            "completion of an unknown task",
+            envelope(
+                9,
+                &me,
+                &bob_id,
+                "task_completion",
+                serde_json::json!({"task_id": "nope", "status": "completed", "result": {}}),
+            ),
+            404,
+            "TASK_NOT_FOUND",
+        ),
+        (
+            "an assignment",
+            assignment(10, "t-dinner", "scheduling"),
+            200,
+            "status_update",
+        ),
+        (
+            "the same, retried",
+            assignment(10, "t-dinner", "scheduling"),
+            200,
+            "status_update",
+        ),
+        (
+            "progress asked",
+            envelope(
+                11,
+                &me,
+                &bob_id,
+                "status_update",
+                serde_json::json!({"task_id": "t-dinner", "status": "in_progress"}),
+            ),
+            200,
+            "status_update",
+        ),
+        (
+            "completion acknowledged",
+            envelope(
+                12,
+                &me,
+                &bob_id,
+                "task_completion",
+                serde_json::json!({"task_id": "t-dinner", "status": "completed", "result": {}}),
+            ),
+            200,
+            "status_update",
+        ),
+        (
+            "an error acknowledged",
+            envelope(
+                13,
+                &me,
+                &bob_id,
+                "error",
+                serde_json::json!({"error_code": "TIMEOUT", "error_message": "slow"}),
+            ),
+            200,
+            "error",
+        ),
+        (
+            "cancelled",
+            envelope(
+                14,
+                &me,
+                &bob_id,
+                "status_update",
+                serde_json::json!({"task_id": "t-dinner", "status": "cancelled"}),
+            ),
+            200,
+            "status_update",
+        ),
+    ];
+    for (what, body, want_status, want) in table {
+        let (status, r) = phase1(addr, &body).await;
+        assert_eq!(status, want_status, "{what}: {r}");
+        if want_status == 200 {
+            assert_eq!(r["type"], want, "{what}: {r}");
+            assert_eq!(r["from"], bob_id.as_str(), "{what}");
+        } else {
+            assert_eq!(r["type"], "error", "{what}: {r}");
+            assert_eq!(r["payload"]["error_code"], want, "{what}: {r}");
+        }
+        match what {
+            "ping" => assert_eq!(
+                r["payload"],
+                serde_json::json!({"nonce": "abc", "echo": [1]})
+            ),
+            "unknown task type" => assert_eq!(
+                r["payload"]["details"]["supported_types"],
+                serde_json::json!(["scheduling", "general"])
+            ),
+            "an assignment" | "the same, retried" => {
+                assert_eq!(r["payload"]["task_id"], "t-dinner", "{r}");
+                let threads = ctl(&hb, Request::Threads).await;
+                assert_eq!(
+                    threads.data.as_array().unwrap().len(),
+                    1,
+                    "{}",
+                    threads.data
+                );
+            }
+            "cancelled" => assert_eq!(r["payload"]["status"], "cancelled", "{r}"),
+            _ => {}
+        }
+    }
+    let threads = ctl(&hb, Request::Threads).await;
+    let t = &threads.data[0];
+    assert_eq!(t["state"], "DECLINED", "{t}");
+    assert_eq!(t["peer"], format!("agent:p1-{me}@a2a.invalid"), "{t}");
+    // A body over the cap: 413 before it is read whole.
+    let big = "x".repeat(2 * 1024 * 1024);
+    let (status, _) = phase1(addr, &big).await;
+    assert_eq!(status, 413);
+    bob.stop().await.unwrap();
+}
+
+const CHILD_ENV: &str = "A2ACP_TEST_A2A_CHILD_HOME";
+
+/// Not a test by itself: the body of the child process of `a_task_survives_kill_9` (Bob
+/// with an A2A listener, its address written to `a2a.addr` in the home).
+#[test]
+fn child_a2a_agent() {
+    let Some(home) = std::env::var_os(CHILD_ENV) else {
+        return;
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let home = Home::new(home);
+        let h = bob_with_a2a(&home, None, A2aLimits::default());
+        let addr = h.a2a_addr().unwrap().to_string();
+        std::fs::write(home.dir().join("a2a.addr.tmp"), addr).unwrap();
+        std::fs::rename(home.dir().join("a2a.addr.tmp"), home.dir().join("a2a.addr")).unwrap();
+        let _ = h.wait().await;
+    });
+}
+
+async fn child(home: &Home) -> (std::process::Child, SocketAddr) {
+    let _ = std::fs::remove_file(home.dir().join("a2a.addr"));
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_a2a_agent",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, home.dir())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr = eventually(20, "the child's A2A listener", || async {
+        std::fs::read_to_string(home.dir().join("a2a.addr"))
+            .ok()?
+            .parse()
+            .ok()
+    })
+    .await;
+    (child, addr)
+}
+
+/// kill -9 of the agent loses nothing an A2A client was told: the task it was answered
+/// is the task the restarted agent answers, and its user's consent prompt is open again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_survives_kill_9() {
+    let dir = tmp();
+    let relay = Runtime::Tokio
+        .relay("127.0.0.1:0", &dir.path().join("relay"))
+        .await;
+    let DinnerHomes { bob: hb, .. } = dinner_homes(dir.path(), &relay.url());
+    let (mut bob, addr) = child(&hb).await;
+    let send = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"k1","role":"ROLE_USER","parts":[{"text":"Dinner on Friday?"},{"data":{"proposed_date":"2026-11-27"}}]}}}"#;
+    let r = raw(addr, &post(send, ""), Duration::from_secs(5)).await;
+    let body: serde_json::Value =
+        serde_json::from_str(r.split_once("\r\n\r\n").unwrap().1).expect("JSON");
+    let task = body["result"]["task"].clone();
+    let id = task["id"].as_str().unwrap().to_string();
+    bob.kill().unwrap(); // SIGKILL
+    bob.wait().unwrap();
+    let (mut bob, addr) = child(&hb).await;
+    let get = format!(r#"{{"jsonrpc":"2.0","id":2,"method":"GetTask","params":{{"id":"{id}"}}}}"#);
+    let r = raw(addr, &post(&get, ""), Duration::from_secs(5)).await;
+    let body: serde_json::Value =
+        serde_json::from_str(r.split_once("\r\n\r\n").unwrap().1).expect("JSON");
+    let again = &body["result"];
+    assert_eq!(again["id"], task["id"], "{body}");
+    assert_eq!(again["contextId"], task["contextId"]);
+    assert_eq!(again["history"], task["history"]);
+    assert_eq!(again["status"]["state"], task["status"]["state"]);
+    let prompts = ctl(&hb, Request::Prompts).await;
+    assert_eq!(
+        prompts.data[0]["thread_id"],
+        id.as_str(),
+        "{}",
+        prompts.data
+    );
+    bob.kill().unwrap();
+    bob.wait().unwrap();
+}
