@@ -35,8 +35,9 @@ impl Agent {
                 thread_id,
                 intent,
                 reason,
+                needs,
             } => {
-                self.in_thread(&thread_id, |step| step.update_intent(intent, reason));
+                self.in_thread(&thread_id, |step| step.update_intent(intent, reason, needs));
             }
             Command::ForkThread { thread_id, intents } => self.fork_thread(&thread_id, intents),
             Command::CancelThread { thread_id } => {

@@ -38,6 +38,7 @@
 mod commands;
 mod consent;
 mod drift;
+pub use drift::may_fork;
 pub mod events;
 mod execution;
 pub mod group;
@@ -80,11 +81,11 @@ pub use events::{AgentEvent, Bug, DropReason, LlmFallbackTo};
 pub use group::{Group, GroupMember, GroupProposal, Sequence};
 pub use io::*;
 pub use link::{FirstPacket, LinkRefusal, REGISTRATION_RETRY};
-pub use permissions::{PermissionTiers, RelationshipOverride, Tier};
+pub use permissions::{IntentTiers, PermissionTiers, RelationshipOverride, Tier};
 pub use records::RestoreError;
 pub use refusals::Refusals;
 pub use space::{FieldChange, Space, SpaceChange, SpaceEvent, SpacePacket};
-pub use thread::{Thread, ThreadState, Waiting};
+pub use thread::{SiblingHold, Thread, ThreadState, Waiting};
 
 use link::{Link, OutboxItem, Pacer};
 use records::{Dirty, Meta, PeerRecord, Settings};
@@ -460,6 +461,7 @@ impl Agent {
             } => self.on_llm_result(request_id, result, meta),
             Input::ActionResult { action_id, result } => self.on_action_result(action_id, result),
         }
+        self.step_forks();
         self.step_groups();
         self.flush();
     }
@@ -475,6 +477,7 @@ impl Agent {
     pub fn handle_timeout(&mut self, now: Timestamp) {
         self.shared.now = self.shared.now.max(now);
         self.on_timeout();
+        self.step_forks();
         self.step_groups();
         self.flush();
     }
@@ -528,6 +531,8 @@ fn new_session(rng: &mut DetRng) -> ThreadSession {
     ThreadSession::new(rng.bytes32())
 }
 
+#[cfg(test)]
+mod drift_tests;
 #[cfg(test)]
 mod group_sequence_tests;
 #[cfg(test)]
