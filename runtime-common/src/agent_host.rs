@@ -37,6 +37,7 @@ use crate::home::Home;
 use crate::keys::KeyError;
 use crate::store::{Durability, Store, StoreError};
 
+mod drift;
 mod groups;
 mod memory;
 mod spaces;
@@ -516,6 +517,9 @@ impl AgentHost {
             }
             Request::ReplyThread { id, context } => self.reply_thread(now, &id, context)?,
             Request::CancelThread { id } => self.cancel_thread(now, &id)?,
+            r @ (Request::UpdateIntent { .. } | Request::ForkThread { .. }) => {
+                self.drift(now, r)?
+            }
             Request::TransferCoordinator { id, to } => self.transfer_coordinator(now, &id, &to)?,
             Request::SpaceCreate {
                 name,

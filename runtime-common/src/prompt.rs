@@ -158,6 +158,14 @@ fn render_raw(p: &Prompt, group: Option<&GroupRef>) -> String {
                 shown(&p.intent.category),
                 shown(&p.intent.summary),
             );
+            if let Some(d) = &p.drift {
+                // §6.5: the thread's intent changed; what is asked is the expanded scope.
+                s += &format!(
+                    "\n   The thread changed from “{}” to “{}”: nothing below leaves without your answer.",
+                    shown(&d.from.summary),
+                    shown(&d.to.summary)
+                );
+            }
             for (i, f) in fields.iter().enumerate() {
                 let value = f
                     .suggested
@@ -957,6 +965,7 @@ mod tests {
                     },
                 ],
             },
+            drift: None,
         }
     }
 

@@ -281,8 +281,18 @@ fn fork(net: &mut Net, a: usize, id: &str) -> Vec<String> {
 fn forked_threads_negotiate_independently_around_each_others_slot() {
     let (mut net, a, b) = drift_net();
     let id = start(&mut net, a, b, json!(["18:00-23:30"]));
+    assert!(net.prompt(a).is_some_and(|p| p.thread_id == id));
     let kids = fork(&mut net, a, &id);
     assert_eq!(kids.len(), 2);
+    // The split thread takes no further part: its prompt is withdrawn on both sides.
+    for i in [a, b] {
+        assert!(
+            net.nodes[i].prompts.values().all(|p| p.thread_id != id),
+            "{}",
+            net.render(None)
+        );
+        assert_eq!(net.nodes[i].agent.thread(&id).unwrap().forked_into, kids);
+    }
     for k in &kids {
         for i in [a, b] {
             let t = net.nodes[i].agent.thread(k).expect("child on both sides");
