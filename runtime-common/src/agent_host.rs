@@ -512,6 +512,20 @@ impl AgentHost {
                     }
                 }
             }
+            Request::DismissSuggestion { id } => {
+                match self.agent.suggestions().iter().find(|s| s.id() == id) {
+                    Some(s) => (
+                        Response::ok(format!("suggestion #{id} dismissed")),
+                        cmd(self, s.dismiss())?,
+                    ),
+                    None => (
+                        Response::err(format!(
+                            "no open suggestion #{id} (see `a2acp suggestions`)"
+                        )),
+                        Vec::new(),
+                    ),
+                }
+            }
             Request::ReadNotifications { number, all } => {
                 (self.read_notifications(number, all), Vec::new())
             }

@@ -214,6 +214,12 @@ pub enum Request {
         /// The suggestion's number, as listed.
         id: u64,
     },
+    /// Dismiss a §7.2 suggestion by its number (`a2acp suggestions dismiss N`): no longer
+    /// listed, never suggested again; the tiers stay as they are.
+    DismissSuggestion {
+        /// The suggestion's number, as listed.
+        id: u64,
+    },
     /// Create a shared context space (§12) with other agents (`a2acp space create`).
     SpaceCreate {
         /// What it is about.

@@ -344,6 +344,11 @@ enum SuggestionsCmd {
         /// The suggestion's number.
         id: u64,
     },
+    /// Dismiss suggestion N: not listed any more, never suggested again.
+    Dismiss {
+        /// The suggestion's number.
+        id: u64,
+    },
 }
 
 #[derive(Subcommand)]
@@ -1170,6 +1175,12 @@ async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
             ..
         } => (Request::AcceptSuggestion { id }, false, |r| {
             r.data.as_str().unwrap_or("accepted").to_string()
+        }),
+        Cmd::Suggestions {
+            cmd: Some(SuggestionsCmd::Dismiss { id }),
+            ..
+        } => (Request::DismissSuggestion { id }, false, |r| {
+            r.data.as_str().unwrap_or("dismissed").to_string()
         }),
         Cmd::Status { json } => (Request::Status, json, |r| {
             serde_json::from_value::<control::StatusInfo>(r.data.clone())

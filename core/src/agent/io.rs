@@ -111,6 +111,12 @@ pub enum Command {
         /// (`additional_context_needed`, at most 5 in all).
         needs: Vec<Need>,
     },
+    /// Dismiss a §7.2 suggestion by its number: it is no longer listed and that field is
+    /// never suggested again for that agent (the tiers stay as they are).
+    DismissSuggestion {
+        /// The suggestion's number.
+        id: u64,
+    },
     /// Split a thread into independent threads (§6.5).
     ForkThread {
         /// The thread to split.
@@ -534,6 +540,11 @@ impl Suggestion {
         match self {
             Suggestion::Promote { id, .. } => *id,
         }
+    }
+
+    /// The command that dismisses it.
+    pub fn dismiss(&self) -> Command {
+        Command::DismissSuggestion { id: self.id() }
     }
 
     /// The command that accepts it.

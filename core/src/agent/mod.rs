@@ -376,7 +376,12 @@ impl Agent {
             .peers
             .iter()
             .filter(|(peer, _)| !self.shared.settings.blocked.contains(*peer))
-            .flat_map(|(peer, rec)| rec.suggested.iter().map(move |(f, id)| (peer, f, *id)))
+            .flat_map(|(peer, rec)| {
+                rec.suggested
+                    .iter()
+                    .filter(|(f, _)| !rec.dismissed.contains(*f))
+                    .map(move |(f, id)| (peer, f, *id))
+            })
             .filter(|(peer, f, _)| self.shared.tier(peer, f) != Tier::AlwaysShare)
             .map(|(peer, field, id)| Suggestion::Promote {
                 id,
