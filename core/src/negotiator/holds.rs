@@ -162,7 +162,7 @@ mod tests {
         // Another date is untouched, a list keeps the entries nothing touches as written.
         let w = windows_without(
             &json!(["2026-03-28 18:00-23:00", {"date": "2026-03-27", "start": "20:00", "end": "22:00", "timezone": "Europe/London"}, 7]),
-            &[dinner.clone()],
+            std::slice::from_ref(&dinner),
         );
         assert_eq!(
             w,
@@ -172,7 +172,7 @@ mod tests {
         assert_eq!(
             windows_without(
                 &json!(["Friday 19:30-20:30", "Saturday 19:00-20:00"]),
-                &[dinner.clone()]
+                std::slice::from_ref(&dinner)
             ),
             json!(["Saturday 19:00-20:00"])
         );
