@@ -248,6 +248,14 @@ pub fn describe_command(c: &Command, detail: Detail) -> String {
         Command::UpdateIntent {
             thread_id, intent, ..
         } => format!("changes the intent of {thread_id} to “{}”", intent.summary),
+        Command::ForkThread { thread_id, intents } => format!(
+            "splits {thread_id} into {}",
+            intents
+                .iter()
+                .map(|i| format!("“{}”", i.summary))
+                .collect::<Vec<_>>()
+                .join(" and ")
+        ),
         Command::CancelThread { thread_id } => format!("cancels {thread_id}"),
         Command::AcceptKeyChange { address } => format!(
             "checked and accepts the new key of {}",

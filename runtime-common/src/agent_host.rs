@@ -38,6 +38,7 @@ use crate::keys::KeyError;
 use crate::store::{Durability, Store, StoreError};
 
 mod a2a;
+mod drift;
 mod groups;
 mod memory;
 mod spaces;
@@ -516,11 +517,28 @@ impl AgentHost {
                     }
                 }
             }
+            Request::DismissSuggestion { id } => {
+                match self.agent.suggestions().iter().find(|s| s.id() == id) {
+                    Some(s) => (
+                        Response::ok(format!("suggestion #{id} dismissed")),
+                        cmd(self, s.dismiss())?,
+                    ),
+                    None => (
+                        Response::err(format!(
+                            "no open suggestion #{id} (see `a2acp suggestions`)"
+                        )),
+                        Vec::new(),
+                    ),
+                }
+            }
             Request::ReadNotifications { number, all } => {
                 (self.read_notifications(number, all), Vec::new())
             }
             Request::ReplyThread { id, context } => self.reply_thread(now, &id, context)?,
             Request::CancelThread { id } => self.cancel_thread(now, &id)?,
+            r @ (Request::UpdateIntent { .. } | Request::ForkThread { .. }) => {
+                self.drift(now, r)?
+            }
             Request::TransferCoordinator { id, to } => self.transfer_coordinator(now, &id, &to)?,
             Request::SpaceCreate {
                 name,

@@ -149,6 +149,36 @@ pub enum Request {
         /// New or changed values.
         context: Context,
     },
+    /// Change what a thread is about (§6.5 `intent_update`, `a2acp thread update-intent`):
+    /// the peer is told; what the new intent's tiers would share that the old one's did
+    /// not is asked first.
+    UpdateIntent {
+        /// Thread id.
+        id: String,
+        /// The new one-line summary.
+        summary: String,
+        /// The new category (default: the thread's).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        category: Option<String>,
+        /// Why (shown to the other user).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        /// Fields the new intent needs from the other side.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        needs: Vec<String>,
+    },
+    /// Split a thread into threads that negotiate independently (§6.5 `thread_fork`,
+    /// `a2acp thread fork`); each inherits the thread's context and permissions and knows
+    /// what its siblings hold.
+    ForkThread {
+        /// Thread id.
+        id: String,
+        /// One summary per new thread (two or more).
+        intents: Vec<String>,
+        /// Their category (default: the thread's).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        category: Option<String>,
+    },
     /// Close a thread (→ DECLINED); the peer is told.
     CancelThread {
         /// Thread id.
@@ -181,6 +211,12 @@ pub enum Request {
     /// Accept a §7.2 suggestion by its number (`a2acp suggestions accept N`): "always
     /// share FIELD with PEER" becomes a relationship override.
     AcceptSuggestion {
+        /// The suggestion's number, as listed.
+        id: u64,
+    },
+    /// Dismiss a §7.2 suggestion by its number (`a2acp suggestions dismiss N`): no longer
+    /// listed, never suggested again; the tiers stay as they are.
+    DismissSuggestion {
         /// The suggestion's number, as listed.
         id: u64,
     },

@@ -57,6 +57,7 @@ pub mod http;
 pub mod keys;
 pub mod llm;
 pub mod log_limit;
+pub mod onboarding;
 pub mod prompt;
 pub mod race;
 pub mod relay_service;

@@ -36,7 +36,7 @@ pub const FIELD_KEYS: &str = "[s] Share   [n] Don't share   [o] Other value…";
 pub const RESOLUTION_KEYS: &str =
     "[c] Confirm   [t] Different time   [p] Different place   [e] Can't make it — make an excuse for me   [x] Decline";
 /// The keys of a §7.2 suggestion, as shown.
-pub const SUGGESTION_KEYS: &str = "[y] Yes, always   [n] Not now";
+pub const SUGGESTION_KEYS: &str = "[y] Yes, always   [n] Not now   [d] Don't ask again";
 /// Most alternatives offered with a key (`1`…`9`).
 const MAX_ALTERNATIVE_KEYS: usize = 9;
 
@@ -158,6 +158,14 @@ fn render_raw(p: &Prompt, group: Option<&GroupRef>) -> String {
                 shown(&p.intent.category),
                 shown(&p.intent.summary),
             );
+            if let Some(d) = &p.drift {
+                // §6.5: the thread's intent changed; what is asked is the expanded scope.
+                s += &format!(
+                    "\n   The thread changed from “{}” to “{}”: nothing below leaves without your answer.",
+                    shown(&d.from.summary),
+                    shown(&d.to.summary)
+                );
+            }
             for (i, f) in fields.iter().enumerate() {
                 let value = f
                     .suggested
@@ -627,6 +635,10 @@ impl PromptUi {
                 UiOut::Print(format!("   → suggestion #{} accepted", s.id())),
                 UiOut::Answer(s.accept()),
             ],
+            Key::Char('d') => vec![
+                UiOut::Print(format!("   → suggestion #{} dismissed", s.id())),
+                UiOut::Answer(s.dismiss()),
+            ],
             Key::Char('n') | Key::Esc => vec![UiOut::Print(format!(
                 "   → not now (a2acp suggestions accept {} does it later)",
                 s.id()
@@ -957,6 +969,7 @@ mod tests {
                     },
                 ],
             },
+            drift: None,
         }
     }
 

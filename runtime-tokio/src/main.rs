@@ -143,14 +143,18 @@ enum Cmd {
 #[derive(Subcommand)]
 enum AgentCmd {
     /// Create an agent: identity key (mode 0600) and config.toml with the onboarding
-    /// defaults of §14.1; registers with the relay if it is reachable.
+    /// defaults of §14.1; registers with the relay if it is reachable. Without --address
+    /// it runs the §14.1 onboarding: name, area, time zone (detected) and the five
+    /// permission defaults are asked in the terminal (or read one per line from stdin
+    /// when it is not a terminal).
     Init {
-        /// The agent's address, agent:NAME@RELAY-DOMAIN.
+        /// The agent's address, agent:NAME@RELAY-DOMAIN (absent: asked).
         #[arg(long)]
-        address: String,
-        /// The relay, ws://HOST:PORT, or wss://HOST[:PORT] for a relay serving TLS.
+        address: Option<String>,
+        /// The relay, ws://HOST:PORT, or wss://HOST[:PORT] for a relay serving TLS
+        /// (required with --address; absent: asked).
         #[arg(long)]
-        relay: String,
+        relay: Option<String>,
         /// For a wss:// relay whose certificate is issued by a private CA (or is
         /// self-signed): that CA's certificate(s), PEM. Trusted besides the web PKI roots;
         /// its absolute path is written to config.toml as `relay_ca`.
@@ -223,6 +227,40 @@ enum ThreadCmd {
     Cancel {
         /// Thread id.
         id: String,
+    },
+    /// Change what a thread is about (§6.5): `thread update-intent thr_… --summary "Game
+    /// night with friends on Friday" --need game_preferences`. The other agent is told;
+    /// whatever your tiers would share for the new intent but not for the old one is
+    /// asked first (a prompt).
+    UpdateIntent {
+        /// Thread id.
+        id: String,
+        /// What it is about now, in one line.
+        #[arg(long)]
+        summary: String,
+        /// The new category (default: the thread's).
+        #[arg(long = "type", alias = "category")]
+        category: Option<String>,
+        /// Why, shown to the other person.
+        #[arg(long)]
+        reason: Option<String>,
+        /// A field the new intent needs from the other side (repeat, at most 5).
+        #[arg(long = "need")]
+        needs: Vec<String>,
+    },
+    /// Split a thread into threads that negotiate independently (§6.5): `thread fork thr_…
+    /// --intent "Dinner reservation for Friday 19:00" --intent "Game night venue for Friday
+    /// 21:00"`. Each inherits the thread's context and permissions and negotiates around
+    /// what its siblings hold.
+    Fork {
+        /// Thread id.
+        id: String,
+        /// One new thread's summary (repeat: 2 to 8).
+        #[arg(long = "intent", required = true)]
+        intents: Vec<String>,
+        /// Their category (default: the thread's).
+        #[arg(long = "type", alias = "category")]
+        category: Option<String>,
     },
     /// Hand a group thread you coordinate to one of its participants (§10.3).
     Transfer {
@@ -303,6 +341,11 @@ enum PermCmd {
 enum SuggestionsCmd {
     /// Accept suggestion N (as listed): e.g. always share that field with that agent.
     Accept {
+        /// The suggestion's number.
+        id: u64,
+    },
+    /// Dismiss suggestion N: not listed any more, never suggested again.
+    Dismiss {
         /// The suggestion's number.
         id: u64,
     },
@@ -474,8 +517,34 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
         }) => {
             // What goes wrong is said by `agent init` itself (refusal, relay unreachable).
             init_tracing("error", None);
+            let mut onboarded = None;
+            let (address, relay) = match (address, relay) {
+                (Some(a), Some(r)) => (a, r),
+                (Some(_), None) => return Err("--address needs --relay".into()),
+                (None, relay) => {
+                    let given = a2acp_runtime::onboarding::Given {
+                        relay,
+                        name: name.clone(),
+                        timezone: timezone.clone(),
+                    };
+                    let detected = a2acp_runtime::onboarding::detect_timezone();
+                    let o = a2acp_runtime::onboarding::run(
+                        &mut std::io::stdin().lock(),
+                        &mut std::io::stdout(),
+                        &given,
+                        detected.as_deref(),
+                    )
+                    .map_err(|e| e.to_string())?;
+                    let r = (o.address.to_string(), o.relay.clone());
+                    onboarded = Some(o);
+                    r
+                }
+            };
             let relay = RelayTarget { url: relay, ca };
-            agent_init(&home, &address, &relay, name, timezone, profile, offline).await
+            agent_init(
+                &home, &address, &relay, name, timezone, profile, offline, onboarded,
+            )
+            .await
         }
         Cmd::Agent(AgentCmd::Run(a)) => agent_run(&home, &a).await,
         Cmd::Demo { interactive, group } => {
@@ -561,6 +630,8 @@ struct RelayTarget {
     ca: Option<PathBuf>,
 }
 
+// The flags of `agent init` and the onboarding's answers, one argument each.
+#[allow(clippy::too_many_arguments)]
 async fn agent_init(
     home: &Home,
     address: &str,
@@ -569,6 +640,7 @@ async fn agent_init(
     timezone: Option<String>,
     profile: Option<PathBuf>,
     offline: bool,
+    onboarded: Option<a2acp_runtime::onboarding::Onboarding>,
 ) -> Result<ExitCode, String> {
     let addr = Address::parse(address).map_err(|e| format!("--address `{address}`: {e}"))?;
     let relay = target.url.as_str();
@@ -616,6 +688,13 @@ async fn agent_init(
     if let Some(t) = timezone {
         table.insert("timezone".into(), t.into());
     }
+    if let Some(o) = &onboarded {
+        table.insert("name".into(), o.name.clone().into());
+        table.insert("timezone".into(), o.timezone.clone().into());
+        if let Some(a) = &o.area {
+            table.insert("general_area".into(), a.clone().into());
+        }
+    }
     // What this command creates, removed again if the relay refuses the address.
     let made_dir = !home.dir().exists();
     std::fs::create_dir_all(home.dir()).map_err(|e| format!("{}: {e}", home.dir().display()))?;
@@ -626,6 +705,9 @@ async fn agent_init(
     let key = a2acp_runtime::keys::create(&home.key()).map_err(|e| e.to_string())?;
     let mut file = AgentFile::new(&addr, relay, table);
     file.relay_ca = ca.map(|p| p.display().to_string());
+    if let Some(o) = onboarded {
+        file.permissions = o.permissions;
+    }
     file.write_new(&home.config()).map_err(|e| e.to_string())?;
     println!("created {addr} in {}", home.dir().display());
     println!(
@@ -843,6 +925,36 @@ async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
             (Request::ReplyThread { id, context: c }, false, text)
         }
         Cmd::Thread(ThreadCmd::Cancel { id }) => (Request::CancelThread { id }, false, text),
+        Cmd::Thread(ThreadCmd::UpdateIntent {
+            id,
+            summary,
+            category,
+            reason,
+            needs,
+        }) => (
+            Request::UpdateIntent {
+                id,
+                summary,
+                category,
+                reason,
+                needs,
+            },
+            false,
+            text,
+        ),
+        Cmd::Thread(ThreadCmd::Fork {
+            id,
+            intents,
+            category,
+        }) => (
+            Request::ForkThread {
+                id,
+                intents,
+                category,
+            },
+            false,
+            text,
+        ),
         Cmd::Thread(ThreadCmd::Transfer { id, to }) => {
             (Request::TransferCoordinator { id, to }, false, text)
         }
@@ -1066,6 +1178,12 @@ async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
             ..
         } => (Request::AcceptSuggestion { id }, false, |r| {
             r.data.as_str().unwrap_or("accepted").to_string()
+        }),
+        Cmd::Suggestions {
+            cmd: Some(SuggestionsCmd::Dismiss { id }),
+            ..
+        } => (Request::DismissSuggestion { id }, false, |r| {
+            r.data.as_str().unwrap_or("dismissed").to_string()
         }),
         Cmd::Status { json } => (Request::Status, json, |r| {
             serde_json::from_value::<control::StatusInfo>(r.data.clone())

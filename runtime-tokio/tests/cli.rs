@@ -279,3 +279,84 @@ fn the_person_s_commands_on_the_real_binary() {
     assert!(fails(&bob, &["notifications", "read"]).contains("<NUMBER>"));
     assert!(fails(&bob, &["notifications", "read", "3", "--all"]).contains("cannot be used"));
 }
+
+/// §14.1: `agent init` without `--address` runs the onboarding; when stdin is not a
+/// terminal the answers are read from it, one per line, and the config written is the
+/// one the flags write, with the five answers in its tiers.
+#[test]
+fn agent_init_without_flags_onboards_from_piped_answers() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("jono");
+    let mut child = Command::new(BIN)
+        .arg("--home")
+        .arg(&home)
+        .args(["agent", "init", "--offline"])
+        .env("NO_COLOR", "1")
+        .env("TZ", "Europe/London")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run a2acp");
+    // Name, area, time zone (Enter: the detected one), address (Enter: suggested),
+    // relay (Enter), then the five defaults: availability always, the rest as offered
+    // except budget never.
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"Jono\nReading, UK\n\n\n\na\n\n\nn\n\n")
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        out.contains("Timezone auto-detected: Europe/London"),
+        "{out}"
+    );
+    assert!(out.contains("created agent:jono@localhost"), "{out}");
+    let text = std::fs::read_to_string(home.join("config.toml")).unwrap();
+    let cfg: toml::Table = text.parse().unwrap();
+    assert_eq!(cfg["address"].as_str(), Some("agent:jono@localhost"));
+    assert_eq!(cfg["relay"].as_str(), Some("ws://127.0.0.1:7447"));
+    let profile = cfg["profile"].as_table().unwrap();
+    assert_eq!(profile["name"].as_str(), Some("Jono"));
+    assert_eq!(profile["timezone"].as_str(), Some("Europe/London"));
+    assert_eq!(profile["general_area"].as_str(), Some("Reading, UK"));
+    let p = cfg["permissions"].as_table().unwrap();
+    let has = |tier: &str, f: &str| {
+        p[tier]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v.as_str() == Some(f))
+    };
+    assert!(has("always_share", "specific_availability"));
+    assert!(has("always_share", "general_location_area"));
+    assert!(has("ask_first", "dietary"));
+    assert!(has("never_share", "budget_range"));
+    assert!(has("ask_first", "specific_location"));
+
+    // Answers that run out: a clear error, nothing written.
+    let other = dir.path().join("other");
+    let mut child = Command::new(BIN)
+        .arg("--home")
+        .arg(&other)
+        .args(["agent", "init", "--offline"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"Ana\n").unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no answer (stdin closed)"), "{err}");
+    assert!(!other.join("config.toml").exists());
+}

@@ -23,6 +23,11 @@ use crate::model::{ActionModel, LinkModel, LlmModel, UserModel};
 /// The scenarios shipped with the simulator: (file name without `.toml`, contents).
 pub const SHIPPED: &[(&str, &str)] = &[
     ("dinner", include_str!("../scenarios/dinner.toml")),
+    (
+        "intent_update",
+        include_str!("../scenarios/intent_update.toml"),
+    ),
+    ("thread_fork", include_str!("../scenarios/thread_fork.toml")),
     ("no_overlap", include_str!("../scenarios/no_overlap.toml")),
     (
         "declined_field",
@@ -295,6 +300,15 @@ pub enum ScriptAction {
         intent: Intent,
         /// Why.
         reason: String,
+        /// Fields the new intent needs from the peer (each `required`).
+        needs: Vec<String>,
+    },
+    /// Split a thread into threads (§6.5 `thread_fork`).
+    Fork {
+        /// Thread index.
+        thread: usize,
+        /// The child threads' intents.
+        intents: Vec<Intent>,
     },
     /// Cancel a thread.
     Cancel {

@@ -131,3 +131,22 @@ fn group_metrics_show_the_game_night_flows() {
         }
     }
 }
+
+#[test]
+fn a_fork_puts_the_games_after_the_dinner_and_a_drift_asks_first() {
+    let (r, t) = run("thread_fork", 1);
+    assert!(r.passed());
+    assert!(
+        t.contains("proposal “Dinner on Friday 27 March 2026, 19:00–21:00")
+            && t.contains("proposal “Game night on Friday 27 March 2026, 21:00–22:00"),
+        "{t}"
+    );
+    let (r, t) = run("intent_update", 1);
+    assert!(r.passed());
+    // Alice's address leaves only after her answer to the prompt that shows it.
+    let asked = t
+        .find("address (helpful, suggested \"12 Oak Street, Reading\")")
+        .unwrap();
+    let sent = t.find("\"address\":\"12 Oak Street, Reading\"").unwrap();
+    assert!(asked < sent);
+}

@@ -35,10 +35,24 @@ impl Agent {
                 thread_id,
                 intent,
                 reason,
+                needs,
             } => {
-                self.in_thread(&thread_id, |step| step.update_intent(intent, reason));
+                self.in_thread(&thread_id, |step| step.update_intent(intent, reason, needs));
             }
             Command::ForkThread { thread_id, intents } => self.fork_thread(&thread_id, intents),
+            Command::DismissSuggestion { id } => {
+                let mut hit = None;
+                for (peer, rec) in self.shared.peers.iter_mut() {
+                    if let Some((f, _)) = rec.suggested.iter().find(|(_, n)| **n == id) {
+                        rec.dismissed.insert(f.clone());
+                        hit = Some(peer.clone());
+                        break;
+                    }
+                }
+                if let Some(p) = hit {
+                    self.shared.dirty.peers.insert(p);
+                }
+            }
             Command::CancelThread { thread_id } => {
                 if self.shared.groups.contains_key(&thread_id) {
                     self.cancel_group(&thread_id);

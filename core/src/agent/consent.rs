@@ -2,12 +2,12 @@
 //! signals and the §7.2 suggestions.
 
 use super::negotiate::Turn;
-use super::permissions::{resolve_tier, Tier};
+use super::permissions::{resolve_tier, resolve_tier_in, Tier};
 use super::thread::{Thread, ThreadState, Waiting};
 use super::*;
 
 use crate::display;
-use crate::packet::Body;
+use crate::packet::{Body, Intent};
 
 impl Agent {
     pub(super) fn answer_consent(&mut self, prompt_id: u64, answer: ConsentAnswer) {
@@ -58,9 +58,13 @@ impl ThreadStep<'_> {
                     c.share.insert(n.field.clone(), v);
                     approved.push(n.field.clone());
                 }
+                // A field this side offered (an intent update's expanded scope) is
+                // not shared and not declined either: the peer did not ask.
+                None if c.offered.contains(&n.field) => {}
                 None => c.decline.push(n.field.clone()),
             }
         }
+        c.offered.clear();
         c.prompt_id = 0;
         t.consent = Some(c);
         if let Some(g) = t.group.as_mut() {
@@ -100,12 +104,17 @@ impl ThreadStep<'_> {
                 suggested: self.suggested(&n.field),
             })
             .collect();
+        let drift = t.scope_intent.as_ref().map(|before| IntentChange {
+            from: display::intent(before),
+            to: display::intent(&t.intent),
+        });
         let prompt = Prompt {
             id: c.prompt_id,
             thread_id: id.to_string(),
             peer: t.peer.clone(),
             intent: display::intent(&t.intent),
             kind: PromptKind::Consent { fields },
+            drift,
         };
         self.shared.buf.prompt.push(Output::Prompt(prompt));
     }
@@ -132,6 +141,34 @@ impl ThreadStep<'_> {
 impl Shared {
     pub(super) fn tier(&self, peer: &Address, field: &str) -> Tier {
         resolve_tier(&self.settings.tiers, &self.settings.overrides, peer, field)
+    }
+
+    /// The tier of `field` for `peer` in a thread about `intent` (§6.5).
+    pub(super) fn tier_in(&self, peer: &Address, intent: &Intent, field: &str) -> Tier {
+        resolve_tier_in(
+            &self.settings.tiers,
+            &self.settings.overrides,
+            peer,
+            Some(intent),
+            field,
+        )
+    }
+
+    /// The tier of `field` in thread `t`: for its peer and its intent; after an intent
+    /// update, a field the new intent would share without asking but the intent the
+    /// thread started with would not is asked first (§6.5: the expanded scope is put to
+    /// the user before anything more leaves).
+    pub(super) fn thread_tier(&self, t: &Thread, field: &str) -> Tier {
+        let now = self.tier_in(&t.peer, &t.intent, field);
+        match &t.scope_intent {
+            Some(before)
+                if now == Tier::AlwaysShare
+                    && self.tier_in(&t.peer, before, field) != Tier::AlwaysShare =>
+            {
+                Tier::AskFirst
+            }
+            _ => now,
+        }
     }
 
     pub(super) fn next_prompt_id(&mut self) -> u64 {

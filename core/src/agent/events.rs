@@ -123,6 +123,25 @@ pub enum AgentEvent {
         /// By the peer's user (its resume marker), not this agent's.
         by_peer: bool,
     },
+    /// The thread's intent changed (§6.5 `intent_update`).
+    IntentUpdated {
+        /// By the peer (its `intent_update`), not this agent's user.
+        by_peer: bool,
+        /// The intent's summary now (peer text, cleaned when shown).
+        summary: String,
+        /// `expanded`, `narrowed` or `changed`, as the update says.
+        scope_change: Option<String>,
+        /// Fields this side's user is asked about before they are shared: the new
+        /// intent's tiers would share them, the old one's did not.
+        expanded: Vec<String>,
+    },
+    /// The thread was split into threads (§6.5 `thread_fork`).
+    Forked {
+        /// By the peer (its `thread_fork`), not this agent's user.
+        by_peer: bool,
+        /// The child threads, in order.
+        children: Vec<String>,
+    },
 
     // -- Packets --
     /// A packet left (sealed and queued for the relay).
@@ -540,6 +559,30 @@ impl AgentEvent {
             E::Escalated { reason } => write!(out, "escalated to the users: {reason}"),
             E::Resumed { by_peer: false } => out.write_str("resumed by the user"),
             E::Resumed { by_peer: true } => out.write_str("resumed by the peer's user"),
+            E::IntentUpdated {
+                by_peer,
+                summary,
+                scope_change,
+                expanded,
+            } => {
+                write!(
+                    out,
+                    "intent changed {} to “{summary}” ({})",
+                    if *by_peer { "by the peer" } else { "by the user" },
+                    scope_change.as_deref().unwrap_or("changed")
+                )?;
+                if !expanded.is_empty() {
+                    write!(out, "; asked before sharing: {}", expanded.join(", "))?;
+                }
+                Ok(())
+            }
+            E::Forked { by_peer, children } => write!(
+                out,
+                "split {} into {} thread(s): {}",
+                if *by_peer { "by the peer" } else { "by the user" },
+                children.len(),
+                children.join(", ")
+            ),
             E::Sent {
                 kind,
                 packet_id,

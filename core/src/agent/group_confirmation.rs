@@ -544,6 +544,7 @@ impl Agent {
                 deadline: gp.deadline,
                 reminder,
             },
+            drift: None,
         };
         self.shared.buf.prompt.push(Output::Prompt(prompt));
     }

@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::address::Address;
 use crate::agent::events::AgentEvent;
 use crate::agent::permissions::Tier;
-use crate::packet::{ActionSpec, Context, Intent, Priority, Proposal};
+use crate::packet::{ActionSpec, Context, Intent, Need, Priority, Proposal};
 use crate::persist::PersistOp;
 use crate::time::Timestamp;
 
@@ -107,6 +107,15 @@ pub enum Command {
         intent: Intent,
         /// Why.
         reason: String,
+        /// What the new intent needs from the peer besides what its kind asks for
+        /// (`additional_context_needed`, at most 5 in all).
+        needs: Vec<Need>,
+    },
+    /// Dismiss a §7.2 suggestion by its number: it is no longer listed and that field is
+    /// never suggested again for that agent (the tiers stay as they are).
+    DismissSuggestion {
+        /// The suggestion's number.
+        id: u64,
     },
     /// Split a thread into independent threads (§6.5).
     ForkThread {
@@ -292,6 +301,20 @@ pub struct Prompt {
     pub intent: Intent,
     /// What is asked.
     pub kind: PromptKind,
+    /// A consent prompt in a thread whose intent changed (§6.5): what it was about when
+    /// its sharing was agreed, and what it is about now — the expanded scope the answer
+    /// is about.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<IntentChange>,
+}
+
+/// A thread's intent update (§6.5), as a consent prompt shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntentChange {
+    /// The intent the thread's sharing was agreed under (cleaned for display).
+    pub from: Intent,
+    /// The intent now (cleaned for display).
+    pub to: Intent,
 }
 
 /// What a prompt asks.
@@ -533,6 +556,11 @@ impl Suggestion {
         match self {
             Suggestion::Promote { id, .. } => *id,
         }
+    }
+
+    /// The command that dismisses it.
+    pub fn dismiss(&self) -> Command {
+        Command::DismissSuggestion { id: self.id() }
     }
 
     /// The command that accepts it.

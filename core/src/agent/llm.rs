@@ -393,7 +393,7 @@ impl Shared {
             .config
             .profile
             .iter()
-            .filter(|(k, _)| self.tier(&t.peer, k) != Tier::NeverShare)
+            .filter(|(k, _)| self.thread_tier(t, k) != Tier::NeverShare)
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         let history: Vec<&str> = t.history.iter().map(|h| h.json.as_str()).collect();

@@ -40,6 +40,7 @@ pub use a2a::{A2aReply, A2aStream, A2A_MAX_REQUEST};
 mod commands;
 mod consent;
 mod drift;
+pub use drift::may_fork;
 pub mod events;
 mod execution;
 pub mod group;
@@ -84,11 +85,11 @@ pub use events::{AgentEvent, Bug, DropReason, LlmFallbackTo};
 pub use group::{Group, GroupMember, GroupProposal, Sequence};
 pub use io::*;
 pub use link::{FirstPacket, LinkRefusal, REGISTRATION_RETRY};
-pub use permissions::{PermissionTiers, RelationshipOverride, Tier};
+pub use permissions::{IntentTiers, PermissionTiers, RelationshipOverride, Tier};
 pub use records::RestoreError;
 pub use refusals::Refusals;
 pub use space::{FieldChange, Space, SpaceChange, SpaceEvent, SpacePacket};
-pub use thread::{Thread, ThreadState, Waiting};
+pub use thread::{SiblingHold, Thread, ThreadState, Waiting};
 
 use link::{Link, OutboxItem, Pacer};
 use records::{Dirty, Meta, PeerRecord, Settings};
@@ -379,7 +380,12 @@ impl Agent {
             .peers
             .iter()
             .filter(|(peer, _)| !self.shared.settings.blocked.contains(*peer))
-            .flat_map(|(peer, rec)| rec.suggested.iter().map(move |(f, id)| (peer, f, *id)))
+            .flat_map(|(peer, rec)| {
+                rec.suggested
+                    .iter()
+                    .filter(|(f, _)| !rec.dismissed.contains(*f))
+                    .map(move |(f, id)| (peer, f, *id))
+            })
             .filter(|(peer, f, _)| self.shared.tier(peer, f) != Tier::AlwaysShare)
             .map(|(peer, field, id)| Suggestion::Promote {
                 id,
@@ -464,6 +470,7 @@ impl Agent {
             } => self.on_llm_result(request_id, result, meta),
             Input::ActionResult { action_id, result } => self.on_action_result(action_id, result),
         }
+        self.step_forks();
         self.step_groups();
         self.flush();
     }
@@ -479,6 +486,7 @@ impl Agent {
     pub fn handle_timeout(&mut self, now: Timestamp) {
         self.shared.now = self.shared.now.max(now);
         self.on_timeout();
+        self.step_forks();
         self.step_groups();
         self.flush();
     }
@@ -534,6 +542,8 @@ fn new_session(rng: &mut DetRng) -> ThreadSession {
 
 #[cfg(test)]
 mod a2a_tests;
+#[cfg(test)]
+mod drift_tests;
 #[cfg(test)]
 mod group_sequence_tests;
 #[cfg(test)]

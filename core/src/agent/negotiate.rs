@@ -99,7 +99,6 @@ impl ThreadStep<'_> {
             return;
         }
         let t = &*self.t;
-        let peer = t.peer.clone();
         let urgent = t.intent.is_urgent();
         let mut share = Context::new();
         let mut decline = Vec::new();
@@ -116,7 +115,7 @@ impl ThreadStep<'_> {
                 continue;
             }
             let value = self.suggested(&n.field);
-            let tier = self.shared.tier(&peer, &n.field);
+            let tier = self.shared.thread_tier(t, &n.field);
             if tier != Tier::NeverShare && self.flexibility_asks(&n.field) {
                 // Giving way for the group is the user's call, whatever the tier.
                 ask.push(n.clone());
@@ -157,6 +156,7 @@ impl ThreadStep<'_> {
             ask: Vec::new(),
             share: Context::new(),
             decline: Vec::new(),
+            offered: BTreeSet::new(),
         });
         consent.share.extend(share);
         consent.decline.extend(decline);
@@ -188,7 +188,7 @@ impl ThreadStep<'_> {
     /// The Receive-Evaluate-Act cycle (§5.2) for one thread, once its inputs changed.
     pub(super) fn evaluate(&mut self, turn: Turn) {
         let t = &*self.t;
-        if t.state.is_terminal() || t.halted {
+        if t.state.is_terminal() || t.halted || !t.forked_into.is_empty() {
             return;
         }
         if t.consent.as_ref().is_some_and(|c| c.prompt_id != 0) {
@@ -437,7 +437,7 @@ impl Shared {
     pub(super) fn mine(&self, t: &Thread) -> Context {
         let mut m = Context::new();
         for (k, v) in self.config.profile.iter().chain(t.local.iter()) {
-            let tier = self.tier(&t.peer, k);
+            let tier = self.thread_tier(t, k);
             if tier == Tier::AlwaysShare
                 || (tier == Tier::AskFirst && t.user_initiated && t.local.contains_key(k))
             {
@@ -448,6 +448,16 @@ impl Shared {
             m.extend(c.share.clone());
         }
         m.extend(t.shared.clone());
+        if !t.sibling_holds.is_empty() {
+            // A sibling of the fork holds these times (§6.5): not available here.
+            let held: Vec<Context> = t.sibling_holds.iter().map(|h| h.slot.clone()).collect();
+            for k in ["time_windows", "availability"] {
+                if let Some(w) = m.get(k) {
+                    let w = negotiator::windows_without(w, &held);
+                    m.insert(k.into(), w);
+                }
+            }
+        }
         m
     }
 

@@ -383,6 +383,10 @@ impl ThreadStep<'_> {
     /// A packet of the peer in this thread (a fork is the agent's: it makes threads).
     pub(super) fn on_packet(&mut self, p: Packet) {
         self.count_exchange(&p);
+        if !self.t.forked_into.is_empty() {
+            // Split into children (§6.5): they carry the negotiation on.
+            return;
+        }
         match p.body {
             Body::Context(b) => self.on_context(b),
             Body::ContextRequest(b) => {
@@ -394,22 +398,7 @@ impl ThreadStep<'_> {
                 self.absorb(&b.context_provided, &b.context_unavailable);
                 self.evaluate(Turn::Free);
             }
-            Body::IntentUpdate(b) => {
-                let expanded = b.updated_intent.scope_change.as_deref() == Some("expanded");
-                self.t.intent = b.updated_intent.clone();
-                if expanded {
-                    self.notify(
-                        NotifyKind::Info,
-                        format!(
-                            "The thread changed to “{}” ({}).",
-                            display::line(&b.updated_intent.summary, display::MAX_SHORT),
-                            display::line(&b.reason, display::MAX_SHORT)
-                        ),
-                    );
-                }
-                self.take_needs(&b.additional_context_needed);
-                self.evaluate(Turn::AnsweringRequest);
-            }
+            Body::IntentUpdate(b) => self.on_intent_update(b),
             Body::Resolution(b) => self.on_resolution(p.packet_id, p.from, b),
             Body::ResolutionResponse(b) => self.on_resolution_response(&p.from, b),
             Body::ExecutionReport(r) => self.on_execution_report(r),
@@ -466,7 +455,7 @@ impl ThreadStep<'_> {
         let mut context = Context::new();
         let mut withheld = BTreeSet::new();
         for (k, v) in &t.local {
-            match self.shared.tier(&t.peer, k) {
+            match self.shared.thread_tier(t, k) {
                 Tier::NeverShare => {
                     withheld.insert(k.clone());
                 }
@@ -488,7 +477,7 @@ impl ThreadStep<'_> {
                 continue;
             }
             if let Some(v) = self.shared.config.profile.get(&field) {
-                if self.shared.tier(&t.peer, &field) == Tier::AlwaysShare {
+                if self.shared.thread_tier(t, &field) == Tier::AlwaysShare {
                     context.insert(field.clone(), v.clone());
                 }
             }
@@ -549,7 +538,8 @@ impl ThreadStep<'_> {
         if let Some(ctx) = provided_mut(&mut body) {
             let keys: Vec<String> = ctx.keys().cloned().collect();
             for k in keys {
-                if self.shared.tier(&peer, &k) == Tier::NeverShare && !t.theirs.contains_key(&k) {
+                if self.shared.thread_tier(t, &k) == Tier::NeverShare && !t.theirs.contains_key(&k)
+                {
                     ctx.remove(&k);
                     stripped.push(k);
                 }
@@ -763,6 +753,8 @@ pub(super) fn blank_thread(
         awaiting_peer_since: None,
         peer_response_ms: Vec::new(),
         a2a_context: None,
+        scope_intent: None,
+        sibling_holds: Vec::new(),
     }
 }
 

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::address::Address;
+use crate::packet::Intent;
 
 /// A sharing tier.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -51,6 +52,52 @@ pub struct PermissionTiers {
     /// Never shared.
     #[serde(default)]
     pub never_share: BTreeSet<String>,
+    /// Tiers that depend on what a thread is about (§6.5: "the user may have different
+    /// sharing preferences for game night with friends versus dinner with Bob"), keyed by
+    /// a phrase of the intent (see [`IntentTiers`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub intents: BTreeMap<String, IntentTiers>,
+}
+
+/// Tiers for the threads whose intent names a phrase (SPEC-NOTES "Permissions (§7)",
+/// intent-dependent tiers). The phrase matches an intent whose category is the phrase, or
+/// whose summary contains it as whole words, ignoring case (`game night` matches "Game
+/// night on Friday", not "endgame nights"). Entries are field names or categories, as in
+/// the base tiers.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct IntentTiers {
+    /// Shared without asking in these threads — except a field the base tiers never
+    /// share: an intent never loosens never_share.
+    #[serde(default)]
+    pub always_share: BTreeSet<String>,
+    /// Asked first in these threads, even if always_share otherwise (a relationship
+    /// promotion still wins).
+    #[serde(default)]
+    pub ask_first: BTreeSet<String>,
+    /// Never shared in these threads, whatever else says.
+    #[serde(default)]
+    pub never_share: BTreeSet<String>,
+}
+
+impl IntentTiers {
+    /// Whether the phrase `key` names `intent`.
+    pub fn matches(key: &str, intent: &Intent) -> bool {
+        let words = |s: &str| -> Vec<String> {
+            s.split(|c: char| !c.is_alphanumeric())
+                .filter(|w| !w.is_empty())
+                .map(str::to_lowercase)
+                .collect()
+        };
+        let k = words(key);
+        if k.is_empty() {
+            return false;
+        }
+        if words(&intent.category) == k {
+            return true;
+        }
+        let s = words(&intent.summary);
+        s.windows(k.len()).any(|w| w == k.as_slice())
+    }
 }
 
 impl PermissionTiers {
@@ -79,6 +126,7 @@ impl PermissionTiers {
                 "passwords_or_credentials",
                 "other_peoples_information",
             ]),
+            intents: BTreeMap::new(),
         }
     }
 
@@ -92,6 +140,24 @@ impl PermissionTiers {
             Tier::AskFirst => self.ask_first.insert(name.to_string()),
             Tier::NeverShare => self.never_share.insert(name.to_string()),
         };
+    }
+
+    /// Moves `name` into `tier` for the threads whose intent names `phrase`; `None`
+    /// removes it from that intent's tiers (the base tiers apply again).
+    pub fn set_for_intent(&mut self, phrase: &str, name: &str, tier: Option<Tier>) {
+        let e = self.intents.entry(phrase.to_string()).or_default();
+        e.always_share.remove(name);
+        e.ask_first.remove(name);
+        e.never_share.remove(name);
+        match tier {
+            Some(Tier::AlwaysShare) => e.always_share.insert(name.to_string()),
+            Some(Tier::AskFirst) => e.ask_first.insert(name.to_string()),
+            Some(Tier::NeverShare) => e.never_share.insert(name.to_string()),
+            None => false,
+        };
+        if e.always_share.is_empty() && e.ask_first.is_empty() && e.never_share.is_empty() {
+            self.intents.remove(phrase);
+        }
     }
 }
 
@@ -170,6 +236,51 @@ pub fn resolve_tier(
     Tier::AskFirst
 }
 
+/// Resolves the tier of `field` for `peer` in a thread about `intent` (§6.5, §7.2):
+/// never_share of the relationship override, then of the intent's tiers; the
+/// relationship's promotion; the intent's ask_first, then its always_share (unless the
+/// base tiers never share the field); then the base tiers as [`resolve_tier`]. Without an
+/// intent, or when no intent phrase matches, this is [`resolve_tier`].
+pub fn resolve_tier_in(
+    tiers: &PermissionTiers,
+    overrides: &BTreeMap<Address, RelationshipOverride>,
+    peer: &Address,
+    intent: Option<&Intent>,
+    field: &str,
+) -> Tier {
+    let rules: Vec<&IntentTiers> = match intent {
+        Some(i) => tiers
+            .intents
+            .iter()
+            .filter(|(k, _)| IntentTiers::matches(k, i))
+            .map(|(_, r)| r)
+            .collect(),
+        None => Vec::new(),
+    };
+    if rules.is_empty() {
+        return resolve_tier(tiers, overrides, peer, field);
+    }
+    let names: Vec<&str> = std::iter::once(field).chain(category_of(field)).collect();
+    let has = |set: &BTreeSet<String>| names.iter().any(|n| set.contains(*n));
+    let o = overrides.get(peer);
+    if o.is_some_and(|o| has(&o.restrict_to_never_share)) {
+        return Tier::NeverShare;
+    }
+    if rules.iter().any(|r| has(&r.never_share)) {
+        return Tier::NeverShare;
+    }
+    if o.is_some_and(|o| has(&o.promote_to_always_share)) {
+        return Tier::AlwaysShare;
+    }
+    if rules.iter().any(|r| has(&r.ask_first)) {
+        return Tier::AskFirst;
+    }
+    if rules.iter().any(|r| has(&r.always_share)) && !has(&tiers.never_share) {
+        return Tier::AlwaysShare;
+    }
+    resolve_tier(tiers, overrides, peer, field)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,5 +334,64 @@ mod tests {
             resolve_tier(&tiers, &o, &sarah, "favourite_colour"),
             Tier::AskFirst
         );
+    }
+
+    fn intent(summary: &str) -> Intent {
+        Intent {
+            category: "scheduling".into(),
+            summary: summary.into(),
+            urgency: None,
+            scope_change: None,
+        }
+    }
+
+    #[test]
+    fn intent_tiers_apply_to_threads_whose_intent_names_them() {
+        let mut tiers = PermissionTiers::onboarding_defaults();
+        tiers.set_for_intent("game night", "specific_location", Some(Tier::AlwaysShare));
+        tiers.set_for_intent("game night", "health_info", Some(Tier::AlwaysShare));
+        tiers.set_for_intent("game night", "timezone", Some(Tier::AskFirst));
+        tiers.set_for_intent("work", "budget_range", Some(Tier::NeverShare));
+        let bob = Address::parse("agent:bob@a2acp.io").unwrap();
+        let mut o = BTreeMap::new();
+        o.insert(
+            bob.clone(),
+            RelationshipOverride {
+                promote_to_always_share: ["budget_range", "timezone"]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect(),
+                ..Default::default()
+            },
+        );
+        let games = intent("Game night on Friday (dinner + games)");
+        let dinner = intent("Dinner on Friday");
+        let r = |i: Option<&Intent>, f: &str| resolve_tier_in(&tiers, &o, &bob, i, f);
+        // The address (a category entry) is shared for game night, asked for dinner.
+        assert_eq!(r(Some(&games), "address"), Tier::AlwaysShare);
+        assert_eq!(r(Some(&dinner), "address"), Tier::AskFirst);
+        assert_eq!(r(None, "address"), Tier::AskFirst);
+        // An intent never loosens the base never_share.
+        assert_eq!(r(Some(&games), "medications"), Tier::NeverShare);
+        // The relationship's promotion beats the intent's ask_first …
+        assert_eq!(r(Some(&games), "timezone"), Tier::AlwaysShare);
+        // … but not the intent's never_share.
+        assert_eq!(r(Some(&intent("Work lunch")), "budget"), Tier::NeverShare);
+        // Whole words only; the category matches too.
+        assert!(!IntentTiers::matches(
+            "game night",
+            &intent("endgame nights")
+        ));
+        assert!(IntentTiers::matches(
+            "work",
+            &Intent {
+                category: "Work".into(),
+                ..intent("x")
+            }
+        ));
+        assert!(!IntentTiers::matches(" ", &games));
+        // Removing the last entry removes the phrase.
+        tiers.set_for_intent("work", "budget_range", None);
+        assert!(!tiers.intents.contains_key("work"));
     }
 }

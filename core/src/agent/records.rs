@@ -86,6 +86,10 @@ pub(super) struct PeerRecord {
     /// number.
     #[serde(default)]
     pub(super) suggested: BTreeMap<String, u64>,
+    /// Fields whose §7.2 suggestion the user dismissed: no longer listed, never
+    /// suggested again for this agent.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub(super) dismissed: BTreeSet<String>,
     /// What was refused of this agent past the limits per peer.
     #[serde(default)]
     pub(super) refused: Refusals,

@@ -258,6 +258,7 @@ impl ThreadStep<'_> {
                 deadline: r.deadline,
                 reminder,
             },
+            drift: None,
         };
         self.shared.buf.prompt.push(Output::Prompt(prompt));
     }

@@ -402,6 +402,40 @@ fn a_promotion_suggestion_is_typed_listed_and_accepted_in_one_command() {
 }
 
 #[test]
+fn a_promotion_suggestion_is_dismissed_in_one_command_and_stays_dismissed() {
+    let mut w = HostileWorld::new(Limits::default(), false);
+    let m = w.m.address.clone();
+    for _ in 0..4 {
+        let (_, p) = asked_for_transport(&mut w);
+        let p = p.expect("Alice is asked");
+        let mut share = BTreeMap::new();
+        share.insert("transport_mode".to_string(), FieldChoice::Share);
+        w.net
+            .answer_consent(w.alice, p.id, ConsentAnswer::ShareSelected(share));
+        w.m.pump(&mut w.net);
+        if let Some(s) = w.net.nodes[w.alice].agent.suggestions().first().cloned() {
+            // One command dismisses it: nothing changes in the tiers, it is not listed.
+            w.net.command(w.alice, s.dismiss());
+            assert!(w.net.nodes[w.alice].agent.suggestions().is_empty());
+            assert!(!w.net.nodes[w.alice]
+                .agent
+                .overrides()
+                .get(&m)
+                .is_some_and(|o| o.promote_to_always_share.contains("transport_mode")));
+        }
+    }
+    // Still asked (the tier is unchanged), never suggested again, even after a restart.
+    let suggested = w.net.nodes[w.alice]
+        .notifications
+        .iter()
+        .filter(|n| n.kind == NotifyKind::Suggestion)
+        .count();
+    assert_eq!(suggested, 1);
+    w.net.crash_and_restart_agent(w.alice, [97; 32]);
+    assert!(w.net.nodes[w.alice].agent.suggestions().is_empty());
+}
+
+#[test]
 fn a_notification_without_a_suggestion_still_reads() {
     let old = r#"{"thread_id":null,"kind":"suggestion","text":"You've shared dietary with agent:bob@a2acp.io three times now."}"#;
     let n: Notification = serde_json::from_str(old).unwrap();

@@ -141,6 +141,10 @@ pub struct PendingConsent {
     pub share: Context,
     /// Fields already decided to decline.
     pub decline: Vec<String>,
+    /// Fields in `ask` this side offers and the peer did not ask for (after an intent
+    /// update, §6.5): shared if the user says so, never sent as declines.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub offered: BTreeSet<String>,
 }
 
 /// A resolution in flight (§8).
@@ -509,6 +513,28 @@ pub struct Thread {
     /// (SPEC-NOTES "The A2A v1.0 bridge"); the task id is the thread id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub a2a_context: Option<String>,
+    /// The intent the thread had before its first intent update (§6.5): what sharing
+    /// was agreed under. A field the new intent would share without asking but this one
+    /// would not is asked first in this thread (SPEC-NOTES "Drift and forks").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope_intent: Option<Intent>,
+    /// What the sibling threads of this fork hold (§6.5): their proposed or confirmed
+    /// slots, taken out of this thread's availability (SPEC-NOTES "Drift and forks").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sibling_holds: Vec<SiblingHold>,
+}
+
+/// A slot a sibling thread of a fork holds (§6.5).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SiblingHold {
+    /// The sibling thread.
+    pub thread_id: String,
+    /// Its proposal's summary.
+    pub summary: String,
+    /// The slot: `date`, `start`, `end`, `timezone` ([`crate::negotiator::held_slot`]).
+    pub slot: Context,
+    /// Confirmed by everyone (else proposed and open).
+    pub confirmed: bool,
 }
 
 /// Response times a thread keeps of its peer.

@@ -29,6 +29,7 @@
 
 mod generic;
 pub mod group;
+mod holds;
 mod llm;
 mod needs;
 mod prefs;
@@ -46,8 +47,9 @@ use serde_json::Value;
 use crate::address::Address;
 use crate::packet::{ActionSpec, Context, Escalation, Intent, Need, Proposal};
 
+pub use holds::{held_slot, windows_without};
 pub use llm::{answer_confidence, decision_schema, parse_decision};
-pub(crate) use needs::is_scheduling;
+pub(crate) use needs::{is_meta_field, is_scheduling};
 
 /// The flexibility a context states, by aspect (`date`, `time`, `location`), as the
 /// §11.1 levels `low`, `medium`, `high` (relationship memory learns them, §11.1
@@ -181,6 +183,12 @@ pub fn initial_needs(intent: &Intent, mine: &Context) -> Vec<Need> {
         out.truncate(crate::packet::MAX_NEEDS_PER_PACKET);
         out
     }
+}
+
+/// Whether `tz` names a time zone the negotiator understands (an IANA name such as
+/// `Europe/London`, `UTC`, or an offset such as `+01:00`).
+pub fn timezone_known(tz: &str) -> bool {
+    windows::Zone::parse(tz).is_some()
 }
 
 /// Decides the next step in a thread from this agent's view of it.

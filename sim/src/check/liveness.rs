@@ -60,7 +60,10 @@ pub(super) fn thread_stuck(
     end: &End<'_>,
     waiting_groups: &BTreeSet<String>,
 ) -> Option<String> {
-    let all_terminal = ts.iter().all(|(_, t)| t.state.is_terminal());
+    // A thread split into children (§6.5) is finished: its children carry on.
+    let all_terminal = ts
+        .iter()
+        .all(|(_, t)| t.state.is_terminal() || !t.forked_into.is_empty());
     let on_human = ts.iter().any(|(i, t)| {
         side_on_human(*i, t, end)
             || (!t.state.is_terminal()

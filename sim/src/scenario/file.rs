@@ -106,6 +106,10 @@ struct RawAgent {
     never_share: Vec<String>,
     #[serde(default)]
     overrides: BTreeMap<String, RawOverride>,
+    /// Tiers for threads whose intent names a phrase (§6.5): `[agent.intents."game
+    /// night"] always_share = ["specific_location"]`.
+    #[serde(default)]
+    intents: BTreeMap<String, RawIntentTiers>,
     #[serde(default)]
     contacts: BTreeMap<String, Context>,
     limits: Option<RawLimits>,
@@ -117,6 +121,17 @@ struct RawAgent {
     offline: Vec<RawOutage>,
     #[serde(default)]
     crash: Vec<RawOutage>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawIntentTiers {
+    #[serde(default)]
+    always_share: Vec<String>,
+    #[serde(default)]
+    ask_first: Vec<String>,
+    #[serde(default)]
+    never_share: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -254,6 +269,12 @@ struct RawCommand {
     context: Option<Context>,
     intent: Option<RawIntent>,
     reason: Option<String>,
+    /// `update_intent`: fields the new intent needs from the peer.
+    #[serde(default)]
+    needs: Vec<String>,
+    /// `fork`: the child threads' intents.
+    #[serde(default)]
+    intents: Vec<RawIntent>,
     peer: Option<String>,
     group: Option<usize>,
     space: Option<usize>,
@@ -418,6 +439,17 @@ fn resolve(raw: RawScenario, file: &str) -> Result<Spec, SimError> {
         ] {
             for field in list {
                 config.permissions.set(field, tier);
+            }
+        }
+        for (phrase, r) in &a.intents {
+            for (list, tier) in [
+                (&r.always_share, Tier::AlwaysShare),
+                (&r.ask_first, Tier::AskFirst),
+                (&r.never_share, Tier::NeverShare),
+            ] {
+                for field in list {
+                    config.permissions.set_for_intent(phrase, field, Some(tier));
+                }
             }
         }
         for (peer, o) in &a.overrides {
@@ -705,7 +737,17 @@ fn resolve(raw: RawScenario, file: &str) -> Result<Spec, SimError> {
                     .map(intent)
                     .ok_or_else(|| cx.bad("`update_intent` needs `intent`"))?,
                 reason: c.reason.clone().unwrap_or_else(|| "plans changed".into()),
+                needs: c.needs.clone(),
             },
+            "fork" => {
+                if c.intents.len() < 2 {
+                    return Err(cx.bad("`fork` needs at least two `intents`"));
+                }
+                ScriptAction::Fork {
+                    thread: thread_ref(c.thread)?,
+                    intents: c.intents.iter().map(intent).collect(),
+                }
+            }
             "cancel" => ScriptAction::Cancel {
                 thread: thread_ref(c.thread)?,
             },
@@ -768,7 +810,7 @@ fn resolve(raw: RawScenario, file: &str) -> Result<Spec, SimError> {
             }
             other => {
                 return Err(cx.bad(format!(
-                    "`command.do`: `{other}` is not one of update_context, update_intent, cancel, accept_key_change, block, transfer, space_set"
+                    "`command.do`: `{other}` is not one of update_context, update_intent, fork, cancel, accept_key_change, block, transfer, space_set"
                 )))
             }
         };

@@ -238,6 +238,9 @@ impl Sim {
                 };
                 by_thread.entry(p.thread_id.clone()).or_default().insert(id);
                 let first_time = self.nodes[i].scheduled.insert(id);
+                if !first_time {
+                    approve_new_fields(&mut self.nodes[i].decisions, &p);
+                }
                 self.nodes[i].prompts.insert(id, p);
                 if first_time {
                     self.schedule_answer(i, id);
@@ -547,12 +550,28 @@ impl Sim {
                 thread,
                 intent,
                 reason,
+                needs,
             } => {
                 let Some(id) = tid(self, thread) else { return };
                 Command::UpdateIntent {
                     thread_id: id,
+                    needs: needs
+                        .into_iter()
+                        .map(|field| a2acp_core::packet::Need {
+                            reason: format!("Needed for “{}”", intent.summary),
+                            field,
+                            priority: a2acp_core::packet::Priority::Required,
+                        })
+                        .collect(),
                     intent,
                     reason,
+                }
+            }
+            ScriptAction::Fork { thread, intents } => {
+                let Some(id) = tid(self, thread) else { return };
+                Command::ForkThread {
+                    thread_id: id,
+                    intents,
                 }
             }
             ScriptAction::Cancel { thread } => {
@@ -615,5 +634,27 @@ fn is_history_put(o: &Output) -> bool {
         }
         Output::Persist(PersistOp::Delete { key }) => key.starts_with("memory/"),
         _ => false,
+    }
+}
+
+/// A consent prompt shown again with more fields (updated in place while its thread
+/// waits): a user who decided to share everything shares the new fields too; any other
+/// decision leaves them out (not shared), as before.
+fn approve_new_fields(
+    decisions: &mut std::collections::BTreeMap<(u64, bool), crate::model::UserAnswer>,
+    p: &a2acp_core::agent::Prompt,
+) {
+    use a2acp_core::agent::{ConsentAnswer, FieldChoice, PromptKind};
+    let PromptKind::Consent { fields } = &p.kind else {
+        return;
+    };
+    if let Some(crate::model::UserAnswer::Consent(ConsentAnswer::ShareSelected(m))) =
+        decisions.get_mut(&(p.id, true))
+    {
+        if !m.is_empty() && m.values().all(|c| *c == FieldChoice::Share) {
+            for f in fields {
+                m.entry(f.field.clone()).or_insert(FieldChoice::Share);
+            }
+        }
     }
 }
