@@ -13,8 +13,14 @@ fn the_fourteenth_dinner_takes_one_round_trip_and_no_prompt() {
     let text = f.render(&seeds, 14);
     assert!(f.all_met(), "{text}");
     // The first contact really asked: memory is what the later dinners lack it for.
-    assert!(f.per_dinner[0].iter().all(|&(p, q)| p == 4 && q == 1), "{text}");
-    assert!(f.per_dinner[13].iter().all(|x| meets_claim(13, *x)), "{text}");
+    assert!(
+        f.per_dinner[0].iter().all(|&(p, q)| p == 4 && q == 1),
+        "{text}"
+    );
+    assert!(
+        f.per_dinner[13].iter().all(|x| meets_claim(13, *x)),
+        "{text}"
+    );
 }
 
 #[test]
