@@ -429,3 +429,39 @@ fn what_a_peer_usually_asks_for_is_front_loaded_within_the_tiers() {
     assert_eq!(first["context"]["transport_mode"], "driving");
     assert!(first["context"].get("cuisine_preference").is_none());
 }
+
+#[test]
+fn a_forgotten_thread_loses_its_record_before_its_history() {
+    let (mut net, a, b) = net();
+    let bob = net.address(b);
+    let id = complete_dinner(&mut net, a, b);
+    let now = net.now;
+    let agent = &mut net.nodes[a].agent;
+    agent.handle_command(
+        now,
+        Command::ForgetMemory {
+            peer: bob,
+            field: None,
+        },
+    );
+    let mut deleted = Vec::new();
+    while let Some(o) = agent.poll_output() {
+        if let Output::Persist(crate::persist::PersistOp::Delete { key }) = o {
+            deleted.push(key);
+        }
+    }
+    let thread = deleted
+        .iter()
+        .position(|k| *k == format!("thread/{id}"))
+        .expect("the thread record is deleted");
+    let history: Vec<usize> = deleted
+        .iter()
+        .enumerate()
+        .filter(|(_, k)| k.starts_with(&format!("history/{id}/")))
+        .map(|(i, _)| i)
+        .collect();
+    assert!(!history.is_empty());
+    // A crash anywhere in between leaves history without a thread (ignored on restore),
+    // never a thread without its history (refused as corrupt).
+    assert!(history.iter().all(|&i| i > thread), "{deleted:?}");
+}

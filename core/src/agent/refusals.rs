@@ -170,15 +170,18 @@ impl Agent {
         };
         self.shared.tags.remove(&(t.peer.clone(), thread_tag(id)));
         self.shared.dirty.threads.remove(id);
+        // The thread record goes first: a crash after it leaves history records without
+        // a thread, which a restore ignores; the other way round would leave a thread
+        // record missing its history, which a restore refuses as corrupt.
+        self.shared.dirty.ops.push(PersistOp::Delete {
+            key: format!("thread/{id}"),
+        });
         let stored = self.shared.hist_stored.remove(id).unwrap_or(0);
         for n in 0..stored {
             self.shared.dirty.ops.push(PersistOp::Delete {
                 key: history_key(id, n),
             });
         }
-        self.shared.dirty.ops.push(PersistOp::Delete {
-            key: format!("thread/{id}"),
-        });
         true
     }
 
