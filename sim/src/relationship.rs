@@ -15,16 +15,14 @@
 use std::time::Duration;
 
 use a2acp_core::agent::{AgentConfig, RelationshipOverride};
-use a2acp_core::packet::{Context, Intent};
+use a2acp_core::packet::Intent;
 use a2acp_core::relay::RelayConfig;
 use a2acp_core::{Address, Timestamp};
-use serde_json::{json, Value};
+use serde_json::json;
 
-use crate::model::{
-    ActionModel, ConsentPolicy, KeyChangePolicy, LinkModel, LlmModel, ResolutionPolicy,
-    SuggestionPolicy, UserModel,
-};
-use crate::scenario::{AgentSpec, RelaySpec, Spec, ThreadSpec};
+use crate::model::{ConsentPolicy, KeyChangePolicy, ResolutionPolicy, SuggestionPolicy, UserModel};
+use crate::scenario::{RelaySpec, Spec, ThreadSpec};
+use crate::swarm::{clean_agent, ctx};
 use crate::util::Rng;
 
 const DOMAIN: &str = "a2acp.io";
@@ -42,32 +40,8 @@ const AREAS: &[&str] = &[
 ];
 const FLEX: &[&str] = &["flexible", "somewhat_flexible", "not_flexible"];
 
-fn ctx(v: Value) -> Context {
-    v.as_object().cloned().unwrap_or_default()
-}
-
 fn address(name: &str) -> Address {
     Address::new(name, DOMAIN).expect("alice and bob are valid address users")
-}
-
-fn agent(name: &str, config: AgentConfig, user: UserModel) -> AgentSpec {
-    AgentSpec {
-        name: name.into(),
-        config,
-        skew_ms: 0,
-        user,
-        llm: LlmModel::default(),
-        actions: ActionModel {
-            latency: (50, 500),
-            ..ActionModel::default()
-        },
-        link: LinkModel {
-            latency: (20, 80),
-            ..LinkModel::default()
-        },
-        offline: Vec::new(),
-        crashes: Vec::new(),
-    }
 }
 
 /// The world of `seed`: `dinners` dinners Alice starts with Bob, one after the other.
@@ -162,8 +136,8 @@ pub fn world(seed: u64, dinners: usize) -> Spec {
             crashes: Vec::new(),
         },
         agents: vec![
-            agent("alice", alice, alice_user),
-            agent("bob", bob, bob_user),
+            clean_agent("alice".into(), alice, alice_user),
+            clean_agent("bob".into(), bob, bob_user),
         ],
         partitions: Vec::new(),
         threads,

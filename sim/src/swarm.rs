@@ -102,7 +102,7 @@ fn ms(d: u64) -> Duration {
     Duration::from_millis(d)
 }
 
-fn ctx(v: Value) -> Context {
+pub(crate) fn ctx(v: Value) -> Context {
     v.as_object().cloned().unwrap_or_default()
 }
 
@@ -280,6 +280,29 @@ fn agent(r: &mut Rng, seed: u64, i: usize, n: usize, p: Params) -> AgentSpec {
         link,
         offline,
         crashes,
+    }
+}
+
+/// An agent of a clean world (the figures' worlds: game nights, relationships): no skew,
+/// the scripted LLM, actions taking 50–500 ms, links of 20–80 ms, never offline, never
+/// crashing.
+pub(crate) fn clean_agent(name: String, config: AgentConfig, user: UserModel) -> AgentSpec {
+    AgentSpec {
+        name,
+        config,
+        skew_ms: 0,
+        user,
+        llm: LlmModel::default(),
+        actions: ActionModel {
+            latency: (50, 500),
+            ..ActionModel::default()
+        },
+        link: LinkModel {
+            latency: (20, 80),
+            ..LinkModel::default()
+        },
+        offline: Vec::new(),
+        crashes: Vec::new(),
     }
 }
 
@@ -768,11 +791,10 @@ pub fn game_night(seed: u64, size: usize) -> Spec {
         }
         config.profile = profile;
         let lo = r.between(5_000, 60_000);
-        agents.push(AgentSpec {
+        agents.push(clean_agent(
             name,
             config,
-            skew_ms: 0,
-            user: UserModel {
+            UserModel {
                 delay: (lo, lo + r.between(0, 60_000)),
                 // The first consent prompt shares; a second one (the binding participant's
                 // flexibility request) gives way three times in four (`random`).
@@ -782,18 +804,7 @@ pub fn game_night(seed: u64, size: usize) -> Spec {
                 key_change: KeyChangePolicy::Accept,
                 suggestions: SuggestionPolicy::Ignore,
             },
-            llm: LlmModel::default(),
-            actions: ActionModel {
-                latency: (50, 500),
-                ..ActionModel::default()
-            },
-            link: LinkModel {
-                latency: (20, 80),
-                ..LinkModel::default()
-            },
-            offline: Vec::new(),
-            crashes: Vec::new(),
-        });
+        ));
     }
     let group = GroupSpec {
         coordinator: 0,
