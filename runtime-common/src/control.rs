@@ -550,9 +550,23 @@ pub struct ThreadSummary {
     /// a two-party thread.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<GroupRef>,
+    /// The threads this one was split into (§6.5 `thread_fork`): it takes no further part,
+    /// its children carry the negotiation on. Empty for a thread not split.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub split_into: Vec<String>,
 }
 
 impl ThreadSummary {
+    /// The state column of `a2acp threads`: `SPLIT` for a thread split into others (its
+    /// lifecycle state stays the one it had, §6.5), else its state.
+    pub fn shown_state(&self) -> &str {
+        if self.split_into.is_empty() {
+            &self.state
+        } else {
+            "SPLIT"
+        }
+    }
+
     /// Whether this row is a group (not a thread): its `id` is its group's id.
     pub fn is_group(&self) -> bool {
         self.group.as_ref().is_some_and(|g| g.group_id == self.id)
@@ -737,9 +751,20 @@ pub fn render_threads(ts: &[ThreadSummary]) -> String {
                 )
             })
             .unwrap_or_default();
+        let split = if t.split_into.is_empty() {
+            String::new()
+        } else {
+            format!(" — split into {}", t.split_into.join(", "))
+        };
         s += &format!(
-            "{:<22} {:<12} {:<26} {:>3} {:<8} {}: {}{group}\n",
-            t.id, t.state, t.peer, t.round_trips, t.waiting, t.category, t.summary
+            "{:<22} {:<12} {:<26} {:>3} {:<8} {}: {}{group}{split}\n",
+            t.id,
+            t.shown_state(),
+            t.peer,
+            t.round_trips,
+            t.waiting,
+            t.category,
+            t.summary
         );
     }
     s.trim_end().to_string()
@@ -749,7 +774,13 @@ pub fn render_threads(ts: &[ThreadSummary]) -> String {
 /// open prompts, the proposal and the timeline of the thread's main events.
 pub fn render_thread(t: &ThreadDetail) -> String {
     let s = &t.summary;
-    let mut out = format!("Thread {} — {}\n", s.id, s.state);
+    let mut out = format!("Thread {} — {}\n", s.id, s.shown_state());
+    if !s.split_into.is_empty() {
+        out += &format!(
+            "  split into     {} (it takes no further part; they carry it on)\n",
+            s.split_into.join(", ")
+        );
+    }
     let row = |out: &mut String, k: &str, v: &str| *out += &format!("  {k:<14} {v}\n");
     row(
         &mut out,
@@ -1151,6 +1182,7 @@ mod tests {
                 last_activity: "2026-03-21T14:30:00Z".into(),
                 packets: 1,
                 group: None,
+                split_into: Vec::new(),
             },
             version: Some("0.2".into()),
             shared,
@@ -1190,5 +1222,46 @@ mod tests {
         ] {
             assert!(text.contains(part), "{part:?} in\n{text}");
         }
+    }
+
+    /// A thread split into others (§6.5) reads SPLIT, with its children, in the list and
+    /// in `thread show`; its JSON keeps the lifecycle state it had.
+    #[test]
+    fn a_split_thread_reads_split_with_its_children() {
+        let parent = ThreadSummary {
+            id: "thr_parent".into(),
+            peer: "agent:bob@localhost".into(),
+            state: "NEGOTIATING".into(),
+            category: "scheduling".into(),
+            summary: "Dinner and games".into(),
+            initiator: true,
+            round_trips: 1,
+            waiting: "nothing".into(),
+            last_activity: "2026-03-21T14:30:00Z".into(),
+            packets: 2,
+            group: None,
+            split_into: vec!["thr_dinner".into(), "thr_games".into()],
+        };
+        let v = serde_json::to_value(&parent).unwrap();
+        assert_eq!(v["state"], "NEGOTIATING");
+        assert_eq!(
+            v["split_into"],
+            serde_json::json!(["thr_dinner", "thr_games"])
+        );
+        let child = ThreadSummary {
+            id: "thr_games".into(),
+            split_into: Vec::new(),
+            ..parent.clone()
+        };
+        assert!(serde_json::to_value(&child)
+            .unwrap()
+            .get("split_into")
+            .is_none());
+        let list = render_threads(&[parent.clone(), child]);
+        let row = list.lines().find(|l| l.starts_with("thr_parent")).unwrap();
+        assert!(row.contains(" SPLIT "), "{row}");
+        assert!(row.ends_with("— split into thr_dinner, thr_games"), "{row}");
+        let games = list.lines().find(|l| l.starts_with("thr_games")).unwrap();
+        assert!(games.contains(" NEGOTIATING "), "{games}");
     }
 }

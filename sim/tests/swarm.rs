@@ -108,33 +108,21 @@ fn swarm_spaces_ci() {
         spaces: true,
         ..Params::default()
     };
-    run_swarm(p, (0..seeds(250)).filter(|s| !SPACES_KNOWN.contains(s)));
+    run_swarm(p, 0..seeds(250));
 }
 
-/// Seeds of `--groups --spaces` that fail on a documented core issue of two-party threads
-/// (not of spaces: the space streams only moved the faults onto it): 133 — an initiator
-/// crashed mid-step after storing its new thread and before storing the outbox record of
-/// its first packet; restored, the thread waits for a peer that never heard of it (no
-/// summary is sent for a thread without the peer's ephemeral key), INITIATED forever.
-const SPACES_KNOWN: &[u64] = &[133];
-
-/// The known issues still happen: a fix shows up here (remove the seed from
-/// [`SPACES_KNOWN`] then).
+/// Swarm seed 133, once a known failure: an initiator crashed after storing its new
+/// thread and before storing the outbox record of its first packet, and waited for a
+/// peer that never heard of the thread. The outbox record now goes first and the thread
+/// record commits it (SPEC-NOTES "Persistence").
 #[test]
-fn spaces_known_core_issues_still_happen() {
+fn swarm_seed_133_a_thread_started_in_a_crash() {
     let p = Params {
         groups: true,
         spaces: true,
         ..Params::default()
     };
-    for &seed in SPACES_KNOWN {
-        let (r, _, _) = Sim::new(swarm::generate(seed, p), seed).run();
-        assert!(
-            r.violations.iter().all(|v| v.check == "liveness") && !r.violations.is_empty(),
-            "seed {seed}: {:?}",
-            r.violations
-        );
-    }
+    run_swarm(p, [133]);
 }
 
 /// Spaces are a dimension of their own: a world with spaces keeps the agents, threads,

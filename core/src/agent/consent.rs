@@ -197,6 +197,9 @@ impl Shared {
             self.dirty.meta = true;
         }
         self.dirty.peers.insert(peer.clone());
+        if !suggest.is_empty() {
+            self.suggestions_begun();
+        }
         for (f, id) in suggest {
             self.notify_suggestion(
                 Suggestion::Promote {

@@ -303,6 +303,9 @@ impl Agent {
             Group::new(header, intent, context, confirmation, legs.clone()),
         );
         self.shared.dirty.groups.insert(gid.clone());
+        if let Some(first) = legs.values().next() {
+            self.shared.group_begun(first, &me);
+        }
         self.shared.audit(
             None,
             AgentEvent::GroupStarted {
@@ -328,6 +331,7 @@ impl Agent {
     ) -> String {
         let id = self.shared.meta.rng.id("thr_", 12);
         self.shared.dirty.meta = true;
+        let two_party = group.is_none();
         let session = new_session(&mut self.shared.meta.rng);
         let mut t = blank_thread(
             &id,
@@ -347,6 +351,9 @@ impl Agent {
         self.threads.insert(id.clone(), t);
         self.shared
             .audit(Some(&id), AgentEvent::ThreadStarted { with: to.clone() });
+        if two_party {
+            self.shared.thread_begun(&id, to);
+        }
         id
     }
 

@@ -493,6 +493,9 @@ pub enum NotifyKind {
     /// Relationship memory changed: a value the peer shared contradicted what was
     /// remembered (§11.3); the notification's `memory_change` says what.
     Memory,
+    /// A capability introduced the first time it matters (§14.2); the notification's
+    /// `introduction` says which.
+    Introduction,
 }
 
 /// Something to tell the user.
@@ -517,6 +520,9 @@ pub struct Notification {
     /// What changed in relationship memory, for a [`NotifyKind::Memory`] (§11.3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_change: Option<MemoryChange>,
+    /// Which capability, for a [`NotifyKind::Introduction`] (§14.2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub introduction: Option<crate::agent::introductions::Introduction>,
 }
 
 /// A cached value about a peer that a value the peer shared contradicted (§11.3

@@ -95,6 +95,7 @@ impl ThreadStep<'_> {
                 });
                 if to == ThreadState::Completed {
                     self.record_memory();
+                    self.memory_insight();
                 }
                 if to.is_terminal() {
                     self.end_thread();

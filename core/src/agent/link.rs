@@ -22,6 +22,11 @@ pub(super) struct OutboxItem {
     /// How often it was refused, for the backoff.
     #[serde(default)]
     pub(super) refusals: u32,
+    /// A packet for a thread this agent does not keep (the refusal of a new thread):
+    /// no thread record commits it, so a restore keeps it as it is. Every other item of a
+    /// thread is committed by its thread record (SPEC-NOTES "Persistence").
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(super) threadless: bool,
 }
 
 /// The relay would not let this agent in: it refused its `register` for a reason that
@@ -664,6 +669,15 @@ impl Shared {
 
     /// Puts a sealed packet in the outbox (sending it if online).
     pub(super) fn queue_envelope(&mut self, thread_id: &str, packet_id: &str, env: Envelope) {
+        self.queue_item(thread_id, packet_id, env, false);
+    }
+
+    /// [`Shared::queue_envelope`] for a packet of a thread this agent does not keep.
+    pub(super) fn queue_threadless(&mut self, thread_id: &str, packet_id: &str, env: Envelope) {
+        self.queue_item(thread_id, packet_id, env, true);
+    }
+
+    fn queue_item(&mut self, thread_id: &str, packet_id: &str, env: Envelope, threadless: bool) {
         let seq = self.meta.next_seq;
         self.meta.next_seq += 1;
         self.dirty.meta = true;
@@ -674,6 +688,7 @@ impl Shared {
             env,
             parked_until: None,
             refusals: 0,
+            threadless,
         };
         self.dirty.ops.push(PersistOp::Put {
             key: outbox_key(seq),

@@ -104,6 +104,7 @@ fn summary_of(t: &Thread) -> ThreadSummary {
         declined_by_peer: t.peer_unavailable.iter().cloned().collect(),
         requested_by_peer: t.answered.iter().cloned().collect(),
         peer_flexibility: crate::negotiator::stated_flexibility(&t.theirs),
+        resolution_style: Some(resolution_style(t).to_string()),
         response_times: t
             .peer_response_ms
             .iter()
@@ -111,6 +112,32 @@ fn summary_of(t: &Thread) -> ThreadSummary {
             .collect(),
         decisions,
         open_questions: Vec::new(),
+    }
+}
+
+/// How the peer of completed thread `t` reached its resolution: `deliberate` when it
+/// answered a proposal with anything but a confirmation or proposed more than once, else
+/// `quick_decision` (§11.1 `preferred_resolution_style`).
+fn resolution_style(t: &Thread) -> &'static str {
+    let mut proposals = 0;
+    for h in t.history.iter().filter(|h| !h.outgoing) {
+        match h.kind.as_str() {
+            "resolution" => proposals += 1,
+            "resolution_response" => {
+                let status = serde_json::from_str::<Value>(&h.json)
+                    .ok()
+                    .and_then(|v| v.get("status").and_then(Value::as_str).map(str::to_string));
+                if status.as_deref() != Some("confirmed") {
+                    return "deliberate";
+                }
+            }
+            _ => {}
+        }
+    }
+    if proposals > 1 {
+        "deliberate"
+    } else {
+        "quick_decision"
     }
 }
 

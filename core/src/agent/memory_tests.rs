@@ -75,6 +75,11 @@ fn a_completed_thread_is_recorded_persisted_and_restored() {
         .expect("memory of bob");
     assert_eq!(r.interaction_count, 1);
     assert_eq!(r.typical_intents, vec!["scheduling".to_string()]);
+    // Bob's first proposal, confirmed as it was (§11.1 `preferred_resolution_style`).
+    assert_eq!(
+        r.preferred_resolution_style.as_deref(),
+        Some("quick_decision")
+    );
     assert_eq!(r.last_interaction, r.first_interaction);
     // What describes Bob is cached; what describes this one dinner (his windows) is
     // not (§11.3: the next dinner's other windows contradict nothing).

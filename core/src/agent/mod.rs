@@ -46,6 +46,7 @@ mod execution;
 pub mod group;
 mod group_confirmation;
 mod group_sequence;
+pub mod introductions;
 pub mod io;
 mod keys;
 mod lifecycle;
@@ -83,6 +84,7 @@ use crate::time::Timestamp;
 
 pub use events::{AgentEvent, Bug, DropReason, LlmFallbackTo};
 pub use group::{Group, GroupMember, GroupProposal, Sequence};
+pub use introductions::Introduction;
 pub use io::*;
 pub use link::{FirstPacket, LinkRefusal, REGISTRATION_RETRY};
 pub use permissions::{IntentTiers, PermissionTiers, RelationshipOverride, Tier};
@@ -285,6 +287,8 @@ impl Agent {
             next_llm: 1,
             authenticated_before: false,
             last_suggestion: 0,
+            threads_begun: 0,
+            introduced: BTreeSet::new(),
         };
         let mut a = Agent {
             threads: BTreeMap::new(),
@@ -550,6 +554,8 @@ mod group_sequence_tests;
 mod group_tests;
 #[cfg(test)]
 mod hostile_tests;
+#[cfg(test)]
+mod introductions_tests;
 #[cfg(test)]
 mod llm_tests;
 #[cfg(test)]

@@ -451,9 +451,13 @@ impl Shared {
         if !t.sibling_holds.is_empty() {
             // A sibling of the fork holds these times (§6.5): not available here.
             let held: Vec<Context> = t.sibling_holds.iter().map(|h| h.slot.clone()).collect();
+            let zone = m
+                .get("timezone")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_string);
             for k in ["time_windows", "availability"] {
                 if let Some(w) = m.get(k) {
-                    let w = negotiator::windows_without(w, &held);
+                    let w = negotiator::windows_without(w, &held, zone.as_deref());
                     m.insert(k.into(), w);
                 }
             }

@@ -16,6 +16,7 @@ impl Shared {
             suggestion: None,
             space: None,
             memory_change: None,
+            introduction: None,
         }));
     }
 
@@ -30,6 +31,7 @@ impl Shared {
             suggestion: Some(s),
             space: None,
             memory_change: None,
+            introduction: None,
         }));
     }
 
@@ -47,6 +49,7 @@ impl Shared {
             suggestion: None,
             space: None,
             memory_change: Some(c),
+            introduction: None,
         }));
     }
 
@@ -61,6 +64,7 @@ impl Shared {
             suggestion: None,
             space: None,
             memory_change: None,
+            introduction: None,
         }));
     }
 

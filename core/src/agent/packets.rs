@@ -356,11 +356,16 @@ impl Agent {
             (p.from.clone(), thread_tag(&p.thread_id)),
             p.thread_id.clone(),
         );
+        let coordinator = t.group.as_ref().map(|g| g.header.coordinator.clone());
         self.threads.insert(p.thread_id.clone(), t);
         self.shared.audit(
             Some(&p.thread_id),
             AgentEvent::ThreadOpened { by: p.from.clone() },
         );
+        match coordinator {
+            Some(c) => self.shared.group_begun(&p.thread_id, &c),
+            None => self.shared.thread_begun(&p.thread_id, &p.from),
+        }
         true
     }
 

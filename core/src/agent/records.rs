@@ -44,6 +44,12 @@ pub(super) struct Meta {
     /// The last §7.2 suggestion number given (0: none yet).
     #[serde(default)]
     pub(super) last_suggestion: u64,
+    /// The threads created or joined so far (a group counts once), for §14.2.
+    #[serde(default)]
+    pub(super) threads_begun: u64,
+    /// The §14.2 introductions shown: each is shown once.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub(super) introduced: BTreeSet<super::introductions::Introduction>,
 }
 
 /// Settings the user can change at run time (`settings`).
@@ -235,6 +241,7 @@ impl Agent {
             );
         }
         a.shared.space_tags = a.space_tags();
+        a.drop_uncommitted();
         a.resume_after_restore();
         a.resume_groups();
         a.flush();
@@ -276,6 +283,15 @@ impl Agent {
             };
             self.shared.out.push_back(Output::Persist(op));
         }
+        // A thread's new outbox items go before its record, which commits them: a crash
+        // in between leaves items a restore drops (`drop_uncommitted`), never a record
+        // that says a packet went out while the packet is nowhere (SPEC-NOTES
+        // "Persistence").
+        let (committed_by_thread, ops): (Vec<PersistOp>, Vec<PersistOp>) =
+            d.ops.into_iter().partition(|op| self.is_thread_item(op));
+        for op in committed_by_thread {
+            self.shared.out.push_back(Output::Persist(op));
+        }
         for id in &d.threads {
             if let Some(t) = self.threads.get_mut(id) {
                 // The history is append-only: only its new entries are written, each as
@@ -306,7 +322,7 @@ impl Agent {
                 self.shared.out.push_back(put(format!("space/{id}"), s));
             }
         }
-        for op in d.ops {
+        for op in ops {
             self.shared.out.push_back(Output::Persist(op));
         }
         let b = std::mem::take(&mut self.shared.buf);
@@ -317,6 +333,76 @@ impl Agent {
         self.shared.out.extend(b.notify);
         self.shared.out.extend(b.audit);
         self.shared.out.extend(b.close);
+    }
+}
+
+impl Agent {
+    /// Whether `op` stores an outbox item of a thread (not of a space, not a threadless
+    /// refusal): such an item is committed by its thread's record.
+    fn is_thread_item(&self, op: &PersistOp) -> bool {
+        let PersistOp::Put { key, .. } = op else {
+            return false;
+        };
+        let Some(seq) = key
+            .strip_prefix("outbox/")
+            .and_then(|n| n.parse::<u64>().ok())
+        else {
+            return false;
+        };
+        self.shared
+            .outbox
+            .get(&seq)
+            .is_some_and(|o| !o.threadless && self.threads.contains_key(&o.thread_id))
+    }
+
+    /// Drops, on restore, the outbox items and key-waiting packets that no thread record
+    /// committed: the agent crashed after storing them and before storing the thread
+    /// record that says they were sent. The thread is as it was before that step, and
+    /// the step runs again (the relay redelivers what caused it), so sending them would
+    /// send a step's packets twice — or, for a new thread, packets of a thread this
+    /// agent does not know.
+    fn drop_uncommitted(&mut self) {
+        let committed = |threads: &BTreeMap<String, Thread>, spaces: bool, id: &str, pkt: &str| {
+            spaces
+                || threads
+                    .get(id)
+                    .is_some_and(|t| t.sent_ids.iter().any(|s| s == pkt))
+        };
+        let drop: Vec<u64> = self
+            .shared
+            .outbox
+            .values()
+            .filter(|o| {
+                !o.threadless
+                    && !committed(
+                        &self.threads,
+                        self.shared.spaces.contains_key(&o.thread_id),
+                        &o.thread_id,
+                        &o.packet_id,
+                    )
+            })
+            .map(|o| o.seq)
+            .collect();
+        for seq in drop {
+            self.shared.outbox.remove(&seq);
+            self.shared.dirty.ops.push(PersistOp::Delete {
+                key: outbox_key(seq),
+            });
+        }
+        for (addr, rec) in self.shared.peers.iter_mut() {
+            let before = rec.pending.len();
+            rec.pending.retain(|p| {
+                committed(
+                    &self.threads,
+                    self.shared.spaces.contains_key(&p.thread_id),
+                    &p.thread_id,
+                    &p.packet_id,
+                )
+            });
+            if rec.pending.len() != before {
+                self.shared.dirty.peers.insert(addr.clone());
+            }
+        }
     }
 }
 

@@ -309,7 +309,7 @@ impl Shared {
             Direction::FromResponder,
             &bytes,
         ) {
-            self.queue_envelope(&p.thread_id, &packet_id, env);
+            self.queue_threadless(&p.thread_id, &packet_id, env);
         }
     }
 

@@ -293,6 +293,7 @@ impl Agent {
             );
             return;
         }
+        let name = definition.name.clone();
         let mut legs = BTreeMap::new();
         for p in definition.participants.iter().skip(1) {
             legs.insert(p.address.clone(), new_session(&mut self.shared.meta.rng));
@@ -318,6 +319,7 @@ impl Agent {
                 space_id: space_id.clone(),
             }),
         );
+        self.shared.space_begun(&name);
         // The initial fields are the user's own writes; each passes the tiers.
         let mut initial = Vec::new();
         for (field, value) in fields {
@@ -750,6 +752,7 @@ impl Agent {
                     creator: peer.clone(),
                 }),
             );
+            self.shared.space_begun(&name);
             self.shared.notify_space(
                 NotifyKind::Info,
                 format!(
@@ -871,6 +874,7 @@ impl Shared {
             suggestion: None,
             space: Some(change),
             memory_change: None,
+            introduction: None,
         }));
     }
 }

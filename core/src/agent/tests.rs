@@ -1635,3 +1635,148 @@ fn a_thread_to_an_unknown_address_is_declined_with_a_notification() {
         Some(FirstPacket::Accepted)
     );
 }
+
+// ----- a crash between two records of one step (swarm seed 133) -----
+
+/// Runs `step` on agent `i` while it is offline, then, for every prefix of the records
+/// that step stored, restores the agent from the store as it was before the step plus
+/// that prefix (a crash in the middle of the step), re-connects it and lets `finish`
+/// drive the world on. `check` gets the world and the prefix length.
+fn every_crash_point(
+    world: impl Fn() -> (Net, usize, usize, String),
+    step: impl Fn(&mut Net, usize, &str),
+    finish: impl Fn(&mut Net, usize, usize, &str),
+    check: impl Fn(&Net, usize, usize, &str, usize),
+) -> usize {
+    let stored = |net: &mut Net, i: usize, id: &str| {
+        net.disconnect(i);
+        step(net, i, id);
+        let mut ops = Vec::new();
+        while let Some(o) = net.nodes[i].agent.poll_output() {
+            if let Output::Persist(op) = o {
+                ops.push(op);
+            }
+        }
+        ops
+    };
+    let (mut net, a, _, id) = world();
+    let n = stored(&mut net, a, &id).len();
+    assert!(n >= 2, "the step stores {n} records");
+    for k in 0..=n {
+        let (mut net, a, b, id) = world();
+        let ops = stored(&mut net, a, &id);
+        for op in &ops[..k] {
+            crate::persist::apply(&mut net.nodes[a].store, op);
+        }
+        net.crash_and_restart_agent(a, [99; 32]);
+        net.connect(a);
+        net.settle();
+        finish(&mut net, a, b, &id);
+        check(&net, a, b, &id, k);
+    }
+    n
+}
+
+/// Swarm seed 133: Alice crashed after storing her new thread and before storing the
+/// outbox record of its first packet. Restored, her thread waited for a peer that never
+/// heard of it. Now the outbox record goes first and the thread record commits it: at
+/// every crash point, either both sides have the thread or neither has.
+#[test]
+fn a_thread_started_in_a_crash_exists_on_both_sides_or_on_neither() {
+    let world = || {
+        let (mut net, a, b) = net();
+        // A first thread pins Bob's key: the next one goes through the outbox.
+        start_dinner(&mut net, a, b, "low");
+        (net, a, b, String::new())
+    };
+    let step = |net: &mut Net, a: usize, _: &str| {
+        let to = net.address(1);
+        let now = net.now;
+        net.nodes[a].agent.handle(
+            now,
+            Input::Command(Command::StartThread {
+                to,
+                intent: dinner_intent("high"),
+                context: dinner::context(),
+            }),
+        );
+    };
+    let n = every_crash_point(
+        world,
+        step,
+        |_, _, _, _| {},
+        |net, a, b, _, k| {
+            let mine: BTreeSet<&String> = net.nodes[a].agent.threads().keys().collect();
+            let theirs: BTreeSet<&String> = net.nodes[b].agent.threads().keys().collect();
+            assert_eq!(
+                mine,
+                theirs,
+                "crash after {k} records\n{}",
+                net.render(None)
+            );
+        },
+    );
+    assert!(n >= 3);
+}
+
+/// The same for a step of a thread both sides have: Alice confirms the proposal and
+/// crashes in the middle. At every crash point Bob gets her confirmation exactly once
+/// (after she answers the prompt again if the crash took her answer with it), and both
+/// sides end where they end without a crash.
+#[test]
+fn a_step_cut_by_a_crash_reaches_the_peer_exactly_once() {
+    let world = || {
+        let (mut net, a, b) = net();
+        let id = to_proposed(&mut net, a, b);
+        (net, a, b, id)
+    };
+    let step = |net: &mut Net, a: usize, _: &str| {
+        let p = net.prompt(a).unwrap();
+        net.nodes[a].prompts.remove(&p.id);
+        let now = net.now;
+        net.nodes[a].agent.handle(
+            now,
+            Input::Command(Command::AnswerResolution {
+                prompt_id: p.id,
+                answer: ResolutionAnswer::Confirm,
+            }),
+        );
+    };
+    let finish = |net: &mut Net, a: usize, b: usize, _: &str| {
+        if let Some(p) = net.prompt(a) {
+            net.answer_resolution(a, p.id, ResolutionAnswer::Confirm);
+        }
+        let pb = net.prompt(b).unwrap();
+        net.answer_resolution(b, pb.id, ResolutionAnswer::Confirm);
+        net.settle();
+    };
+    let (mut plain, a, b, id) = world();
+    confirm_both(&mut plain, a, b);
+    let expected = (state(&plain, a, &id), state(&plain, b, &id));
+    let confirmations = |net: &Net, i: usize, id: &str| {
+        net.nodes[i]
+            .agent
+            .thread(id)
+            .unwrap()
+            .history
+            .iter()
+            .filter(|h| !h.outgoing && h.kind == "resolution_response")
+            .count()
+    };
+    assert_eq!(confirmations(&plain, b, &id), 1);
+    every_crash_point(world, step, finish, |net, a, b, id, k| {
+        let got = (state(net, a, id), state(net, b, id));
+        assert_eq!(
+            got,
+            expected,
+            "crash after {k} records\n{}",
+            net.render(None)
+        );
+        assert_eq!(
+            confirmations(net, b, id),
+            1,
+            "crash after {k} records\n{}",
+            net.render(None)
+        );
+    });
+}

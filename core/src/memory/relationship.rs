@@ -14,6 +14,7 @@
 //! | `shared.<field>`, `declined.<field>` | threads in which the peer shared / declined the field |
 //! | `requested.<field>` | threads in which the peer asked this agent for the field |
 //! | `flexibility.<aspect>.<level>` | threads in which the peer stated that flexibility (`high`, `medium`, `low`) for `date`, `time` or `location` |
+//! | `resolution_style.<style>` | threads the peer resolved that way: `quick_decision` (the first proposal, confirmed as it was) or `deliberate` (a counter or a proposal of their own first) |
 //! | `cache.<field>` | the value the peer last shared (the context cache), for fields that describe the person, not one thread ([`is_cached_field`]) |
 //!
 //! Growth is bounded per peer: [`super::MAX_PACKAGES_PER_PROJECT`] packages,
@@ -65,6 +66,10 @@ pub const FLEXIBILITY_ASPECTS: [&str; 3] = ["date", "time", "location"];
 /// Flexibility levels, least flexible first (§11.1 `typical_flexibility`).
 pub const FLEXIBILITY_LEVELS: [&str; 3] = ["low", "medium", "high"];
 
+/// How a peer reaches a resolution (§11.1 `preferred_resolution_style`): it confirmed the
+/// first proposal as it was, or it asked for something different or proposed again first.
+pub const RESOLUTION_STYLES: [&str; 2] = ["quick_decision", "deliberate"];
+
 /// What a completed thread showed about the peer: the input of
 /// [`MemoryStore::record_completed_thread`].
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -84,6 +89,9 @@ pub struct ThreadSummary {
     /// The flexibility the peer stated, by aspect (`date`, `time`, `location`), as a
     /// level of [`FLEXIBILITY_LEVELS`]; other aspects and levels are ignored.
     pub peer_flexibility: BTreeMap<String, String>,
+    /// How the peer reached the resolution, one of [`RESOLUTION_STYLES`]; `None` or
+    /// anything else is not counted.
+    pub resolution_style: Option<String>,
     /// How long the peer took to answer, per answer.
     pub response_times: Vec<Duration>,
     /// What was decided (the resolution).
@@ -171,6 +179,9 @@ pub struct Relationship {
     /// The flexibility the peer usually states, by aspect: the most frequent level, the
     /// less flexible one on a tie.
     pub typical_flexibility: BTreeMap<String, String>,
+    /// How the peer usually reaches a resolution: the more frequent of
+    /// [`RESOLUTION_STYLES`], `deliberate` on a tie (the agent does not assume haste).
+    pub preferred_resolution_style: Option<String>,
     /// Mean response time.
     pub average_response_time: Option<Duration>,
     /// The context cache.
@@ -309,6 +320,13 @@ impl MemoryStore {
                     })
                     .map(|(a, l)| format!("flexibility.{a}.{l}")),
             )
+            .chain(
+                summary
+                    .resolution_style
+                    .iter()
+                    .filter(|s| RESOLUTION_STYLES.contains(&s.as_str()))
+                    .map(|s| format!("resolution_style.{s}")),
+            )
             .collect::<std::collections::BTreeSet<String>>();
         for p in counted {
             if room(next, &p) {
@@ -381,6 +399,8 @@ impl MemoryStore {
         // (aspect → (count, level index)) of the most frequent level so far.
         let mut flex: BTreeMap<String, (u64, usize)> = BTreeMap::new();
         let mut cache = BTreeMap::new();
+        // (count, style index) of the most frequent resolution style so far.
+        let mut style: Option<(u64, usize)> = None;
         for f in &facts {
             let count: u64 = f.value.parse().unwrap_or(0);
             if let Some(i) = f.predicate.strip_prefix("intent.") {
@@ -408,6 +428,13 @@ impl MemoryStore {
                     // More often wins; on a tie, the less flexible level.
                     if count > best.0 || (count == best.0 && i < best.1) {
                         *best = (count, i);
+                    }
+                }
+            } else if let Some(s) = f.predicate.strip_prefix("resolution_style.") {
+                if let Some(i) = RESOLUTION_STYLES.iter().position(|x| *x == s) {
+                    // More often wins; on a tie, `deliberate` (the later index).
+                    if count > 0 && style.is_none_or(|(c, j)| count > c || (count == c && i > j)) {
+                        style = Some((count, i));
                     }
                 }
             } else if let Some(field) = f.predicate.strip_prefix("cache.") {
@@ -453,6 +480,9 @@ impl MemoryStore {
                 .into_iter()
                 .filter_map(|(a, (_, i))| FLEXIBILITY_LEVELS.get(i).map(|l| (a, l.to_string())))
                 .collect(),
+            preferred_resolution_style: style
+                .and_then(|(_, i)| RESOLUTION_STYLES.get(i))
+                .map(|s| s.to_string()),
             average_response_time,
             context_cache: cache,
             trust_level,
@@ -504,6 +534,7 @@ impl MemoryStore {
                 "usually_declines": r.usually_declines,
                 "usually_requests": r.usually_requests,
                 "typical_flexibility": r.typical_flexibility,
+                "preferred_resolution_style": r.preferred_resolution_style,
                 "average_response_time": r.average_response_time.map(crate::time::format_iso8601_duration),
             },
             "context_cache": cache,

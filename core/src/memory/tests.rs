@@ -665,3 +665,52 @@ fn requests_flexibility_and_declines_are_learned() {
         .iter()
         .all(|f| !f.predicate.contains("ignore")));
 }
+
+/// §11.1 `preferred_resolution_style`: the more frequent way the peer reached its
+/// resolutions, `deliberate` on a tie; a style outside the vocabulary is not recorded.
+#[test]
+fn the_preferred_resolution_style_is_learned() {
+    let mut m = MemoryStore::new();
+    let with = |k: u64, style: &str| {
+        let mut s = dinner(&format!("thr_{k}"), "none");
+        s.resolution_style = Some(style.to_string());
+        s
+    };
+    m.record_completed_thread(day(1), ALICE, BOB, &dinner("thr_0", "none"))
+        .unwrap();
+    assert_eq!(
+        m.relationship(BOB, day(1))
+            .unwrap()
+            .preferred_resolution_style,
+        None
+    );
+    m.record_completed_thread(day(1), ALICE, BOB, &with(1, "quick_decision"))
+        .unwrap();
+    let r = m.relationship(BOB, day(2)).unwrap();
+    assert_eq!(
+        r.preferred_resolution_style.as_deref(),
+        Some("quick_decision")
+    );
+    m.record_completed_thread(day(2), ALICE, BOB, &with(2, "deliberate"))
+        .unwrap();
+    let r = m.relationship(BOB, day(3)).unwrap();
+    assert_eq!(r.preferred_resolution_style.as_deref(), Some("deliberate"));
+    m.record_completed_thread(day(3), ALICE, BOB, &with(3, "quick_decision"))
+        .unwrap();
+    m.record_completed_thread(day(4), ALICE, BOB, &with(4, "whatever they say"))
+        .unwrap();
+    let r = m.relationship(BOB, day(5)).unwrap();
+    assert_eq!(
+        r.preferred_resolution_style.as_deref(),
+        Some("quick_decision")
+    );
+    assert!(!m
+        .current_facts(BOB, BOB)
+        .iter()
+        .any(|f| f.predicate.contains("whatever")));
+    let view = m.relationship_json(BOB, day(5)).unwrap();
+    assert_eq!(
+        view["learned_patterns"]["preferred_resolution_style"],
+        "quick_decision"
+    );
+}

@@ -2,10 +2,12 @@
 //! at ~21:00"): a sibling's proposed or confirmed slot is taken out of this thread's
 //! availability before it is negotiated (SPEC-NOTES "Drift and forks").
 
-use chrono::{Datelike, Weekday};
+use chrono::{Datelike, Timelike, Weekday};
 use serde_json::{Map, Value};
 
-use super::windows::{fmt_hm, parse_window_obj, parse_window_str, RawWindow};
+use super::windows::{
+    fmt_hm, local_to_utc, parse_window_obj, parse_window_str, RawWindow, Zone, DAY_MIN,
+};
 use crate::packet::Context;
 
 /// Most windows a `time_windows` value is read for (as the negotiator reads it).
@@ -33,9 +35,13 @@ pub fn held_slot(details: &Context) -> Option<Context> {
 /// [`held_slot`] gives them) taken out. A window a slot cuts in two becomes two windows
 /// (`{"date", "start", "end", "timezone"}` objects); windows no slot touches, and entries
 /// that cannot be read, are kept as they are. A slot with a date applies to windows on
-/// that date and to windows without a date (on the slot's weekday, if they name one); the
-/// times are compared as local times (a user's siblings share the user's zone).
-pub fn windows_without(windows: &Value, held: &[Context]) -> Value {
+/// that date and to windows without a date (on the slot's weekday, if they name one). A
+/// dated slot in one zone is moved into the zone of each window it is compared with (the
+/// window's own, else `timezone`, the user's): dinner 19:00–21:00 in London holds
+/// 14:00–16:00 of a New York window. Slots or windows with no zone are compared as local
+/// times.
+pub fn windows_without(windows: &Value, held: &[Context], timezone: Option<&str>) -> Value {
+    let home = timezone.and_then(Zone::parse);
     let slots: Vec<RawWindow> = held.iter().filter_map(parse_window_obj).collect();
     if slots.is_empty() {
         return windows.clone();
@@ -58,7 +64,9 @@ pub fn windows_without(windows: &Value, held: &[Context]) -> Value {
             continue;
         };
         let mut pieces = vec![(w.start, w.end)];
-        for s in slots.iter().filter(|s| applies(s, &w)) {
+        let zone = w.zone.or(home);
+        let moved: Vec<RawWindow> = slots.iter().flat_map(|s| in_zone(s, zone)).collect();
+        for s in moved.iter().filter(|s| applies(s, &w)) {
             pieces = pieces
                 .into_iter()
                 .flat_map(|(a, b)| cut(a, b, s.start, s.end))
@@ -78,6 +86,41 @@ pub fn windows_without(windows: &Value, held: &[Context]) -> Value {
         return out.remove(0);
     }
     Value::Array(out)
+}
+
+/// Slot `s` in `zone`: as it is when it has no date or no zone, when `zone` is unknown or
+/// the same; else its instants in `zone`'s local time, one piece per local date it covers.
+fn in_zone(s: &RawWindow, zone: Option<Zone>) -> Vec<RawWindow> {
+    let (Some(date), Some(from), Some(to)) = (s.date, s.zone, zone) else {
+        return vec![s.clone()];
+    };
+    if from.name() == to.name() {
+        return vec![s.clone()];
+    }
+    let Some(start) = local_to_utc(from, date, i64::from(s.start)) else {
+        return vec![s.clone()];
+    };
+    let length = i64::from(s.end.saturating_sub(s.start)) * 60;
+    let (Some(a), Some(b)) = (to.to_local(start), to.to_local(start + length)) else {
+        return vec![s.clone()];
+    };
+    let minutes = |t: chrono::NaiveDateTime| t.hour() * 60 + t.minute();
+    let piece = |d: chrono::NaiveDate, start: u32, end: u32| RawWindow {
+        weekday: None,
+        date: Some(d),
+        start,
+        end,
+        zone: Some(to),
+    };
+    if a.date() == b.date() {
+        return vec![piece(a.date(), minutes(a), minutes(b))];
+    }
+    // Across local midnight: the evening of one date and the morning of the next.
+    let mut v = vec![piece(a.date(), minutes(a), DAY_MIN)];
+    if minutes(b) > 0 {
+        v.push(piece(b.date(), 0, minutes(b)));
+    }
+    v
 }
 
 /// Whether slot `s` falls on the days window `w` covers.
@@ -154,7 +197,7 @@ mod tests {
         .unwrap();
         assert_eq!(dinner["start"], "19:00");
         assert_eq!(dinner["end"], "21:00");
-        let w = windows_without(&json!(["18:00-23:30"]), std::slice::from_ref(&dinner));
+        let w = windows_without(&json!(["18:00-23:30"]), std::slice::from_ref(&dinner), None);
         assert_eq!(
             w,
             json!([{"start": "18:00", "end": "19:00"}, {"start": "21:00", "end": "23:30"}])
@@ -163,6 +206,7 @@ mod tests {
         let w = windows_without(
             &json!(["2026-03-28 18:00-23:00", {"date": "2026-03-27", "start": "20:00", "end": "22:00", "timezone": "Europe/London"}, 7]),
             std::slice::from_ref(&dinner),
+            None,
         );
         assert_eq!(
             w,
@@ -172,19 +216,67 @@ mod tests {
         assert_eq!(
             windows_without(
                 &json!(["Friday 19:30-20:30", "Saturday 19:00-20:00"]),
-                std::slice::from_ref(&dinner)
+                std::slice::from_ref(&dinner),
+                None,
             ),
             json!(["Saturday 19:00-20:00"])
         );
         // Nothing held, or nothing readable: unchanged.
         assert_eq!(
-            windows_without(&json!("whenever"), &[dinner]),
+            windows_without(&json!("whenever"), &[dinner], None),
             json!("whenever")
         );
         assert_eq!(
-            windows_without(&json!(["18:00-20:00"]), &[]),
+            windows_without(&json!(["18:00-20:00"]), &[], None),
             json!(["18:00-20:00"])
         );
         assert!(held_slot(&ctx(json!({"summary": "no time"}))).is_none());
+    }
+
+    /// A sibling's slot in another zone holds the same instants in this side's zone: a
+    /// London dinner 19:00–21:00 is 15:00–17:00 in New York on 27 March 2026 (London on
+    /// GMT, New York already on daylight time), whether the zone is the window's own or
+    /// the user's.
+    #[test]
+    fn a_slot_in_another_zone_holds_the_same_instants() {
+        let dinner = held_slot(&ctx(json!({
+            "date": "2026-03-27", "time": "19:00", "end": "21:00", "timezone": "Europe/London"
+        })))
+        .unwrap();
+        let held = std::slice::from_ref(&dinner);
+        assert_eq!(
+            windows_without(
+                &json!(["2026-03-27 14:00-18:00"]),
+                held,
+                Some("America/New_York")
+            ),
+            json!([
+                {"date": "2026-03-27", "start": "14:00", "end": "15:00"},
+                {"date": "2026-03-27", "start": "17:00", "end": "18:00"}
+            ])
+        );
+        let own = json!({"date": "2026-03-27", "start": "14:00", "end": "18:00", "timezone": "America/New_York"});
+        assert_eq!(
+            windows_without(&own, held, Some("Europe/London")),
+            json!([
+                {"date": "2026-03-27", "start": "14:00", "end": "15:00", "timezone": "America/New_York"},
+                {"date": "2026-03-27", "start": "17:00", "end": "18:00", "timezone": "America/New_York"}
+            ])
+        );
+        // The evening in London is untouched in New York: 19:00–21:00 there is later.
+        assert_eq!(
+            windows_without(
+                &json!(["2026-03-27 19:00-21:00"]),
+                held,
+                Some("America/New_York")
+            ),
+            json!(["2026-03-27 19:00-21:00"])
+        );
+        // Across local midnight: a Tokyo window on the 28th loses its early morning
+        // (London 19:00 GMT = Tokyo 04:00 the next day).
+        assert_eq!(
+            windows_without(&json!(["2026-03-28 03:00-08:00"]), held, Some("Asia/Tokyo")),
+            json!([{"date": "2026-03-28", "start": "03:00", "end": "04:00"}, {"date": "2026-03-28", "start": "06:00", "end": "08:00"}])
+        );
     }
 }

@@ -133,6 +133,7 @@ impl AgentHost {
                 .unwrap_or_default()
                 .to_string(),
             packets: legs.iter().map(|t| t.history.len()).sum(),
+            split_into: Vec::new(),
             group: Some(group_ref(&g.header)),
         }
     }

@@ -214,5 +214,6 @@ pub(super) fn thread_summary(t: &a2acp_core::agent::Thread) -> ThreadSummary {
         last_activity: t.last_activity.to_string(),
         packets: t.history.len(),
         group: t.group.as_ref().map(|l| group_ref(&l.header)),
+        split_into: t.forked_into.clone(),
     }
 }
