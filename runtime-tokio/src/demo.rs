@@ -8,8 +8,9 @@
 use std::time::Duration;
 
 use a2acp_core::relay::RelayConfig;
-use a2acp_runtime::agent_host::{AgentHost, Effect, HostError};
+use a2acp_runtime::agent_host::{AgentHost, Effect, HostError, Workers};
 use a2acp_runtime::control::{GroupDetail, Request, StatusInfo, ThreadSummary};
+use a2acp_runtime::llm::LlmClient;
 use a2acp_runtime::relay_service::ServiceConfig;
 use a2acp_runtime::scripted::{dinner_configs, next_friday, start_dinner, ScriptedUser};
 use a2acp_runtime::store::{Durability, Store};
@@ -27,6 +28,9 @@ pub struct DemoOptions {
     pub print: bool,
     /// Give up after this long (not in interactive mode).
     pub timeout: Duration,
+    /// Both agents decide with this language model (`a2acp demo --llm URL`) instead of
+    /// the deterministic negotiator (SPEC-NOTES "The LLM layer (§5)").
+    pub llm: Option<a2acp_runtime::llm::LlmConfig>,
 }
 
 impl Default for DemoOptions {
@@ -35,6 +39,7 @@ impl Default for DemoOptions {
             interactive: false,
             print: true,
             timeout: Duration::from_secs(60),
+            llm: None,
         }
     }
 }
@@ -147,14 +152,33 @@ pub async fn run(opts: DemoOptions) -> Result<DemoSummary, DemoError> {
     }
     let mut handles = Vec::new();
     let mut prompt_rx = Vec::new();
-    for (name, cfg) in [("alice", alice_cfg), ("bob", bob_cfg)] {
+    if let (true, Some(l)) = (opts.print, &opts.llm) {
+        println!(
+            "#       Both agents decide with the model {} at {} (LLM decision lines below).",
+            l.model.as_deref().unwrap_or("(per tier)"),
+            l.base_url
+        );
+    }
+    for (name, mut cfg) in [("alice", alice_cfg), ("bob", bob_cfg)] {
         let home = dir.path().join(name);
         std::fs::create_dir_all(&home)?;
         let identity = a2acp_runtime::keys::create(&home.join("identity.key"))
             .map_err(|e| DemoError::Other(e.to_string()))?;
         let store =
             Store::open(&home.join("agent.db"), Durability::Full).map_err(HostError::from)?;
-        let (host, first, _) = AgentHost::start(cfg, identity, store, a2acp_runtime::now())?;
+        let workers = match &opts.llm {
+            Some(l) => {
+                l.check().map_err(DemoError::Other)?;
+                cfg.use_llm = true;
+                Workers {
+                    llm: Some(LlmClient::new(l.clone())),
+                    actions: None,
+                }
+            }
+            None => Workers::default(),
+        };
+        let (host, first, _) =
+            AgentHost::start_with(cfg, identity, store, a2acp_runtime::now(), workers)?;
         let mut o = RunOptions::new(&relay.url(), name);
         o.transcript = opts.print;
         o.started = Some(started);

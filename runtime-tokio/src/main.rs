@@ -126,6 +126,26 @@ enum Cmd {
         /// Charlie and Diana.
         #[arg(long)]
         group: bool,
+        /// Both agents decide with the language model of this OpenAI-compatible API
+        /// (`http://127.0.0.1:8080/v1`, `https://api.openai.com/v1`…) instead of the
+        /// deterministic negotiator.
+        #[arg(long, value_name = "URL", conflicts_with = "group")]
+        llm: Option<String>,
+        /// The model to ask (with `--llm`).
+        #[arg(long, value_name = "NAME", requires = "llm", default_value = "default")]
+        model: String,
+        /// How the server is told the answer's JSON schema (with `--llm`): json_schema
+        /// (OpenAI), json_object_schema (llama-cpp-python), ollama, none.
+        #[arg(
+            long,
+            value_name = "SHAPE",
+            requires = "llm",
+            default_value = "json_schema"
+        )]
+        structured_output: String,
+        /// The environment variable holding the API key (with `--llm`), e.g. OPENAI_API_KEY.
+        #[arg(long, value_name = "VAR", requires = "llm")]
+        api_key_env: Option<String>,
     },
     /// Serve your running agent to an MCP host (Claude Desktop, an IDE…) over stdio (§17):
     /// its threads, prompts and permissions as tools and resources.
@@ -547,12 +567,34 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
             .await
         }
         Cmd::Agent(AgentCmd::Run(a)) => agent_run(&home, &a).await,
-        Cmd::Demo { interactive, group } => {
+        Cmd::Demo {
+            interactive,
+            group,
+            llm,
+            model,
+            structured_output,
+            api_key_env,
+        } => {
             init_tracing("warn", None);
-            let options = a2acp_tokio::demo::DemoOptions {
+            let mut options = a2acp_tokio::demo::DemoOptions {
                 interactive,
                 ..Default::default()
             };
+            if let Some(url) = llm {
+                let mut l = a2acp_runtime::llm::LlmConfig::new(&url, &model);
+                l.structured_output =
+                    serde_json::from_value(serde_json::Value::String(structured_output.clone()))
+                        .map_err(|_| {
+                            format!(
+                                "--structured-output `{structured_output}`: one of json_schema, json_object_schema, ollama, none"
+                            )
+                        })?;
+                l.api_key_env = api_key_env;
+                l.check()?;
+                options.llm = Some(l);
+                // A model takes seconds per decision, more with its retries.
+                options.timeout = std::time::Duration::from_secs(600);
+            }
             if group {
                 let s = a2acp_tokio::demo::run_group(options)
                     .await

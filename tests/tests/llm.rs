@@ -2,7 +2,7 @@
 //! negotiate the spec's dinner with a scripted OpenAI-compatible server running as a
 //! separate process (`llm_server`), and every fault of the server ends as the fallback
 //! chain says — retried, another model, the deterministic negotiator — with the thread
-//! completed and no never_share value sent.
+//! completed and no never_share value sent. `a2acp demo --llm` runs the demo against it.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -343,4 +343,33 @@ async fn a_small_model_unsure_of_itself_is_checked_by_the_medium_one() {
     );
     let decided: Vec<_> = a.decided().into_iter().chain(b.decided()).collect();
     assert!(decided.iter().all(|(m, _, _)| m == "ok"), "{decided:?}");
+}
+
+/// `a2acp demo --llm URL --model NAME`: the demo's two agents decide with the model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_runs_with_a_model() {
+    let s = Server::start();
+    let summary = a2acp_tokio::demo::run(a2acp_tokio::demo::DemoOptions {
+        print: false,
+        llm: Some(LlmConfig::new(&s.url, "ok")),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    assert!(summary.completed, "{summary:?}");
+    // Both agents asked the model: at least Bob's answer to the request and Alice's
+    // proposal.
+    assert!(s.stats()["ok"].as_u64().unwrap() >= 2, "{}", s.stats());
+    // A model that is not there: the demo still completes, by the negotiator.
+    let url = format!("http://{}", free_addr());
+    let mut c = LlmConfig::new(&url, "ok");
+    c.retries = 0;
+    let summary = a2acp_tokio::demo::run(a2acp_tokio::demo::DemoOptions {
+        print: false,
+        llm: Some(c),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    assert!(summary.completed, "{summary:?}");
 }
