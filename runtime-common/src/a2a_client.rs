@@ -33,16 +33,17 @@ pub struct A2aClient {
 
 impl Default for A2aClient {
     fn default() -> Self {
-        Self::new()
+        Self::with_timeout(CALL_TIMEOUT)
     }
 }
 
 impl A2aClient {
-    /// A client with the limits above (https through rustls with the web PKI roots).
-    pub fn new() -> Self {
+    /// A client with the limits above, each call cut at `call_timeout` (https through
+    /// rustls with the web PKI roots).
+    pub fn with_timeout(call_timeout: Duration) -> Self {
         let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_connect(Some(CONNECT_TIMEOUT))
-            .timeout_global(Some(CALL_TIMEOUT))
+            .timeout_connect(Some(CONNECT_TIMEOUT.min(call_timeout)))
+            .timeout_global(Some(call_timeout))
             .http_status_as_error(false)
             .max_redirects(0)
             .user_agent(concat!("a2acp/", env!("CARGO_PKG_VERSION")))
@@ -85,9 +86,10 @@ impl A2aClient {
                 let _ = tx.send((c, outcome));
             });
         if let Err(e) = spawned {
-            let _ = self
-                .tx
-                .send((call, A2aOutcome::Network(format!("cannot start the call: {e}"))));
+            let _ = self.tx.send((
+                call,
+                A2aOutcome::Network(format!("cannot start the call: {e}")),
+            ));
         }
     }
 }

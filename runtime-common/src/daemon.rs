@@ -75,6 +75,8 @@ pub struct RunOptions {
     pub backoff_short_max: Duration,
     /// Serve A2A clients (`--a2a-listen`; the tokio binding only).
     pub a2a: Option<crate::a2a::A2aOptions>,
+    /// The longest one call to a plain A2A agent may take (§18; tests shorten it).
+    pub a2a_call_timeout: Duration,
 }
 
 /// How long after losing the relay the short backoff cap
@@ -102,6 +104,7 @@ impl RunOptions {
             backoff_max: Duration::from_secs(30),
             backoff_short_max: Duration::from_secs(5),
             a2a: None,
+            a2a_call_timeout: crate::a2a_client::CALL_TIMEOUT,
         }
     }
 }
@@ -214,6 +217,7 @@ where
     F: Future<Output = ()>,
 {
     let keys = opts.terminal.as_mut().and_then(|t| t.take_keys());
+    let a2a_client = crate::a2a_client::A2aClient::with_timeout(opts.a2a_call_timeout);
     let mut d = Driver {
         host,
         opts,
@@ -223,7 +227,7 @@ where
         pending: Vec::new(),
         starting: Vec::new(),
         streams: Vec::new(),
-        a2a_client: crate::a2a_client::A2aClient::new(),
+        a2a_client,
     };
     let r = d.run_loop(first, &ctl, &link, keys, sleep).await;
     if let Some(l) = d.link.take() {
@@ -240,7 +244,12 @@ enum Ev {
     Ctl(Option<Ctl>),
     Key(Option<UiKey>),
     /// A call of the A2A client ended.
-    A2aClient(Option<(a2acp_core::agent::A2aClientCall, a2acp_core::agent::A2aOutcome)>),
+    A2aClient(
+        Option<(
+            a2acp_core::agent::A2aClientCall,
+            a2acp_core::agent::A2aOutcome,
+        )>,
+    ),
     Timer,
 }
 

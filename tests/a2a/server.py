@@ -75,6 +75,7 @@ class Restaurant(AgentExecutor):
                             "needs": [
                                 {"field": "party_size", "reason": "to size the table", "priority": "required"},
                                 {"field": "dietary_restrictions", "reason": "to tell the kitchen", "priority": "helpful"},
+                                {"field": "health_info", "reason": "allergies", "priority": "helpful"},
                             ]
                         }
                     ),
@@ -82,7 +83,7 @@ class Restaurant(AgentExecutor):
             )
             await updater.requires_input(message=ask)
             return
-        guests = data.get("party_size", 2)
+        guests = int(data.get("party_size", 2))
         diet = data.get("dietary_restrictions", "none given")
         summary = f"Table for {guests} at Chez Sdk, 19:30 (dietary: {diet})"
         await updater.add_artifact(

@@ -144,7 +144,9 @@ pub fn card_url(to: &str) -> Result<String, ClientError> {
     }) && to.len() <= MAX_URL
         && !to.chars().any(|c| c.is_whitespace() || c.is_control());
     if !ok {
-        return Err(ClientError::BadUrl(crate::display::line(to, 80).into_owned()));
+        return Err(ClientError::BadUrl(
+            crate::display::line(to, 80).into_owned(),
+        ));
     }
     if to.ends_with(".json") {
         return Ok(to.to_string());
@@ -190,8 +192,7 @@ pub fn read_card(url: &str, bytes: &[u8]) -> Result<RemoteCard, ClientError> {
     if bytes.len() > MAX_CARD {
         return Err(bad(format!("larger than {MAX_CARD} bytes")));
     }
-    let v: Value =
-        serde_json::from_slice(bytes).map_err(|e| bad(format!("not JSON ({e})")))?;
+    let v: Value = serde_json::from_slice(bytes).map_err(|e| bad(format!("not JSON ({e})")))?;
     let card = v
         .as_object()
         .ok_or_else(|| bad("not a JSON object".into()))?;
@@ -208,8 +209,14 @@ pub fn read_card(url: &str, bytes: &[u8]) -> Result<RemoteCard, ClientError> {
     let mut offered = Vec::new();
     let mut found = None;
     for i in interfaces.iter().take(32) {
-        let binding = i.get("protocolBinding").and_then(Value::as_str).unwrap_or("?");
-        let version = i.get("protocolVersion").and_then(Value::as_str).unwrap_or("?");
+        let binding = i
+            .get("protocolBinding")
+            .and_then(Value::as_str)
+            .unwrap_or("?");
+        let version = i
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("?");
         let iurl = i.get("url").and_then(Value::as_str).unwrap_or("");
         offered.push(format!(
             "{} {}",
@@ -228,8 +235,7 @@ pub fn read_card(url: &str, bytes: &[u8]) -> Result<RemoteCard, ClientError> {
         .is_some_and(|r| !r.is_empty())
     {
         return Err(bad(
-            "it requires authentication, and this agent holds no credentials for A2A agents"
-                .into(),
+            "it requires authentication, and this agent holds no credentials for A2A agents".into(),
         ));
     }
     let endpoint = found.ok_or_else(|| {
@@ -454,7 +460,11 @@ pub fn read_response(bytes: &[u8]) -> Result<RemoteView, ClientError> {
     }
     let task = match result.get("task") {
         Some(Value::Object(t)) => t,
-        Some(_) => return Err(ClientError::Malformed("`result.task` is not an object".into())),
+        Some(_) => {
+            return Err(ClientError::Malformed(
+                "`result.task` is not an object".into(),
+            ))
+        }
         None => result,
     };
     let id = task

@@ -21,7 +21,7 @@
 //! §18)" state every decision.
 
 pub mod card;
+pub mod client;
 pub mod envelope;
 pub mod retry;
 pub mod task;
-pub mod client;

@@ -134,7 +134,12 @@ impl Agent {
             let remote_done = r.state().is_some_and(TaskState::is_terminal);
             let call = match (&r.endpoint, r.unsent.first()) {
                 (None, _) if terminal => None,
-                (None, _) => Some((A2aCallKind::Card, r.card_url.clone(), None, client::MAX_CARD)),
+                (None, _) => Some((
+                    A2aCallKind::Card,
+                    r.card_url.clone(),
+                    None,
+                    client::MAX_CARD,
+                )),
                 (Some(_), Some(_)) if remote_done => {
                     r.unsent.clear();
                     self.shared.dirty.threads.insert(id.clone());
@@ -147,9 +152,7 @@ impl Agent {
                     client::MAX_RESPONSE,
                 )),
                 (Some(e), None) => match (&r.task_id, r.state()) {
-                    (Some(task), Some(TaskState::Working | TaskState::Submitted))
-                        if !terminal =>
-                    {
+                    (Some(task), Some(TaskState::Working | TaskState::Submitted)) if !terminal => {
                         Some((
                             A2aCallKind::Poll,
                             e.clone(),
@@ -221,10 +224,7 @@ impl Agent {
             A2aOutcome::TooLarge => {
                 return self.a2a_client_failed(
                     &id,
-                    format!(
-                        "{what} answered more than {} bytes",
-                        call.limit
-                    ),
+                    format!("{what} answered more than {} bytes", call.limit),
                 )
             }
             A2aOutcome::Response { status, body } => (status, body),
@@ -280,11 +280,7 @@ impl Agent {
     /// or, once it is spent, the thread cannot go on.
     fn a2a_retry(&mut self, id: &str, why: String) {
         let now = self.shared.now;
-        let Some(r) = self
-            .threads
-            .get_mut(id)
-            .and_then(|t| t.a2a_remote.as_mut())
-        else {
+        let Some(r) = self.threads.get_mut(id).and_then(|t| t.a2a_remote.as_mut()) else {
             return;
         };
         r.attempts += 1;
@@ -294,7 +290,10 @@ impl Agent {
                 r.next_at_ms = i64::try_from(now.add(Duration::from_millis(wait)).as_millis()).ok();
                 self.shared.note(
                     Some(id),
-                    format!("A2A call failed ({why}); attempt {} in {wait} ms", r.attempts + 1),
+                    format!(
+                        "A2A call failed ({why}); attempt {} in {wait} ms",
+                        r.attempts + 1
+                    ),
                 );
             }
             None => {
@@ -333,10 +332,15 @@ impl Agent {
                 );
             }
             s if s.is_terminal()
-                || matches!(s, ThreadState::Confirmed | ThreadState::Failed | ThreadState::Rollback) =>
+                || matches!(
+                    s,
+                    ThreadState::Confirmed | ThreadState::Failed | ThreadState::Rollback
+                ) =>
             {
-                self.shared
-                    .note(Some(id), format!("A2A agent unusable after the thread ended: {why}"));
+                self.shared.note(
+                    Some(id),
+                    format!("A2A agent unusable after the thread ended: {why}"),
+                );
             }
             _ => {
                 self.in_thread(id, |step| {
@@ -368,10 +372,7 @@ impl Agent {
         };
         let peer = t.peer.clone();
         let state = t.state;
-        let open_from_peer = t
-            .stage
-            .resolution()
-            .is_some_and(|r| r.proposer == peer);
+        let open_from_peer = t.stage.resolution().is_some_and(|r| r.proposer == peer);
         let Some(r) = t.a2a_remote.as_mut() else {
             return;
         };
@@ -466,7 +467,10 @@ impl Agent {
                     );
                 }
             }
-            TaskState::Rejected | TaskState::Canceled | TaskState::Failed | TaskState::AuthRequired => {
+            TaskState::Rejected
+            | TaskState::Canceled
+            | TaskState::Failed
+            | TaskState::AuthRequired => {
                 let how = match view.state {
                     TaskState::Rejected => "rejected the task",
                     TaskState::Canceled => "cancelled the task",
