@@ -426,3 +426,84 @@ async fn hostile_a2a_agents_end_the_thread_declined() {
     }
     let _ = alice.stop().await;
 }
+
+/// Answers every prompt of the agent at `home` (`share-all`, `confirm`) until stopped.
+fn answers_everything(home: Home) -> tokio::sync::watch::Sender<bool> {
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        while !*stopped.borrow() {
+            if let Some(r) = try_ctl(&home, Request::Prompts).await {
+                for p in r.data.as_array().cloned().unwrap_or_default() {
+                    let consent = p["kind"].get("Consent").is_some();
+                    let arg = if consent { "share-all" } else { "confirm" };
+                    let _ = try_ctl(
+                        &home,
+                        Request::Answer {
+                            prompt_id: p["id"].as_u64().unwrap_or(0),
+                            args: vec![arg.into()],
+                        },
+                    )
+                    .await;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    stop
+}
+
+/// Two a2acp agents meet through the A2A bridge alone: Alice's agent drives a task on
+/// Bob's `--a2a-listen` (no relay between them). Bob's needs reach Alice as the peer's
+/// request, his proposal as a resolution she confirms, and both threads end COMPLETED
+/// once Bob confirmed too (Alice's agent polls the task while Bob's user decides).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_a2acp_agents_meet_through_the_a2a_bridge() {
+    let dir = tmp();
+    let relay = Runtime::Tokio
+        .relay("127.0.0.1:0", &dir.path().join("relay"))
+        .await;
+    let DinnerHomes {
+        alice: ha, bob: hb, ..
+    } = dinner_homes(dir.path(), &relay.url());
+    let opened = a2acp_runtime::agent_host::AgentHost::open_home(
+        &hb,
+        a2acp_runtime::store::Durability::Normal,
+    )
+    .unwrap();
+    let mut o = a2acp_runtime::daemon::RunOptions::new(&opened.file.relay, "bob");
+    o.control_socket = Some(hb.socket());
+    o.a2a = Some(a2acp_runtime::a2a::A2aOptions {
+        listen: "127.0.0.1:0".into(),
+        token: None,
+        limits: a2acp_runtime::a2a::A2aLimits::default(),
+    });
+    let bob = a2acp_tokio::agent::spawn(opened.host, opened.effects, o).unwrap();
+    let bob_addr = bob.a2a_addr().unwrap();
+    let alice = run_agent(&ha, "alice", None);
+    let stop_bob = answers_everything(hb.clone());
+    let stop_alice = answers_everything(ha.clone());
+    let context = json!({
+        "event_type": "dinner",
+        "proposed_date": a2acp_runtime::scripted::next_friday(a2acp_runtime::now()),
+        "time_windows": ["18:00-21:00"],
+        "dietary": ["vegetarian"],
+        "location_preference": "central Reading",
+    });
+    let r = ctl(&ha, start(&format!("http://{bob_addr}/"), context)).await;
+    assert!(r.ok, "{r:?}");
+    let id = r.data["thread_id"].as_str().unwrap().to_string();
+    for _ in 0..300 {
+        if thread_state(&ha, &id).await.as_deref() == Some("COMPLETED") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let d = ctl(&ha, Request::Thread { id: id.clone() }).await;
+    assert_eq!(d.data["state"], "COMPLETED", "{}", d.data);
+    let bobs = ctl(&hb, Request::Threads).await;
+    assert_eq!(bobs.data[0]["state"], "COMPLETED", "{}", bobs.data);
+    let _ = stop_bob.send(true);
+    let _ = stop_alice.send(true);
+    let _ = alice.stop().await;
+    let _ = bob.stop().await;
+}
