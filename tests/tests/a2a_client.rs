@@ -381,6 +381,16 @@ async fn hostile_agent() -> String {
 /// why, and the agent goes on answering.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_a2a_agents_end_the_thread_declined() {
+    hostile_agents(false).await;
+}
+
+/// The same on the smol agent (the client lives in the shared daemon loop).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_a2a_agents_end_the_thread_declined_on_smol() {
+    hostile_agents(true).await;
+}
+
+async fn hostile_agents(smol: bool) {
     let dir = tmp();
     let relay = Runtime::Tokio
         .relay("127.0.0.1:0", &dir.path().join("relay"))
@@ -395,7 +405,17 @@ async fn hostile_a2a_agents_end_the_thread_declined() {
     let mut o = a2acp_runtime::daemon::RunOptions::new(&opened.file.relay, "alice");
     o.control_socket = Some(ha.socket());
     o.a2a_call_timeout = Duration::from_millis(800);
-    let alice = a2acp_tokio::agent::spawn(opened.host, opened.effects, o).unwrap();
+    let (tokio_alice, smol_alice) = if smol {
+        (
+            None,
+            Some(a2acp_smol::agent::spawn(opened.host, opened.effects, o).unwrap()),
+        )
+    } else {
+        (
+            Some(a2acp_tokio::agent::spawn(opened.host, opened.effects, o).unwrap()),
+            None,
+        )
+    };
     let mut ids = Vec::new();
     for p in ["huge", "grpc", "hang", "bad"] {
         let r = ctl(&ha, start(&format!("{base}/{p}/"), json!({}))).await;
@@ -424,7 +444,12 @@ async fn hostile_a2a_agents_end_the_thread_declined() {
     ] {
         assert!(text.contains(why), "no notification says {why:?}: {text}");
     }
-    let _ = alice.stop().await;
+    if let Some(a) = tokio_alice {
+        let _ = a.stop().await;
+    }
+    if let Some(a) = smol_alice {
+        let _ = a.stop().await;
+    }
 }
 
 /// Answers every prompt of the agent at `home` (`share-all`, `confirm`) until stopped.

@@ -117,7 +117,9 @@ impl Agent {
             .map(|t| t.id.clone())
             .collect();
         for id in ids {
-            let rpc_id = self.shared.meta.rng.id("rpc_", 8);
+            // The JSON-RPC id is drawn only for a call made (the draw is recorded then).
+            let rng = &mut self.shared.meta.rng;
+            let mut rpc_id = || rng.id("rpc_", 8);
             let Some(t) = self.threads.get_mut(&id) else {
                 continue;
             };
@@ -148,7 +150,7 @@ impl Agent {
                 (Some(e), Some(m)) => Some((
                     A2aCallKind::Send,
                     e.clone(),
-                    Some(client::send_request(&rpc_id, m, r.task_id.as_deref())),
+                    Some(client::send_request(&rpc_id(), m, r.task_id.as_deref())),
                     client::MAX_RESPONSE,
                 )),
                 (Some(e), None) => match (&r.task_id, r.state()) {
@@ -156,7 +158,7 @@ impl Agent {
                         Some((
                             A2aCallKind::Poll,
                             e.clone(),
-                            Some(client::get_request(&rpc_id, task)),
+                            Some(client::get_request(&rpc_id(), task)),
                             client::MAX_RESPONSE,
                         ))
                     }
@@ -164,6 +166,10 @@ impl Agent {
                 },
             };
             let Some((kind, url, body, limit)) = call else {
+                if r.next_at_ms.take().is_some() {
+                    // Nothing more to ask (the thread or the task ended): no wake-up left.
+                    self.shared.dirty.threads.insert(id.clone());
+                }
                 continue;
             };
             r.in_flight = true;
@@ -439,15 +445,11 @@ impl Agent {
                 }
             }
             TaskState::Completed => {
-                let rid = match state {
-                    ThreadState::Confirmed | ThreadState::Executing => None,
-                    ThreadState::Proposed if open_from_peer => None,
-                    _ => {
-                        self.a2a_packet(&peer, id, resolution(&view, &me));
-                        Some(())
-                    }
-                };
-                let _ = rid;
+                let proposed = matches!(state, ThreadState::Confirmed | ThreadState::Executing)
+                    || (state == ThreadState::Proposed && open_from_peer);
+                if !proposed {
+                    self.a2a_packet(&peer, id, resolution(&view, &me));
+                }
                 let rid = self
                     .threads
                     .get(id)
