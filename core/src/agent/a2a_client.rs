@@ -531,3 +531,7 @@ impl ThreadStep<'_> {
         self.mark_changed();
     }
 }
+
+#[cfg(test)]
+#[path = "a2a_client_tests.rs"]
+mod tests;
