@@ -75,6 +75,8 @@ pub struct RunOptions {
     pub backoff_short_max: Duration,
     /// Serve A2A clients (`--a2a-listen`; the tokio binding only).
     pub a2a: Option<crate::a2a::A2aOptions>,
+    /// The longest one call to a plain A2A agent may take (§18; tests shorten it).
+    pub a2a_call_timeout: Duration,
 }
 
 /// How long after losing the relay the short backoff cap
@@ -102,6 +104,7 @@ impl RunOptions {
             backoff_max: Duration::from_secs(30),
             backoff_short_max: Duration::from_secs(5),
             a2a: None,
+            a2a_call_timeout: crate::a2a_client::CALL_TIMEOUT,
         }
     }
 }
@@ -214,6 +217,7 @@ where
     F: Future<Output = ()>,
 {
     let keys = opts.terminal.as_mut().and_then(|t| t.take_keys());
+    let a2a_client = crate::a2a_client::A2aClient::with_timeout(opts.a2a_call_timeout);
     let mut d = Driver {
         host,
         opts,
@@ -223,6 +227,7 @@ where
         pending: Vec::new(),
         starting: Vec::new(),
         streams: Vec::new(),
+        a2a_client,
     };
     let r = d.run_loop(first, &ctl, &link, keys, sleep).await;
     if let Some(l) = d.link.take() {
@@ -238,6 +243,13 @@ enum Ev {
     Work(Option<Input>),
     Ctl(Option<Ctl>),
     Key(Option<UiKey>),
+    /// A call of the A2A client ended.
+    A2aClient(
+        Option<(
+            a2acp_core::agent::A2aClientCall,
+            a2acp_core::agent::A2aOutcome,
+        )>,
+    ),
     Timer,
 }
 
@@ -255,6 +267,8 @@ struct Driver {
     /// Open A2A streams: what the subscriber saw, the JSON-RPC id to answer with, and
     /// where its events go (dropped, the stream ends).
     streams: Vec<(a2acp_core::agent::A2aStream, Value, flume::Sender<Value>)>,
+    /// The HTTP calls of threads with plain A2A agents (§18).
+    a2a_client: crate::a2a_client::A2aClient,
 }
 
 /// What a `start_thread` request started.
@@ -285,6 +299,7 @@ impl Driver {
         self.execute(first);
         let llm = self.host.llm_replies();
         let work = self.host.action_results();
+        let a2a_out = self.a2a_client.outcomes();
         let mut link_open = true;
         let mut turn = false;
         loop {
@@ -293,6 +308,13 @@ impl Driver {
                 self.execute(e);
             }
             self.answer_starting();
+            if self.a2a_client.has_room() {
+                let (calls, e) = self.host.take_a2a_calls(self.now())?;
+                self.execute(e);
+                for call in calls {
+                    self.a2a_client.submit(call);
+                }
+            }
             let wait = self.host.poll_timeout().map(|t| {
                 Duration::from_millis(t.as_millis().saturating_sub(self.now().as_millis()))
             });
@@ -327,6 +349,9 @@ impl Driver {
                         None => never().await,
                     }
                 };
+                let from_work = race(from_work, async {
+                    Ev::A2aClient(a2a_out.recv_async().await.ok())
+                });
                 let from_keys = async {
                     match &keys {
                         Some(k) => Ev::Key(k.recv_async().await.ok()),
@@ -372,14 +397,21 @@ impl Driver {
                     self.execute(e);
                 }
                 // The host keeps a sender: never closed while it lives.
-                Ev::Llm(None) | Ev::Work(None) => {}
+                Ev::A2aClient(Some((call, outcome))) => {
+                    self.a2a_client.done();
+                    let e = self.host.a2a_client(self.now(), &call, outcome)?;
+                    self.execute(e);
+                }
+                Ev::Llm(None) | Ev::Work(None) | Ev::A2aClient(None) => {}
                 Ev::Ctl(None | Some(Ctl::Stop)) => return Ok(()),
                 Ev::Ctl(Some(Ctl::Request(req, reply))) => {
                     let start = matches!(req, Request::StartThread { .. });
+                    let to_a2a = matches!(&req, Request::StartThread { to, .. }
+                        if to.list().iter().any(|a| a2acp_core::a2a::client::is_url(a)));
                     let (resp, e) = self.host.control(self.now(), req)?;
                     self.sync_ui_after_answer();
                     self.execute(e);
-                    let started = if !(start && resp.ok) {
+                    let started = if !(start && resp.ok) || to_a2a {
                         None
                     } else if let Some(id) = resp.data["thread_id"].as_str() {
                         Some(Starting::Thread(id.to_string()))

@@ -44,6 +44,7 @@
 #![deny(missing_docs)]
 
 pub mod a2a;
+pub mod a2a_client;
 pub mod actions;
 pub mod admission;
 pub mod agent_host;

@@ -203,7 +203,8 @@ enum ThreadCmd {
     /// several (repeat --to; your agent coordinates).
     Start {
         /// The other agent; repeated (`--to A --to B …`, up to 15), a group thread your
-        /// agent coordinates.
+        /// agent coordinates. Or a plain A2A agent: its agent card's URL
+        /// (`https://…/.well-known/agent-card.json`) or base URL (§18).
         #[arg(long, required = true)]
         to: Vec<String>,
         /// Intent category, e.g. scheduling.
@@ -935,6 +936,10 @@ async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
                     }
                     let id = r.data["thread_id"].as_str().unwrap_or("?");
                     match r.data["relay"].as_str() {
+                        _ if r.data["a2a"] == true => format!(
+                            "thread {id} started with the A2A agent {}: your agent reads its card and drives the task (follow it with `a2acp threads`)",
+                            r.data["peer"].as_str().unwrap_or("?")
+                        ),
                         Some("accepted") => format!(
                             "thread {id} started: the relay accepted its first packet (follow it with `a2acp threads`)"
                         ),

@@ -14,11 +14,14 @@
 //!   thread, a thread as an A2A task (the state table), the JSON-RPC errors; the binding
 //!   itself is [`crate::agent::Agent::handle_a2a`].
 //! - [`card`]: the agent card served at `/.well-known/agent-card.json`.
+//! - [`client`]: the client direction: an a2acp agent driving a task on a plain A2A
+//!   agent (its card, the messages its packets become, the remote task read back).
 //!
 //! SPEC-NOTES "The A2A Phase-1 envelope (seed 001)" and "The A2A v1.0 bridge (seed 003,
 //! §18)" state every decision.
 
 pub mod card;
+pub mod client;
 pub mod envelope;
 pub mod retry;
 pub mod task;

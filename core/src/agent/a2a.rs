@@ -307,7 +307,7 @@ impl Agent {
         }
     }
 
-    fn a2a_packet(&mut self, client: &Address, thread_id: &str, body: Body) {
+    pub(super) fn a2a_packet(&mut self, client: &Address, thread_id: &str, body: Body) {
         self.shared.dirty.meta = true;
         let p = self.a2a_build(client, thread_id, body, false);
         let Ok(raw) = p.to_bytes() else {

@@ -15,6 +15,11 @@ impl Agent {
                 intent,
                 context,
             } => self.open_thread(to, intent, context),
+            Command::StartA2aThread {
+                to,
+                intent,
+                context,
+            } => self.open_a2a_thread(to, intent, context),
             Command::StartGroupThread {
                 participants,
                 intent,

@@ -55,6 +55,18 @@ pub enum Command {
         /// What the user said about it.
         context: Context,
     },
+    /// Start a thread with a plain A2A agent (§18, seed 003): `to` is its agent card's
+    /// URL, or its base URL. The same thread, tiers and prompts as with an a2acp peer;
+    /// its packets travel as an A2A task (SPEC-NOTES "The A2A v1.0 bridge: the client
+    /// direction").
+    StartA2aThread {
+        /// The card URL or base URL (`https://…`).
+        to: String,
+        /// What it is about.
+        intent: Intent,
+        /// What the user said about it.
+        context: Context,
+    },
     /// Start a group thread (§10) with 1–15 other agents; this agent coordinates. One
     /// leg (a two-party thread of its own) goes to each participant (SPEC-NOTES "Group
     /// threads"). The context counts as consented for every leg (§7.4), never_share

@@ -416,6 +416,11 @@ impl ThreadStep<'_> {
         let thread_id = self.id;
         let t = &mut *self.t;
         let peer = t.peer.clone();
+        if t.a2a_remote.is_some() {
+            // A plain A2A agent this agent drives: the packet goes as an A2A message.
+            self.a2a_queue(plain);
+            return;
+        }
         if peer.is_a2a() {
             // An A2A client: no relay, no envelope; its listener's transport is the
             // channel, and the task it reads is derived from the thread (`a2a::task`).

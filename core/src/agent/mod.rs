@@ -37,6 +37,8 @@
 
 mod a2a;
 pub use a2a::{A2aReply, A2aStream, A2A_MAX_REQUEST};
+mod a2a_client;
+pub use a2a_client::{A2aCallKind, A2aClientCall, A2aOutcome};
 mod commands;
 mod consent;
 mod drift;
@@ -524,6 +526,9 @@ impl Agent {
             if let Some(x) = self.shared.thread_deadline(th) {
                 at(x);
             }
+        }
+        if let Some(x) = self.a2a_client_wake() {
+            at(x);
         }
         for g in self.shared.groups.values() {
             if let Some(x) = self.shared.group_deadline(g) {

@@ -513,6 +513,10 @@ pub struct Thread {
     /// (SPEC-NOTES "The A2A v1.0 bridge"); the task id is the thread id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub a2a_context: Option<String>,
+    /// The remote A2A task, when this thread's peer is a plain A2A agent this agent
+    /// drives (SPEC-NOTES "The A2A v1.0 bridge: the client direction").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub a2a_remote: Option<crate::a2a::client::RemoteTask>,
     /// The intent the thread had before its first intent update (§6.5): what sharing
     /// was agreed under. A field the new intent would share without asking but this one
     /// would not is asked first in this thread (SPEC-NOTES "Drift and forks").

@@ -2,8 +2,12 @@
 //! client, one Phase-1 message; the agent answers, the host commits, then the listener
 //! writes the answer.
 
-use a2acp_core::agent::{A2aReply, Phase1Reply};
+use a2acp_core::agent::{A2aClientCall, A2aOutcome, A2aReply, Phase1Reply};
+use a2acp_core::agent::{Command, Input};
+use a2acp_core::packet::{Context, Intent};
 use a2acp_core::{Address, Timestamp};
+
+use crate::control::{Recipients, Response};
 
 use super::{AgentHost, Effect, HostError};
 
@@ -31,5 +35,97 @@ impl AgentHost {
         self.now = self.now.max(now);
         let reply = self.agent.handle_phase1(self.now, body);
         Ok((reply, self.drain()?))
+    }
+
+    /// The calls due for threads with plain A2A agents (§18), marked as out; their
+    /// marks are committed (a restart makes them again).
+    pub fn take_a2a_calls(
+        &mut self,
+        now: Timestamp,
+    ) -> Result<(Vec<A2aClientCall>, Vec<Effect>), HostError> {
+        self.now = self.now.max(now);
+        let calls = self.agent.take_a2a_calls(self.now);
+        Ok((calls, self.drain()?))
+    }
+
+    /// `start_thread` to an A2A agent's URL (§18): one recipient only (`one`); the
+    /// agent reads the card and drives the task. Answers the thread id at once (nothing
+    /// goes through the relay), or why no thread started.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn start_a2a(
+        &mut self,
+        now: Timestamp,
+        one: bool,
+        to: Recipients,
+        category: String,
+        summary: String,
+        context: Option<Context>,
+        urgent: bool,
+    ) -> Result<(Response, Vec<Effect>), HostError> {
+        if !one {
+            return Ok((
+                Response::err(
+                    "a thread with an A2A agent (--to https://…) has that one recipient: no group, --quorum or --sequential",
+                ),
+                Vec::new(),
+            ));
+        }
+        if category.trim().is_empty() || summary.trim().is_empty() {
+            return Ok((
+                Response::err("--category and --summary must not be empty"),
+                Vec::new(),
+            ));
+        }
+        let url = to.list().remove(0);
+        let intent = Intent {
+            category,
+            summary,
+            urgency: Some(if urgent { "urgent" } else { "normal" }.into()),
+            scope_change: None,
+        };
+        let before: Vec<String> = self.agent.threads().keys().cloned().collect();
+        let e = self.handle(
+            now,
+            Input::Command(Command::StartA2aThread {
+                to: url,
+                intent,
+                context: context.unwrap_or_default(),
+            }),
+        )?;
+        let new = self
+            .agent
+            .threads()
+            .keys()
+            .find(|k| !before.contains(k))
+            .cloned();
+        Ok(match new {
+            Some(id) => {
+                let peer = self.agent.thread(&id).map(|t| t.peer.to_string());
+                (
+                    Response::ok(serde_json::json!({ "thread_id": id, "a2a": true, "peer": peer })),
+                    e,
+                )
+            }
+            None => {
+                let why = self
+                    .notifications
+                    .back()
+                    .map(|n| n.notification.text.clone())
+                    .unwrap_or_else(|| "the agent refused it".into());
+                (Response::err(format!("no thread started: {why}")), e)
+            }
+        })
+    }
+
+    /// A call of the A2A client ended ([`a2acp_core::agent::Agent::handle_a2a_client`]).
+    pub fn a2a_client(
+        &mut self,
+        now: Timestamp,
+        call: &A2aClientCall,
+        outcome: A2aOutcome,
+    ) -> Result<Vec<Effect>, HostError> {
+        self.now = self.now.max(now);
+        self.agent.handle_a2a_client(self.now, call, outcome);
+        self.drain()
     }
 }

@@ -1,0 +1,219 @@
+//! The client direction through the agent alone (no sockets, time a parameter): Alice's
+//! agent reads a card, sends the intent, answers an input-required after her consent,
+//! gets the proposal, confirms, COMPLETED; and the retry rule on network failures, then
+//! the thread declined.
+
+use serde_json::{json, Value};
+
+use super::*;
+use crate::crypto::IdentityKey;
+use crate::harness::dinner;
+
+struct Alice {
+    agent: Agent,
+    now: Timestamp,
+    prompts: Vec<Prompt>,
+}
+
+impl Alice {
+    fn new() -> Self {
+        let mut a = Alice {
+            agent: Agent::new(
+                dinner::alice("a2acp.io"),
+                IdentityKey::from_seed([1; 32]),
+                [11; 32],
+            ),
+            now: Timestamp::parse_rfc3339(dinner::START).unwrap(),
+            prompts: Vec::new(),
+        };
+        a.drain();
+        a
+    }
+
+    fn drain(&mut self) {
+        while let Some(o) = self.agent.poll_output() {
+            if let Output::Prompt(p) = o {
+                self.prompts.retain(|x| x.id != p.id);
+                self.prompts.push(p);
+            }
+        }
+    }
+
+    fn calls(&mut self) -> Vec<A2aClientCall> {
+        let c = self.agent.take_a2a_calls(self.now);
+        self.drain();
+        c
+    }
+
+    fn answer(&mut self, call: &A2aClientCall, status: u16, body: Value) {
+        let outcome = A2aOutcome::Response {
+            status,
+            body: body.to_string().into_bytes(),
+        };
+        self.agent.handle_a2a_client(self.now, call, outcome);
+        self.drain();
+    }
+
+    fn thread(&self) -> &Thread {
+        self.agent.threads().values().next().unwrap()
+    }
+}
+
+fn card() -> Value {
+    json!({"name": "Chez Test", "supportedInterfaces": [
+        {"url": "http://r.example/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]})
+}
+
+fn body(call: &A2aClientCall) -> Value {
+    serde_json::from_slice(call.body.as_deref().unwrap()).unwrap()
+}
+
+#[test]
+fn a_task_on_a_plain_a2a_agent_ends_completed() {
+    let mut a = Alice::new();
+    let mut context = Context::new();
+    context.insert("proposed_date".into(), json!("2026-11-27"));
+    context.insert("health_info".into(), json!("asthma"));
+    a.agent.handle_command(
+        a.now,
+        Command::StartA2aThread {
+            to: "http://r.example/".into(),
+            intent: crate::packet::Intent {
+                category: "scheduling".into(),
+                summary: "Table for two".into(),
+                urgency: None,
+                scope_change: None,
+            },
+            context,
+        },
+    );
+    a.drain();
+    let c = a.calls();
+    assert_eq!(c.len(), 1);
+    assert_eq!(c[0].kind, A2aCallKind::Card);
+    assert_eq!(c[0].url, "http://r.example/.well-known/agent-card.json");
+    assert!(a.calls().is_empty(), "one call per thread at a time");
+    a.answer(&c[0], 200, card());
+
+    let c = a.calls();
+    assert_eq!(
+        (c[0].kind, c[0].url.as_str()),
+        (A2aCallKind::Send, "http://r.example/rpc")
+    );
+    let m = &body(&c[0])["params"]["message"];
+    assert_eq!(m["parts"][0]["text"], "Table for two");
+    assert_eq!(m["parts"][1]["data"]["proposed_date"], "2026-11-27");
+    assert!(!m.to_string().contains("asthma"), "never_share left: {m}");
+    assert!(m.get("taskId").is_none());
+    a.answer(
+        &c[0],
+        200,
+        json!({"jsonrpc": "2.0", "id": 1, "result": {"task": {"id": "t1", "contextId": "c1",
+            "status": {"state": "TASK_STATE_INPUT_REQUIRED", "message": {"messageId": "s1",
+                "role": "ROLE_AGENT", "parts": [{"text": "Diet?"},
+                {"data": {"needs": ["dietary", "health_info"]}}]}}}}}),
+    );
+    let p = a.prompts.last().cloned().unwrap();
+    let PromptKind::Consent { fields } = &p.kind else {
+        panic!("{p:?}")
+    };
+    let asked: Vec<&str> = fields.iter().map(|f| f.field.as_str()).collect();
+    assert_eq!(asked, ["dietary"], "never_share is declined, not asked");
+    let mut choice = BTreeMap::new();
+    choice.insert(
+        "dietary".to_string(),
+        FieldChoice::ShareValue(json!("vegetarian")),
+    );
+    a.agent.handle_command(
+        a.now,
+        Command::AnswerConsent {
+            prompt_id: p.id,
+            answer: ConsentAnswer::ShareSelected(choice),
+        },
+    );
+    a.drain();
+    let c = a.calls();
+    let m = &body(&c[0])["params"]["message"];
+    assert_eq!(m["taskId"], "t1");
+    assert_eq!(m["contextId"], "c1");
+    assert_eq!(m["parts"][1]["data"], json!({"dietary": "vegetarian"}));
+    assert!(m["parts"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("health_info"));
+
+    a.answer(
+        &c[0],
+        200,
+        json!({"jsonrpc": "2.0", "id": 2, "result": {"task": {"id": "t1", "contextId": "c1",
+            "status": {"state": "TASK_STATE_WORKING"}}}}),
+    );
+    assert!(a.calls().is_empty(), "the poll waits its interval");
+    a.now = a
+        .now
+        .add(std::time::Duration::from_millis(client::FIRST_POLL_MS));
+    let c = a.calls();
+    assert_eq!(c[0].kind, A2aCallKind::Poll);
+    assert_eq!(body(&c[0])["method"], "GetTask");
+    a.answer(
+        &c[0],
+        200,
+        json!({"jsonrpc": "2.0", "id": 3, "result": {"id": "t1", "contextId": "c1",
+            "status": {"state": "TASK_STATE_COMPLETED"},
+            "artifacts": [{"artifactId": "a1", "parts": [{"text": "Table at 19:30"}]}]}}),
+    );
+    assert_eq!(a.thread().state, ThreadState::Proposed);
+    let p = a.prompts.last().cloned().unwrap();
+    assert!(
+        matches!(&p.kind, PromptKind::Resolution { proposal, .. } if proposal.summary == "Table at 19:30")
+    );
+    a.agent.handle_command(
+        a.now,
+        Command::AnswerResolution {
+            prompt_id: p.id,
+            answer: ResolutionAnswer::Confirm,
+        },
+    );
+    a.drain();
+    assert_eq!(a.thread().state, ThreadState::Completed);
+    assert!(a.calls().is_empty(), "nothing is sent to a completed task");
+    assert_eq!(a.agent.poll_timeout().map(|t| t <= a.now), Some(false));
+}
+
+#[test]
+fn network_failures_are_retried_then_the_thread_is_declined() {
+    let mut a = Alice::new();
+    a.agent.handle_command(
+        a.now,
+        Command::StartA2aThread {
+            to: "http://r.example".into(),
+            intent: crate::packet::Intent {
+                category: "general".into(),
+                summary: "Hello".into(),
+                urgency: None,
+                scope_change: None,
+            },
+            context: Context::new(),
+        },
+    );
+    a.drain();
+    for (attempt, wait) in [(1, 1_000), (2, 2_000)] {
+        let c = a.calls();
+        assert_eq!(c.len(), 1, "attempt {attempt}");
+        a.agent
+            .handle_a2a_client(a.now, &c[0], A2aOutcome::Network("refused".into()));
+        a.drain();
+        assert!(a.calls().is_empty());
+        assert_eq!(
+            a.agent.poll_timeout(),
+            Some(a.now.add(std::time::Duration::from_millis(wait)))
+        );
+        a.now = a.now.add(std::time::Duration::from_millis(wait));
+    }
+    let c = a.calls();
+    a.agent
+        .handle_a2a_client(a.now, &c[0], A2aOutcome::Network("refused".into()));
+    a.drain();
+    assert_eq!(a.thread().state, ThreadState::Declined);
+    assert!(a.calls().is_empty());
+}
