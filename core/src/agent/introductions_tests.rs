@@ -11,18 +11,8 @@ use super::*;
 use crate::harness::{dinner, game_night, Net};
 use crate::space::{SpaceParticipant, SpacePermission};
 
-fn start() -> Timestamp {
-    Timestamp::parse_rfc3339(dinner::START).unwrap()
-}
-
 fn net() -> (Net, usize, usize) {
-    let mut net = Net::new("a2acp.io", start(), [7; 32]);
-    let a = net.add_agent(dinner::alice("a2acp.io"), [1; 32], [11; 32]);
-    let b = net.add_agent(dinner::bob("a2acp.io"), [2; 32], [22; 32]);
-    net.connect(a);
-    net.connect(b);
-    net.settle();
-    (net, a, b)
+    dinner_net()
 }
 
 /// The introductions node `i` was shown, in order.
@@ -59,14 +49,7 @@ fn dinner(net: &mut Net, a: usize, b: usize) -> String {
         },
     );
     net.settle();
-    // Thread ids are random: the new one is the one that was not there before.
-    let id = net.nodes[a]
-        .agent
-        .threads()
-        .keys()
-        .find(|k| !before.contains(k))
-        .cloned()
-        .unwrap();
+    let id = new_thread(net, a, &before);
     for _ in 0..40 {
         if state(net, a, &id).is_terminal() && state(net, b, &id).is_terminal() {
             break;

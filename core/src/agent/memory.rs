@@ -116,25 +116,22 @@ fn summary_of(t: &Thread) -> ThreadSummary {
 }
 
 /// How the peer of completed thread `t` reached its resolution: `deliberate` when it
-/// answered a proposal with anything but a confirmation or proposed more than once, else
-/// `quick_decision` (§11.1 `preferred_resolution_style`).
+/// answered a proposal with anything but a confirmation, else `quick_decision` (§11.1
+/// `preferred_resolution_style`). Only the peer's own answers count: a proposal it made
+/// again because this side asked for something different says nothing about it.
 fn resolution_style(t: &Thread) -> &'static str {
-    let mut proposals = 0;
-    for h in t.history.iter().filter(|h| !h.outgoing) {
-        match h.kind.as_str() {
-            "resolution" => proposals += 1,
-            "resolution_response" => {
-                let status = serde_json::from_str::<Value>(&h.json)
-                    .ok()
-                    .and_then(|v| v.get("status").and_then(Value::as_str).map(str::to_string));
-                if status.as_deref() != Some("confirmed") {
-                    return "deliberate";
-                }
-            }
-            _ => {}
-        }
-    }
-    if proposals > 1 {
+    let deliberated = t
+        .history
+        .iter()
+        .filter(|h| !h.outgoing && h.kind == "resolution_response")
+        .any(|h| {
+            serde_json::from_str::<Value>(&h.json)
+                .ok()
+                .and_then(|v| v.get("status").and_then(Value::as_str).map(str::to_string))
+                .as_deref()
+                != Some("confirmed")
+        });
+    if deliberated {
         "deliberate"
     } else {
         "quick_decision"

@@ -16,13 +16,7 @@ fn start() -> Timestamp {
 }
 
 fn net() -> (Net, usize, usize) {
-    let mut net = Net::new("a2acp.io", start(), [7; 32]);
-    let a = net.add_agent(dinner::alice("a2acp.io"), [1; 32], [11; 32]);
-    let b = net.add_agent(dinner::bob("a2acp.io"), [2; 32], [22; 32]);
-    net.connect(a);
-    net.connect(b);
-    net.settle();
-    (net, a, b)
+    dinner_net()
 }
 
 /// The §4 dinner, from the first packet to COMPLETED on both sides.

@@ -10,6 +10,29 @@ use crate::harness::hostile::HostilePeer;
 use crate::harness::{dinner, Net};
 use crate::packet::Proposal;
 
+/// Alice and Bob of the §4 dinner, connected to one relay, at the dinner's start time.
+pub(super) fn dinner_net() -> (Net, usize, usize) {
+    let start = Timestamp::parse_rfc3339(dinner::START).unwrap();
+    let mut net = Net::new("a2acp.io", start, [7; 32]);
+    let a = net.add_agent(dinner::alice("a2acp.io"), [1; 32], [11; 32]);
+    let b = net.add_agent(dinner::bob("a2acp.io"), [2; 32], [22; 32]);
+    net.connect(a);
+    net.connect(b);
+    net.settle();
+    (net, a, b)
+}
+
+/// The thread node `i` opened or received last: the one id not in `before`.
+pub(super) fn new_thread(net: &Net, i: usize, before: &[String]) -> String {
+    net.nodes[i]
+        .agent
+        .threads()
+        .keys()
+        .find(|k| !before.contains(k))
+        .cloned()
+        .expect("a new thread")
+}
+
 /// The state of thread `id` on node `i`.
 pub(super) fn state(net: &Net, i: usize, id: &str) -> ThreadState {
     net.nodes[i].agent.thread(id).unwrap().state
@@ -28,6 +51,7 @@ pub(super) fn share_transport(net: &mut Net, a: usize) {
 /// proposes. Returns the thread id.
 pub(super) fn to_proposed(net: &mut Net, a: usize, b: usize) -> String {
     let to = net.address(b);
+    let before: Vec<String> = net.nodes[a].agent.threads().keys().cloned().collect();
     net.command(
         a,
         Command::StartThread {
@@ -37,7 +61,8 @@ pub(super) fn to_proposed(net: &mut Net, a: usize, b: usize) -> String {
         },
     );
     net.settle();
-    let id = net.nodes[a].agent.threads().keys().last().cloned().unwrap();
+    // Thread ids are random: the new one is the one that was not there before.
+    let id = new_thread(net, a, &before);
     share_transport(net, a);
     assert_eq!(
         state(net, a, &id),

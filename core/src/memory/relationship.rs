@@ -14,7 +14,7 @@
 //! | `shared.<field>`, `declined.<field>` | threads in which the peer shared / declined the field |
 //! | `requested.<field>` | threads in which the peer asked this agent for the field |
 //! | `flexibility.<aspect>.<level>` | threads in which the peer stated that flexibility (`high`, `medium`, `low`) for `date`, `time` or `location` |
-//! | `resolution_style.<style>` | threads the peer resolved that way: `quick_decision` (the first proposal, confirmed as it was) or `deliberate` (a counter or a proposal of their own first) |
+//! | `resolution_style.<style>` | threads the peer resolved that way: `quick_decision` (it confirmed every proposal it answered) or `deliberate` (it answered one with anything but a confirmation) |
 //! | `cache.<field>` | the value the peer last shared (the context cache), for fields that describe the person, not one thread ([`is_cached_field`]) |
 //!
 //! Growth is bounded per peer: [`super::MAX_PACKAGES_PER_PROJECT`] packages,
@@ -66,8 +66,8 @@ pub const FLEXIBILITY_ASPECTS: [&str; 3] = ["date", "time", "location"];
 /// Flexibility levels, least flexible first (§11.1 `typical_flexibility`).
 pub const FLEXIBILITY_LEVELS: [&str; 3] = ["low", "medium", "high"];
 
-/// How a peer reaches a resolution (§11.1 `preferred_resolution_style`): it confirmed the
-/// first proposal as it was, or it asked for something different or proposed again first.
+/// How a peer reaches a resolution (§11.1 `preferred_resolution_style`): it confirmed
+/// every proposal it answered, or it answered one with anything but a confirmation.
 pub const RESOLUTION_STYLES: [&str; 2] = ["quick_decision", "deliberate"];
 
 /// What a completed thread showed about the peer: the input of
