@@ -1,0 +1,467 @@
+//! The command line of `a2acp` (clap): every subcommand, its flags and their help.
+
+use std::path::PathBuf;
+
+use a2acp_runtime::cli::{RelayArgs, RunArgs};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "a2acp",
+    version,
+    about = "a2acp — personal agents that negotiate context for you through a blind relay",
+    long_about = "a2acp — personal agents that negotiate context for you through a blind relay.\n\n\
+Try it:            a2acp demo\n\
+Run a relay:       a2acp relay --listen 127.0.0.1:7447 --domain localhost --data ./relay-data\n\
+Create an agent:   a2acp agent init --address agent:alice@localhost --relay ws://127.0.0.1:7447 --home ./alice\n\
+Run it:            a2acp agent run --home ./alice\n\
+Talk to it:        a2acp --home ./alice thread start --to agent:bob@localhost --category scheduling --summary \"Dinner on Friday\"\n\
+A group thread:    a2acp --home ./alice thread start --to agent:bob@localhost --to agent:carol@localhost --category group_scheduling --summary \"Game night\"\n\n\
+Commands that talk to a running agent use --home (or $A2ACP_HOME; default ~/.local/share/a2acp)."
+)]
+pub(crate) struct Cli {
+    /// The agent's directory (config.toml, identity.key, agent.db, agent.sock).
+    #[arg(long, global = true)]
+    pub(crate) home: Option<PathBuf>,
+    #[command(subcommand)]
+    pub(crate) cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum Cmd {
+    /// Run a relay: registry and offline queue in SQLite, /healthz and /metrics on the same port.
+    Relay(RelayArgs),
+    /// Create or run your agent.
+    #[command(subcommand)]
+    Agent(AgentCmd),
+    /// Start or show a thread.
+    #[command(subcommand)]
+    Thread(ThreadCmd),
+    /// List your agent's threads.
+    Threads {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List open prompts.
+    Prompts {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Answer a prompt without the terminal: `answer 3 confirm`, `answer 3 alternative 2`, `answer 1 transport_mode cuisine_preference=no`.
+    Answer {
+        /// The prompt's number (see `a2acp prompts`).
+        prompt_id: u64,
+        /// Resolution: confirm | different-time | different-place | excuse [REASON] | decline | alternative N.
+        /// Consent: share-all | decline-all | FIELD (share) | FIELD=no | FIELD=VALUE.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        choice: Vec<String>,
+    },
+    /// Show or change permission tiers (§7).
+    #[command(subcommand)]
+    Permissions(PermCmd),
+    /// Block an agent: its packets are dropped and its threads declined.
+    Block {
+        /// The agent, e.g. agent:mallory@localhost.
+        address: String,
+    },
+    /// Unblock an agent.
+    Unblock {
+        /// The agent.
+        address: String,
+    },
+    /// What your agent knows about the agents it talks to.
+    #[command(subcommand)]
+    Memory(MemoryCmd),
+    /// Shared context spaces (§12): create one, show it, write a field, see its history.
+    #[command(subcommand)]
+    Space(SpaceCmd),
+    /// Your agent's suggestions (§7.2, e.g. "always share dietary with Bob?"); `suggestions accept N` takes one.
+    Suggestions {
+        #[command(subcommand)]
+        cmd: Option<SuggestionsCmd>,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// What your agent told you: unread notifications (numbered), or mark them read.
+    Notifications {
+        /// `read N` or `read --all`.
+        #[command(subcommand)]
+        cmd: Option<NotificationsCmd>,
+        /// Read ones too.
+        #[arg(long)]
+        all: bool,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check (safety number, as digits and a QR code) and accept another agent's identity key (§16).
+    #[command(subcommand)]
+    Keys(KeysCmd),
+    /// Your agent's address, key and connection.
+    Status {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The spec's dinner example over real sockets in one process (no setup needed);
+    /// `--group`: the spec's game night for four (§10.2), a group thread.
+    Demo {
+        /// Answer Alice's prompts yourself (one key per choice).
+        #[arg(long)]
+        interactive: bool,
+        /// The game night for four: Alice's agent coordinates a group thread with Bob,
+        /// Charlie and Diana.
+        #[arg(long)]
+        group: bool,
+        /// Both agents decide with the language model of this OpenAI-compatible API
+        /// (`http://127.0.0.1:8080/v1`, `https://api.openai.com/v1`…) instead of the
+        /// deterministic negotiator.
+        #[arg(long, value_name = "URL", conflicts_with = "group")]
+        llm: Option<String>,
+        /// The model to ask (with `--llm`).
+        #[arg(long, value_name = "NAME", requires = "llm", default_value = "default")]
+        model: String,
+        /// How the server is told the answer's JSON schema (with `--llm`): json_schema
+        /// (OpenAI), json_object_schema (llama-cpp-python), ollama, none.
+        #[arg(
+            long,
+            value_name = "SHAPE",
+            requires = "llm",
+            default_value = "json_schema"
+        )]
+        structured_output: String,
+        /// The environment variable holding the API key (with `--llm`), e.g. OPENAI_API_KEY.
+        #[arg(long, value_name = "VAR", requires = "llm")]
+        api_key_env: Option<String>,
+    },
+    /// Serve your running agent to an MCP host (Claude Desktop, an IDE…) over stdio (§17):
+    /// its threads, prompts and permissions as tools and resources.
+    Mcp {
+        /// Your host shows you every tool call before it runs: prompts are answered with
+        /// what the call says instead of asking you through the host.
+        #[arg(long)]
+        host_answers: bool,
+    },
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(BenchCmd),
+}
+
+#[derive(Subcommand)]
+pub(crate) enum AgentCmd {
+    /// Create an agent: identity key (mode 0600) and config.toml with the onboarding
+    /// defaults of §14.1; registers with the relay if it is reachable. Without --address
+    /// it runs the §14.1 onboarding: name, area, time zone (detected) and the five
+    /// permission defaults are asked in the terminal (or read one per line from stdin
+    /// when it is not a terminal).
+    Init {
+        /// The agent's address, agent:NAME@RELAY-DOMAIN (absent: asked).
+        #[arg(long)]
+        address: Option<String>,
+        /// The relay, ws://HOST:PORT, or wss://HOST[:PORT] for a relay serving TLS
+        /// (required with --address; absent: asked).
+        #[arg(long)]
+        relay: Option<String>,
+        /// For a wss:// relay whose certificate is issued by a private CA (or is
+        /// self-signed): that CA's certificate(s), PEM. Trusted besides the web PKI roots;
+        /// its absolute path is written to config.toml as `relay_ca`.
+        #[arg(long)]
+        ca: Option<PathBuf>,
+        /// Your name, for the profile.
+        #[arg(long)]
+        name: Option<String>,
+        /// Your time zone (IANA, e.g. Europe/London), for the profile.
+        #[arg(long)]
+        timezone: Option<String>,
+        /// More profile fields from a TOML file (key = value lines).
+        #[arg(long)]
+        profile: Option<PathBuf>,
+        /// Do not contact the relay now (registration happens on the first `agent run`).
+        #[arg(long)]
+        offline: bool,
+    },
+    /// Run the agent: connect, keep threads going, show prompts, serve the control socket.
+    Run(RunArgs),
+}
+
+#[derive(Subcommand)]
+pub(crate) enum ThreadCmd {
+    /// Ask your agent to start a thread with another agent, or a group thread with
+    /// several (repeat --to; your agent coordinates).
+    Start {
+        /// The other agent; repeated (`--to A --to B …`, up to 15), a group thread your
+        /// agent coordinates. Or a plain A2A agent: its agent card's URL
+        /// (`https://…/.well-known/agent-card.json`) or base URL (§18).
+        #[arg(long, required = true)]
+        to: Vec<String>,
+        /// Intent category, e.g. scheduling.
+        #[arg(long)]
+        category: String,
+        /// What it is about, in one line.
+        #[arg(long)]
+        summary: String,
+        /// Context you give: a path to a JSON file holding an object (e.g.
+        /// examples/dinner.json), or the object itself inline (starting with `{`). Shared
+        /// in this thread except never_share fields.
+        #[arg(long, value_name = "FILE.json|{JSON}")]
+        context: Option<String>,
+        /// Urgent: shorter staleness timeout.
+        #[arg(long)]
+        urgent: bool,
+        /// A group thread only: how many confirmations (yours included) settle it; by
+        /// default everyone the proposal names must confirm.
+        #[arg(long)]
+        quorum: Option<u32>,
+        /// A group thread only: ask for confirmations one after the other, you first, then
+        /// in the order of --to; between two steps your agent checks its bookings, and what
+        /// it finds may change what the next person is asked (§8.3).
+        #[arg(long, conflicts_with = "quorum")]
+        sequential: bool,
+    },
+    /// Give a thread new context, or answer its escalation ("I need your input…"): the
+    /// negotiation goes on. `thread reply thr_… day=Thursday time=19:00`.
+    #[command(alias = "context")]
+    Reply {
+        /// Thread id.
+        id: String,
+        /// FIELD=VALUE pairs (a value that reads as JSON is taken as JSON, else as text).
+        values: Vec<String>,
+        /// Values as a JSON object: a path to a file holding one, or the object itself
+        /// inline (starting with `{`), e.g. '{"day": "Thursday"}'.
+        #[arg(long, value_name = "FILE.json|{JSON}")]
+        context: Option<String>,
+    },
+    /// Cancel a thread: it closes (DECLINED) and the other agent is told.
+    Cancel {
+        /// Thread id.
+        id: String,
+    },
+    /// Change what a thread is about (§6.5): `thread update-intent thr_… --summary "Game
+    /// night with friends on Friday" --need game_preferences`. The other agent is told;
+    /// whatever your tiers would share for the new intent but not for the old one is
+    /// asked first (a prompt).
+    UpdateIntent {
+        /// Thread id.
+        id: String,
+        /// What it is about now, in one line.
+        #[arg(long)]
+        summary: String,
+        /// The new category (default: the thread's).
+        #[arg(long = "type", alias = "category")]
+        category: Option<String>,
+        /// Why, shown to the other person.
+        #[arg(long)]
+        reason: Option<String>,
+        /// A field the new intent needs from the other side (repeat, at most 5).
+        #[arg(long = "need")]
+        needs: Vec<String>,
+    },
+    /// Split a thread into threads that negotiate independently (§6.5): `thread fork thr_…
+    /// --intent "Dinner reservation for Friday 19:00" --intent "Game night venue for Friday
+    /// 21:00"`. Each inherits the thread's context and permissions and negotiates around
+    /// what its siblings hold.
+    Fork {
+        /// Thread id.
+        id: String,
+        /// One new thread's summary (repeat: 2 to 8).
+        #[arg(long = "intent", required = true)]
+        intents: Vec<String>,
+        /// Their category (default: the thread's).
+        #[arg(long = "type", alias = "category")]
+        category: Option<String>,
+    },
+    /// Hand a group thread you coordinate to one of its participants (§10.3).
+    Transfer {
+        /// The group's id (grp_…).
+        id: String,
+        /// The participant who coordinates from now on.
+        #[arg(long)]
+        to: String,
+    },
+    /// One thread in detail.
+    Show {
+        /// Thread id.
+        id: String,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum NotificationsCmd {
+    /// Mark a notification read (its number from `a2acp notifications`), or all of them.
+    Read {
+        /// The notification's number.
+        #[arg(required_unless_present = "all")]
+        number: Option<u64>,
+        /// Every notification.
+        #[arg(long, conflicts_with = "number")]
+        all: bool,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum KeysCmd {
+    /// Your key, the key pinned for ADDR, a changed key waiting, and the safety number to
+    /// compare with the other person (60 digits and a QR code).
+    Show {
+        /// The other agent, e.g. agent:bob@localhost.
+        address: String,
+        /// Digits only, no QR code.
+        #[arg(long)]
+        no_qr: bool,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Accept the changed key of ADDR after comparing safety numbers with its user.
+    Accept {
+        /// The other agent.
+        address: String,
+        /// The 60 digits the other person's device shows: nothing is accepted unless they match.
+        #[arg(long)]
+        safety_number: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum PermCmd {
+    /// Tiers, relationship overrides, blocked agents.
+    Show {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Put a field or category in a tier (always_share, ask_first, never_share).
+    Set {
+        /// Field or category, e.g. dietary, specific_availability.
+        field: String,
+        /// always_share | ask_first | never_share.
+        tier: String,
+        /// Only for this agent (relationship override: always_share or never_share).
+        #[arg(long = "for")]
+        for_peer: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum SuggestionsCmd {
+    /// Accept suggestion N (as listed): e.g. always share that field with that agent.
+    Accept {
+        /// The suggestion's number.
+        id: u64,
+    },
+    /// Dismiss suggestion N: not listed any more, never suggested again.
+    Dismiss {
+        /// The suggestion's number.
+        id: u64,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum SpaceCmd {
+    /// Create a space with other agents: `space create "Family trip" --with agent:bob@localhost=write_own_fields --with agent:carol@localhost`.
+    Create {
+        /// What it is about.
+        name: String,
+        /// A participant: ADDRESS or ADDRESS=PERMISSION (read_all, write_own_fields, full_write; default full_write). Repeat for each.
+        #[arg(long = "with", required = true)]
+        with: Vec<String>,
+        /// Initial fields: a JSON object inline or the path of a JSON file.
+        #[arg(long)]
+        context: Option<String>,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One space's fields, or every space without an id.
+    Show {
+        /// The space (`spc_…`).
+        id: Option<String>,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a field: `space set spc_… hotel "Alfama Suites"`, `space set spc_… ~/arrival 18:00` (an own field), `space set spc_… itinerary --link https://…`, or no value to clear it.
+    Set {
+        /// The space.
+        id: String,
+        /// The field (`~/NAME`: your own field).
+        field: String,
+        /// The value: JSON if it parses, else text.
+        value: Option<String>,
+        /// A link to an external resource instead of a value.
+        #[arg(long)]
+        link: Option<String>,
+        /// The link's title.
+        #[arg(long)]
+        title: Option<String>,
+    },
+    /// Every update of a space, oldest first.
+    History {
+        /// The space.
+        id: String,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum MemoryCmd {
+    /// What the agent pins, knows and remembers per agent (relationship memory, §11).
+    Show {
+        /// One agent.
+        address: Option<String>,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Set a remembered value about an agent's user (e.g. their dietary needs changed).
+    Edit {
+        /// The agent.
+        address: String,
+        /// The field, e.g. dietary.
+        field: String,
+        /// The value.
+        value: String,
+    },
+    /// Forget one remembered field of an agent, or everything about it (its memory, what
+    /// was learnt of it, its ended threads).
+    Forget {
+        /// The agent.
+        address: String,
+        /// Only this field.
+        field: Option<String>,
+    },
+    /// Write all memory (or one agent's) as NDJSON (seed 002 §10.3), hashes preserved.
+    Export {
+        /// Only this agent.
+        address: Option<String>,
+        /// Write to this file instead of standard output.
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
+    },
+    /// Import memory from an NDJSON file: all lines or none.
+    Import {
+        /// The file.
+        file: std::path::PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum BenchCmd {
+    /// Load a real relay on loopback with N authenticated agents sending signed packets.
+    Relay(a2acp_tokio::bench::BenchArgs),
+    /// Hostile clients (garbage, slowloris, half-open, one-source flood) against a relay
+    /// process under a low open-files limit: its fds, memory and CPU before, during and
+    /// after, and an honest negotiation's time during the attack against its baseline.
+    Attack(a2acp_tokio::bench_attack::AttackArgs),
+    /// The bare WebSocket forwarder the relay benchmark compares with (started by it).
+    #[command(hide = true)]
+    Forwarder(a2acp_tokio::bench::ForwarderArgs),
+}
