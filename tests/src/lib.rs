@@ -591,6 +591,42 @@ pub async fn ctl(home: &Home, req: Request) -> a2acp_runtime::control::Response 
 }
 
 /// A temporary directory.
+/// The Python interpreter of the test venv `target/<name>-venv` that `.ci/run` installs
+/// (`$<env>` overrides it). Under CI (`CI` set, or any of `required_by` set) a missing venv
+/// fails the test; elsewhere the test prints how to install it and skips (`None`).
+pub fn venv_python(name: &str, env: &str, install: &str, required_by: &[&str]) -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os(env) {
+        return Some(PathBuf::from(p));
+    }
+    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../target")
+        .join(format!("{name}-venv"))
+        .join("bin/python");
+    if venv.exists() {
+        return Some(venv);
+    }
+    let required = std::iter::once("CI")
+        .chain(required_by.iter().copied())
+        .find(|v| std::env::var_os(v).is_some());
+    assert!(
+        required.is_none(),
+        "{required:?} is set: the {name} venv must be there (`{install}`; .ci/run installs it)"
+    );
+    eprintln!("skipped: no Python {name} venv; run `{install}`");
+    None
+}
+
+/// A child process killed (SIGKILL) and reaped when dropped, so a failing test leaves
+/// none behind.
+pub struct KilledOnDrop(pub std::process::Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 pub fn tmp() -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix("a2acp-test-")

@@ -21,22 +21,14 @@ use tokio::net::TcpStream;
 
 const TOKEN: &str = "test-token-0123456789";
 
-/// The venv's interpreter (`$A2ACP_A2A_PYTHON` overrides). Under CI a missing venv fails
-/// the test; elsewhere it says so and skips.
+/// The a2a venv's interpreter, or why the test skips.
 fn python() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("A2ACP_A2A_PYTHON") {
-        return Some(PathBuf::from(p));
-    }
-    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/a2a-venv/bin/python");
-    if venv.exists() {
-        return Some(venv);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI must have the a2a venv (.ci/run installs it)"
-    );
-    eprintln!("skipped: no Python a2a-sdk venv; run `bash .ci/python-venv a2a a2a-sdk==1.3.0`");
-    None
+    venv_python(
+        "a2a",
+        "A2ACP_A2A_PYTHON",
+        "bash .ci/python-venv a2a 'a2a-sdk[http-server]==1.3.0' uvicorn==0.54.0",
+        &[],
+    )
 }
 
 /// Bob's agent with an A2A listener on a free loopback port.

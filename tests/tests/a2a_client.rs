@@ -16,36 +16,18 @@ use a2acp_tests::*;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// The venv's interpreter (`$A2ACP_A2A_PYTHON` overrides). Under CI a missing venv fails
-/// the test; elsewhere it says so and skips.
+/// The a2a venv's interpreter, or why the test skips.
 fn python() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("A2ACP_A2A_PYTHON") {
-        return Some(PathBuf::from(p));
-    }
-    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/a2a-venv/bin/python");
-    if venv.exists() {
-        return Some(venv);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI must have the a2a venv (.ci/run installs it)"
-    );
-    eprintln!("skipped: no Python a2a-sdk venv; run `bash .ci/python-venv a2a 'a2a-sdk[http-server]==1.3.0' uvicorn==0.54.0`");
-    None
-}
-
-/// A child process killed (SIGKILL) when dropped, so a failing test leaves none behind.
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+    venv_python(
+        "a2a",
+        "A2ACP_A2A_PYTHON",
+        "bash .ci/python-venv a2a 'a2a-sdk[http-server]==1.3.0' uvicorn==0.54.0",
+        &[],
+    )
 }
 
 /// The a2a-sdk restaurant on a free port: the process and its base URL.
-fn restaurant(python: &PathBuf, log: &std::path::Path) -> (Killed, String) {
+fn restaurant(python: &PathBuf, log: &std::path::Path) -> (KilledOnDrop, String) {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("a2a/server.py");
     let mut child = std::process::Command::new(python)
         .arg(&script)
@@ -63,7 +45,7 @@ fn restaurant(python: &PathBuf, log: &std::path::Path) -> (Killed, String) {
         .strip_prefix("PORT ")
         .and_then(|p| p.trim().parse::<u16>().ok())
         .unwrap_or_else(|| panic!("the server said {line:?}"));
-    (Killed(child), format!("http://127.0.0.1:{port}"))
+    (KilledOnDrop(child), format!("http://127.0.0.1:{port}"))
 }
 
 const CHILD_ENV: &str = "A2ACP_TEST_A2A_CLIENT_CHILD_HOME";
@@ -86,8 +68,8 @@ fn child_alice() {
     });
 }
 
-fn spawn_alice(home: &Home) -> Killed {
-    Killed(
+fn spawn_alice(home: &Home) -> KilledOnDrop {
+    KilledOnDrop(
         std::process::Command::new(std::env::current_exe().unwrap())
             .args(["--exact", "child_alice", "--nocapture", "--test-threads=1"])
             .env(CHILD_ENV, home.dir())

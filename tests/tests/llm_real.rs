@@ -23,21 +23,15 @@ use a2acp_runtime::llm::{LlmConfig, StructuredOutput};
 use a2acp_runtime::scripted::ScriptedUser;
 use a2acp_tests::*;
 
-/// The venv's interpreter (`$A2ACP_LLM_PYTHON` overrides), or why the test skips.
+/// The model's venv interpreter, or why the test skips (`A2ACP_REQUIRE_LLM` makes it
+/// fail instead, as under CI).
 fn python() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("A2ACP_LLM_PYTHON") {
-        return Some(PathBuf::from(p));
-    }
-    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/llm-venv/bin/python");
-    if venv.exists() {
-        return Some(venv);
-    }
-    assert!(
-        std::env::var_os("CI").is_none() && std::env::var_os("A2ACP_REQUIRE_LLM").is_none(),
-        "CI must have the model's venv (.ci/run installs it with `bash .ci/llm-venv`)"
-    );
-    eprintln!("skipped: no real model installed; run `bash .ci/llm-venv`");
-    None
+    venv_python(
+        "llm",
+        "A2ACP_LLM_PYTHON",
+        "bash .ci/llm-venv",
+        &["A2ACP_REQUIRE_LLM"],
+    )
 }
 
 /// The model server, killed when dropped.

@@ -18,22 +18,14 @@ use a2acp_tests::*;
 
 per_runtime!(an_mcp_host_negotiates_a_dinner_and_its_person_answers_the_prompts);
 
-/// The venv's interpreter (`$A2ACP_MCP_PYTHON` overrides). Under CI (`CI` set) a missing
-/// venv fails the test; elsewhere it says so and skips.
+/// The mcp venv's interpreter, or why the test skips.
 fn python() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("A2ACP_MCP_PYTHON") {
-        return Some(PathBuf::from(p));
-    }
-    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/mcp-venv/bin/python");
-    if venv.exists() {
-        return Some(venv);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI must have the mcp venv (.ci/run installs it)"
-    );
-    eprintln!("skipped: no Python mcp venv; run `bash .ci/python-venv mcp mcp==2.3.0`");
-    None
+    venv_python(
+        "mcp",
+        "A2ACP_MCP_PYTHON",
+        "bash .ci/python-venv mcp mcp==2.3.0",
+        &[],
+    )
 }
 
 fn bridge(home: &Home) -> String {
