@@ -464,3 +464,41 @@ fn a_forgotten_thread_loses_its_record_before_its_history() {
     // never a thread without its history (refused as corrupt).
     assert!(history.iter().all(|&i| i > thread), "{deleted:?}");
 }
+
+/// §11.1 `preferred_resolution_style` from a real thread: Alice answers Bob's proposal
+/// with one of its alternatives, Bob proposes it, both confirm. Bob learns that Alice
+/// deliberates; Alice learns that Bob confirmed what he was asked (his second proposal
+/// was hers to ask for, so it does not count against him).
+#[test]
+fn how_each_side_reached_the_resolution_is_learned() {
+    let (mut net, a, b) = net();
+    let id = to_proposed(&mut net, a, b);
+    let (prompt, shown) = resolution_prompt(&net, a);
+    assert!(!shown.alternatives.is_empty());
+    net.answer_resolution(a, prompt.id, ResolutionAnswer::Alternative(0));
+    net.settle();
+    for i in [a, b] {
+        let p = net.prompt(i).expect("the new proposal");
+        net.answer_resolution(i, p.id, ResolutionAnswer::Confirm);
+    }
+    net.settle();
+    while net.finish_action(a, Ok(())).is_some() || net.finish_action(b, Ok(())).is_some() {
+        net.settle();
+    }
+    net.settle();
+    assert_eq!(
+        state(&net, a, &id),
+        ThreadState::Completed,
+        "{}",
+        net.render(None)
+    );
+    let style = |i: usize, peer: &Address| {
+        net.nodes[i]
+            .agent
+            .memory()
+            .relationship(peer.as_str(), net.now)
+            .and_then(|r| r.preferred_resolution_style)
+    };
+    assert_eq!(style(b, &net.address(a)).as_deref(), Some("deliberate"));
+    assert_eq!(style(a, &net.address(b)).as_deref(), Some("quick_decision"));
+}
