@@ -362,25 +362,12 @@ impl Agent {
     /// send a step's packets twice — or, for a new thread, packets of a thread this
     /// agent does not know.
     fn drop_uncommitted(&mut self) {
-        let committed = |threads: &BTreeMap<String, Thread>, spaces: bool, id: &str, pkt: &str| {
-            spaces
-                || threads
-                    .get(id)
-                    .is_some_and(|t| t.sent_ids.iter().any(|s| s == pkt))
-        };
+        let (threads, spaces) = (&self.threads, &self.shared.spaces);
         let drop: Vec<u64> = self
             .shared
             .outbox
             .values()
-            .filter(|o| {
-                !o.threadless
-                    && !committed(
-                        &self.threads,
-                        self.shared.spaces.contains_key(&o.thread_id),
-                        &o.thread_id,
-                        &o.packet_id,
-                    )
-            })
+            .filter(|o| !o.threadless && !committed(threads, spaces, &o.thread_id, &o.packet_id))
             .map(|o| o.seq)
             .collect();
         for seq in drop {
@@ -394,7 +381,7 @@ impl Agent {
             rec.pending.retain(|p| {
                 committed(
                     &self.threads,
-                    self.shared.spaces.contains_key(&p.thread_id),
+                    &self.shared.spaces,
                     &p.thread_id,
                     &p.packet_id,
                 )
@@ -404,6 +391,20 @@ impl Agent {
             }
         }
     }
+}
+
+/// Whether a packet of thread or space `id` was committed: a space's packets always are
+/// (the space record is written first); a thread's when its record lists the packet as sent.
+fn committed<S>(
+    threads: &BTreeMap<String, Thread>,
+    spaces: &BTreeMap<String, S>,
+    id: &str,
+    packet_id: &str,
+) -> bool {
+    spaces.contains_key(id)
+        || threads
+            .get(id)
+            .is_some_and(|t| t.sent_ids.iter().any(|s| s == packet_id))
 }
 
 pub(super) fn put<T: Serialize>(key: String, v: &T) -> Output {
