@@ -137,13 +137,22 @@ pub(crate) enum Cmd {
         #[arg(long, value_name = "VAR", requires = "llm")]
         api_key_env: Option<String>,
     },
-    /// Serve your running agent to an MCP host (Claude Desktop, an IDE…) over stdio (§17):
-    /// its threads, prompts and permissions as tools and resources.
+    /// Serve your running agent to an MCP host (Claude Desktop, an IDE…) over stdio, or
+    /// over streamable HTTP with --listen (§17): its threads, prompts and permissions as
+    /// tools and resources.
     Mcp {
         /// Your host shows you every tool call before it runs: prompts are answered with
         /// what the call says instead of asking you through the host.
         #[arg(long)]
         host_answers: bool,
+        /// Serve streamable HTTP at http://ADDR/mcp instead of stdio (e.g. 127.0.0.1:8765;
+        /// port 0 picks one, printed on stdout). Loopback only unless --token-file.
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<String>,
+        /// A file whose first line is the bearer token every HTTP request must carry
+        /// (at least 16 characters); required off loopback.
+        #[arg(long, value_name = "FILE", requires = "listen")]
+        token_file: Option<PathBuf>,
     },
     /// Benchmarks.
     #[command(subcommand)]

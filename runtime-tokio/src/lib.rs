@@ -15,6 +15,7 @@ pub mod bench;
 pub mod bench_attack;
 pub mod demo;
 pub mod mcp;
+pub mod mcp_http;
 pub mod relay;
 pub mod term;
 pub mod ws;

@@ -157,14 +157,39 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
                 ExitCode::FAILURE
             })
         }
-        Cmd::Mcp { host_answers } => {
-            // stdout carries the protocol: logs go to stderr only.
+        Cmd::Mcp {
+            host_answers,
+            listen,
+            token_file,
+        } => {
+            // stdout carries the protocol (stdio) or the endpoint (HTTP): logs go to stderr.
             init_tracing("warn", None);
-            a2acp_tokio::mcp::serve_stdio(a2acp_tokio::mcp::McpOptions {
+            let bridge = a2acp_tokio::mcp::McpOptions {
                 socket: home.socket(),
                 host_answers,
-            })
-            .await?;
+            };
+            let Some(listen) = listen else {
+                a2acp_tokio::mcp::serve_stdio(bridge).await?;
+                return Ok(ExitCode::SUCCESS);
+            };
+            let token = token_file
+                .map(|f| a2acp_runtime::a2a::read_token(&f))
+                .transpose()?;
+            let listener = a2acp_tokio::mcp_http::bind(&listen, token.as_deref())?;
+            let addr = listener.local_addr().map_err(|e| e.to_string())?;
+            println!(
+                "MCP over streamable HTTP at {}",
+                a2acp_tokio::mcp_http::endpoint(addr)
+            );
+            a2acp_tokio::mcp_http::serve(
+                listener,
+                a2acp_tokio::mcp_http::McpHttpOptions {
+                    bridge,
+                    token,
+                    limits: Default::default(),
+                },
+            )
+            .await;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Bench(BenchCmd::Forwarder(a)) => {

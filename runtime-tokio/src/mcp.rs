@@ -513,6 +513,11 @@ impl Bridge {
         let mut threads: Option<BTreeMap<String, String>> = None;
         loop {
             tokio::time::sleep(WATCH_INTERVAL).await;
+            if peer.is_transport_closed() {
+                // The session ended (stdin closed, or the HTTP session was deleted or
+                // expired): nobody is left to tell.
+                return;
+            }
             let mut updated = Vec::new();
             let mut list_changed = false;
             if let Ok(v) = self.ask(&Request::Prompts).await {

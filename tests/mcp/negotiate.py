@@ -3,10 +3,12 @@ running a2acp agents through their MCP bridges (`a2acp mcp`, spec §17), as an M
 would: Alice's host starts the dinner, each host answers the agent's prompts by asking its
 person (MCP elicitation), and both threads end COMPLETED.
 
-    python negotiate.py SERVER_ALICE_JSON SERVER_BOB_JSON BOB_ADDRESS
+    python negotiate.py SERVER_ALICE_JSON SERVER_BOB_JSON BOB_ADDRESS [DATE]
 
-SERVER_*_JSON: the command that starts a bridge, as a JSON list (`["a2acp", "--home",
-"…", "mcp"]`). Prints one JSON report on stdout; exits non-zero with the reason when an
+SERVER_*_JSON: how to reach a bridge. A JSON list is the command that starts it on stdio
+(`["a2acp", "--home", "…", "mcp"]`); a JSON object `{"url": "http://…/mcp", "token": …}`
+is a bridge serving streamable HTTP (`a2acp mcp --listen`), the token (or null) sent as a
+bearer token. Prints one JSON report on stdout; exits non-zero with the reason when an
 expectation fails.
 """
 
@@ -15,9 +17,11 @@ import sys
 from contextlib import asynccontextmanager
 
 import anyio
+import httpx2
 import mcp.types as types
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 # The protocol version the bridge is tested at (SPEC-NOTES "The MCP bridge (§17)").
 PINNED = "2025-11-25"
@@ -89,9 +93,24 @@ class Host:
 
 
 @asynccontextmanager
+async def transport(server):
+    """The streams to one bridge: a process on stdio, or an HTTP endpoint."""
+    if isinstance(server, dict):
+        token = server.get("token")
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        timeout = httpx2.Timeout(30, read=300)
+        async with httpx2.AsyncClient(headers=headers, timeout=timeout) as client:
+            async with streamable_http_client(server["url"], http_client=client) as (read, write):
+                yield read, write
+    else:
+        params = StdioServerParameters(command=server[0], args=server[1:])
+        async with stdio_client(params) as (read, write):
+            yield read, write
+
+
+@asynccontextmanager
 async def host(command, person):
-    params = StdioServerParameters(command=command[0], args=command[1:])
-    async with stdio_client(params) as (read, write):
+    async with transport(command) as (read, write):
         holder = {}
 
         async def on_message(m):

@@ -590,7 +590,6 @@ pub async fn ctl(home: &Home, req: Request) -> a2acp_runtime::control::Response 
         .expect("control socket")
 }
 
-/// A temporary directory.
 /// The Python interpreter of the test venv `target/<name>-venv` that `.ci/run` installs
 /// (`$<env>` overrides it). Under CI (`CI` set, or any of `required_by` set) a missing venv
 /// fails the test; elsewhere the test prints how to install it and skips (`None`).
@@ -627,11 +626,23 @@ impl Drop for KilledOnDrop {
     }
 }
 
+/// A temporary directory.
 pub fn tmp() -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix("a2acp-test-")
         .tempdir()
         .unwrap()
+}
+
+/// One raw HTTP/1.1 exchange: writes `req`, reads until the server closes or `wait`
+/// passes, and returns what came back (empty if nothing did).
+pub async fn raw_http(addr: std::net::SocketAddr, req: &[u8], wait: Duration) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(req).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(wait, s.read_to_end(&mut out)).await;
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// A free loopback address.
