@@ -6,7 +6,7 @@ a proposal artifact.
 
 Usage: server.py LOGFILE — binds 127.0.0.1 on a free port, prints `PORT <n>` on stdout,
 and appends every message it receives to LOGFILE (one JSON object a line: task, context,
-text, data), so the test checks what reached it.
+text, data; a cancelled task as {"cancelled": task}), so the test checks what reached it.
 """
 
 import asyncio
@@ -45,6 +45,7 @@ def log(entry):
 
 class Restaurant(AgentExecutor):
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        log({"cancelled": context.task_id})
         updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
         await updater.cancel()
 

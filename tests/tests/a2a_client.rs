@@ -258,6 +258,60 @@ async fn an_agent_negotiates_with_an_a2a_sdk_server() {
     drop((alice, server));
 }
 
+/// Alice calls the thread off while her consent prompt is open: her agent cancels the
+/// remote task the A2A way (`CancelTask`, which the a2a-sdk server hands to its
+/// executor's `cancel`), sends nothing more (no answer to the input-required, nothing she
+/// was asked about), and the thread is DECLINED.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_thread_cancels_the_a2a_sdk_task() {
+    let Some(python) = python() else { return };
+    let dir = tmp();
+    let relay = Runtime::Tokio
+        .relay("127.0.0.1:0", &dir.path().join("relay"))
+        .await;
+    let DinnerHomes { alice: ha, .. } = dinner_homes(dir.path(), &relay.url());
+    edit_config(&ha, |f| {
+        f.profile
+            .insert("party_size".into(), toml::Value::Integer(2));
+    });
+    let log = dir.path().join("received.jsonl");
+    let (server, base) = restaurant(&python, &log);
+    let alice = Runtime::Tokio.agent(&ha, "alice", None);
+    let r = ctl(&ha, start(&base, json!({ "proposed_date": "2026-11-27" }))).await;
+    assert!(r.ok, "{r:?}");
+    let id = r.data["thread_id"].as_str().unwrap().to_string();
+    prompt_of(&ha, "Consent").await;
+
+    let r = ctl(&ha, Request::CancelThread { id: id.clone() }).await;
+    assert!(r.ok, "{r:?}");
+    wait_thread_state(&ha, &id, "DECLINED", 30).await;
+    let entries = eventually(30, "the server's executor cancelled", || async {
+        let text = std::fs::read_to_string(&log).ok()?;
+        let entries: Vec<Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        entries
+            .iter()
+            .any(|e| e.get("cancelled").is_some())
+            .then_some(entries)
+    })
+    .await;
+    assert_eq!(
+        entries.len(),
+        2,
+        "one message, then the cancel: {entries:?}"
+    );
+    assert_eq!(entries[1]["cancelled"], entries[0]["task"], "{entries:?}");
+    let r = ctl(&ha, Request::Prompts).await;
+    assert_eq!(r.data, json!([]), "the prompt closed with the thread");
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(text.lines().count(), 2, "nothing after the cancel: {text}");
+    alice.stop().await;
+    drop(server);
+}
+
 /// A hostile A2A agent on raw sockets: `/huge/` serves a card over the cap, `/hang/` a
 /// good card whose JSON-RPC answer never finishes, `/bad/` a task that is not one.
 async fn hostile_agent() -> String {

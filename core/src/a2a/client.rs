@@ -102,6 +102,10 @@ pub struct RemoteTask {
     /// Not before this time (milliseconds since the epoch): a retry or the next poll.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_at_ms: Option<i64>,
+    /// This user called the thread off: once the messages before it are sent, the
+    /// remote task is cancelled (`CancelTask`) rather than told "decline" in words.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancel: bool,
     /// A call is out (not persisted: after a restart the call is made again).
     #[serde(skip)]
     pub in_flight: bool,
@@ -352,6 +356,16 @@ pub fn send_request(rpc_id: &str, message: &Value, task_id: Option<&str>) -> Val
             "message": m,
             "configuration": { "acceptedOutputModes": ["text/plain", "application/json"] },
         },
+    })
+}
+
+/// The `CancelTask` request for the remote task `task_id`.
+pub fn cancel_request(rpc_id: &str, task_id: &str) -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "id": rpc_id,
+        "method": "CancelTask",
+        "params": { "id": task_id },
     })
 }
 

@@ -29,6 +29,8 @@ pub enum A2aCallKind {
     Send,
     /// `POST` a `GetTask` (the task was still working).
     Poll,
+    /// `POST` a `CancelTask` (this user called the thread off).
+    Cancel,
 }
 
 /// One HTTP call the runtime makes for a thread with a remote A2A agent.
@@ -144,6 +146,7 @@ impl Agent {
                 )),
                 (Some(_), Some(_)) if remote_done => {
                     r.unsent.clear();
+                    r.cancel = false;
                     self.shared.dirty.threads.insert(id.clone());
                     None
                 }
@@ -153,6 +156,20 @@ impl Agent {
                     Some(client::send_request(&rpc_id(), m, r.task_id.as_deref())),
                     client::MAX_RESPONSE,
                 )),
+                (Some(e), None) if r.cancel => match &r.task_id {
+                    Some(task) if !remote_done => Some((
+                        A2aCallKind::Cancel,
+                        e.clone(),
+                        Some(client::cancel_request(&rpc_id(), task)),
+                        client::MAX_RESPONSE,
+                    )),
+                    _ => {
+                        // No task was opened, or it already ended: nothing to cancel.
+                        r.cancel = false;
+                        self.shared.dirty.threads.insert(id.clone());
+                        None
+                    }
+                },
                 (Some(e), None) => match (&r.task_id, r.state()) {
                     (Some(task), Some(TaskState::Working | TaskState::Submitted)) if !terminal => {
                         Some((
@@ -220,7 +237,7 @@ impl Agent {
         self.shared.dirty.threads.insert(id.clone());
         let what = match call.kind {
             A2aCallKind::Card => "its agent card",
-            A2aCallKind::Send | A2aCallKind::Poll => "its JSON-RPC interface",
+            A2aCallKind::Send | A2aCallKind::Poll | A2aCallKind::Cancel => "its JSON-RPC interface",
         };
         let (status, body) = match outcome {
             A2aOutcome::Network(e) => return self.a2a_retry(&id, format!("{what}: {e}")),
@@ -251,6 +268,17 @@ impl Agent {
                     }
                     Err(e) => self.a2a_client_failed(&id, e.to_string()),
                 }
+            }
+            A2aCallKind::Cancel => {
+                r.cancel = false;
+                let what = match client::read_response(&body) {
+                    Ok(view) => {
+                        r.state = Some(view.state.as_str().to_string());
+                        format!("The A2A task is {}.", view.state.as_str())
+                    }
+                    Err(e) => format!("The A2A agent did not cancel its task: {e}."),
+                };
+                self.shared.note(Some(&id), what);
             }
             A2aCallKind::Send | A2aCallKind::Poll => {
                 let view = match client::read_response(&body) {
@@ -318,6 +346,7 @@ impl Agent {
         };
         if let Some(r) = t.a2a_remote.as_mut() {
             r.unsent.clear();
+            r.cancel = false;
             r.next_at_ms = None;
             r.in_flight = false;
         }
@@ -389,7 +418,7 @@ impl Agent {
         if let Some(c) = &view.context_id {
             t.a2a_context = Some(c.clone());
         }
-        if matches!(view.state, TaskState::Working | TaskState::Submitted) {
+        if matches!(view.state, TaskState::Working | TaskState::Submitted) && !state.is_terminal() {
             let wait = client::FIRST_POLL_MS
                 .checked_shl(r.polls.min(16))
                 .unwrap_or(client::MAX_POLL_MS)
@@ -516,6 +545,18 @@ impl ThreadStep<'_> {
         let Some(r) = t.a2a_remote.as_mut() else {
             return;
         };
+        let called_off = matches!(
+            &p.body,
+            Body::ResolutionResponse(b) if b.status == crate::packet::ResolutionStatus::Declined
+        );
+        if called_off && !r.state().is_some_and(TaskState::is_terminal) {
+            // Declining ends the thread: the remote task is cancelled the A2A way, and
+            // what was queued but not sent yet is not sent at all.
+            r.unsent.clear();
+            r.cancel = true;
+            self.mark_changed();
+            return;
+        }
         let Some(m) = client::message_for(&p, &ctx) else {
             return;
         };

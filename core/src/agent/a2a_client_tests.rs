@@ -217,3 +217,148 @@ fn network_failures_are_retried_then_the_thread_is_declined() {
     assert_eq!(a.thread().state, ThreadState::Declined);
     assert!(a.calls().is_empty());
 }
+
+impl Alice {
+    /// A thread with the card read and the first message answered by an input-required
+    /// task `t1`: the point where this user can call it off.
+    fn with_open_task() -> Self {
+        let mut a = Alice::new();
+        a.start("Table for two");
+        let c = a.calls();
+        a.answer(&c[0], 200, card());
+        let c = a.calls();
+        assert_eq!(c[0].kind, A2aCallKind::Send);
+        a.answer(
+            &c[0],
+            200,
+            json!({"jsonrpc": "2.0", "id": 1, "result": {"task": {"id": "t1", "contextId": "c1",
+                "status": {"state": "TASK_STATE_INPUT_REQUIRED", "message": {"messageId": "s1",
+                    "role": "ROLE_AGENT", "parts": [{"text": "How many?"},
+                    {"data": {"needs": ["party_size"]}}]}}}}}),
+        );
+        a
+    }
+
+    fn start(&mut self, summary: &str) {
+        self.agent.handle_command(
+            self.now,
+            Command::StartA2aThread {
+                to: "http://r.example/".into(),
+                intent: crate::packet::Intent {
+                    category: "scheduling".into(),
+                    summary: summary.into(),
+                    urgency: None,
+                    scope_change: None,
+                },
+                context: Context::new(),
+            },
+        );
+        self.drain();
+    }
+
+    fn cancel(&mut self) {
+        let thread_id = self.thread().id.clone();
+        self.agent
+            .handle_command(self.now, Command::CancelThread { thread_id });
+        self.drain();
+    }
+}
+
+#[test]
+fn a_cancel_by_this_user_cancels_the_remote_task() {
+    let mut a = Alice::with_open_task();
+    assert!(!a.prompts.is_empty(), "the consent prompt is open");
+    a.cancel();
+    assert_eq!(a.thread().state, ThreadState::Declined);
+    let c = a.calls();
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert_eq!(c[0].kind, A2aCallKind::Cancel);
+    assert_eq!(c[0].url, "http://r.example/rpc");
+    let b = body(&c[0]);
+    assert_eq!(b["method"], "CancelTask", "not a decline in words: {b}");
+    assert_eq!(b["params"], json!({"id": "t1"}));
+    assert!(a.calls().is_empty(), "one call at a time");
+    a.answer(
+        &c[0],
+        200,
+        json!({"jsonrpc": "2.0", "id": 2, "result": {"id": "t1", "contextId": "c1",
+            "status": {"state": "TASK_STATE_CANCELED"}}}),
+    );
+    assert_eq!(a.thread().state, ThreadState::Declined);
+    let r = a.thread().a2a_remote.clone().unwrap();
+    assert!(!r.cancel);
+    assert_eq!(r.state.as_deref(), Some("TASK_STATE_CANCELED"));
+    assert!(a.calls().is_empty(), "nothing after the cancel");
+    assert_eq!(a.agent.poll_timeout().map(|t| t <= a.now), Some(false));
+}
+
+#[test]
+fn a_refused_or_failed_cancel_is_noted_and_ends_there() {
+    // The remote agent refuses (its task is not cancelable): noted, nothing more sent.
+    let mut a = Alice::with_open_task();
+    a.cancel();
+    let c = a.calls();
+    a.answer(
+        &c[0],
+        200,
+        json!({"jsonrpc": "2.0", "id": 2, "error": {"code": -32002, "message": "Task cannot be canceled"}}),
+    );
+    assert_eq!(a.thread().state, ThreadState::Declined);
+    assert!(!a.thread().a2a_remote.as_ref().unwrap().cancel);
+    assert!(a.calls().is_empty());
+
+    // The network fails: the cancel is retried by the seed-001 rule, then given up.
+    let mut a = Alice::with_open_task();
+    a.cancel();
+    for wait in [1_000, 2_000] {
+        let c = a.calls();
+        assert_eq!(c[0].kind, A2aCallKind::Cancel);
+        a.agent
+            .handle_a2a_client(a.now, &c[0], A2aOutcome::Network("reset".into()));
+        a.drain();
+        a.now = a.now.add(std::time::Duration::from_millis(wait));
+    }
+    let c = a.calls();
+    assert_eq!(c[0].kind, A2aCallKind::Cancel, "the third attempt");
+    a.agent
+        .handle_a2a_client(a.now, &c[0], A2aOutcome::Network("reset".into()));
+    a.drain();
+    assert!(a.calls().is_empty(), "three attempts in all");
+    assert!(!a.thread().a2a_remote.as_ref().unwrap().cancel);
+    assert_eq!(a.thread().state, ThreadState::Declined);
+}
+
+#[test]
+fn a_cancel_before_any_task_sends_nothing() {
+    // Called off while the card is read: the first message never leaves, nothing to cancel.
+    let mut a = Alice::new();
+    a.start("Table for two");
+    let c = a.calls();
+    assert_eq!(c[0].kind, A2aCallKind::Card);
+    a.cancel();
+    assert_eq!(a.thread().state, ThreadState::Declined);
+    a.answer(&c[0], 200, card());
+    assert!(a.calls().is_empty(), "no message, no CancelTask");
+    let r = a.thread().a2a_remote.clone().unwrap();
+    assert!(r.unsent.is_empty() && !r.cancel, "{r:?}");
+
+    // Called off while the first message is out: its task is cancelled once it answers.
+    let mut a = Alice::new();
+    a.start("Table for two");
+    let c = a.calls();
+    a.answer(&c[0], 200, card());
+    let c = a.calls();
+    assert_eq!(c[0].kind, A2aCallKind::Send);
+    a.cancel();
+    assert!(a.calls().is_empty(), "the send is still out");
+    a.answer(
+        &c[0],
+        200,
+        json!({"jsonrpc": "2.0", "id": 1, "result": {"task": {"id": "t9",
+            "status": {"state": "TASK_STATE_WORKING"}}}}),
+    );
+    let c = a.calls();
+    assert_eq!(c.len(), 1);
+    assert_eq!(body(&c[0])["method"], "CancelTask");
+    assert_eq!(body(&c[0])["params"]["id"], "t9");
+}
