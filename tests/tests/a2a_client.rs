@@ -48,6 +48,45 @@ fn restaurant(python: &PathBuf, log: &std::path::Path) -> (KilledOnDrop, String)
     (KilledOnDrop(child), format!("http://127.0.0.1:{port}"))
 }
 
+/// Alice (her profile answers the restaurant's questions: two guests, vegetarian) and the
+/// a2a-sdk restaurant logging what reaches it.
+struct Restaurant {
+    _dir: tempfile::TempDir,
+    _relay: Relay,
+    alice: Home,
+    log: PathBuf,
+    server: KilledOnDrop,
+    base: String,
+}
+
+impl Restaurant {
+    async fn new(python: &PathBuf) -> Self {
+        let dir = tmp();
+        let relay = Runtime::Tokio
+            .relay("127.0.0.1:0", &dir.path().join("relay"))
+            .await;
+        let DinnerHomes { alice, .. } = dinner_homes(dir.path(), &relay.url());
+        edit_config(&alice, |f| {
+            f.profile
+                .insert("party_size".into(), toml::Value::Integer(2));
+            f.profile.insert(
+                "dietary_restrictions".into(),
+                toml::Value::String("vegetarian".into()),
+            );
+        });
+        let log = dir.path().join("received.jsonl");
+        let (server, base) = restaurant(python, &log);
+        Restaurant {
+            _dir: dir,
+            _relay: relay,
+            alice,
+            log,
+            server,
+            base,
+        }
+    }
+}
+
 const CHILD_ENV: &str = "A2ACP_TEST_A2A_CLIENT_CHILD_HOME";
 
 /// Not a test by itself: the body of the child process of
@@ -134,21 +173,14 @@ fn start(to: &str, context: Value) -> Request {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_negotiates_with_an_a2a_sdk_server() {
     let Some(python) = python() else { return };
-    let dir = tmp();
-    let relay = Runtime::Tokio
-        .relay("127.0.0.1:0", &dir.path().join("relay"))
-        .await;
-    let DinnerHomes { alice: ha, .. } = dinner_homes(dir.path(), &relay.url());
-    edit_config(&ha, |f| {
-        f.profile
-            .insert("party_size".into(), toml::Value::Integer(2));
-        f.profile.insert(
-            "dietary_restrictions".into(),
-            toml::Value::String("vegetarian".into()),
-        );
-    });
-    let log = dir.path().join("received.jsonl");
-    let (server, base) = restaurant(&python, &log);
+    let Restaurant {
+        _dir,
+        _relay,
+        alice: ha,
+        log,
+        server,
+        base,
+    } = Restaurant::new(&python).await;
     let alice = spawn_alice(&ha);
     eventually(20, "Alice's control socket", || {
         try_ctl(&ha, Request::Status)
@@ -265,17 +297,14 @@ async fn an_agent_negotiates_with_an_a2a_sdk_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_a_thread_cancels_the_a2a_sdk_task() {
     let Some(python) = python() else { return };
-    let dir = tmp();
-    let relay = Runtime::Tokio
-        .relay("127.0.0.1:0", &dir.path().join("relay"))
-        .await;
-    let DinnerHomes { alice: ha, .. } = dinner_homes(dir.path(), &relay.url());
-    edit_config(&ha, |f| {
-        f.profile
-            .insert("party_size".into(), toml::Value::Integer(2));
-    });
-    let log = dir.path().join("received.jsonl");
-    let (server, base) = restaurant(&python, &log);
+    let Restaurant {
+        _dir,
+        _relay,
+        alice: ha,
+        log,
+        server,
+        base,
+    } = Restaurant::new(&python).await;
     let alice = Runtime::Tokio.agent(&ha, "alice", None);
     let r = ctl(&ha, start(&base, json!({ "proposed_date": "2026-11-27" }))).await;
     assert!(r.ok, "{r:?}");
