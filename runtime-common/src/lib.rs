@@ -39,7 +39,9 @@
 //! - [`transcript`]: human-readable lines for the demo and the logs;
 //! - [`scripted`]: the scripted user of the dinner demo;
 //! - [`a2a`]: the A2A listener's options, limits and client identity, and its calls to
-//!   the agent loop (the protocol is the core's, the HTTP server the binding's).
+//!   the agent loop (the protocol is the core's, the HTTP server the binding's);
+//! - [`phase1_sender`]: the HTTP calls of the A2A Phase-1 sender (`a2acp phase1 send`),
+//!   bounded, blocking; what an answer means and when to try again are the core's.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -59,6 +61,7 @@ pub mod keys;
 pub mod llm;
 pub mod log_limit;
 pub mod onboarding;
+pub mod phase1_sender;
 pub mod prompt;
 pub mod race;
 pub mod relay_service;

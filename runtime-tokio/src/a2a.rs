@@ -236,9 +236,16 @@ async fn phase1(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
     let deadline = std::time::Duration::from_millis(retry::ack_deadline_ms(&kind));
     let (tx, rx) = flume::bounded(1);
     let timeout = || {
+        // A fresh v4 id for the error (the OS's randomness; nil only if it has none).
+        let id = a2acp_runtime::clock::os_seed()
+            .ok()
+            .and_then(|s| s.get(..16).and_then(|b| <[u8; 16]>::try_from(b).ok()))
+            .map(envelope::uuid_v4)
+            .unwrap_or_else(uuid_nil);
         let v = envelope::timeout_reply(
             state.phase1_id,
-            uuid_nil(),
+            &bytes,
+            id,
             &a2acp_runtime::now().to_rfc3339(),
         );
         json(StatusCode::INTERNAL_SERVER_ERROR, &v)

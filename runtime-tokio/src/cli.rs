@@ -154,9 +154,50 @@ pub(crate) enum Cmd {
         #[arg(long, value_name = "FILE", requires = "listen")]
         token_file: Option<PathBuf>,
     },
+    /// The A2A Phase-1 envelope (seed 001): send one message to an agent's
+    /// `POST /a2a/messages` with the seed's retries, or show your agent's Phase-1 id.
+    #[command(subcommand)]
+    Phase1(Phase1Cmd),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCmd),
+}
+
+#[derive(Subcommand)]
+pub(crate) enum Phase1Cmd {
+    /// Send one Phase-1 message and wait for its acknowledgement: at most 3 attempts, 1 s
+    /// then 2 s apart, retried only on TIMEOUT, INTERNAL_ERROR, HTTP 5xx, 429 and network
+    /// failures. Each attempt is told on stderr, the receiver's answer printed on stdout.
+    /// Exit status: 0 acknowledged, 2 refused (the error code is named), 3 gave up, 4 an
+    /// answer that is not the acknowledgement.
+    #[command(
+        after_help = "Example: a2acp phase1 send http://127.0.0.1:7410 --to 6f1c2b3a-4d5e-4f60-8a7b-9c0d1e2f3a4b --type ping --payload '{\"nonce\": \"n-1\"}'"
+    )]
+    Send {
+        /// The receiver: its base URL (`http://127.0.0.1:7410`) or its `/a2a/messages`
+        /// endpoint.
+        url: String,
+        /// The receiving agent's Phase-1 id, a UUID v4 (`a2acp phase1 id` on its side).
+        #[arg(long)]
+        to: String,
+        /// The message type: task_assignment, status_update, task_completion, ping, error.
+        #[arg(long = "type", value_name = "TYPE")]
+        kind: String,
+        /// The payload: a JSON object inline (starting with `{`) or the path of a JSON file
+        /// holding one.
+        #[arg(long, value_name = "{JSON}|FILE.json")]
+        payload: String,
+        /// Your Phase-1 id (a UUID v4); by default your agent's (from the identity key in
+        /// --home), else a random one.
+        #[arg(long)]
+        from: Option<String>,
+        /// A file whose first line is the bearer token the receiver requires.
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<PathBuf>,
+    },
+    /// Your agent's Phase-1 id (a UUID v4 made from its public key): what a Phase-1 sender
+    /// puts in `to` to reach it at its `--a2a-listen` address.
+    Id,
 }
 
 #[derive(Subcommand)]

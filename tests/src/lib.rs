@@ -849,3 +849,35 @@ fn install_log_capture() -> std::sync::Arc<std::sync::Mutex<Vec<u8>>> {
         .try_init();
     buf
 }
+
+/// Sends a Phase-1 message with the runtime's sender (blocking, on a thread of tokio's
+/// blocking pool) to the receiver at `url`: how it ended and what it reported on the way.
+pub async fn phase1_send(
+    url: &str,
+    sender: a2acp_core::a2a::sender::Sender,
+) -> (
+    a2acp_core::a2a::sender::Outcome,
+    Vec<a2acp_runtime::phase1_sender::Progress>,
+) {
+    let url = url.to_string();
+    tokio::task::spawn_blocking(move || {
+        let mut seen = Vec::new();
+        let outcome = a2acp_runtime::phase1_sender::send(
+            &url,
+            sender,
+            &a2acp_runtime::phase1_sender::SendOptions::default(),
+            |p| seen.push(p.clone()),
+        )
+        .expect("a valid URL");
+        (outcome, seen)
+    })
+    .await
+    .expect("the sender's thread")
+}
+
+/// The attempts a Phase-1 sending made, as it reported them.
+pub fn phase1_attempts(seen: &[a2acp_runtime::phase1_sender::Progress]) -> usize {
+    seen.iter()
+        .filter(|p| matches!(p, a2acp_runtime::phase1_sender::Progress::Attempt { .. }))
+        .count()
+}

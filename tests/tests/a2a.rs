@@ -550,6 +550,197 @@ async fn the_phase1_envelope_over_the_listener() {
     bob.stop().await.unwrap();
 }
 
+/// The seed's task lifecycle (create → assign → update → complete) sent by the Phase-1
+/// sender (`a2acp_core::a2a::sender` over `a2acp_runtime::phase1_sender`) to a real agent's
+/// listener: the ping echo, an assignment opening one thread (the same message sent again,
+/// as a retry is, opening no second), progress asked, the completion acknowledged, and
+/// refusals ending the sending after one attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_phase1_sender_runs_the_task_lifecycle_against_an_agent() {
+    use a2acp_core::a2a::envelope::{agent_id_of, ErrorCode, Payload, Uuid};
+    use a2acp_core::a2a::sender::{compose, Outcome, Sender, SenderConfig};
+    let dir = tmp();
+    let relay = Runtime::Tokio
+        .relay("127.0.0.1:0", &dir.path().join("relay"))
+        .await;
+    let DinnerHomes { bob: hb, .. } = dinner_homes(dir.path(), &relay.url());
+    let bob = bob_with_a2a(&hb, None, A2aLimits::default());
+    let url = format!("http://{}", bob.a2a_addr().unwrap());
+    // Bob's id as `a2acp phase1 id` makes it: from his public key.
+    let key = a2acp_runtime::keys::load(&hb.key()).unwrap();
+    let bob_id = agent_id_of(&key.public().to_bytes());
+    let me = Uuid::parse_str(&v4(0xa11ce)).unwrap();
+    let now = a2acp_runtime::now();
+    let message = |n: u64, kind: &str, payload: serde_json::Value| {
+        let m = compose(
+            kind,
+            payload,
+            me,
+            bob_id,
+            Uuid::parse_str(&v4(n)).unwrap(),
+            now,
+        )
+        .unwrap();
+        Sender::new(&m, now, SenderConfig::default()).unwrap()
+    };
+    let acknowledged = |what: &str, o: &Outcome| -> a2acp_core::a2a::envelope::Message {
+        match o {
+            Outcome::Acknowledged {
+                attempts: 1,
+                status: 200,
+                answer: Some(a),
+            } => {
+                assert_eq!(a.from, bob_id, "{what}");
+                assert_eq!(a.to, me, "{what}");
+                (**a).clone()
+            }
+            o => panic!("{what}: {o:?}"),
+        }
+    };
+    let thread_count = || async {
+        ctl(&hb, Request::Threads)
+            .await
+            .data
+            .as_array()
+            .unwrap()
+            .len()
+    };
+
+    // ping: echoed with its nonce.
+    let (o, _) = phase1_send(
+        &url,
+        message(1, "ping", serde_json::json!({"nonce": "n-1", "echo": [1]})),
+    )
+    .await;
+    let a = acknowledged("ping", &o);
+    assert!(
+        matches!(&a.payload, Payload::Ping(p) if p.nonce == "n-1"),
+        "{a:?}"
+    );
+
+    // create → assign: the assignment opens a thread; Bob's agent says where it stands.
+    let assign = message(
+        2,
+        "task_assignment",
+        serde_json::json!({
+            "task_id": "t-dinner", "task_type": "scheduling", "title": "Dinner on Friday",
+            "description": "Find a time for dinner", "payload": {"proposed_date": "2026-11-27"},
+            "priority": "high",
+        }),
+    );
+    let again = Sender::from_body(assign.body(), now, SenderConfig::default()).unwrap();
+    let (o, _) = phase1_send(&url, assign).await;
+    let a = acknowledged("assignment", &o);
+    assert!(
+        matches!(&a.payload, Payload::StatusUpdate(s) if s.task_id == "t-dinner"),
+        "{a:?}"
+    );
+    assert_eq!(thread_count().await, 1);
+    // The same message again (same bytes, same message_id, as a retry): no second thread.
+    let (o, _) = phase1_send(&url, again).await;
+    acknowledged("the assignment again", &o);
+    assert_eq!(thread_count().await, 1);
+
+    // update: a status_update about the task is answered with its progress.
+    let (o, _) = phase1_send(
+        &url,
+        message(
+            3,
+            "status_update",
+            serde_json::json!({"task_id": "t-dinner", "status": "in_progress", "progress": 0.5}),
+        ),
+    )
+    .await;
+    let a = acknowledged("status_update", &o);
+    assert!(
+        matches!(&a.payload, Payload::StatusUpdate(s) if s.task_id == "t-dinner"),
+        "{a:?}"
+    );
+
+    // complete: acknowledged.
+    let (o, _) = phase1_send(
+        &url,
+        message(
+            4,
+            "task_completion",
+            serde_json::json!({"task_id": "t-dinner", "status": "completed", "result": {"ok": true}}),
+        ),
+    )
+    .await;
+    acknowledged("task_completion", &o);
+
+    // Refused, never retried: a task type Bob's agent does not take …
+    let (o, seen) = phase1_send(
+        &url,
+        message(
+            5,
+            "task_assignment",
+            serde_json::json!({"task_id": "t-2", "task_type": "research", "title": "R",
+                               "description": "d", "payload": {}}),
+        ),
+    )
+    .await;
+    match &o {
+        Outcome::Refused {
+            attempts: 1,
+            status: 400,
+            code: ErrorCode::InvalidTaskType,
+            answer,
+            ..
+        } => assert!(
+            matches!(&answer.payload, Payload::Error(e) if e.details.as_ref().is_some_and(|d| d.contains_key("supported_types"))),
+            "{answer:?}"
+        ),
+        o => panic!("{o:?}"),
+    }
+    assert_eq!(phase1_attempts(&seen), 1, "{seen:?}");
+    assert_eq!(thread_count().await, 1);
+    // … a task it never got …
+    let (o, seen) = phase1_send(
+        &url,
+        message(
+            6,
+            "status_update",
+            serde_json::json!({"task_id": "nope", "status": "in_progress"}),
+        ),
+    )
+    .await;
+    assert!(
+        matches!(
+            o,
+            Outcome::Refused {
+                code: ErrorCode::TaskNotFound,
+                status: 404,
+                ..
+            }
+        ),
+        "{o:?}"
+    );
+    assert_eq!(phase1_attempts(&seen), 1);
+    // … and an agent that is not there: the error comes from the one that is.
+    let nobody = Uuid::parse_str(&v4(0xdead)).unwrap();
+    let m = compose(
+        "ping",
+        serde_json::json!({"nonce": "n"}),
+        me,
+        nobody,
+        Uuid::parse_str(&v4(7)).unwrap(),
+        now,
+    )
+    .unwrap();
+    let (o, seen) = phase1_send(&url, Sender::new(&m, now, SenderConfig::default()).unwrap()).await;
+    match &o {
+        Outcome::Refused {
+            code: ErrorCode::AgentNotFound,
+            answer,
+            ..
+        } => assert_eq!(answer.from, bob_id),
+        o => panic!("{o:?}"),
+    }
+    assert_eq!(phase1_attempts(&seen), 1);
+    bob.stop().await.unwrap();
+}
+
 const CHILD_ENV: &str = "A2ACP_TEST_A2A_CHILD_HOME";
 
 /// Not a test by itself: the body of the child process of `a_task_survives_kill_9` (Bob

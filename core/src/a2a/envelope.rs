@@ -391,13 +391,31 @@ impl Message {
     }
 }
 
-/// The `error` a listener answers (with HTTP 500) when the agent did not acknowledge a
-/// message within its deadline ([`crate::a2a::retry::ack_deadline_ms`]): `TIMEOUT`, which
-/// the sender retries.
-pub fn timeout_reply(me: Uuid, message_id: Uuid, timestamp: &str) -> Value {
-    EnvelopeError::new(ErrorCode::Timeout, "the agent did not acknowledge in time")
-        .reply(me, message_id, timestamp)
-        .to_json()
+/// The `error` a listener answers (with HTTP 500) when the agent did not acknowledge the
+/// message `body` within its deadline ([`crate::a2a::retry::ack_deadline_ms`]):
+/// `TIMEOUT`, which the sender retries. It carries the message's id and goes to its
+/// sender when they can be read (as every error does), under a fresh `message_id`.
+pub fn timeout_reply(me: Uuid, body: &[u8], message_id: Uuid, timestamp: &str) -> Value {
+    let mut e = EnvelopeError::new(ErrorCode::Timeout, "the agent did not acknowledge in time");
+    if let Ok(Value::Object(env)) = serde_json::from_slice::<Value>(body) {
+        e.original_message_id = env
+            .get("message_id")
+            .and_then(Value::as_str)
+            .filter(|id| !id.is_empty() && id.len() <= MAX_ID_BYTES)
+            .map(str::to_string);
+        e.from = env.get("from").and_then(Value::as_str).and_then(uuid_v4_of);
+    }
+    e.reply(me, message_id, timestamp).to_json()
+}
+
+/// The Phase-1 id of the agent whose Ed25519 public key is `public_key`: a UUID v4 made
+/// from its first 16 bytes (stable across restarts; what a sender puts in `to`).
+pub fn agent_id_of(public_key: &[u8; 32]) -> Uuid {
+    let mut b = [0u8; 16];
+    for (d, s) in b.iter_mut().zip(public_key) {
+        *d = *s;
+    }
+    uuid_v4(b)
 }
 
 /// The message type a body names, if it can be read (to pick its acknowledgement
@@ -440,6 +458,18 @@ const ENVELOPE_FIELDS: [&str; 8] = [
 
 /// Checks a message received by `me`.
 pub fn parse(body: &[u8], me: &Receiver) -> Result<Message, EnvelopeError> {
+    parse_for(body, Some(me))
+}
+
+/// Checks a message by every rule that does not depend on who receives it: all of
+/// [`parse`]'s but `to` being the receiving agent and the task type being one it supports.
+/// A sender checks what it is about to send with it (it never sends what a receiver would
+/// refuse as malformed), and the answer it gets back.
+pub fn validate(body: &[u8]) -> Result<Message, EnvelopeError> {
+    parse_for(body, None)
+}
+
+fn parse_for(body: &[u8], me: Option<&Receiver>) -> Result<Message, EnvelopeError> {
     use ErrorCode::*;
     if body.len() > MAX_MESSAGE_BYTES {
         return Err(EnvelopeError::new(
@@ -538,13 +568,15 @@ pub fn parse(body: &[u8], me: &Receiver) -> Result<Message, EnvelopeError> {
             ),
         ));
     }
-    if to != me.agent_id {
-        return Err(fail(AgentNotFound, format!("no agent {to} here")));
+    if let Some(me) = me {
+        if to != me.agent_id {
+            return Err(fail(AgentNotFound, format!("no agent {to} here")));
+        }
     }
     let typed =
         |p: Map<String, Value>| payload_of(&kind, p).map_err(|m| fail(PayloadValidationFailed, m));
     let payload = typed(payload)?;
-    if let Payload::TaskAssignment(t) = &payload {
+    if let (Payload::TaskAssignment(t), Some(me)) = (&payload, me) {
         if !me.supported_tasks.contains(&t.task_type) {
             let mut e = fail(
                 InvalidTaskType,

@@ -9,6 +9,9 @@
 //!   message to send back and the HTTP status for each code.
 //! - [`retry`]: which failures a client retries, and when (1 s doubling, at most 3
 //!   attempts, at most 15 s of waiting), and each type's acknowledgement deadline.
+//! - [`sender`]: the client side, sans-IO: one message to a receiver's `POST
+//!   /a2a/messages` (the request to make, what each answer means, when to try again, how
+//!   it ended); the runtime makes the HTTP calls.
 //!
 //! - [`task`]: Google A2A v1.0 (seed 003, §18): a client's messages as packets of a
 //!   thread, a thread as an A2A task (the state table), the JSON-RPC errors; the binding
@@ -24,4 +27,5 @@ pub mod card;
 pub mod client;
 pub mod envelope;
 pub mod retry;
+pub mod sender;
 pub mod task;

@@ -30,10 +30,7 @@ impl Agent {
     /// This agent's Phase-1 id: a UUID v4 made from its public key, the same across
     /// restarts.
     pub fn phase1_id(&self) -> uuid::Uuid {
-        let k = self.public_key().to_bytes();
-        let mut b = [0u8; 16];
-        b.copy_from_slice(k.get(..16).unwrap_or(&[0u8; 16]));
-        envelope::uuid_v4(b)
+        envelope::agent_id_of(&self.public_key().to_bytes())
     }
 
     /// One Phase-1 message (the body of `POST /a2a/messages`). Outputs follow as for any
