@@ -311,7 +311,7 @@ pub fn route(http_method: &str, path: &str) -> Result<Route, RestError> {
     };
     let task_id = match task_id {
         Some("") => return Err(not_found()),
-        Some(id) => Some(percent_decode(id).ok_or_else(|| {
+        Some(id) => Some(percent_decode(id, false).ok_or_else(|| {
             RestError::new(code::INVALID_PARAMS, "id: not percent-encoded UTF-8")
         })?),
         None => None,
@@ -385,14 +385,14 @@ fn query_params(method: &str, query: &str) -> Result<Map<String, Value>, RestErr
     let mut params = Map::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        let Some(name) = percent_decode(k) else {
+        let Some(name) = percent_decode(k, true) else {
             continue;
         };
         let Some(kind) = query_kind(method, &name) else {
             continue;
         };
         let bad = |what: &str| RestError::new(code::INVALID_PARAMS, format!("{name}: {what}"));
-        let value = percent_decode(v).ok_or_else(|| bad("not percent-encoded UTF-8"))?;
+        let value = percent_decode(v, true).ok_or_else(|| bad("not percent-encoded UTF-8"))?;
         let value = match kind {
             Kind::Int => Value::from(
                 value
@@ -411,30 +411,22 @@ fn query_params(method: &str, query: &str) -> Result<Map<String, Value>, RestErr
     Ok(params)
 }
 
-/// A URL component percent-decoded (`+` is a space, as form encoding writes it), or
-/// `None` when an escape is broken or the bytes are not UTF-8.
-fn percent_decode(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
+/// A URL component percent-decoded (in a query, `+` is a space, as form encoding writes
+/// it; in a path it is itself), or `None` when an escape is broken or the bytes are not
+/// UTF-8.
+fn percent_decode(s: &str, plus_is_space: bool) -> Option<String> {
+    let mut out = Vec::with_capacity(s.len());
+    let mut bytes = s.bytes();
+    while let Some(c) = bytes.next() {
+        match c {
             b'%' => {
-                let hex = b.get(i + 1..i + 3)?;
-                if !hex.iter().all(u8::is_ascii_hexdigit) {
-                    return None;
-                }
-                out.push(u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?);
-                i += 3;
+                let hi = bytes.next().filter(u8::is_ascii_hexdigit)?;
+                let lo = bytes.next().filter(u8::is_ascii_hexdigit)?;
+                let hex = [hi, lo];
+                out.push(u8::from_str_radix(std::str::from_utf8(&hex).ok()?, 16).ok()?);
             }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            c => {
-                out.push(c);
-                i += 1;
-            }
+            b'+' if plus_is_space => out.push(b' '),
+            c => out.push(c),
         }
     }
     String::from_utf8(out).ok()

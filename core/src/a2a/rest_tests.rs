@@ -354,10 +354,13 @@ fn results_are_answered_bare_and_stream_events_unwrapped() {
 
 #[test]
 fn percent_decoding() {
-    assert_eq!(percent_decode("a%20b+c%2Fd").as_deref(), Some("a b c/d"));
-    assert_eq!(percent_decode("%e2%82%ac").as_deref(), Some("€"));
-    assert_eq!(percent_decode("%"), None);
-    assert_eq!(percent_decode("%2"), None);
-    assert_eq!(percent_decode("%+1"), None);
-    assert_eq!(percent_decode("%C3"), None);
+    assert_eq!(
+        percent_decode("a%20b+c%2Fd", true).as_deref(),
+        Some("a b c/d")
+    );
+    assert_eq!(percent_decode("a+b", false).as_deref(), Some("a+b"));
+    assert_eq!(percent_decode("%e2%82%ac", true).as_deref(), Some("€"));
+    for bad in ["%", "%2", "%+1", "%C3", "x%g0"] {
+        assert_eq!(percent_decode(bad, true), None, "{bad}");
+    }
 }
