@@ -1,7 +1,9 @@
 //! The A2A listener on tokio (`agent run --a2a-listen`): HTTP/1.1 with hyper, serving the
-//! agent card at `/.well-known/agent-card.json` and the A2A v1.0 JSON-RPC binding at `/`
-//! (streaming methods as Server-Sent Events). Every request goes to the agent loop as an
-//! [`A2aCall`]; the protocol is the core's (`Agent::handle_a2a`). Hostile input: the
+//! agent card at `/.well-known/agent-card.json`, the A2A v1.0 JSON-RPC binding at `/` and
+//! its HTTP+JSON binding on the REST routes (`/message:send`, `/tasks/{id}`, …; streaming
+//! methods as Server-Sent Events). Every request goes to the agent loop as an
+//! [`A2aCall`] (a REST one translated to JSON-RPC by `a2acp_core::a2a::rest`); the
+//! protocol is the core's (`Agent::handle_a2a`). Hostile input: the
 //! request head must arrive within the header deadline and the body within the body
 //! deadline, a body over the cap is refused with 413 before it is read whole, connections
 //! and streams are capped (in all and per client), a stream lives at most
@@ -13,6 +15,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use a2acp_core::a2a::card::{card, CardInfo};
+use a2acp_core::a2a::rest;
 use a2acp_core::Address;
 use a2acp_runtime::a2a::{self as common, A2aCall, A2aLimits, A2aOptions};
 use a2acp_runtime::daemon::Ctl;
@@ -271,10 +274,61 @@ fn uuid_nil() -> a2acp_core::a2a::envelope::Uuid {
     a2acp_core::a2a::envelope::Uuid::nil()
 }
 
+/// The binding a request came by: JSON-RPC at `/`, or an HTTP+JSON route.
+enum Binding {
+    JsonRpc,
+    Rest(rest::Route),
+}
+
+impl Binding {
+    /// An error the listener answers itself: with `status`, or the binding's own for the
+    /// code (JSON-RPC: 200; HTTP+JSON: the code's HTTP status).
+    fn error(&self, status: Option<StatusCode>, code: i64, message: &str) -> Response<Body> {
+        match self {
+            Binding::JsonRpc => rpc_error(status.unwrap_or(StatusCode::OK), code, message),
+            Binding::Rest(_) => {
+                let e = match status {
+                    Some(s) => rest::RestError::with_status(s.as_u16(), code, message),
+                    None => rest::RestError::new(code, message),
+                };
+                rest_reply(&e.reply())
+            }
+        }
+    }
+
+    /// The answer to a call that is not a stream (or whose first answer is an error).
+    fn answer(&self, response: &serde_json::Value) -> Response<Body> {
+        match self {
+            Binding::JsonRpc => json(StatusCode::OK, response),
+            Binding::Rest(_) => rest_reply(&rest::reply(response)),
+        }
+    }
+
+    /// One Server-Sent Event: a JSON-RPC response, or the bare `StreamResponse`.
+    fn event(&self, response: &serde_json::Value) -> Vec<u8> {
+        match self {
+            Binding::JsonRpc => common::sse_event(response),
+            Binding::Rest(_) => rest::sse_event(response).into_bytes(),
+        }
+    }
+}
+
+fn rest_reply(r: &rest::RestReply) -> Response<Body> {
+    let mut resp = full(
+        StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        rest::CONTENT_TYPE,
+        r.body.to_string(),
+    );
+    if let Some(allow) = r.allow {
+        resp.headers_mut()
+            .insert(hyper::header::ALLOW, HeaderValue::from_static(allow));
+    }
+    resp
+}
+
 async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
-    use a2acp_core::a2a::task::code;
     let path = req.uri().path().to_string();
-    match (req.method(), path.as_str()) {
+    let binding = match (req.method(), path.as_str()) {
         (&Method::GET, "/.well-known/agent-card.json") => {
             let info = CardInfo {
                 address: state.address.clone(),
@@ -284,7 +338,7 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
             };
             return json(StatusCode::OK, &card(&info));
         }
-        (&Method::POST, "/") => {}
+        (&Method::POST, "/") => Binding::JsonRpc,
         (&Method::POST, "/a2a/messages") => return phase1(state, req).await,
         (_, "/" | "/.well-known/agent-card.json" | "/a2a/messages") => {
             return full(
@@ -293,14 +347,25 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
                 "method not allowed\n",
             )
         }
-        _ => return full(StatusCode::NOT_FOUND, "text/plain", "not found\n"),
+        // Every other path is the HTTP+JSON binding's: its route, or its 404 / 405.
+        (m, p) => match rest::route(m.as_str(), p) {
+            Ok(r) => Binding::Rest(r),
+            Err(e) => return rest_reply(&e.reply()),
+        },
     };
+    call(state, req, binding).await
+}
+
+/// A request of either binding: the client by its credentials, the version, the body
+/// under the caps, then the agent loop's answer (a stream counted against the caps).
+async fn call(state: Arc<State>, req: Request<Incoming>, binding: Binding) -> Response<Body> {
+    use a2acp_core::a2a::task::code;
     let Some(client) = common::client_for(
         req.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes),
         state.token.as_deref(),
     ) else {
-        let mut r = rpc_error(
-            StatusCode::UNAUTHORIZED,
+        let mut r = binding.error(
+            Some(StatusCode::UNAUTHORIZED),
             code::INVALID_REQUEST,
             "a bearer token is required",
         );
@@ -311,29 +376,37 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
     if let Some(v) = req.headers().get("a2a-version") {
         let v = v.to_str().unwrap_or("");
         if v != "1.0" && v != "1" {
-            return rpc_error(
-                StatusCode::OK,
+            return binding.error(
+                None,
                 code::VERSION_NOT_SUPPORTED,
                 "this agent speaks A2A 1.0 only",
             );
         }
     }
+    let query = req.uri().query().map(str::to_string);
     let bytes = match read_body(&state, req).await {
         Ok(b) => b,
         Err(status) => {
-            return rpc_error(
-                status,
+            return binding.error(
+                Some(status),
                 code::INVALID_REQUEST,
                 "the body could not be read in time and under the size cap",
             )
         }
     };
-    let slot = if common::is_streaming(&bytes) {
+    let body = match &binding {
+        Binding::JsonRpc => bytes.to_vec(),
+        Binding::Rest(route) => match route.request(query.as_deref(), &bytes) {
+            Ok(b) => b,
+            Err(e) => return rest_reply(&e.reply()),
+        },
+    };
+    let slot = if common::is_streaming(&body) {
         match state.take_stream(&client) {
             Some(s) => Some(s),
             None => {
-                return rpc_error(
-                    StatusCode::TOO_MANY_REQUESTS,
+                return binding.error(
+                    Some(StatusCode::TOO_MANY_REQUESTS),
                     code::UNSUPPORTED_OPERATION,
                     "too many open streams; close one or poll with GetTask",
                 )
@@ -343,13 +416,10 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
         None
     };
     let (tx, rx) = flume::bounded(1);
-    let call = A2aCall {
-        client,
-        body: bytes.to_vec(),
-    };
+    let call = A2aCall { client, body };
     if state.ctl.send_async(Ctl::A2a(call, tx)).await.is_err() {
-        return rpc_error(
-            StatusCode::SERVICE_UNAVAILABLE,
+        return binding.error(
+            Some(StatusCode::SERVICE_UNAVAILABLE),
             code::INTERNAL_ERROR,
             "the agent has stopped",
         );
@@ -357,26 +427,33 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
     let answer = match tokio::time::timeout(common::CALL_TIMEOUT, rx.recv_async()).await {
         Ok(Ok(a)) => a,
         _ => {
-            return rpc_error(
-                StatusCode::SERVICE_UNAVAILABLE,
+            return binding.error(
+                Some(StatusCode::SERVICE_UNAVAILABLE),
                 code::INTERNAL_ERROR,
                 "the agent did not answer in time",
             )
         }
     };
     if !answer.streaming || answer.response.get("error").is_some() {
-        return json(StatusCode::OK, &answer.response);
+        return binding.answer(&answer.response);
     }
     // Server-Sent Events: the task first, then its updates until the task is terminal
     // or interrupted (the agent loop closes the channel), the reader falls behind, or
     // the stream's time is up.
-    let first = futures_util::stream::once(async move { common::sse_event(&answer.response) });
-    let rest = match answer.events {
-        Some(rx) => rx.into_stream().map(|v| common::sse_event(&v)).boxed(),
+    let binding = Arc::new(binding);
+    let first = {
+        let b = binding.clone();
+        futures_util::stream::once(async move { b.event(&answer.response) })
+    };
+    let updates = match answer.events {
+        Some(rx) => {
+            let b = binding.clone();
+            rx.into_stream().map(move |v| b.event(&v)).boxed()
+        }
         None => futures_util::stream::empty().boxed(),
     };
     let deadline = tokio::time::sleep(state.limits.stream_max);
-    let events = first.chain(rest).take_until(deadline).map(move |b| {
+    let events = first.chain(updates).take_until(deadline).map(move |b| {
         let _held = &slot;
         Ok::<_, Infallible>(Frame::data(Bytes::from(b)))
     });

@@ -1,15 +1,17 @@
 """An unmodified official A2A client (`a2a-sdk` 1.3.x) negotiating with an a2acp agent.
 
-Usage: negotiate.py BASE_URL [TOKEN]
+Usage: negotiate.py [--binding HTTP+JSON] BASE_URL [TOKEN] [DATE]
 
-Resolves the agent card from BASE_URL, then over the card's JSON-RPC interface:
+Resolves the agent card from BASE_URL, then over the card's JSON-RPC interface (or, with
+`--binding HTTP+JSON`, its HTTP+JSON one: the SDK's REST transport, chosen by the
+client's `supported_protocol_bindings`):
 1. sends a message that starts a negotiation (a dinner on Friday) and polls the task
    until it is input-required (the agent's user answers its consent prompt meanwhile,
    through the control socket: the Rust test does that);
 2. answers what is needed with a data part, then confirms the proposal (the artifact)
    with data {"decision": "confirm"}, and polls until the task is completed;
 3. starts another task and cancels it;
-4. lists its tasks;
+4. lists its tasks (all, by status, by context);
 5. streams a third task (SendStreamingMessage): the task first, then updates, the stream
    closing at input-required; answers, and subscribes to it (SubscribeToTask).
 Prints one JSON line with what it saw; exits non-zero on any surprise.
@@ -77,22 +79,31 @@ def awaiting(task):
 
 
 async def main():
-    base = sys.argv[1]
-    token = sys.argv[2] if len(sys.argv) > 2 else None
+    args = sys.argv[1:]
+    bindings = []
+    if args[:1] == ["--binding"]:
+        bindings = [args[1]]
+        args = args[2:]
+    base = args[0]
+    token = args[1] if len(args) > 1 else None
+    date = args[2] if len(args) > 2 else "2026-03-27"
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     report = {}
     http = httpx.AsyncClient(headers=headers, timeout=30)
-    polling = ClientFactory(ClientConfig(streaming=False, httpx_client=http))
+    polling = ClientFactory(ClientConfig(
+        streaming=False, httpx_client=http, supported_protocol_bindings=bindings))
     client = await polling.create_from_url(base)
     card = client._card
     report["card_name"] = card.name
     report["protocol_version"] = card.supported_interfaces[0].protocol_version
     report["binding"] = card.supported_interfaces[0].protocol_binding
+    report["bindings"] = [i.protocol_binding for i in card.supported_interfaces]
+    report["transport"] = type(client._transport).__name__
     report["streaming"] = card.capabilities.streaming
 
     # 1. A negotiation: the dinner.
     task = await one(client, message(1, "Dinner with Bob on Friday?", {
-        "proposed_date": sys.argv[3] if len(sys.argv) > 3 else "2026-03-27",
+        "proposed_date": date,
         "dietary": ["vegetarian"], "party_size": 2,
     }))
     tid = task.id
@@ -143,10 +154,14 @@ async def main():
     report["listed"] = sorted(t.id for t in listed.tasks)
     listed = await client.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_CANCELED))
     report["listed_canceled"] = [t.id for t in listed.tasks]
+    listed = await client.list_tasks(ListTasksRequest(context_id=other.context_id, page_size=5))
+    report["listed_context"] = [t.id for t in listed.tasks]
 
     # 5. Streaming: the SDK's streaming client.
-    streaming = ClientFactory(ClientConfig(streaming=True, httpx_client=http))
+    streaming = ClientFactory(ClientConfig(
+        streaming=True, httpx_client=http, supported_protocol_bindings=bindings))
     sclient = await streaming.create_from_url(base)
+    report["stream_transport"] = type(sclient._transport).__name__
     kinds = []
     stid = None
     async for ev in sclient.send_message(message(20, "A video call on Friday?", {"proposed_date": "2026-03-27"})):

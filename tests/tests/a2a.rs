@@ -87,6 +87,19 @@ fn bob_answers(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_a2a_sdk_negotiates_a_dinner_with_an_agent() {
+    sdk_negotiates(None).await;
+}
+
+/// The same client on the card's HTTP+JSON interface: the SDK's REST transport, every
+/// route of the binding, its errors read back as the SDK's error types.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_a2a_sdk_negotiates_a_dinner_over_http_json() {
+    sdk_negotiates(Some("HTTP+JSON")).await;
+}
+
+/// `tests/a2a/negotiate.py` against Bob's agent, on the card's first interface (JSON-RPC)
+/// or on the `binding` the client asks for.
+async fn sdk_negotiates(binding: Option<&str>) {
     let Some(python) = python() else { return };
     let dir = tmp();
     let relay = Runtime::Tokio
@@ -98,8 +111,12 @@ async fn the_official_a2a_sdk_negotiates_a_dinner_with_an_agent() {
     let (user, stop) = bob_answers(hb.clone());
     let date = next_friday(a2acp_runtime::now());
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("a2a/negotiate.py");
-    let run = tokio::process::Command::new(&python)
-        .arg(&script)
+    let mut cmd = tokio::process::Command::new(&python);
+    cmd.arg(&script);
+    if let Some(b) = binding {
+        cmd.args(["--binding", b]);
+    }
+    let run = cmd
         .arg(format!("http://{addr}"))
         .arg(TOKEN)
         .arg(&date)
@@ -122,6 +139,16 @@ async fn the_official_a2a_sdk_negotiates_a_dinner_with_an_agent() {
     eprintln!("{report:#}");
     assert_eq!(report["protocol_version"], "1.0");
     assert_eq!(report["binding"], "JSONRPC");
+    assert_eq!(
+        report["bindings"],
+        serde_json::json!(["JSONRPC", "HTTP+JSON"])
+    );
+    let transport = match binding {
+        Some(_) => "RestTransport",
+        None => "JsonRpcTransport",
+    };
+    assert_eq!(report["transport"], transport, "{report}");
+    assert_eq!(report["stream_transport"], transport, "{report}");
     assert_eq!(report["streaming"], true);
     assert!(
         report["needs"]
@@ -139,6 +166,10 @@ async fn the_official_a2a_sdk_negotiates_a_dinner_with_an_agent() {
     assert_eq!(report["unknown_task"], "TaskNotFoundError");
     assert_eq!(
         report["listed_canceled"],
+        serde_json::json!([report["cancelled_id"]])
+    );
+    assert_eq!(
+        report["listed_context"],
         serde_json::json!([report["cancelled_id"]])
     );
     assert_eq!(report["stream_kinds"][0], "task", "{report}");
@@ -174,6 +205,15 @@ async fn raw(addr: SocketAddr, req: &[u8], wait: Duration) -> String {
 fn post(body: &str, extra: &str) -> Vec<u8> {
     format!(
         "POST / HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n{extra}\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// A request of the HTTP+JSON binding.
+fn rest(method: &str, target: &str, body: &str, extra: &str) -> Vec<u8> {
+    format!(
+        "{method} {target} HTTP/1.1\r\nhost: x\r\ncontent-type: application/a2a+json\r\nconnection: close\r\ncontent-length: {}\r\n{extra}\r\n{body}",
         body.len()
     )
     .into_bytes()
@@ -223,6 +263,22 @@ async fn the_a2a_listener_withstands_hostile_clients() {
             "HTTP/1.1 413",
         ),
         ("not HTTP", b"\x16\x03\x01 hello\r\n\r\n".to_vec(), "HTTP/1.1 400"),
+        // The HTTP+JSON routes: the same door.
+        ("REST, no token", rest("GET", "/tasks/thr_x", "", ""), "HTTP/1.1 401"),
+        ("REST, wrong token", rest("GET", "/tasks", "", "authorization: Bearer nope-nope-nope-nope\r\n"), "HTTP/1.1 401"),
+        ("REST, unknown task", rest("GET", "/tasks/thr_x?historyLength=1", "", &auth), "HTTP/1.1 404"),
+        ("REST, the list", rest("GET", "/tasks?pageSize=5", "", &auth), "HTTP/1.1 200"),
+        ("REST, a bad query value", rest("GET", "/tasks?pageSize=five", "", &auth), "HTTP/1.1 400"),
+        ("REST, wrong method", rest("DELETE", "/tasks/thr_x", "", &auth), "HTTP/1.1 405"),
+        ("REST, a tenant", rest("POST", "/acme/message:send", "{}", &auth), "HTTP/1.1 404"),
+        ("REST, not JSON", rest("POST", "/message:send", "{nope", &auth), "HTTP/1.1 400"),
+        ("REST, push notifications", rest("GET", "/tasks/thr_x/pushNotificationConfigs", "", &auth), "HTTP/1.1 400"),
+        ("REST, declared too large", rest("POST", "/message:send", &big, &auth), "HTTP/1.1 413"),
+        (
+            "REST, chunked too large",
+            format!("POST /message:stream HTTP/1.1\r\nhost: x\r\nconnection: close\r\ntransfer-encoding: chunked\r\n{auth}\r\n1388\r\n{big}\r\n0\r\n\r\n").into_bytes(),
+            "HTTP/1.1 413",
+        ),
     ];
     for (what, req, want) in cases {
         let r = raw(addr, &req, long).await;
@@ -237,6 +293,48 @@ async fn the_a2a_listener_withstands_hostile_clients() {
     )
     .await;
     assert!(r.contains("-32009"), "version: {r}");
+    // HTTP+JSON errors: a google.rpc.Status with the A2A reason, the parameter named.
+    let body = |r: &str| -> serde_json::Value {
+        serde_json::from_str(r.split_once("\r\n\r\n").map_or("", |x| x.1)).unwrap_or_default()
+    };
+    let r = raw(addr, &rest("GET", "/tasks/thr_x", "", &auth), long).await;
+    assert!(r.contains("content-type: application/a2a+json"), "{r}");
+    let e = &body(&r)["error"];
+    assert_eq!(e["code"], 404, "{r}");
+    assert_eq!(e["details"][0]["reason"], "TASK_NOT_FOUND", "{r}");
+    let r = raw(addr, &rest("GET", "/tasks?pageSize=five", "", &auth), long).await;
+    let e = &body(&r)["error"];
+    assert_eq!(e["details"][0]["reason"], "INVALID_PARAMS", "{r}");
+    assert!(
+        e["message"].as_str().unwrap().starts_with("pageSize: "),
+        "{r}"
+    );
+    let r = raw(addr, &rest("GET", "/tasks?pageSize=500", "", &auth), long).await;
+    assert!(r.starts_with("HTTP/1.1 400"), "{r}");
+    assert!(
+        body(&r)["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("pageSize: "),
+        "{r}"
+    );
+    let r = raw(addr, &rest("DELETE", "/tasks/thr_x", "", &auth), long).await;
+    assert!(r.contains("allow: GET\r\n"), "{r}");
+    let r = raw(addr, &rest("GET", "/tasks", "", ""), long).await;
+    assert!(r.contains("www-authenticate: Bearer"), "{r}");
+    assert_eq!(body(&r)["error"]["status"], "UNAUTHENTICATED", "{r}");
+    let r = raw(
+        addr,
+        &rest("GET", "/tasks", "", &format!("{auth}a2a-version: 0.3\r\n")),
+        long,
+    )
+    .await;
+    assert!(r.starts_with("HTTP/1.1 400"), "{r}");
+    assert_eq!(
+        body(&r)["error"]["details"][0]["reason"],
+        "VERSION_NOT_SUPPORTED",
+        "{r}"
+    );
 
     // Slowloris: a head that never ends is cut at the header deadline.
     let t = Instant::now();
@@ -253,6 +351,14 @@ async fn the_a2a_listener_withstands_hostile_clients() {
     );
     let r = raw(addr, head.as_bytes(), long).await;
     assert!(r.starts_with("HTTP/1.1 408"), "{r}");
+    assert!(t.elapsed() < Duration::from_secs(3));
+    let t = Instant::now();
+    let head = format!(
+        "POST /message:send HTTP/1.1\r\nhost: x\r\n{auth}connection: close\r\ncontent-length: 100\r\n\r\n{{"
+    );
+    let r = raw(addr, head.as_bytes(), long).await;
+    assert!(r.starts_with("HTTP/1.1 408"), "{r}");
+    assert!(r.contains("DEADLINE_EXCEEDED"), "{r}");
     assert!(t.elapsed() < Duration::from_secs(3));
 
     // One open stream per client here: a second is refused while the first is open.
@@ -271,6 +377,11 @@ async fn the_a2a_listener_withstands_hostile_clients() {
     let r = raw(addr, &post(m.replace("s1", "s2").as_str(), &auth), long).await;
     assert!(r.starts_with("HTTP/1.1 429"), "{r}");
     assert!(r.contains("-32004"), "{r}");
+    // The cap counts the client's streams of both bindings.
+    let m_rest = r#"{"message":{"messageId":"s4","role":"ROLE_USER","parts":[{"text":"Coffee on Friday?"}]}}"#;
+    let r = raw(addr, &rest("POST", "/message:stream", m_rest, &auth), long).await;
+    assert!(r.starts_with("HTTP/1.1 429"), "{r}");
+    assert!(r.contains("UNSUPPORTED_OPERATION"), "{r}");
     // Closing the first gives its place back.
     drop(first);
     let r = eventually(5, "the stream's place given back", || {

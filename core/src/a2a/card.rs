@@ -1,9 +1,10 @@
 //! The A2A v1.0 agent card (`/.well-known/agent-card.json`, seed 003 "Agent Cards"): who
-//! the agent is, where its JSON-RPC interface is, what it can do, how a client
+//! the agent is, where its JSON-RPC and HTTP+JSON interfaces are, what it can do, how a client
 //! authenticates. SPEC-NOTES "The A2A v1.0 bridge (seed 003, §18)".
 
 use serde_json::{json, Value};
 
+use crate::a2a::rest;
 use crate::a2a::task::PROTOCOL_VERSION;
 use crate::address::Address;
 
@@ -12,7 +13,8 @@ use crate::address::Address;
 pub struct CardInfo {
     /// The agent's a2acp address.
     pub address: Address,
-    /// The JSON-RPC endpoint's absolute URL (`http://127.0.0.1:7410/`).
+    /// The JSON-RPC endpoint's absolute URL (`http://127.0.0.1:7410/`), also the base of
+    /// the HTTP+JSON routes (`…/message:send`, `…/tasks/{id}`).
     pub url: String,
     /// Whether a bearer token is required (declared as the `bearer` HTTP scheme).
     pub bearer: bool,
@@ -20,8 +22,9 @@ pub struct CardInfo {
     pub version: String,
 }
 
-/// The card, in the A2A v1.0 JSON form (`supportedInterfaces` with `protocolBinding`
-/// `JSONRPC` and `protocolVersion` `1.0`; streaming on, push notifications off; one skill
+/// The card, in the A2A v1.0 JSON form (`supportedInterfaces`: `JSONRPC`, then
+/// `HTTP+JSON` at the same URL, both `protocolVersion` `1.0` — a client preferring the
+/// card's order takes JSON-RPC; streaming on, push notifications off; one skill
 /// per kind of negotiation the deterministic negotiator knows).
 pub fn card(info: &CardInfo) -> Value {
     let mut card = json!({
@@ -30,6 +33,10 @@ pub fn card(info: &CardInfo) -> Value {
         "supportedInterfaces": [{
             "url": info.url,
             "protocolBinding": "JSONRPC",
+            "protocolVersion": PROTOCOL_VERSION,
+        }, {
+            "url": info.url,
+            "protocolBinding": rest::PROTOCOL_BINDING,
             "protocolVersion": PROTOCOL_VERSION,
         }],
         "version": info.version,
