@@ -21,16 +21,11 @@ use a2acp_runtime::a2a::{self as common, A2aCall, A2aLimits, A2aOptions};
 use a2acp_runtime::daemon::Ctl;
 use futures_util::StreamExt;
 use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Full, Limited, StreamBody};
+use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::{Bytes, Frame, Incoming};
-use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, HOST};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
+use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, HOST};
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
-use tracing::debug;
 
 type Body = UnsyncBoxBody<Bytes, Infallible>;
 
@@ -115,43 +110,16 @@ pub async fn serve(
         local,
         streams: Mutex::new(BTreeMap::new()),
     });
-    let room = Arc::new(Semaphore::new(opts.limits.max_connections));
-    loop {
-        let Ok(permit) = room.clone().acquire_owned().await else {
-            return;
-        };
-        let (sock, peer) = match listener.accept().await {
-            Ok(x) => x,
-            Err(e) => {
-                debug!("a2a accept: {e}");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        if state.ctl.is_disconnected() {
-            return;
-        }
-        let _ = sock.set_nodelay(true);
+    let door = crate::http_door::Door {
+        name: "a2a",
+        max_connections: opts.limits.max_connections,
+        header_timeout: opts.limits.header_timeout,
+    };
+    let open = {
         let state = state.clone();
-        tokio::spawn(async move {
-            let svc = service_fn(move |req| {
-                let state = state.clone();
-                async move { Ok::<_, Infallible>(handle(state, req).await) }
-            });
-            let conn = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(state_header_timeout(&opts.limits))
-                .serve_connection(TokioIo::new(sock), svc);
-            if let Err(e) = conn.await {
-                debug!(%peer, "a2a connection: {e}");
-            }
-            drop(permit);
-        });
-    }
-}
-
-fn state_header_timeout(l: &A2aLimits) -> std::time::Duration {
-    l.header_timeout
+        move || !state.ctl.is_disconnected()
+    };
+    crate::http_door::serve(listener, door, open, move |req| handle(state.clone(), req)).await;
 }
 
 fn full(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response<Body> {
@@ -193,23 +161,11 @@ fn base_url(state: &State, req: &Request<Incoming>) -> String {
 
 /// Reads a request's body within the body deadline and the cap.
 async fn read_body(state: &State, req: Request<Incoming>) -> Result<Bytes, StatusCode> {
-    let declared = req
-        .headers()
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > state.limits.max_body as u64) {
-        return Err(StatusCode::PAYLOAD_TOO_LARGE);
-    }
-    let body = Limited::new(req.into_body(), state.limits.max_body);
-    match tokio::time::timeout(state.limits.body_timeout, body.collect()).await {
-        Err(_) => Err(StatusCode::REQUEST_TIMEOUT),
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
-            Err(StatusCode::PAYLOAD_TOO_LARGE)
-        }
-        Ok(Err(_)) => Err(StatusCode::BAD_REQUEST),
-        Ok(Ok(c)) => Ok(c.to_bytes()),
-    }
+    let (parts, body) = req.into_parts();
+    let l = &state.limits;
+    crate::http_door::read_body(&parts.headers, body, l.max_body, l.body_timeout)
+        .await
+        .map_err(|e| e.status())
 }
 
 /// `POST /a2a/messages`: one Phase-1 message (seed 001), acknowledged within its type's

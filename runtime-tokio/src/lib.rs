@@ -14,6 +14,7 @@ pub mod agent;
 pub mod bench;
 pub mod bench_attack;
 pub mod demo;
+mod http_door;
 pub mod mcp;
 pub mod mcp_http;
 pub mod relay;

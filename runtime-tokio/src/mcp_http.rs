@@ -32,19 +32,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
-use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, WWW_AUTHENTICATE};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
+use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, SessionConfig};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 use tower_service::Service;
-use tracing::debug;
 
 use crate::mcp::{Bridge, McpOptions};
 
@@ -158,37 +153,21 @@ pub async fn serve(listener: TcpListener, options: McpHttpOptions) {
         mcp,
         opening: tokio::sync::Mutex::new(()),
     });
-    let room = Arc::new(Semaphore::new(options.limits.max_connections));
-    loop {
-        let Ok(permit) = room.clone().acquire_owned().await else {
-            return;
-        };
-        let (sock, peer) = match listener.accept().await {
-            Ok(x) => x,
-            Err(e) => {
-                debug!("mcp accept: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let _ = sock.set_nodelay(true);
-        let door = door.clone();
-        tokio::spawn(async move {
-            let header_timeout = door.limits.header_timeout;
-            let svc = service_fn(move |req| {
-                let door = door.clone();
-                async move { Ok::<_, Infallible>(door.handle(req).await) }
-            });
-            let conn = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(header_timeout)
-                .serve_connection(TokioIo::new(sock), svc);
-            if let Err(e) = conn.await {
-                debug!(%peer, "mcp connection: {e}");
-            }
-            drop(permit);
-        });
-    }
+    let gate = crate::http_door::Door {
+        name: "mcp",
+        max_connections: options.limits.max_connections,
+        header_timeout: options.limits.header_timeout,
+    };
+    crate::http_door::serve(
+        listener,
+        gate,
+        || true,
+        move |req| {
+            let door = door.clone();
+            async move { door.handle(req).await }
+        },
+    )
+    .await;
 }
 
 fn plain(status: StatusCode, text: &str) -> Response<Body> {
@@ -216,10 +195,14 @@ impl Door {
         let opens_session =
             req.method() == Method::POST && !req.headers().contains_key(SESSION_HEADER);
         let (parts, body) = req.into_parts();
-        let body = match self.read_body(&parts, body).await {
-            Ok(b) => b,
-            Err(r) => return r,
-        };
+        let l = &self.limits;
+        let body =
+            match crate::http_door::read_body(&parts.headers, body, l.max_body, l.body_timeout)
+                .await
+            {
+                Ok(b) => b,
+                Err(e) => return plain(e.status(), &e.to_string()),
+            };
         let req = Request::from_parts(parts, Full::new(body));
         let mut mcp = self.mcp.clone();
         if !opens_session {
@@ -238,38 +221,6 @@ impl Door {
         match mcp.call(req).await {
             Ok(r) => r,
             Err(never) => match never {},
-        }
-    }
-
-    /// The whole body within the deadline and under the cap.
-    async fn read_body(
-        &self,
-        parts: &hyper::http::request::Parts,
-        body: Incoming,
-    ) -> Result<Bytes, Response<Body>> {
-        let too_large = || {
-            plain(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                &format!("the body is over {} bytes", self.limits.max_body),
-            )
-        };
-        let declared = parts
-            .headers
-            .get(CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        if declared.is_some_and(|n| n > self.limits.max_body as u64) {
-            return Err(too_large());
-        }
-        let limited = Limited::new(body, self.limits.max_body);
-        match tokio::time::timeout(self.limits.body_timeout, limited.collect()).await {
-            Err(_) => Err(plain(
-                StatusCode::REQUEST_TIMEOUT,
-                "the body did not arrive in time",
-            )),
-            Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-            Ok(Err(e)) => Err(plain(StatusCode::BAD_REQUEST, &format!("the body: {e}"))),
-            Ok(Ok(c)) => Ok(c.to_bytes()),
         }
     }
 }
