@@ -153,6 +153,11 @@ pub struct AgentFile {
     /// Relationship overrides by address (§7.2).
     #[serde(default)]
     pub overrides: BTreeMap<String, RelationshipOverride>,
+    /// A2A agent cards by a2acp address (§18): a thread to one of these addresses that
+    /// the relay does not know goes on with the A2A agent whose card (or base URL) is
+    /// given (`"agent:chez@example.org" = "https://chez.example/"`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub a2a_cards: BTreeMap<String, String>,
     /// Limits.
     #[serde(default)]
     pub limits: LimitsFile,
@@ -174,6 +179,7 @@ impl AgentFile {
             profile,
             permissions: PermissionTiers::onboarding_defaults(),
             overrides: BTreeMap::new(),
+            a2a_cards: BTreeMap::new(),
             limits: LimitsFile::default(),
             actions: BTreeMap::new(),
         }
@@ -253,6 +259,13 @@ impl AgentFile {
             let a =
                 Address::parse(addr).map_err(|e| invalid(format!("override for `{addr}`: {e}")))?;
             c.overrides.insert(a, o.clone());
+        }
+        for (addr, url) in &self.a2a_cards {
+            let a =
+                Address::parse(addr).map_err(|e| invalid(format!("a2a_cards: `{addr}`: {e}")))?;
+            let card = a2acp_core::a2a::client::card_url(url)
+                .map_err(|e| invalid(format!("a2a_cards: `{addr}` = `{url}`: {e}")))?;
+            c.a2a_cards.insert(a, card);
         }
         c.limits = self.limits.apply(Limits::default());
         Ok(c)
@@ -428,6 +441,36 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("c.toml"), "{e}");
+    }
+
+    #[test]
+    fn a2a_cards_are_read_checked_and_made_card_urls() {
+        let base = "address = \"agent:bob@localhost\"\nrelay = \"ws://localhost:7447\"\n";
+        let f = AgentFile::parse(
+            &format!("{base}[a2a_cards]\n\"agent:chez@localhost\" = \"https://chez.example/\"\n"),
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        let c = f.agent_config(Path::new("c.toml")).unwrap();
+        let chez = Address::parse("agent:chez@localhost").unwrap();
+        assert_eq!(
+            c.a2a_cards[&chez],
+            "https://chez.example/.well-known/agent-card.json"
+        );
+        let g = AgentFile::parse(&f.to_toml(), Path::new("c.toml")).unwrap();
+        assert_eq!(f, g, "written back as read");
+        for (bad, says) in [
+            ("\"chez\" = \"https://chez.example/\"", "`chez`"),
+            (
+                "\"agent:chez@localhost\" = \"ftp://chez.example/\"",
+                "ftp://",
+            ),
+        ] {
+            let e = AgentFile::parse(&format!("{base}[a2a_cards]\n{bad}\n"), Path::new("c.toml"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("a2a_cards") && e.contains(says), "{e}");
+        }
     }
 
     #[test]

@@ -477,6 +477,15 @@ impl Driver {
         }
     }
 
+    /// The thread `id` goes on as (its recipient had no a2acp agent; §18) and that
+    /// thread's peer.
+    fn continued(&self, id: &str) -> Option<(String, String)> {
+        let agent = self.host.agent();
+        let next = agent.thread(id)?.continued_as.clone()?;
+        let peer = agent.thread(&next)?.peer.to_string();
+        Some((next, peer))
+    }
+
     /// Answers the `start_thread` requests whose first packet the relay accepted or
     /// refused, or whose wait is over ([`FIRST_PACKET_WAIT`]).
     fn answer_starting(&mut self) {
@@ -505,26 +514,36 @@ impl Driver {
                     "thread_id": id,
                     "relay": "accepted",
                 }))),
-                Some(FirstPacket::Refused(code)) => {
-                    let peer = self
-                        .host
-                        .agent()
-                        .thread(id)
-                        .map(|t| t.peer.to_string())
-                        .unwrap_or_default();
-                    Some(Response {
-                        ok: false,
-                        error: Some(format!(
-                            "thread {id} declined: the relay refused the recipient ({}): no agent is registered as {peer}",
-                            code.as_str()
-                        )),
-                        data: serde_json::json!({
-                            "thread_id": id,
-                            "relay": "refused",
-                            "code": code.as_str(),
-                        }),
-                    })
-                }
+                Some(FirstPacket::Refused(code)) => Some(match self.continued(id) {
+                    Some((next, peer)) => Response::ok(serde_json::json!({
+                        "thread_id": next,
+                        "a2a": true,
+                        "peer": peer,
+                        "declined": id,
+                        "relay": "refused",
+                        "code": code.as_str(),
+                    })),
+                    None => {
+                        let peer = self
+                            .host
+                            .agent()
+                            .thread(id)
+                            .map(|t| t.peer.to_string())
+                            .unwrap_or_default();
+                        Response {
+                            ok: false,
+                            error: Some(format!(
+                                "thread {id} declined: the relay refused the recipient ({}): no agent is registered as {peer}",
+                                code.as_str()
+                            )),
+                            data: serde_json::json!({
+                                "thread_id": id,
+                                "relay": "refused",
+                                "code": code.as_str(),
+                            }),
+                        }
+                    }
+                }),
                 Some(FirstPacket::Waiting) if now < *deadline => None,
                 Some(FirstPacket::Waiting) => Some(Response::ok(serde_json::json!({
                     "thread_id": id,

@@ -642,6 +642,11 @@ async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
                     }
                     let id = r.data["thread_id"].as_str().unwrap_or("?");
                     match r.data["relay"].as_str() {
+                        _ if r.data["declined"].is_string() => format!(
+                            "no agent is registered at the relay as your recipient: thread {} is declined and goes on as thread {id} with its A2A agent {} (your config's a2a_cards; follow it with `a2acp threads`)",
+                            r.data["declined"].as_str().unwrap_or("?"),
+                            r.data["peer"].as_str().unwrap_or("?")
+                        ),
                         _ if r.data["a2a"] == true => format!(
                             "thread {id} started with the A2A agent {}: your agent reads its card and drives the task (follow it with `a2acp threads`)",
                             r.data["peer"].as_str().unwrap_or("?")

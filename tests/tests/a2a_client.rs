@@ -341,6 +341,66 @@ async fn cancelling_a_thread_cancels_the_a2a_sdk_task() {
     drop(server);
 }
 
+/// §18 graceful degradation over real sockets: Alice's config names the a2a-sdk
+/// restaurant's card for `agent:chez@localhost`, which no a2acp agent holds. Her thread
+/// to that address is refused by the relay and declined; the same intent and context go
+/// on to the restaurant in a new thread, which she completes as any other: her consent,
+/// its proposal, her confirmation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recipient_without_an_a2acp_agent_is_reached_through_its_a2a_card() {
+    let Some(python) = python() else { return };
+    let Restaurant {
+        _dir,
+        _relay,
+        alice: ha,
+        log,
+        server,
+        base,
+    } = Restaurant::new(&python).await;
+    edit_config(&ha, |f| {
+        f.a2a_cards
+            .insert("agent:chez@localhost".into(), base.clone());
+    });
+    let alice = Runtime::Tokio.agent(&ha, "alice", None);
+    wait_online(&alice).await;
+    let r = ctl(
+        &ha,
+        start(
+            "agent:chez@localhost",
+            json!({ "proposed_date": "2026-11-27" }),
+        ),
+    )
+    .await;
+    assert!(r.ok, "{r:?}");
+    assert_eq!(r.data["code"], "unknown_recipient", "{r:?}");
+    assert_eq!(r.data["a2a"], true, "{r:?}");
+    assert!(r.data["peer"].as_str().unwrap().ends_with("@a2a.invalid"));
+    let first = r.data["declined"].as_str().unwrap().to_string();
+    let id = r.data["thread_id"].as_str().unwrap().to_string();
+    assert_ne!(id, first, "a new thread goes on");
+    wait_thread_state(&ha, &first, "DECLINED", 30).await;
+
+    let p = prompt_of(&ha, "Consent").await;
+    assert_eq!(p["thread_id"], id.as_str());
+    answer(&ha, p["id"].as_u64().unwrap(), &["share-all"]).await;
+    let p = prompt_of(&ha, "Resolution").await;
+    assert_eq!(p["thread_id"], id.as_str());
+    answer(&ha, p["id"].as_u64().unwrap(), &["confirm"]).await;
+    wait_thread_state(&ha, &id, "COMPLETED", 30).await;
+
+    let n = ctl(&ha, Request::Notifications { all: true }).await;
+    let told = n.data.to_string();
+    assert!(
+        told.contains("No agent is registered as agent:chez@localhost") && told.contains(&base),
+        "{told}"
+    );
+    let received = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(received.lines().count(), 2, "{received}");
+    assert!(received.contains("Dinner for two on Friday"), "{received}");
+    alice.stop().await;
+    drop(server);
+}
+
 /// A hostile A2A agent on raw sockets: `/huge/` serves a card over the cap, `/hang/` a
 /// good card whose JSON-RPC answer never finishes, `/bad/` a task that is not one.
 async fn hostile_agent() -> String {

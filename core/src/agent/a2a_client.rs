@@ -68,14 +68,20 @@ pub enum A2aOutcome {
 impl Agent {
     /// `thread start --to https://…`: a thread with the A2A agent whose card is at `to`
     /// (a card URL, or a base URL). Its first packet is queued for the remote agent; the
-    /// card is read first ([`Agent::take_a2a_calls`]).
-    pub(super) fn open_a2a_thread(&mut self, to: String, intent: Intent, context: Context) {
+    /// card is read first ([`Agent::take_a2a_calls`]). The new thread's id, unless `to`
+    /// was refused (the user is told why).
+    pub(super) fn open_a2a_thread(
+        &mut self,
+        to: String,
+        intent: Intent,
+        context: Context,
+    ) -> Option<String> {
         let url = match client::card_url(&to) {
             Ok(u) => u,
             Err(e) => {
                 self.shared
                     .notify(None, NotifyKind::Info, format!("No thread started: {e}."));
-                return;
+                return None;
             }
         };
         let peer = match client::peer_address(&url) {
@@ -83,7 +89,7 @@ impl Agent {
             Err(e) => {
                 self.shared
                     .notify(None, NotifyKind::Info, format!("No thread started: {e}."));
-                return;
+                return None;
             }
         };
         if self.shared.settings.blocked.contains(&peer) {
@@ -92,7 +98,7 @@ impl Agent {
                 NotifyKind::Info,
                 format!("{peer} ({url}) is blocked; unblock it first."),
             );
-            return;
+            return None;
         }
         let id = self.create_thread(&peer, intent, context, None);
         let context_id = self.shared.meta.rng.id("ctx_", 16);
@@ -101,6 +107,7 @@ impl Agent {
             t.a2a_context = Some(context_id);
         }
         self.in_thread(&id, |step| step.send_first_packet());
+        Some(id)
     }
 
     /// The calls due now for threads with a remote A2A agent, marked as out (one per

@@ -19,7 +19,9 @@ impl Agent {
                 to,
                 intent,
                 context,
-            } => self.open_a2a_thread(to, intent, context),
+            } => {
+                self.open_a2a_thread(to, intent, context);
+            }
             Command::StartGroupThread {
                 participants,
                 intent,

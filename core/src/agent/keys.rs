@@ -87,7 +87,7 @@ impl Agent {
                         ),
                     );
                 } else {
-                    self.in_thread(&id, |step| step.recipient_unknown(&address));
+                    self.recipient_unknown(&id, &address);
                 }
             }
             return;

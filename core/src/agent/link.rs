@@ -375,7 +375,7 @@ impl Agent {
                         .is_some_and(|t| t.state == ThreadState::Initiated && t.initiator);
                     if code == E::UnknownRecipient && first {
                         let to = o.env.to.clone();
-                        self.in_thread(&o.thread_id, |step| step.recipient_unknown(&to));
+                        self.recipient_unknown(&o.thread_id, &to);
                         return;
                     }
                     self.shared.notify(
@@ -390,10 +390,39 @@ impl Agent {
     }
 }
 
+impl Agent {
+    /// The relay knows no agent at `address`, to which this user started thread `id`:
+    /// the thread is declined. When the configuration names an A2A agent card for that
+    /// address (`a2a_cards`, §18 graceful degradation), the same intent and context go
+    /// on to that A2A agent in a new thread (a group's leg does not: a group's
+    /// participants are a2acp agents).
+    pub(super) fn recipient_unknown(&mut self, id: &str, address: &Address) {
+        let fallback = self
+            .threads
+            .get(id)
+            .filter(|t| !t.state.is_terminal() && t.initiator && t.group.is_none())
+            .and_then(|t| {
+                let url = self.shared.config.a2a_cards.get(address)?;
+                Some((url.clone(), t.intent.clone(), t.local.clone()))
+            });
+        let Some((url, intent, context)) = fallback else {
+            self.in_thread(id, |step| step.recipient_unknown(address, None));
+            return;
+        };
+        self.in_thread(id, |step| step.recipient_unknown(address, Some(&url)));
+        let next = self.open_a2a_thread(url, intent, context);
+        if let Some(t) = self.threads.get_mut(id) {
+            t.continued_as = next;
+            self.shared.dirty.threads.insert(id.to_string());
+        }
+    }
+}
+
 impl ThreadStep<'_> {
     /// The relay does not know the recipient of thread `id`: the thread is declined and
-    /// the user told, with the thread (SPEC-NOTES "Failure handling", unknown recipient).
-    pub(super) fn recipient_unknown(&mut self, address: &Address) {
+    /// the user told, with the thread (SPEC-NOTES "Failure handling", unknown recipient),
+    /// and with where it goes on if it goes on with an A2A agent (`a2a_card`).
+    pub(super) fn recipient_unknown(&mut self, address: &Address, a2a_card: Option<&str>) {
         let id = self.id;
         use crate::link::ErrorCode;
         let t = &mut *self.t;
@@ -404,11 +433,15 @@ impl ThreadStep<'_> {
         let about = format!("{}: “{}”", t.intent.category, t.intent.summary);
         self.mark_changed();
         self.set_state(ThreadState::Declined, "recipient unknown to the relay");
-        self.notify(NotifyKind::Declined,
-            format!(
+        let text = match a2a_card {
+            Some(url) => format!(
+                "No agent is registered as {address}: thread {id} ({about}) is declined and goes on in a new thread with its A2A agent at {url}."
+            ),
+            None => format!(
                 "No agent is registered as {address}: thread {id} ({about}) is declined. Check the address (agent:NAME@RELAY-DOMAIN)."
             ),
-        );
+        };
+        self.notify(NotifyKind::Declined, text);
     }
 
     /// Seals a packet for its thread and queues it in the outbox (sending it if online).

@@ -193,6 +193,12 @@ pub struct AgentConfig {
     /// earlier threads): used to fill gaps before asking (§5.2). Never sent.
     #[serde(default)]
     pub contacts: BTreeMap<Address, Context>,
+    /// A2A agent cards (their URLs) of addresses that may have no a2acp agent (§18
+    /// graceful degradation): a thread started to one of them that the relay does not
+    /// know continues, with the same intent and context, as a thread with the A2A agent
+    /// at that URL.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub a2a_cards: BTreeMap<Address, String>,
     /// Decide with the LLM ([`Output::CallLlm`]) instead of the deterministic negotiator.
     pub use_llm: bool,
     /// Limits and timeouts.
@@ -212,6 +218,7 @@ impl AgentConfig {
             permissions: PermissionTiers::onboarding_defaults(),
             overrides: BTreeMap::new(),
             contacts: BTreeMap::new(),
+            a2a_cards: BTreeMap::new(),
             use_llm: false,
             limits: Limits::default(),
         }

@@ -759,6 +759,7 @@ pub(super) fn blank_thread(
         peer_response_ms: Vec::new(),
         a2a_context: None,
         a2a_remote: None,
+        continued_as: None,
         scope_intent: None,
         sibling_holds: Vec::new(),
     }

@@ -1636,6 +1636,73 @@ fn a_thread_to_an_unknown_address_is_declined_with_a_notification() {
     );
 }
 
+/// §18 graceful degradation: Alice's config names an A2A agent card for an address no
+/// a2acp agent holds. Her thread to it is declined when the relay says so, and the same
+/// intent and context go on in a new thread with that A2A agent (its card read first);
+/// the user is told both. Without the entry (the test above) nothing goes on.
+#[test]
+fn a_thread_to_an_unknown_address_with_an_a2a_card_goes_on_with_that_agent() {
+    let mut net = Net::new("a2acp.io", start(), [7; 32]);
+    let chez = Address::new("chez", "a2acp.io").unwrap();
+    let mut alice = dinner::alice("a2acp.io");
+    alice.a2a_cards.insert(
+        chez.clone(),
+        "https://chez.example/.well-known/agent-card.json".into(),
+    );
+    let a = net.add_agent(alice, [1; 32], [11; 32]);
+    net.connect(a);
+    net.settle();
+    net.command(
+        a,
+        Command::StartThread {
+            to: chez.clone(),
+            intent: dinner_intent("normal"),
+            context: dinner::context(),
+        },
+    );
+    let first = net.nodes[a].agent.threads().keys().last().cloned().unwrap();
+    net.settle();
+    assert_eq!(state(&net, a, &first), ThreadState::Declined);
+    let threads: Vec<Thread> = net.nodes[a]
+        .agent
+        .threads()
+        .values()
+        .filter(|t| t.id != first)
+        .cloned()
+        .collect();
+    assert_eq!(threads.len(), 1, "one new thread");
+    let t = &threads[0];
+    let remote = t.a2a_remote.as_ref().expect("a thread with an A2A agent");
+    assert_eq!(
+        remote.card_url,
+        "https://chez.example/.well-known/agent-card.json"
+    );
+    assert!(t.peer.is_a2a(), "{}", t.peer);
+    assert_eq!(t.intent, dinner_intent("normal"));
+    assert_eq!(t.local, dinner::context());
+    assert_eq!(
+        net.nodes[a].agent.thread(&first).unwrap().continued_as,
+        Some(t.id.clone()),
+        "the declined thread says where it goes on"
+    );
+    let n = net.nodes[a]
+        .notifications
+        .iter()
+        .find(|n| n.kind == NotifyKind::Declined)
+        .expect("declined notification");
+    assert_eq!(n.thread_id.as_deref(), Some(first.as_str()));
+    assert!(
+        n.text.contains("agent:chez@a2acp.io") && n.text.contains("https://chez.example/"),
+        "{}",
+        n.text
+    );
+    let now = net.now;
+    let calls = net.nodes[a].agent.take_a2a_calls(now);
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].kind, crate::agent::a2a_client::A2aCallKind::Card);
+    assert_eq!(calls[0].thread_id, t.id.clone());
+}
+
 // ----- a crash between two records of one step (swarm seed 133) -----
 
 /// Runs `step` on agent `i` while it is offline, then, for every prefix of the records

@@ -517,6 +517,10 @@ pub struct Thread {
     /// drives (SPEC-NOTES "The A2A v1.0 bridge: the client direction").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub a2a_remote: Option<crate::a2a::client::RemoteTask>,
+    /// The thread this one goes on as: its recipient had no a2acp agent, and the A2A
+    /// agent the configuration names for that address (`a2a_cards`, §18) took it up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continued_as: Option<String>,
     /// The intent the thread had before its first intent update (§6.5): what sharing
     /// was agreed under. A field the new intent would share without asking but this one
     /// would not is asked first in this thread (SPEC-NOTES "Drift and forks").
