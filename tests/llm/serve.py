@@ -107,6 +107,10 @@ def default_model():
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # The head and the body leave in two writes: with Nagle's algorithm the body would
+    # wait for the client's delayed ACK of the head (~40 ms on a kept-alive connection),
+    # a stall of this server's, not of the client it serves.
+    disable_nagle_algorithm = True
     llm = None
     lock = threading.Lock()
 
