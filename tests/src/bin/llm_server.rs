@@ -52,6 +52,9 @@ fn main() {
 }
 
 fn serve(mut conn: TcpStream, stats: &Stats, secret: &str) -> std::io::Result<()> {
+    // The head and the body go in two writes: without this the body would wait for the
+    // client's delayed ACK of the head on a kept-alive connection.
+    conn.set_nodelay(true)?;
     let mut reader = BufReader::new(conn.try_clone()?);
     let mut first = String::new();
     reader.read_line(&mut first)?;
