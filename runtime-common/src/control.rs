@@ -554,6 +554,10 @@ pub struct ThreadSummary {
     /// its children carry the negotiation on. Empty for a thread not split.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub split_into: Vec<String>,
+    /// The thread this one goes on as: its recipient had no a2acp agent and the A2A agent
+    /// the config names for that address took it up (§18, `a2a_cards`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continued_as: Option<String>,
 }
 
 impl ThreadSummary {
@@ -751,10 +755,10 @@ pub fn render_threads(ts: &[ThreadSummary]) -> String {
                 )
             })
             .unwrap_or_default();
-        let split = if t.split_into.is_empty() {
-            String::new()
-        } else {
-            format!(" — split into {}", t.split_into.join(", "))
+        let split = match (&t.continued_as, t.split_into.is_empty()) {
+            (Some(next), _) => format!(" — goes on as {next} (A2A)"),
+            (None, true) => String::new(),
+            (None, false) => format!(" — split into {}", t.split_into.join(", ")),
         };
         s += &format!(
             "{:<22} {:<12} {:<26} {:>3} {:<8} {}: {}{group}{split}\n",
@@ -779,6 +783,11 @@ pub fn render_thread(t: &ThreadDetail) -> String {
         out += &format!(
             "  split into     {} (it takes no further part; they carry it on)\n",
             s.split_into.join(", ")
+        );
+    }
+    if let Some(next) = &s.continued_as {
+        out += &format!(
+            "  goes on as     {next} (no a2acp agent holds the address: its A2A agent took it up)\n"
         );
     }
     let row = |out: &mut String, k: &str, v: &str| *out += &format!("  {k:<14} {v}\n");
@@ -1183,6 +1192,7 @@ mod tests {
                 packets: 1,
                 group: None,
                 split_into: Vec::new(),
+                continued_as: None,
             },
             version: Some("0.2".into()),
             shared,
@@ -1241,6 +1251,7 @@ mod tests {
             packets: 2,
             group: None,
             split_into: vec!["thr_dinner".into(), "thr_games".into()],
+            continued_as: None,
         };
         let v = serde_json::to_value(&parent).unwrap();
         assert_eq!(v["state"], "NEGOTIATING");
@@ -1263,5 +1274,21 @@ mod tests {
         assert!(row.ends_with("— split into thr_dinner, thr_games"), "{row}");
         let games = list.lines().find(|l| l.starts_with("thr_games")).unwrap();
         assert!(games.contains(" NEGOTIATING "), "{games}");
+
+        // A thread whose recipient had no a2acp agent says where it goes on (§18).
+        let declined = ThreadSummary {
+            id: "thr_first".into(),
+            state: "DECLINED".into(),
+            split_into: Vec::new(),
+            continued_as: Some("thr_next".into()),
+            ..parent
+        };
+        assert_eq!(
+            serde_json::to_value(&declined).unwrap()["continued_as"],
+            "thr_next"
+        );
+        let list = render_threads(&[declined]);
+        assert!(list.contains(" DECLINED "), "{list}");
+        assert!(list.ends_with("— goes on as thr_next (A2A)"), "{list}");
     }
 }

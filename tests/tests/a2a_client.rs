@@ -379,6 +379,16 @@ async fn a_recipient_without_an_a2acp_agent_is_reached_through_its_a2a_card() {
     let id = r.data["thread_id"].as_str().unwrap().to_string();
     assert_ne!(id, first, "a new thread goes on");
     wait_thread_state(&ha, &first, "DECLINED", 30).await;
+    let rows = ctl(&ha, Request::Threads).await;
+    let row = rows
+        .data
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == first.as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(row["continued_as"], id.as_str(), "{row}");
 
     let p = prompt_of(&ha, "Consent").await;
     assert_eq!(p["thread_id"], id.as_str());

@@ -134,6 +134,7 @@ impl AgentHost {
                 .to_string(),
             packets: legs.iter().map(|t| t.history.len()).sum(),
             split_into: Vec::new(),
+            continued_as: None,
             group: Some(group_ref(&g.header)),
         }
     }

@@ -215,5 +215,6 @@ pub(super) fn thread_summary(t: &a2acp_core::agent::Thread) -> ThreadSummary {
         packets: t.history.len(),
         group: t.group.as_ref().map(|l| group_ref(&l.header)),
         split_into: t.forked_into.clone(),
+        continued_as: t.continued_as.clone(),
     }
 }
