@@ -41,14 +41,7 @@ impl A2aClient {
     /// A client with the limits above, each call cut at `call_timeout` (https through
     /// rustls with the web PKI roots).
     pub fn with_timeout(call_timeout: Duration) -> Self {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_connect(Some(CONNECT_TIMEOUT.min(call_timeout)))
-            .timeout_global(Some(call_timeout))
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .user_agent(concat!("a2acp/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .into();
+        let agent = peer_agent(Some(call_timeout));
         let (tx, rx) = flume::unbounded();
         A2aClient {
             agent,
@@ -113,14 +106,35 @@ pub fn run(agent: &ureq::Agent, call: &A2aClientCall) -> A2aOutcome {
         Err(e) => return A2aOutcome::Network(e.to_string()),
     };
     let status = resp.status().as_u16();
-    let limit = call.limit as u64;
-    let mut body = Vec::new();
-    let mut reader = resp.into_body().into_reader().take(limit + 1);
-    if let Err(e) = reader.read_to_end(&mut body) {
-        return A2aOutcome::Network(format!("reading the answer: {e}"));
+    match read_capped(resp.into_body(), call.limit) {
+        Ok(Some(body)) => A2aOutcome::Response { status, body },
+        Ok(None) => A2aOutcome::TooLarge,
+        Err(e) => A2aOutcome::Network(format!("reading the answer: {e}")),
     }
-    if body.len() as u64 > limit {
-        return A2aOutcome::TooLarge;
+}
+
+/// A `ureq` agent for calls to other agents (the A2A client, the Phase-1 sender): an
+/// HTTP status is an answer, not an error; no redirect is followed; each call within
+/// `call_timeout` (its connection within [`CONNECT_TIMEOUT`]) when given, else as each
+/// request sets.
+pub(crate) fn peer_agent(call_timeout: Option<Duration>) -> ureq::Agent {
+    let mut config = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .user_agent(concat!("a2acp/", env!("CARGO_PKG_VERSION")));
+    if let Some(t) = call_timeout {
+        config = config
+            .timeout_connect(Some(CONNECT_TIMEOUT.min(t)))
+            .timeout_global(Some(t));
     }
-    A2aOutcome::Response { status, body }
+    config.build().into()
+}
+
+/// An answer's body, read up to `limit` bytes and one more: `None` when it is longer
+/// (the rest is never read).
+pub(crate) fn read_capped(body: ureq::Body, limit: usize) -> std::io::Result<Option<Vec<u8>>> {
+    let limit = limit as u64;
+    let mut out = Vec::new();
+    body.into_reader().take(limit + 1).read_to_end(&mut out)?;
+    Ok((out.len() as u64 <= limit).then_some(out))
 }

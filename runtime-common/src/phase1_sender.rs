@@ -10,7 +10,6 @@
 //! [`MAX_ANSWER_BYTES`](a2acp_core::a2a::sender::MAX_ANSWER_BYTES) (more is not read), no
 //! redirects followed.
 
-use std::io::Read;
 use std::time::{Duration, Instant};
 
 use a2acp_core::a2a::sender::{self, EndpointError, Event, Outcome, Sender, Transmit};
@@ -61,12 +60,8 @@ pub fn send(
     mut progress: impl FnMut(&Progress),
 ) -> Result<Outcome, EndpointError> {
     let endpoint = sender::endpoint(url)?;
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .user_agent(concat!("a2acp/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .into();
+    // Timeouts are set per call: each attempt's is its acknowledgement deadline.
+    let agent = crate::a2a_client::peer_agent(None);
     // The caller's time, moving with a monotonic clock (a wall clock jump changes no wait).
     let (start, t0) = (Instant::now(), crate::now());
     let clock = || t0.add(start.elapsed());
@@ -134,19 +129,14 @@ fn call(agent: &ureq::Agent, endpoint: &str, t: &Transmit, opts: &SendOptions) -
         .get("retry-after")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let limit = sender::MAX_ANSWER_BYTES as u64;
-    let mut body = Vec::new();
-    let mut reader = resp.into_body().into_reader().take(limit + 1);
-    if let Err(e) = reader.read_to_end(&mut body) {
-        return failed(ureq::Error::from(e));
-    }
-    if body.len() as u64 > limit {
-        return Answer::TooLarge;
-    }
-    Answer::Response {
-        status,
-        retry_after,
-        body,
+    match crate::a2a_client::read_capped(resp.into_body(), sender::MAX_ANSWER_BYTES) {
+        Ok(Some(body)) => Answer::Response {
+            status,
+            retry_after,
+            body,
+        },
+        Ok(None) => Answer::TooLarge,
+        Err(e) => failed(ureq::Error::from(e)),
     }
 }
 

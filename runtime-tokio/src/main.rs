@@ -489,9 +489,7 @@ async fn phase1_send(
     use a2acp_core::a2a::sender::{self, Event, Outcome, Sender, SenderConfig};
     use a2acp_runtime::phase1_sender::{self, Progress, SendOptions};
     let v4 = |flag: &str, s: &str| -> Result<Uuid, String> {
-        Uuid::try_parse(s)
-            .ok()
-            .filter(|u| s.len() == 36 && u.get_version_num() == 4)
+        a2acp_core::a2a::envelope::uuid_v4_of(s)
             .ok_or_else(|| format!("{flag} `{s}` is not a UUID v4 (8-4-4-4-12 hex digits)"))
     };
     let to = v4("--to", to)?;

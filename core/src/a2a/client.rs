@@ -4,10 +4,11 @@
 //! - [`card_url`] / [`read_card`]: where the agent card is, and which of its interfaces
 //!   this agent can use (a `JSONRPC` interface of protocol version 1.x, no security
 //!   requirement); anything else is refused with what the card offers;
-//! - [`message_for`]: the A2A `Message` one packet of the thread becomes (its text, and
-//!   the context fields it shares as a data part), or none when the packet has no A2A
-//!   meaning (an execution report, a thread-state summary);
-//! - [`send_request`] / [`get_request`]: the JSON-RPC requests (`SendMessage`, `GetTask`);
+//! - [`outgoing`]: the A2A `Message` one packet of the thread becomes (its text, and
+//!   the context fields it shares as a data part), `CancelTask` for a decline, or none
+//!   when the packet has no A2A meaning (an execution report, a thread-state summary);
+//! - [`send_request`] / [`get_request`] / [`cancel_request`]: the JSON-RPC requests
+//!   (`SendMessage`, `GetTask`, `CancelTask`);
 //! - [`read_response`]: the remote task as this agent reads it ([`RemoteView`]), and from
 //!   it [`needs_of`] (what the remote agent asks) and [`proposal_of`] (what it proposes).
 //!
@@ -268,20 +269,30 @@ fn data_message(id: &str, context_id: &str, text: String, data: Map<String, Valu
     })
 }
 
-/// The A2A `Message` a packet this agent sends in the thread becomes (without `taskId`,
-/// added when it is sent), or `None` for a packet with no A2A meaning:
+/// What a packet this agent sends in the thread does to the remote task.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outgoing {
+    /// An A2A `Message` (without `taskId`, added when it is sent).
+    Message(Value),
+    /// `CancelTask`: declining ends the thread, and the A2A way to end a task is to
+    /// cancel it.
+    Cancel,
+}
+
+/// What a packet this agent sends in the thread becomes on the remote task, or `None`
+/// for a packet with no A2A meaning:
 ///
 /// - `context` → its intent summary (or "More context.") as text, its context fields as
 ///   a data part (with `category` on the first);
 /// - `context_response` → "Here is what I can share." (naming the declined fields) and
 ///   the fields given as data;
-/// - `resolution_response` → the decision (`confirm`, `decline`, `counter`) as text and
-///   as data `{"decision": …}`;
+/// - `resolution_response` confirming or asking for a counter → the decision (`confirm`,
+///   `counter`) as text and as data `{"decision": …}`; declining → [`Outgoing::Cancel`];
 /// - `context_request` → its needs as text and data (`{"needs": […]}`);
 /// - anything else (`execution_report`, `thread_state`, …) → nothing.
-pub fn message_for(p: &Packet, context_id: &str) -> Option<Value> {
+pub fn outgoing(p: &Packet, context_id: &str) -> Option<Outgoing> {
     let id = &p.packet_id;
-    Some(match &p.body {
+    Some(Outgoing::Message(match &p.body {
         Body::Context(b) => {
             let mut data = b.context.clone();
             let text = match &b.intent {
@@ -315,8 +326,8 @@ pub fn message_for(p: &Packet, context_id: &str) -> Option<Value> {
         Body::ResolutionResponse(b) => {
             let decision = match b.status {
                 ResolutionStatus::Confirmed => "confirm",
-                ResolutionStatus::Declined => "decline",
                 ResolutionStatus::CounterRequested => "counter",
+                ResolutionStatus::Declined => return Some(Outgoing::Cancel),
             };
             let mut data = Map::new();
             data.insert("decision".into(), Value::String(decision.into()));
@@ -337,7 +348,7 @@ pub fn message_for(p: &Packet, context_id: &str) -> Option<Value> {
             )
         }
         _ => return None,
-    })
+    }))
 }
 
 /// The `SendMessage` request carrying `message` on the remote task `task_id` (none: a

@@ -175,7 +175,9 @@ fn packets_become_messages_and_requests() {
             ..Default::default()
         }),
     };
-    let m = message_for(&p, "ctx_1").unwrap();
+    let Some(Outgoing::Message(m)) = outgoing(&p, "ctx_1") else {
+        panic!("a context packet is a message")
+    };
     assert_eq!(
         m,
         json!({"messageId": "pkt_1", "contextId": "ctx_1", "role": "ROLE_USER", "parts": [
@@ -198,7 +200,9 @@ fn packets_become_messages_and_requests() {
         }],
         permissions: None,
     });
-    let m = message_for(&reply, "ctx_1").unwrap();
+    let Some(Outgoing::Message(m)) = outgoing(&reply, "ctx_1") else {
+        panic!("a context response is a message")
+    };
     assert_eq!(
         m["parts"],
         json!([{"text": "Here is what I can share. Not shared: health_info."}])
@@ -209,5 +213,23 @@ fn packets_become_messages_and_requests() {
         failed_action: None,
         error: None,
     });
-    assert_eq!(message_for(&reply, "ctx_1"), None);
+    assert_eq!(outgoing(&reply, "ctx_1"), None);
+
+    // Confirming is a message; declining cancels the task.
+    let decision = |status| {
+        let mut r = reply.clone();
+        r.body = Body::ResolutionResponse(crate::packet::ResolutionResponseBody {
+            resolution_id: Some("r".into()),
+            status,
+            reason_class: None,
+            message_to_other_agent: None,
+            alternative: None,
+        });
+        outgoing(&r, "ctx_1")
+    };
+    let Some(Outgoing::Message(m)) = decision(ResolutionStatus::Confirmed) else {
+        panic!("a confirmation is a message")
+    };
+    assert_eq!(m["parts"][1]["data"], json!({"decision": "confirm"}));
+    assert_eq!(decision(ResolutionStatus::Declined), Some(Outgoing::Cancel));
 }

@@ -430,8 +430,9 @@ pub fn uuid_v4(bytes: [u8; 16]) -> Uuid {
     uuid::Builder::from_random_bytes(bytes).into_uuid()
 }
 
-/// A UUID v4 in its hyphenated form (36 characters, either case).
-fn uuid_v4_of(s: &str) -> Option<Uuid> {
+/// A UUID v4 in its hyphenated form (36 characters, either case), as the envelope's
+/// ids must be written.
+pub fn uuid_v4_of(s: &str) -> Option<Uuid> {
     if s.len() != 36 {
         return None;
     }

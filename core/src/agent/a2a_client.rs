@@ -1,7 +1,7 @@
 //! The client direction of the A2A v1.0 bridge (seed 003, §18): a thread whose peer is a
 //! plain A2A agent reached by its card's JSON-RPC interface. The thread machine is the
 //! same as with any peer; here the packets this agent sends become A2A messages
-//! (`crate::a2a::client::message_for`), queued in the thread ([`RemoteTask::unsent`]),
+//! (`crate::a2a::client::outgoing`), queued in the thread ([`RemoteTask::unsent`]),
 //! and the remote task read back becomes packets *from* the peer
 //! (`agent:web-…@a2a.invalid`): an input-required status with needs a `context_request`,
 //! a proposal (artifact) a `resolution` for this user to confirm, a completed task the
@@ -15,7 +15,7 @@
 use std::time::Duration;
 
 use super::*;
-use crate::a2a::client::{self, ClientError, RemoteTask, RemoteView};
+use crate::a2a::client::{self, ClientError, Outgoing, RemoteTask, RemoteView};
 use crate::a2a::retry::{self, Failure};
 use crate::a2a::task::TaskState;
 use crate::packet::{Body, ContextRequestBody, ExecutionReport, Intent, Packet, ResolutionBody};
@@ -552,19 +552,7 @@ impl ThreadStep<'_> {
         let Some(r) = t.a2a_remote.as_mut() else {
             return;
         };
-        let called_off = matches!(
-            &p.body,
-            Body::ResolutionResponse(b) if b.status == crate::packet::ResolutionStatus::Declined
-        );
-        if called_off && !r.state().is_some_and(TaskState::is_terminal) {
-            // Declining ends the thread: the remote task is cancelled the A2A way, and
-            // what was queued but not sent yet is not sent at all.
-            r.unsent.clear();
-            r.cancel = true;
-            self.mark_changed();
-            return;
-        }
-        let Some(m) = client::message_for(&p, &ctx) else {
+        let Some(out) = client::outgoing(&p, &ctx) else {
             return;
         };
         if let Some(s) = r.state().filter(|s| s.is_terminal()) {
@@ -575,7 +563,15 @@ impl ThreadStep<'_> {
             ));
             return;
         }
-        r.unsent.push(m);
+        match out {
+            Outgoing::Message(m) => r.unsent.push(m),
+            Outgoing::Cancel => {
+                // What was queued but not sent yet is not sent at all: the user called
+                // the thread off.
+                r.unsent.clear();
+                r.cancel = true;
+            }
+        }
         self.mark_changed();
     }
 }
