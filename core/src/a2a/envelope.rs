@@ -144,6 +144,17 @@ impl EnvelopeError {
         }
     }
 
+    /// Addresses this error to the message `env` it answers, as far as it can be read:
+    /// its id (1–[`MAX_ID_BYTES`] bytes) and its sender (a UUID v4).
+    fn addressed_as(&mut self, env: &Map<String, Value>) {
+        self.original_message_id = env
+            .get("message_id")
+            .and_then(Value::as_str)
+            .filter(|id| !id.is_empty() && id.len() <= MAX_ID_BYTES)
+            .map(str::to_string);
+        self.from = env.get("from").and_then(Value::as_str).and_then(uuid_v4_of);
+    }
+
     /// The `error` message answering the refused one, from `me`: `to` is the refused
     /// message's sender, or the nil UUID when it could not be read.
     pub fn reply(&self, me: Uuid, message_id: Uuid, timestamp: &str) -> Message {
@@ -398,12 +409,7 @@ impl Message {
 pub fn timeout_reply(me: Uuid, body: &[u8], message_id: Uuid, timestamp: &str) -> Value {
     let mut e = EnvelopeError::new(ErrorCode::Timeout, "the agent did not acknowledge in time");
     if let Ok(Value::Object(env)) = serde_json::from_slice::<Value>(body) {
-        e.original_message_id = env
-            .get("message_id")
-            .and_then(Value::as_str)
-            .filter(|id| !id.is_empty() && id.len() <= MAX_ID_BYTES)
-            .map(str::to_string);
-        e.from = env.get("from").and_then(Value::as_str).and_then(uuid_v4_of);
+        e.addressed_as(&env);
     }
     e.reply(me, message_id, timestamp).to_json()
 }
@@ -488,12 +494,7 @@ fn parse_for(body: &[u8], me: Option<&Receiver>) -> Result<Message, EnvelopeErro
     };
     // What can be read of the id and sender goes into any error, so it reaches them.
     let mut err = EnvelopeError::new(InvalidMessageFormat, String::new());
-    if let Some(Value::String(id)) = env.get("message_id") {
-        if id.len() <= MAX_ID_BYTES {
-            err.original_message_id = Some(id.clone());
-        }
-    }
-    err.from = env.get("from").and_then(Value::as_str).and_then(uuid_v4_of);
+    err.addressed_as(&env);
     let fail = |code: ErrorCode, message: String| EnvelopeError {
         code,
         message,

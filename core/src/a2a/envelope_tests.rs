@@ -392,6 +392,13 @@ fn the_error_reply_is_a_valid_error_message_to_the_sender() {
     assert_eq!(p.error_code, ErrorCode::UnsupportedMessageType);
     assert_eq!(p.original_message_id.as_deref(), Some(ID));
     assert_eq!(back.to, them);
+
+    // An empty `message_id` is not carried back: the reply stays a valid message.
+    let e = check(&with(assignment(), &["message_id"], Some(json!("")))).unwrap_err();
+    assert_eq!(e.original_message_id, None);
+    let reply = e.reply(me().agent_id, uuid_v4([7; 16]), "2024-02-05T16:40:00Z");
+    let back = validate(&serde_json::to_vec(&reply.to_json()).unwrap());
+    assert!(back.is_ok(), "{back:?}");
 }
 
 #[test]
