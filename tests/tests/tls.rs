@@ -5,70 +5,25 @@
 //! without the CA refuses the relay with a clear error and keeps retrying; a client that
 //! stalls the TLS handshake is closed by the HTTP-phase deadline; unusable certificate and
 //! key files are refused with errors naming them. Plain `ws://` is tested by `dinner.rs`
-//! and every other test; the ignored `wss_vs_ws_timing` measures both in one run.
+//! and every other test; the benchmark `cargo bench -p a2acp-tests --bench wss_vs_ws`
+//! measures both in one run.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use a2acp_runtime::admission::AdmissionConfig;
-use a2acp_runtime::home::Home;
 use a2acp_runtime::scripted::{dinner_configs, ScriptedUser};
 use a2acp_runtime::tls::{ClientTls, ServerTls};
 use a2acp_runtime::ws::ConnectError;
 use a2acp_tests::*;
 use async_tungstenite::tokio::TokioAdapter;
 use futures_util::io::{AsyncReadExt, AsyncWriteExt};
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, KeyUsagePurpose,
-};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-/// The PEM files of a private PKI: the CA's certificate, and a leaf certificate for
-/// `localhost` and 127.0.0.1 signed by it with its key.
-struct Pki {
-    ca: PathBuf,
-    cert: PathBuf,
-    key: PathBuf,
-    /// The CA's own key (to test a key that does not match the certificate).
-    ca_key: PathBuf,
-}
-
-fn pki(dir: &Path) -> Pki {
-    std::fs::create_dir_all(dir).unwrap();
-    let ca_key = KeyPair::generate().unwrap();
-    let ca_key_pem = ca_key.serialize_pem();
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "a2acp test CA");
-    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    let ca = CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
-    let leaf_key = KeyPair::generate().unwrap();
-    let mut leaf = CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
-    leaf.distinguished_name
-        .push(DnType::CommonName, "a2acp test relay");
-    let leaf_cert = leaf.signed_by(&leaf_key, &ca).unwrap();
-    let p = Pki {
-        ca: dir.join("ca.pem"),
-        cert: dir.join("relay.pem"),
-        key: dir.join("relay.key"),
-        ca_key: dir.join("ca.key"),
-    };
-    std::fs::write(&p.ca, ca.pem()).unwrap();
-    std::fs::write(&p.cert, leaf_cert.pem()).unwrap();
-    std::fs::write(&p.key, leaf_key.serialize_pem()).unwrap();
-    std::fs::write(&p.ca_key, ca_key_pem).unwrap();
-    p
-}
-
-/// Copies the CA into the home and names it in config.toml as `relay_ca`, relative to the
-/// home (as a user would write it).
-fn trust(home: &Home, ca: &Path) {
-    std::fs::copy(ca, home.dir().join("relay-ca.pem")).unwrap();
-    edit_config(home, |f| f.relay_ca = Some("relay-ca.pem".into()));
-}
+#[path = "common/pki.rs"]
+mod pki;
+use pki::{pki, trust, Pki};
 
 /// A relay on `rt` serving TLS with the PKI's leaf, with this HTTP-phase deadline.
 async fn tls_relay(rt: Runtime, dir: &Path, p: &Pki, upgrade_timeout: Duration) -> Relay {
@@ -78,19 +33,6 @@ async fn tls_relay(rt: Runtime, dir: &Path, p: &Pki, upgrade_timeout: Duration) 
         ..AdmissionConfig::default()
     };
     rt.relay_tls("127.0.0.1:0", &dir.join("relay"), conns, Some(tls))
-        .await
-}
-
-/// A relay on tokio, serving TLS with the PKI's leaf (`tls`) or plain `ws://`, with the
-/// default connection caps and a 10 s HTTP-phase deadline.
-async fn timing_relay(dir: &Path, p: &Pki, tls: bool) -> Relay {
-    let conns = AdmissionConfig {
-        upgrade_timeout: Duration::from_secs(10),
-        ..AdmissionConfig::default()
-    };
-    let tls = tls.then(|| ServerTls::from_files(&p.cert, &p.key).unwrap());
-    Runtime::Tokio
-        .relay_tls("127.0.0.1:0", &dir.join("relay"), conns, tls)
         .await
 }
 
@@ -372,98 +314,4 @@ fn unusable_files_are_named() {
     .unwrap_err()
     .to_string();
     assert!(e.contains("relay_ca") && e.contains("nowhere.pem"), "{e}");
-}
-
-/// The cost of TLS, `ws://` against `wss://` in the same run on tokio: the mean time of
-/// one connection (TCP, TLS, WebSocket upgrade; 200 in a row), then connect + dinner of
-/// two agents, alternating, `ROUNDS` rounds each (default 5); prints the medians and the
-/// ratios. A measurement, not a check: `cargo nextest run -p a2acp-tests --run-ignored
-/// only wss_vs_ws_timing --no-capture`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a measurement; run by hand"]
-async fn wss_vs_ws_timing() {
-    let rounds: usize = std::env::var("ROUNDS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(5);
-    let dir = tmp();
-    let p = pki(&dir.path().join("pki"));
-    let mut times: [Vec<(Duration, Duration)>; 2] = [Vec::new(), Vec::new()];
-    for round in 0..rounds {
-        for (i, tls) in [false, true].into_iter().enumerate() {
-            let d = dir.path().join(format!("r{round}-{i}"));
-            let relay = timing_relay(&d, &p, tls).await;
-            let DinnerHomes {
-                bob_cfg,
-                alice: ha,
-                bob: hb,
-                ..
-            } = dinner_homes(&d, &relay.url());
-            let bob_addr = bob_cfg.address.clone();
-            if tls {
-                trust(&ha, &p.ca);
-                trust(&hb, &p.ca);
-            }
-            let start = Instant::now();
-            let alice = Runtime::Tokio.agent(&ha, "alice", Some(ScriptedUser::dinner()));
-            let bob = Runtime::Tokio.agent(&hb, "bob", Some(ScriptedUser::dinner()));
-            wait_online(&alice).await;
-            wait_online(&bob).await;
-            let connected = start.elapsed();
-            let start = Instant::now();
-            dinner_completes(&alice, &bob, &hb, bob_addr).await;
-            let dinner = start.elapsed();
-            times[i].push((connected, dinner));
-            alice.stop().await;
-            bob.stop().await;
-            relay.stop(true).await;
-        }
-    }
-    // The handshakes alone: sequential connections (TCP, TLS with a fresh session each
-    // time, WebSocket upgrade) to a relay, each closed again at once.
-    let mut per_connect = Vec::new();
-    for tls in [false, true] {
-        let d = dir.path().join(format!("connects-{tls}"));
-        let relay = timing_relay(&d, &p, tls).await;
-        let client = ClientTls::new(Some(&p.ca)).unwrap();
-        let n = 200u32;
-        let start = Instant::now();
-        for _ in 0..n {
-            let ws = a2acp_tokio::ws::connect_with(&relay.url(), Some(&client))
-                .await
-                .unwrap();
-            drop(ws);
-        }
-        per_connect.push(start.elapsed() / n);
-        relay.stop(false).await;
-    }
-    println!(
-        "one connection (TCP + TLS + WebSocket upgrade), mean of 200: ws:// {:.0} us, wss:// {:.0} us ({:.2}x)",
-        per_connect[0].as_secs_f64() * 1e6,
-        per_connect[1].as_secs_f64() * 1e6,
-        per_connect[1].as_secs_f64() / per_connect[0].as_secs_f64()
-    );
-    let median = |v: &mut Vec<Duration>| {
-        v.sort();
-        v[v.len() / 2]
-    };
-    let mut out = Vec::new();
-    for (i, name) in ["ws://", "wss://"].iter().enumerate() {
-        let mut c: Vec<Duration> = times[i].iter().map(|t| t.0).collect();
-        let mut d: Vec<Duration> = times[i].iter().map(|t| t.1).collect();
-        let mut t: Vec<Duration> = times[i].iter().map(|t| t.0 + t.1).collect();
-        let (c, d, t) = (median(&mut c), median(&mut d), median(&mut t));
-        println!(
-            "{name:7} connect {:7.1} ms  dinner {:7.1} ms  total {:7.1} ms  (median of {rounds})",
-            c.as_secs_f64() * 1e3,
-            d.as_secs_f64() * 1e3,
-            t.as_secs_f64() * 1e3
-        );
-        out.push((c, t));
-    }
-    println!(
-        "wss/ws: connect {:.2}x, connect+dinner {:.2}x",
-        out[1].0.as_secs_f64() / out[0].0.as_secs_f64(),
-        out[1].1.as_secs_f64() / out[0].1.as_secs_f64()
-    );
 }
