@@ -238,8 +238,9 @@ impl Runtime {
 /// tests, `NAME::tokio` and `NAME::smol`, each running the body once on its runtime (the
 /// test itself is driven from a tokio runtime; what runs on smol is the relay and agents).
 ///
-/// `per_runtime!(#[ignore = "why"] NAME, ...)` defines them ignored: compiled, and run by
-/// `cargo nextest run --run-ignored only` (an acceptance test of a fix still to come).
+/// `per_runtime!(#[ignore = "why"] NAME, ...)` defines them ignored: compiled, reported as
+/// ignored with the reason by a plain `cargo test`, and run by `--run-ignored all` (a test
+/// that needs what `.ci/test-deps` installs).
 #[macro_export]
 macro_rules! per_runtime {
     (@one [$($attr:meta)?] $body:ident) => {
@@ -590,29 +591,25 @@ pub async fn ctl(home: &Home, req: Request) -> a2acp_runtime::control::Response 
         .expect("control socket")
 }
 
-/// The Python interpreter of the test venv `target/<name>-venv` that `.ci/run` installs
-/// (`$<env>` overrides it). Under CI (`CI` set, or any of `required_by` set) a missing venv
-/// fails the test; elsewhere the test prints how to install it and skips (`None`).
-pub fn venv_python(name: &str, env: &str, install: &str, required_by: &[&str]) -> Option<PathBuf> {
+/// The Python interpreter of the test venv `target/<name>-venv` that `.ci/test-deps`
+/// installs (`$<env>` overrides it). The tests that call this are marked
+/// `#[ignore = "needs …: bash .ci/test-deps"]`, so a plain `cargo test` reports them as
+/// ignored with the reason instead of counting them as passed; run with
+/// `--run-ignored all` (as the README's test command and CI do), a missing venv fails the
+/// test with the command that installs it.
+pub fn venv_python(name: &str, env: &str) -> PathBuf {
     if let Some(p) = std::env::var_os(env) {
-        return Some(PathBuf::from(p));
+        return PathBuf::from(p);
     }
     let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../target")
         .join(format!("{name}-venv"))
         .join("bin/python");
-    if venv.exists() {
-        return Some(venv);
-    }
-    let required = std::iter::once("CI")
-        .chain(required_by.iter().copied())
-        .find(|v| std::env::var_os(v).is_some());
     assert!(
-        required.is_none(),
-        "{required:?} is set: the {name} venv must be there (`{install}`; .ci/run installs it)"
+        venv.exists(),
+        "no Python {name} venv at target/{name}-venv: run `bash .ci/test-deps` (or set ${env})"
     );
-    eprintln!("skipped: no Python {name} venv; run `{install}`");
-    None
+    venv
 }
 
 /// A child process killed (SIGKILL) and reaped when dropped, so a failing test leaves
