@@ -44,6 +44,11 @@ struct Block {
     section: String,
 }
 
+/// A line that opens or closes a fenced code block (not a code span that starts a line).
+fn is_fence(line: &str) -> bool {
+    line.starts_with("```") && !line.trim_start_matches('`').contains('`')
+}
+
 /// The fenced and indented (four spaces, after a blank line) code blocks of `md`.
 fn blocks(md: &str) -> Vec<Block> {
     let mut out = Vec::new();
@@ -51,10 +56,10 @@ fn blocks(md: &str) -> Vec<Block> {
     let mut lines = md.lines().peekable();
     let mut prev_blank = true;
     while let Some(line) = lines.next() {
-        if let Some(info) = line.strip_prefix("```") {
+        if let Some(info) = line.strip_prefix("```").filter(|_| is_fence(line)) {
             let mut text = String::new();
             for l in lines.by_ref() {
-                if l.starts_with("```") {
+                if is_fence(l) {
                     break;
                 }
                 text.push_str(l);
@@ -330,8 +335,20 @@ fn run_python(python: &Path, code: &str, stdin: &str, secs: u64) -> (bool, Strin
     };
     let mut out = String::new();
     let mut err = String::new();
-    child.0.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-    child.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    child
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    child
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
     (status.success(), out, err)
 }
 
@@ -352,7 +369,8 @@ fn every_readme_block_is_run() {
                 TEST_COMMAND => true,
                 // This package's binary, the one these tests run.
                 "cargo build --release -p a2acp-tokio" => {
-                    BIN.ends_with("/a2acp") && doc("runtime-tokio/Cargo.toml").contains("name = \"a2acp-tokio\"")
+                    BIN.ends_with("/a2acp")
+                        && doc("runtime-tokio/Cargo.toml").contains("name = \"a2acp-tokio\"")
                 }
                 "export PATH=\"$PWD/target/release:$PATH\"" => true,
                 // `walkthrough.rs` runs every one of them, in order.
@@ -401,10 +419,7 @@ fn the_readme_demo_books_the_dinner() {
 
 /// Bob at his terminal: shares what he is asked (or declines what he has no value for)
 /// and confirms, until `stop`. Returns the kinds of prompt he answered.
-fn bob_answers(
-    place: &Place,
-    stop: &std::sync::atomic::AtomicBool,
-) -> Vec<String> {
+fn bob_answers(place: &Place, stop: &std::sync::atomic::AtomicBool) -> Vec<String> {
     let mut answered = Vec::new();
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
         let prompts = place.json("a2acp --home ./bob prompts");
@@ -440,7 +455,10 @@ fn the_a2a_python_snippets_reach_input_required() {
     let bridges = doc("docs/bridges.md");
     let all = blocks(&bridges);
     let listen = the_block(&all, "--a2a-listen 127.0.0.1:7410");
-    let run_line = line_of(listen, "a2acp --home bob agent run --a2a-listen 127.0.0.1:7410");
+    let run_line = line_of(
+        listen,
+        "a2acp --home bob agent run --a2a-listen 127.0.0.1:7410",
+    );
     let snippets: Vec<&Block> = all
         .iter()
         .filter(|b| b.info == "python" && b.text.contains("from a2a."))
@@ -466,9 +484,16 @@ fn the_a2a_python_snippets_reach_input_required() {
                 .text
                 .replace("http://127.0.0.1:7410", &format!("http://127.0.0.1:{a2a}"));
             let (ok, out, err) = run_python(&python, &code, "", 120);
-            assert!(ok, "snippet {n} failed:\n{out}\n{err}\n{}", place.log("bob"));
+            assert!(
+                ok,
+                "snippet {n} failed:\n{out}\n{err}\n{}",
+                place.log("bob")
+            );
             eprintln!("snippet {n}:\n{out}");
-            assert!(out.contains("TASK_STATE_INPUT_REQUIRED"), "snippet {n}: {out}");
+            assert!(
+                out.contains("TASK_STATE_INPUT_REQUIRED"),
+                "snippet {n}: {out}"
+            );
             if snippet.text.contains("streaming=True") {
                 assert!(out.starts_with("task "), "the task comes first: {out}");
                 assert!(out.contains("\"awaiting\": \"context\""), "{out}");
@@ -512,8 +537,14 @@ fn the_mcp_snippet_answers_through_the_person_and_the_door_keeps_its_rules() {
     let all = blocks(&bridges);
     let listen = the_block(&all, "mcp --listen 127.0.0.1:8765");
     let loopback = line_of(listen, "a2acp --home ./alice mcp --listen 127.0.0.1:8765");
-    let off = line_of(listen, "a2acp --home ./alice mcp --listen 0.0.0.0:8765 --token-file");
-    let snippet = the_block(&all, "streamable_http_client(\"http://127.0.0.1:8765/mcp\")");
+    let off = line_of(
+        listen,
+        "a2acp --home ./alice mcp --listen 0.0.0.0:8765 --token-file",
+    );
+    let snippet = the_block(
+        &all,
+        "streamable_http_client(\"http://127.0.0.1:8765/mcp\")",
+    );
     assert_eq!(snippet.info, "python");
     let make_token = bridges
         .split('`')
@@ -553,26 +584,37 @@ fn the_mcp_snippet_answers_through_the_person_and_the_door_keeps_its_rules() {
         "a rebound Host"
     );
     assert_eq!(
-        status_of(mcp, &format!("{host}Origin: http://evil.example\r\n"), INITIALIZE),
+        status_of(
+            mcp,
+            &format!("{host}Origin: http://evil.example\r\n"),
+            INITIALIZE
+        ),
         403,
         "a browser's Origin"
     );
 
     // The snippet: Alice types her answer on its standard input.
-    let code = snippet
-        .text
-        .replace("http://127.0.0.1:8765/mcp", &endpoint);
+    let code = snippet.text.replace("http://127.0.0.1:8765/mcp", &endpoint);
     let (ok, out, err) = run_python(
         &python,
         &code,
         "transport_mode=driving cuisine_preference=no\n",
         120,
     );
-    assert!(ok, "the MCP snippet failed:\n{out}\n{err}\n{}", place.log("mcp"));
+    assert!(
+        ok,
+        "the MCP snippet failed:\n{out}\n{err}\n{}",
+        place.log("mcp")
+    );
     eprintln!("{out}");
-    assert!(out.contains("transport_mode"), "the person saw the prompt: {out}");
+    assert!(
+        out.contains("transport_mode"),
+        "the person saw the prompt: {out}"
+    );
     assert!(!open("./alice", 1), "Alice's prompt #1 was answered: {out}");
-    until(30, "the proposal (Alice's prompt #2)", || open("./alice", 2));
+    until(30, "the proposal (Alice's prompt #2)", || {
+        open("./alice", 2)
+    });
 
     // Off loopback: refused without a token; with the documented one, every request
     // carries it.
@@ -602,15 +644,103 @@ fn the_mcp_snippet_answers_through_the_person_and_the_door_keeps_its_rules() {
     let host = format!("Host: 127.0.0.1:{wide}\r\n");
     assert_eq!(status_of(wide, &host, INITIALIZE), 401, "no token");
     assert_eq!(
-        status_of(wide, &format!("{host}Authorization: Bearer not-the-token-at-all\r\n"), INITIALIZE),
+        status_of(
+            wide,
+            &format!("{host}Authorization: Bearer not-the-token-at-all\r\n"),
+            INITIALIZE
+        ),
         401,
         "another token"
     );
     let bearer = format!("{host}Authorization: Bearer {token}\r\n");
     assert_eq!(status_of(wide, &bearer, INITIALIZE), 200, "the token");
     assert_eq!(
-        status_of(wide, &format!("{bearer}Origin: http://evil.example\r\n"), INITIALIZE),
+        status_of(
+            wide,
+            &format!("{bearer}Origin: http://evil.example\r\n"),
+            INITIALIZE
+        ),
         403,
         "a browser's Origin, token or not"
     );
+}
+
+/// The anchors GitHub gives the headings of a Markdown file (outside code blocks).
+fn anchors(md: &str) -> Vec<String> {
+    let mut fenced = false;
+    let mut out = Vec::new();
+    for line in md.lines() {
+        if is_fence(line) {
+            fenced = !fenced;
+            continue;
+        }
+        let Some(h) = line.strip_prefix('#') else {
+            continue;
+        };
+        if fenced {
+            continue;
+        }
+        let h = h.trim_start_matches('#').trim().to_lowercase();
+        out.push(
+            h.chars()
+                .filter_map(|c| match c {
+                    ' ' => Some('-'),
+                    c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+                    _ => None,
+                })
+                .collect(),
+        );
+    }
+    out
+}
+
+#[test]
+fn every_link_of_the_readme_and_docs_resolves() {
+    let mut pages = vec![PathBuf::from("README.md"), PathBuf::from("SPEC-NOTES.md")];
+    for e in fs::read_dir(root().join("docs")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "md") {
+            pages.push(Path::new("docs").join(p.file_name().unwrap()));
+        }
+    }
+    assert!(pages.len() >= 8, "{pages:?}");
+    let mut checked = 0;
+    for page in &pages {
+        let text = doc(page.to_str().unwrap());
+        let dir = page.parent().unwrap_or(Path::new(""));
+        for (i, _) in text.match_indices("](") {
+            let rest = &text[i + 2..];
+            let Some(end) = rest.find(')') else { continue };
+            let target = &rest[..end];
+            if target.starts_with("http://")
+                || target.starts_with("https://")
+                || target.contains(' ')
+                || target.is_empty()
+            {
+                continue;
+            }
+            let (file, anchor) = target.split_once('#').unwrap_or((target, ""));
+            let path = if file.is_empty() {
+                page.clone()
+            } else {
+                dir.join(file)
+            };
+            let full = root().join(&path);
+            assert!(
+                full.exists(),
+                "{}: a link to {target}, which does not exist",
+                page.display()
+            );
+            if !anchor.is_empty() {
+                let there = anchors(&fs::read_to_string(&full).unwrap());
+                assert!(
+                    there.iter().any(|a| a == anchor),
+                    "{}: a link to {target}, whose heading does not exist",
+                    page.display()
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 30, "{checked} links");
 }
