@@ -5,7 +5,7 @@
 //! 1. `session_{1,4}KiB`: [`ThreadSession::seal`] + [`ThreadSession::open`] of a 1 KiB /
 //!    4 KiB packet in "ee" mode with the derived keys cached (after the first exchange)
 //!    vs 1 AEAD seal + 1 AEAD open + 1 Ed25519 sign (the recipient, holding the sender's
-//!    ephemeral key, does not verify: the AEAD authenticates, SPEC-NOTES "Opening").
+//!    ephemeral key, does not verify: the AEAD authenticates, docs/protocol.md "Opening").
 //! 2. `relay_route`: one relay routing step — `RelayInput::Bytes` of a `send{seq, env}`,
 //!    draining the outputs, then the recipient's `ack` and its outputs — vs the one
 //!    `verify_strict` ([`verify_envelope`]) the relay performs on the same envelope.

@@ -1,4 +1,4 @@
-//! Frames of the link between an agent and its relay (SPEC-NOTES "Relay link"): what both
+//! Frames of the link between an agent and its relay (docs/protocol.md "The relay link"): what both
 //! state machines send and parse, so it belongs to neither ([`crate::agent`] speaks the
 //! client side, [`crate::relay`] the relay side).
 //!
@@ -182,10 +182,10 @@ pub enum ErrorCode {
     /// Heartbeats went unanswered.
     Timeout,
     /// The source of the connection registered as many new addresses as the relay
-    /// allows per window (SPEC-NOTES relay link §6).
+    /// allows per window (docs/protocol.md, relay link §6).
     RegistrationLimited,
     /// The connection kept sending frames the relay refused, or frames beyond its frame
-    /// budget: it is closed (SPEC-NOTES relay link §6).
+    /// budget: it is closed (docs/protocol.md, relay link §6).
     TooManyRefusals,
 }
 

@@ -1,7 +1,8 @@
-//! The relay-link examples of SPEC-NOTES.md are produced by this code from the inputs the
-//! document states, so an independent implementation can reproduce them byte for byte and
-//! the document cannot drift from the implementation: each test builds a frame and checks
-//! that SPEC-NOTES.md holds exactly its JSON text (a failure prints the text it must hold).
+//! The worked examples of docs/protocol.md (the wire format, moved there from SPEC-NOTES.md)
+//! are produced by this code from the inputs the document states, so an independent
+//! implementation can reproduce them byte for byte and the document cannot drift from the
+//! implementation: each test builds a relay-link frame or an envelope and checks that
+//! docs/protocol.md holds exactly its JSON text (a failure prints the text it must hold).
 
 use a2acp_core::crypto::{Direction, IdentityKey, ThreadSession};
 use a2acp_core::link::{
@@ -11,9 +12,9 @@ use a2acp_core::Address;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 
-const NOTES: &str = include_str!("../../SPEC-NOTES.md");
+const NOTES: &str = include_str!("../../docs/protocol.md");
 
-/// The challenge of SPEC-NOTES relay link §3.1.
+/// The challenge of the relay link §3.1.
 const NONCE_B64: &str = "drjgraDxPZBAXWrlU4a9KL3SGbigje0aqDbvzIt3Dcc";
 const DOMAIN: &str = "a2acp.io";
 const TS: u64 = 1_774_103_401_234;
@@ -36,7 +37,7 @@ fn assert_documented(what: &str, frame: &[u8]) {
     let text = String::from_utf8(frame.to_vec()).expect("UTF-8");
     assert!(
         NOTES.contains(&text),
-        "SPEC-NOTES.md's {what} example is stale; it must read:\n{text}"
+        "docs/protocol.md's {what} example is stale; it must read:\n{text}"
     );
 }
 
@@ -130,4 +131,72 @@ fn send_example_is_m1_of_the_envelope_worked_example() {
     assert_eq!(opened.packet, br#"{"t":"hello"}"#.to_vec());
     let f = ClientFrame::Send { seq: 1, env };
     assert_documented("send (§4.1)", &f.to_bytes());
+}
+
+#[test]
+fn the_envelope_worked_example_is_both_envelopes() {
+    // The inputs of "Worked example": identity seeds seq(0x00) and seq(0x20), ephemeral
+    // secrets seq(0x40) and seq(0x60); Bob's counter-0 envelope carries an empty packet.
+    let alice = IdentityKey::from_seed(seq(0x00));
+    let bob = IdentityKey::from_seed(seq(0x20));
+    let (a, b) = (addr("agent:alice@a2acp.io"), addr("agent:bob@a2acp.io"));
+    let (mut at_alice, mut at_bob) = (ThreadSession::new(seq(0x40)), ThreadSession::new(seq(0x60)));
+    let tid = "thr_example";
+    let m1 = at_alice
+        .seal(
+            &alice,
+            &a,
+            &b,
+            &bob.public(),
+            tid,
+            Direction::FromInitiator,
+            br#"{"t":"hello"}"#,
+        )
+        .expect("seals m1");
+    at_bob
+        .open(&bob, &b, &m1, &alice.public(), Direction::FromInitiator)
+        .expect("m1 opens");
+    at_bob
+        .seal(
+            &bob,
+            &b,
+            &a,
+            &alice.public(),
+            tid,
+            Direction::FromResponder,
+            b"",
+        )
+        .expect("seals Bob's counter 0");
+    let m2 = at_bob
+        .seal(
+            &bob,
+            &b,
+            &a,
+            &alice.public(),
+            tid,
+            Direction::FromResponder,
+            br#"{"t":"ack"}"#,
+        )
+        .expect("seals m2");
+    let opened = at_alice
+        .open(&alice, &a, &m2, &bob.public(), Direction::FromResponder)
+        .expect("m2 opens");
+    assert_eq!(opened.packet, br#"{"t":"ack"}"#.to_vec());
+    assert_documented("envelope m1", &m1.to_json());
+    assert_documented("envelope m2", &m2.to_json());
+    let documented = |what: &str, hex: String| {
+        assert!(
+            NOTES.contains(&format!("`{hex}`")),
+            "the {what} must read `{hex}`"
+        );
+    };
+    documented("Alice Ed25519 pk", to_hex(&alice.public().to_bytes()));
+    documented(
+        "Alice static X25519 pk",
+        to_hex(&alice.public().to_x25519()),
+    );
+    documented("Bob Ed25519 pk", to_hex(&bob.public().to_bytes()));
+    documented("Bob static X25519 pk", to_hex(&bob.public().to_x25519()));
+    documented("Alice eph pk", to_hex(&at_alice.my_eph_public()));
+    documented("Bob eph pk", to_hex(&at_bob.my_eph_public()));
 }

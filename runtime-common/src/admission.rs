@@ -1,5 +1,5 @@
 //! Connection admission on the relay's listener, executor-independent: what a connection
-//! may cost before it is an agent link (SPEC-NOTES "The relay link" §2 and §8).
+//! may cost before it is an agent link (docs/protocol.md "The relay link" §2 and §8).
 //!
 //! - **Caps.** [`Admission::admit`] is asked once per accepted TCP connection, before
 //!   anything is read or spawned: past `max_connections_per_ip` open connections from its

@@ -216,7 +216,7 @@ impl AgentFile {
     pub fn to_toml(&self) -> String {
         let body = toml::to_string_pretty(self).unwrap_or_default();
         format!(
-            "# a2acp agent configuration (see README: \"The config file\").\n\
+            "# a2acp agent configuration (see docs/agent.md).\n\
              # permissions: the §7.1 tiers this agent starts with (onboarding defaults of §14.1:\n\
              # ask_first for everything except timezone and general area). After the first run\n\
              # the agent keeps its tiers in agent.db: change them with `a2acp permissions set`.\n\

@@ -16,7 +16,7 @@ use tracing::debug;
 
 use crate::relay_service::{ConnOut, RelayHandle};
 
-/// Largest protocol frame (SPEC-NOTES relay link §1: 128 KiB).
+/// Largest protocol frame (docs/protocol.md, relay link §1: 128 KiB).
 pub const MAX_FRAME_BYTES: usize = 131_072;
 
 /// Largest WebSocket message (and frame) read whole: twice [`MAX_FRAME_BYTES`]. A

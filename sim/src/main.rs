@@ -11,7 +11,7 @@ use a2acp_sim::{html, SimError};
 use clap::{Parser, Subcommand};
 
 /// The binary's allocator: mimalloc instead of the system malloc, 3–9 % less CPU per
-/// simulated event with the same results (README, "The simulator"). The binary only: the
+/// simulated event with the same results (docs/simulator.md, "Figures"). The binary only: the
 /// library leaves the choice to embedders.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

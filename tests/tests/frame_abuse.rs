@@ -23,7 +23,7 @@ fn closed_for_refusals(f: &Flood) {
         // The relay drops the socket right after its close frame; with the flood's unread
         // frames still in its receive buffer the kernel answers with a reset, which can
         // overtake the last answers and the close frame (a lingering close is left to do,
-        // see SPEC-NOTES relay link §7). Then only refusals may have been seen.
+        // see docs/protocol.md, relay link §7). Then only refusals may have been seen.
         assert!(
             f.errors
                 .keys()

@@ -30,7 +30,7 @@ pub(super) struct OutboxItem {
 }
 
 /// The relay would not let this agent in: it refused its `register` for a reason that
-/// answering the next challenge cannot change (SPEC-NOTES "The relay link", refused
+/// answering the next challenge cannot change (docs/protocol.md "The relay link", refused
 /// registration). The agent stops answering challenges and closes the connection
 /// ([`Output::CloseConnection`]); a runtime reports the refusal and reconnects only after
 /// [`LinkRefusal::retry_after`], never when it is `None`.

@@ -1,4 +1,5 @@
-//! The end-to-end envelope: what the relay sees of a packet (spec §16, SPEC-NOTES "Envelope").
+//! The end-to-end envelope: what the relay sees of a packet (spec §16, docs/protocol.md
+//! "The end-to-end envelope").
 
 use serde::{Deserialize, Serialize};
 
@@ -86,7 +87,7 @@ pub struct Envelope {
 }
 
 impl Envelope {
-    /// The bytes the outer signature `sig` covers (SPEC-NOTES "Envelope"):
+    /// The bytes the outer signature `sig` covers (docs/protocol.md "The end-to-end envelope"):
     ///
     /// `"A2ACP-ENVELOPE-V1\0" || v || lp(from) || lp(to) || from_key(32) || thread(16) ||
     /// dir || eph(32) || (0x00 | 0x01 || peer_eph(32)) || nonce(24) || lp(ct)`,

@@ -1,4 +1,5 @@
-//! Identity keys, primitives and the end-to-end envelope (spec §16, SPEC-NOTES "Crypto").
+//! Identity keys, primitives and the end-to-end envelope (spec §16, docs/protocol.md "The
+//! end-to-end envelope").
 //!
 //! - [`IdentityKey`] / [`PublicKey`]: an agent's Ed25519 identity (RFC 8032). The same key,
 //!   mapped birationally to Curve25519, is the identity's static X25519 key.

@@ -1,4 +1,5 @@
-//! Per-thread key agreement, sealing and opening of envelopes (SPEC-NOTES "Crypto").
+//! Per-thread key agreement, sealing and opening of envelopes (docs/protocol.md "The
+//! end-to-end envelope").
 //!
 //! Each agent holds one [`ThreadSession`] per thread: one X25519 ephemeral key pair, the
 //! peer's ephemeral key once learnt, the thread the session is bound to, and a send
@@ -288,7 +289,7 @@ impl ThreadSession {
     /// has recorded the peer's ephemeral key (from an envelope whose signature it
     /// checked): its key is `X25519` of the two ephemeral secrets, which only the peer and
     /// this session hold, so a successful AEAD open proves the peer sealed it (the relay
-    /// still checks every signature). SPEC-NOTES "Opening (recipient), in order".
+    /// still checks every signature). docs/protocol.md "Opening (recipient), in order".
     pub fn open(
         &mut self,
         me: &IdentityKey,
@@ -1304,7 +1305,7 @@ mod tests {
 
 #[cfg(test)]
 mod kat {
-    //! The worked example of NOTES-crypto.md, pinned.
+    //! The worked example of docs/protocol.md, pinned.
     use super::*;
     use crate::crypto::primitives::agree;
 
@@ -1427,7 +1428,8 @@ mod kat {
             ("m2_ct", hex(&e2.ct)),
             ("m2_sig", hex(&e2.sig)),
         ];
-        // `cargo test worked_example -- --nocapture` prints the values of SPEC-NOTES's worked example.
+        // `cargo test worked_example -- --nocapture` prints the values of docs/protocol.md's
+        // worked example.
         for (k, v) in &lines {
             println!("{k} = {v}");
         }

@@ -1,4 +1,4 @@
-//! The relay state machine (spec §2, §3, §13, §16). See SPEC-NOTES "Relay link".
+//! The relay state machine (spec §2, §3, §13, §16). See docs/protocol.md "The relay link".
 //!
 //! [`Relay`] is the blind relay: it registers addresses and their Ed25519 keys,
 //! authenticates connections by challenge-response, routes sealed [`Envelope`]s, keeps an
@@ -101,7 +101,7 @@
 //! received counts as life; a connection silent for `(missed_pongs + 1) × ping_interval`
 //! is closed with code `timeout`. A `ping` from the agent is answered with `pong`.
 //!
-//! Rate limits are token buckets, computed lazily (SPEC-NOTES relay link §6):
+//! Rate limits are token buckets, computed lazily (docs/protocol.md, relay link §6):
 //!
 //! - **the frame budget of a connection** (capacity `conn_rate_burst`, refilled at
 //!   `conn_rate_per_sec`), before and after authentication, charged for **every** frame

@@ -1,6 +1,6 @@
 //! The offline queue and the relay's persisted records.
 //!
-//! Record keys (SPEC-NOTES "Relay link", persistence):
+//! Record keys (docs/protocol.md "The relay link" §9, persistence):
 //!
 //! - `reg/<address>` → [`RegRecord`] JSON;
 //! - `q/<recipient>/<id, 20 decimal digits zero-padded>` →

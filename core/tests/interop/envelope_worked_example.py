@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent implementation of the a2acp end-to-end envelope (SPEC-NOTES "The end-to-end
+"""Independent implementation of the a2acp end-to-end envelope (docs/protocol.md "The end-to-end
 envelope (§16)"), written from the document alone on libsodium (through PyNaCl) and the
 standard library. It rebuilds the worked example's two envelopes from its inputs and prints
 them as JSON, then opens each the way a recipient does.
