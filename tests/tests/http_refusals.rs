@@ -1,0 +1,208 @@
+//! Refusals a client can read (issue 27 point 1): every HTTP listener — the A2A listener
+//! (JSON-RPC, HTTP+JSON, the Phase-1 route), the MCP bridge over streamable HTTP and the
+//! relay's upgrade path (on tokio and on smol) — answers a request it refuses while the
+//! client is still sending its body, and httpx's async client (the one the official A2A
+//! and MCP SDKs use, `tests/http/refusals.py`) reads that answer on every try: 2 MiB in one
+//! go and 2 MiB in chunks, 50 tries each. Then the bounds of that courtesy: a client that
+//! goes on sending after its refusal is cut after the linger's bytes or its time.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use a2acp_runtime::a2a::{A2aLimits, A2aOptions};
+use a2acp_runtime::home::Home;
+use a2acp_runtime::store::Durability;
+use a2acp_tests::*;
+use a2acp_tokio::agent::AgentHandle;
+use a2acp_tokio::mcp::McpOptions;
+use a2acp_tokio::mcp_http::{self, McpHttpLimits, McpHttpOptions};
+
+const TOKEN: &str = "test-token-0123456789";
+const TRIES: &str = "50";
+
+/// The a2a venv's interpreter (it has httpx), or why the test skips.
+fn python() -> Option<PathBuf> {
+    venv_python(
+        "a2a",
+        "A2ACP_A2A_PYTHON",
+        "bash .ci/python-venv a2a 'a2a-sdk[http-server]==1.3.0' uvicorn==0.54.0",
+        &[],
+    )
+}
+
+/// One listener's case: what is sent where, and the refusal it must read.
+struct Case {
+    what: &'static str,
+    url: String,
+    status: u16,
+    args: Vec<String>,
+}
+
+impl Case {
+    fn new(what: &'static str, url: String, status: u16) -> Case {
+        Case {
+            what,
+            url,
+            status,
+            args: Vec::new(),
+        }
+    }
+
+    fn token(mut self) -> Case {
+        self.args.push("--header".into());
+        self.args.push(format!("authorization: Bearer {TOKEN}"));
+        self
+    }
+
+    /// The body must be seed 001's error envelope with this code.
+    fn envelope(mut self, code: &str) -> Case {
+        self.args.push("--envelope".into());
+        self.args.push(code.into());
+        self
+    }
+}
+
+/// Runs `tests/http/refusals.py` for every case, prints what each read, then asserts that
+/// every try of every case read its refusal.
+async fn every_try_reads(python: &PathBuf, cases: Vec<Case>) {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("http/refusals.py");
+    let mut failed = Vec::new();
+    for c in cases {
+        let t = Instant::now();
+        let out = tokio::process::Command::new(python)
+            .arg(&script)
+            .arg(&c.url)
+            .args(["--status", &c.status.to_string(), "--tries", TRIES])
+            .args(&c.args)
+            .kill_on_drop(true)
+            .output();
+        let out = tokio::time::timeout(Duration::from_secs(120), out)
+            .await
+            .expect("the client script ends")
+            .expect("run the client script");
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            c.what,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("the script's report");
+        eprintln!(
+            "{}: one go {}/{} {}, chunked {}/{} {} ({:.1} s)",
+            c.what,
+            report["one_go"]["read"],
+            report["one_go"]["tries"],
+            report["one_go"]["errors"],
+            report["chunked"]["read"],
+            report["chunked"]["tries"],
+            report["chunked"]["errors"],
+            t.elapsed().as_secs_f64()
+        );
+        for mode in ["one_go", "chunked"] {
+            if report[mode]["read"] != report[mode]["tries"] {
+                failed.push(format!("{} ({mode}): {}", c.what, report[mode]));
+            }
+        }
+    }
+    assert!(failed.is_empty(), "tries that did not read the refusal: {failed:#?}");
+}
+
+/// Bob's agent with an A2A listener (bearer token) on a free loopback port.
+fn bob_with_a2a(home: &Home, limits: A2aLimits) -> AgentHandle {
+    let opened = a2acp_runtime::agent_host::AgentHost::open_home(home, Durability::Normal)
+        .expect("open agent home");
+    let mut o = a2acp_runtime::daemon::RunOptions::new(&opened.file.relay, "bob");
+    o.tls = opened.tls.clone();
+    o.control_socket = Some(home.socket());
+    o.a2a = Some(A2aOptions {
+        listen: "127.0.0.1:0".into(),
+        token: Some(TOKEN.into()),
+        limits,
+    });
+    a2acp_tokio::agent::spawn(opened.host, opened.effects, o).expect("spawn agent")
+}
+
+/// The MCP bridge over streamable HTTP (bearer token) on a free loopback port: its address.
+fn mcp_listener(home: &Home, limits: McpHttpLimits) -> SocketAddr {
+    let listener = mcp_http::bind("127.0.0.1:0", Some(TOKEN)).expect("bind the MCP listener");
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(mcp_http::serve(
+        listener,
+        McpHttpOptions {
+            bridge: McpOptions {
+                socket: home.socket(),
+                host_answers: false,
+            },
+            token: Some(TOKEN.into()),
+            limits,
+        },
+    ));
+    addr
+}
+
+/// The A2A listener's two bindings and its Phase-1 route: 2 MiB over the 1 MiB cap
+/// (413), or without the token (401); on the Phase-1 route the answer is seed 001's
+/// `INVALID_MESSAGE_FORMAT` error envelope either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_client_reads_every_a2a_refusal() {
+    let Some(python) = python() else { return };
+    let dir = tmp();
+    let relay = Runtime::Tokio
+        .relay("127.0.0.1:0", &dir.path().join("relay"))
+        .await;
+    let DinnerHomes { bob: hb, .. } = dinner_homes(dir.path(), &relay.url());
+    let bob = bob_with_a2a(&hb, A2aLimits::default());
+    let a = bob.a2a_addr().expect("listening");
+    let cases = vec![
+        Case::new("A2A JSON-RPC, over the cap", format!("http://{a}/"), 413).token(),
+        Case::new("A2A JSON-RPC, no token", format!("http://{a}/"), 401),
+        Case::new(
+            "A2A HTTP+JSON, over the cap",
+            format!("http://{a}/message:send"),
+            413,
+        )
+        .token(),
+        Case::new(
+            "Phase 1, over the cap",
+            format!("http://{a}/a2a/messages"),
+            413,
+        )
+        .token()
+        .envelope("INVALID_MESSAGE_FORMAT"),
+        Case::new("Phase 1, no token", format!("http://{a}/a2a/messages"), 401)
+            .envelope("INVALID_MESSAGE_FORMAT"),
+    ];
+    every_try_reads(&python, cases).await;
+    bob.stop().await;
+}
+
+/// The MCP bridge over streamable HTTP: over the cap (413), without the token (401), on
+/// a path that is not `/mcp` (404).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_client_reads_every_mcp_http_refusal() {
+    let Some(python) = python() else { return };
+    let dir = tmp();
+    let home = Home::new(dir.path().join("home"));
+    let a = mcp_listener(&home, McpHttpLimits::default());
+    let cases = vec![
+        Case::new("MCP, over the cap", format!("http://{a}/mcp"), 413).token(),
+        Case::new("MCP, no token", format!("http://{a}/mcp"), 401),
+        Case::new("MCP, wrong path", format!("http://{a}/nope"), 404).token(),
+    ];
+    every_try_reads(&python, cases).await;
+}
+
+per_runtime!(an_async_client_reads_the_relays_refusal);
+
+/// The relay's upgrade path: a `POST` with a body is not an upgrade (404).
+async fn an_async_client_reads_the_relays_refusal(rt: Runtime) {
+    let Some(python) = python() else { return };
+    let dir = tmp();
+    let relay = rt.relay("127.0.0.1:0", &dir.path().join("relay")).await;
+    let a = relay.addr();
+    let cases = vec![Case::new("relay, a POST", format!("http://{a}/"), 404)];
+    every_try_reads(&python, cases).await;
+    relay.stop(true).await;
+}
