@@ -12,11 +12,13 @@ use std::time::{Duration, Instant};
 
 use a2acp_runtime::a2a::{A2aLimits, A2aOptions};
 use a2acp_runtime::home::Home;
+use a2acp_runtime::linger;
 use a2acp_runtime::store::Durability;
 use a2acp_tests::*;
 use a2acp_tokio::agent::AgentHandle;
 use a2acp_tokio::mcp::McpOptions;
 use a2acp_tokio::mcp_http::{self, McpHttpLimits, McpHttpOptions};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const TOKEN: &str = "test-token-0123456789";
 const TRIES: &str = "50";
@@ -106,7 +108,10 @@ async fn every_try_reads(python: &PathBuf, cases: Vec<Case>) {
             }
         }
     }
-    assert!(failed.is_empty(), "tries that did not read the refusal: {failed:#?}");
+    assert!(
+        failed.is_empty(),
+        "tries that did not read the refusal: {failed:#?}"
+    );
 }
 
 /// Bob's agent with an A2A listener (bearer token) on a free loopback port.
@@ -175,7 +180,7 @@ async fn an_async_client_reads_every_a2a_refusal() {
             .envelope("INVALID_MESSAGE_FORMAT"),
     ];
     every_try_reads(&python, cases).await;
-    bob.stop().await;
+    bob.stop().await.unwrap();
 }
 
 /// The MCP bridge over streamable HTTP: over the cap (413), without the token (401), on
@@ -204,5 +209,132 @@ async fn an_async_client_reads_the_relays_refusal(rt: Runtime) {
     let a = relay.addr();
     let cases = vec![Case::new("relay, a POST", format!("http://{a}/"), 404)];
     every_try_reads(&python, cases).await;
+    relay.stop(true).await;
+}
+
+/// What a client that goes on sending after its refusal gets.
+enum After {
+    /// Writes as fast as it can: cut once the listener has drained [`linger::MAX_BYTES`];
+    /// how much it wrote.
+    Floods,
+    /// Writes one byte every 100 ms: cut [`linger::TIME`] after its refusal; how long
+    /// after the refusal.
+    Trickles,
+}
+
+/// Sends `head` to `addr`, reads the refusal (`want`: its status line's start), then goes
+/// on sending as `after` says until the listener cuts the connection: bytes written after
+/// the refusal (`Floods`) or milliseconds from the refusal to the cut (`Trickles`).
+async fn cut_after_refusal(addr: SocketAddr, head: &str, want: &str, after: After) -> u64 {
+    let s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut r, mut w) = s.into_split();
+    w.write_all(head.as_bytes()).await.unwrap();
+    let mut got = vec![0u8; want.len()];
+    tokio::time::timeout(Duration::from_secs(5), r.read_exact(&mut got))
+        .await
+        .expect("the refusal comes at once")
+        .expect("the refusal is read");
+    assert_eq!(String::from_utf8_lossy(&got), want);
+    let refused = Instant::now();
+    // Keep reading (the rest of the answer, then the end) so the client's side never
+    // fills up; the cut shows on the writes.
+    tokio::spawn(async move {
+        let mut sink = vec![0u8; 4096];
+        while let Ok(n) = r.read(&mut sink).await {
+            if n == 0 {
+                break;
+            }
+        }
+    });
+    let mut written = 0u64;
+    let send = async {
+        match after {
+            After::Floods => {
+                let chunk = vec![b'x'; 64 * 1024];
+                while w.write_all(&chunk).await.is_ok() {
+                    written += chunk.len() as u64;
+                }
+            }
+            After::Trickles => {
+                while w.write_all(b"x").await.is_ok() {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), send)
+        .await
+        .expect("the listener cuts a client that goes on sending");
+    match after {
+        After::Floods => written,
+        After::Trickles => refused.elapsed().as_millis() as u64,
+    }
+}
+
+/// The linger's bounds hold on the agent's listeners: a body that never ends is cut once
+/// [`linger::MAX_BYTES`] were drained, a slow one [`linger::TIME`] after its refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_sending_on_after_its_refusal_is_cut() {
+    let dir = tmp();
+    let relay = Runtime::Tokio
+        .relay("127.0.0.1:0", &dir.path().join("relay"))
+        .await;
+    let DinnerHomes { bob: hb, .. } = dinner_homes(dir.path(), &relay.url());
+    let bob = bob_with_a2a(&hb, A2aLimits::default());
+    let a2a = bob.a2a_addr().expect("listening");
+    let mcp = mcp_listener(&Home::new(dir.path().join("mcp")), McpHttpLimits::default());
+    let huge = |path: &str| {
+        format!("POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {TOKEN}\r\ncontent-type: application/json\r\ncontent-length: 1000000000\r\n\r\n")
+    };
+    for (what, addr, path) in [
+        ("A2A", a2a, "/"),
+        ("Phase 1", a2a, "/a2a/messages"),
+        ("MCP", mcp, "/mcp"),
+    ] {
+        let n = cut_after_refusal(addr, &huge(path), "HTTP/1.1 413", After::Floods).await;
+        // Drained up to the cap, plus what the two sockets' buffers held.
+        assert!(
+            n >= linger::MAX_BYTES && n < linger::MAX_BYTES + (32 << 20),
+            "{what}: {n} bytes written before the cut"
+        );
+        let ms = cut_after_refusal(addr, &huge(path), "HTTP/1.1 413", After::Trickles).await;
+        let cap = linger::TIME.as_millis() as u64;
+        assert!(
+            ms >= cap / 2 && ms < cap + 3000,
+            "{what}: cut {ms} ms after the refusal"
+        );
+        eprintln!("{what}: a flood cut after {n} bytes, a trickle after {ms} ms");
+    }
+    bob.stop().await.unwrap();
+}
+
+per_runtime!(a_client_sending_on_after_the_relays_refusal_is_cut);
+
+/// The same bounds on the relay's upgrade path.
+async fn a_client_sending_on_after_the_relays_refusal_is_cut(rt: Runtime) {
+    let dir = tmp();
+    let relay = rt.relay("127.0.0.1:0", &dir.path().join("relay")).await;
+    let head = "POST / HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 1000000000\r\n\r\n";
+    let a = relay.addr();
+    let n = cut_after_refusal(a, head, "HTTP/1.1 404", After::Floods).await;
+    assert!(
+        n >= linger::MAX_BYTES && n < linger::MAX_BYTES + (32 << 20),
+        "{n} bytes written before the cut"
+    );
+    let ms = cut_after_refusal(a, head, "HTTP/1.1 404", After::Trickles).await;
+    let cap = linger::TIME.as_millis() as u64;
+    assert!(
+        ms >= cap / 2 && ms < cap + 3000,
+        "cut {ms} ms after the refusal"
+    );
+    // A WebSocket upgrade of another version is told the one the relay speaks.
+    let r = raw_http(
+        a,
+        b"GET / HTTP/1.1\r\nhost: x\r\nupgrade: websocket\r\nconnection: upgrade\r\nsec-websocket-version: 8\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(r.starts_with("HTTP/1.1 426 "), "{r}");
+    assert!(r.contains("sec-websocket-version: 13\r\n"), "{r}");
     relay.stop(true).await;
 }
