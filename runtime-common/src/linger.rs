@@ -64,7 +64,9 @@ where
         if stream.flush().await.is_err() || stream.close().await.is_err() {
             return Lingered::Failed(0);
         }
-        let mut buf = [0u8; BUF];
+        // On the heap, and only while lingering: a connection task that never lingers
+        // does not carry the buffer in its state.
+        let mut buf = vec![0u8; BUF];
         loop {
             match stream.read(&mut buf).await {
                 Ok(0) => return Lingered::ClientClosed(read.load(Ordering::Relaxed)),

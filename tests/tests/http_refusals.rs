@@ -57,6 +57,26 @@ impl Case {
         self
     }
 
+    /// A slow body instead: 64 KiB in 4 KiB chunks 50 ms apart (0.8 s, past a body
+    /// deadline of 300 ms), 5 tries.
+    fn slow(mut self) -> Case {
+        for a in [
+            "--bytes",
+            "65536",
+            "--chunk",
+            "4096",
+            "--chunk-delay-ms",
+            "50",
+            "--tries",
+            "5",
+            "--modes",
+            "chunked",
+        ] {
+            self.args.push(a.into());
+        }
+        self
+    }
+
     /// The body must be seed 001's error envelope with this code.
     fn envelope(mut self, code: &str) -> Case {
         self.args.push("--envelope".into());
@@ -103,7 +123,7 @@ async fn every_try_reads(python: &PathBuf, cases: Vec<Case>) {
             t.elapsed().as_secs_f64()
         );
         for mode in ["one_go", "chunked"] {
-            if report[mode]["read"] != report[mode]["tries"] {
+            if !report[mode].is_null() && report[mode]["read"] != report[mode]["tries"] {
                 failed.push(format!("{} ({mode}): {}", c.what, report[mode]));
             }
         }
@@ -148,8 +168,8 @@ fn mcp_listener(home: &Home, limits: McpHttpLimits) -> SocketAddr {
 }
 
 /// The A2A listener's two bindings and its Phase-1 route: 2 MiB over the 1 MiB cap
-/// (413), or without the token (401); on the Phase-1 route the answer is seed 001's
-/// `INVALID_MESSAGE_FORMAT` error envelope either way.
+/// (413), without the token (401), a body slower than its deadline (408); on the Phase-1
+/// route the answer is seed 001's `INVALID_MESSAGE_FORMAT` error envelope every time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_async_client_reads_every_a2a_refusal() {
     let Some(python) = python() else { return };
@@ -157,10 +177,32 @@ async fn an_async_client_reads_every_a2a_refusal() {
     let relay = Runtime::Tokio
         .relay("127.0.0.1:0", &dir.path().join("relay"))
         .await;
-    let DinnerHomes { bob: hb, .. } = dinner_homes(dir.path(), &relay.url());
+    let DinnerHomes {
+        alice: ha, bob: hb, ..
+    } = dinner_homes(dir.path(), &relay.url());
     let bob = bob_with_a2a(&hb, A2aLimits::default());
     let a = bob.a2a_addr().expect("listening");
+    // Another listener whose body deadline a slow client passes.
+    let slow = bob_with_a2a(
+        &ha,
+        A2aLimits {
+            body_timeout: Duration::from_millis(300),
+            ..A2aLimits::default()
+        },
+    );
+    let s = slow.a2a_addr().expect("listening");
     let cases = vec![
+        Case::new("A2A JSON-RPC, a slow body", format!("http://{s}/"), 408)
+            .token()
+            .slow(),
+        Case::new(
+            "Phase 1, a slow body",
+            format!("http://{s}/a2a/messages"),
+            408,
+        )
+        .token()
+        .slow()
+        .envelope("INVALID_MESSAGE_FORMAT"),
         Case::new("A2A JSON-RPC, over the cap", format!("http://{a}/"), 413).token(),
         Case::new("A2A JSON-RPC, no token", format!("http://{a}/"), 401),
         Case::new(
@@ -181,17 +223,28 @@ async fn an_async_client_reads_every_a2a_refusal() {
     ];
     every_try_reads(&python, cases).await;
     bob.stop().await.unwrap();
+    slow.stop().await.unwrap();
 }
 
 /// The MCP bridge over streamable HTTP: over the cap (413), without the token (401), on
-/// a path that is not `/mcp` (404).
+/// a path that is not `/mcp` (404), a body slower than its deadline (408).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_async_client_reads_every_mcp_http_refusal() {
     let Some(python) = python() else { return };
     let dir = tmp();
     let home = Home::new(dir.path().join("home"));
     let a = mcp_listener(&home, McpHttpLimits::default());
+    let s = mcp_listener(
+        &home,
+        McpHttpLimits {
+            body_timeout: Duration::from_millis(300),
+            ..McpHttpLimits::default()
+        },
+    );
     let cases = vec![
+        Case::new("MCP, a slow body", format!("http://{s}/mcp"), 408)
+            .token()
+            .slow(),
         Case::new("MCP, over the cap", format!("http://{a}/mcp"), 413).token(),
         Case::new("MCP, no token", format!("http://{a}/mcp"), 401),
         Case::new("MCP, wrong path", format!("http://{a}/nope"), 404).token(),
