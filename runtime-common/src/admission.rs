@@ -45,6 +45,7 @@ use futures_util::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tracing::{debug, info, warn};
 
 use crate::http::{self, Route};
+use crate::linger;
 use crate::log_limit::LogLimiter;
 use crate::relay_service::{RelayHandle, RelayService, RelaySnapshot, ServiceError};
 use crate::tls::{MaybeTls, ServerTls};
@@ -521,17 +522,21 @@ async fn read_head<S: AsyncRead + Unpin>(stream: &mut S) -> Option<(Vec<u8>, Rou
     }
 }
 
-/// The HTTP phase: the TLS handshake (with `tls`), the head, then an answer or the
-/// WebSocket handshake.
-async fn http_phase<S>(
+/// The HTTP phase: the TLS handshake (with `tls`), the head, then an answer (the
+/// connection then closed by [`linger::close_after_refusal`] within [`linger::TIME`] of
+/// `timer`) or the WebSocket handshake.
+async fn http_phase<S, T, D>(
     stream: S,
     tls: Option<&ServerTls>,
     handle: &RelayHandle,
     ticket: &Ticket,
     peer: SocketAddr,
+    timer: &T,
 ) -> HttpPhase<MaybeTls<S>>
 where
     S: AsyncRead + AsyncWrite + Unpin,
+    T: Fn(Duration) -> D,
+    D: Future<Output = ()>,
 {
     let mut stream = match tls {
         None => MaybeTls::Plain(stream),
@@ -560,11 +565,16 @@ where
             _ => None,
         };
         let conns = ticket.admission.stats();
-        let _ = stream
+        if stream
             .write_all(&http::answer(&route, snap.as_ref(), &conns))
-            .await;
-        let _ = stream.flush().await;
-        let _ = stream.close().await;
+            .await
+            .is_ok()
+        {
+            // What the client still sends (a body with its request) is drained for a
+            // bounded while, so it reads the answer instead of a reset.
+            let how = linger::close_after_refusal(&mut stream, timer(linger::TIME)).await;
+            debug!(%peer, ?how, "HTTP request answered");
+        }
         return HttpPhase::Done;
     }
     let stream = Prefixed {
@@ -581,25 +591,29 @@ where
     }
 }
 
-/// Serves one admitted connection (Nagle already off): its HTTP phase under `deadline` (a
-/// timer of the binding set to the admission's `upgrade_timeout` from the accept) — with
-/// `tls`, the TLS handshake first, under the same deadline — then, if it upgraded, the
-/// agent link until it ends. The ticket's slot is released when this returns.
-pub async fn serve_connection<S, D>(
+/// Serves one admitted connection (Nagle already off): its HTTP phase under the
+/// admission's `upgrade_timeout` from the accept — with `tls`, the TLS handshake first,
+/// under the same deadline; an HTTP request answered, then its connection closed gently
+/// ([`linger`]) within the same deadline — then, if it upgraded, the agent link until it
+/// ends. `timer` is the binding's: a future that completes the given time after it is
+/// made. The ticket's slot is released when this returns.
+pub async fn serve_connection<S, T, D>(
     stream: S,
     tls: Option<ServerTls>,
     peer: SocketAddr,
     handle: RelayHandle,
     ticket: Ticket,
-    deadline: D,
+    timer: T,
 ) where
     S: AsyncRead + AsyncWrite + Unpin,
+    T: Fn(Duration) -> D,
     D: Future<Output = ()>,
 {
     let admission = ticket.admission.clone();
+    let deadline = timer(admission.cfg.upgrade_timeout);
     let phase = crate::race::race(
         crate::race::race(
-            http_phase(stream, tls.as_ref(), &handle, &ticket, peer),
+            http_phase(stream, tls.as_ref(), &handle, &ticket, peer, &timer),
             async {
                 ticket.evicted().await;
                 HttpPhase::Evicted

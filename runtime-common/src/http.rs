@@ -17,6 +17,12 @@ pub const MAX_HEAD: usize = 8192;
 pub enum Route {
     /// A WebSocket upgrade: the agent link.
     WebSocket,
+    /// A WebSocket upgrade of a version other than 13 (answered 426 with the version this
+    /// relay speaks, RFC 6455 §4.2.2), or without its `Sec-WebSocket-Key` (400).
+    BadUpgrade {
+        /// The version asked is not 13.
+        version: bool,
+    },
     /// `GET /healthz`.
     Healthz,
     /// `GET /metrics`.
@@ -36,13 +42,25 @@ pub fn classify(head: &[u8]) -> Option<Route> {
     let first = lines.next().unwrap_or("");
     let mut parts = first.split(' ');
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let upgrade = lines.take_while(|l| !l.is_empty()).any(|l| {
-        l.split_once(':').is_some_and(|(k, v)| {
-            k.trim().eq_ignore_ascii_case("upgrade") && v.trim().eq_ignore_ascii_case("websocket")
-        })
-    });
-    if upgrade {
-        return Some(Route::WebSocket);
+    let headers: Vec<(&str, &str)> = lines
+        .take_while(|l| !l.is_empty())
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim(), v.trim()))
+        .collect();
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| *v)
+    };
+    if header("upgrade").is_some_and(|v| v.eq_ignore_ascii_case("websocket")) {
+        return Some(if header("sec-websocket-version") != Some("13") {
+            Route::BadUpgrade { version: true }
+        } else if header("sec-websocket-key").is_none_or(str::is_empty) {
+            Route::BadUpgrade { version: false }
+        } else {
+            Route::WebSocket
+        });
     }
     let path = path.split('?').next().unwrap_or("");
     Some(match (method, path) {
@@ -54,8 +72,13 @@ pub fn classify(head: &[u8]) -> Option<Route> {
 
 /// A complete HTTP/1.1 response that closes the connection.
 pub fn response(status: &str, content_type: &str, body: &str) -> Vec<u8> {
+    response_with(status, "", content_type, body)
+}
+
+/// [`response`] with more header lines (`extra`: each ending in CRLF).
+fn response_with(status: &str, extra: &str, content_type: &str, body: &str) -> Vec<u8> {
     format!(
-        "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {status}\r\n{extra}content-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
     )
     .into_bytes()
@@ -73,6 +96,17 @@ pub fn answer(route: &Route, snapshot: Option<&RelaySnapshot>, conns: &Admission
             "200 OK",
             "text/plain; version=0.0.4",
             &(render_metrics(s) + &render_connection_metrics(conns)),
+        ),
+        (Route::BadUpgrade { version: true }, _) => response_with(
+            "426 Upgrade Required",
+            "sec-websocket-version: 13\r\nupgrade: websocket\r\n",
+            "text/plain",
+            "a2acp relay: WebSocket version 13 only\n",
+        ),
+        (Route::BadUpgrade { version: false }, _) => response(
+            "400 Bad Request",
+            "text/plain",
+            "a2acp relay: a WebSocket upgrade needs its Sec-WebSocket-Key\n",
         ),
         _ => response(
             "404 Not Found",
@@ -274,10 +308,26 @@ mod tests {
         );
         assert_eq!(
             classify(
-                b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
+                b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
             ),
             Some(Route::WebSocket)
         );
+        assert_eq!(
+            classify(b"GET / HTTP/1.1\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 8\r\nSec-WebSocket-Key: k\r\n\r\n"),
+            Some(Route::BadUpgrade { version: true })
+        );
+        assert_eq!(
+            classify(b"GET / HTTP/1.1\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\r\n"),
+            Some(Route::BadUpgrade { version: false })
+        );
+        let a = String::from_utf8(answer(
+            &Route::BadUpgrade { version: true },
+            None,
+            &AdmissionStats::default(),
+        ))
+        .unwrap();
+        assert!(a.starts_with("HTTP/1.1 426 "), "{a}");
+        assert!(a.contains("\r\nsec-websocket-version: 13\r\n"), "{a}");
         assert_eq!(classify(b"GET / HTTP/1.1\r\n\r\n"), Some(Route::Other));
         assert_eq!(classify(&[b'x'; MAX_HEAD]), Some(Route::Other));
     }

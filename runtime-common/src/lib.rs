@@ -58,6 +58,7 @@ pub mod daemon;
 pub mod home;
 pub mod http;
 pub mod keys;
+pub mod linger;
 pub mod llm;
 pub mod log_limit;
 pub mod onboarding;

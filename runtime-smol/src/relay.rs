@@ -55,22 +55,14 @@ pub async fn start_with(
     let listening = Listening::new(addr, &service, conns, tls.is_some());
     let h = listening.handle().clone();
     let adm = listening.admission().clone();
-    let timeout = conns.upgrade_timeout;
     let accept = smol::spawn(async move {
         loop {
             adm.room().await;
             match listener.accept().await {
                 Ok((stream, peer)) => match adm.admit(peer.ip()) {
                     Ok(ticket) => {
-                        smol::spawn(connection(
-                            stream,
-                            tls.clone(),
-                            peer,
-                            h.clone(),
-                            ticket,
-                            timeout,
-                        ))
-                        .detach();
+                        smol::spawn(connection(stream, tls.clone(), peer, h.clone(), ticket))
+                            .detach();
                     }
                     Err(_) => refuse(stream),
                 },
@@ -148,13 +140,15 @@ async fn connection(
     peer: SocketAddr,
     handle: RelayHandle,
     ticket: Ticket,
-    timeout: Duration,
 ) {
     let _ = stream.set_nodelay(true);
-    let deadline = async {
-        smol::Timer::after(timeout).await;
+    let timer = |d: Duration| {
+        let t = smol::Timer::after(d);
+        async move {
+            t.await;
+        }
     };
-    admission::serve_connection(stream, tls, peer, handle, ticket, deadline).await;
+    admission::serve_connection(stream, tls, peer, handle, ticket, timer).await;
 }
 
 /// Refuses an accepted connection: [`admission::REFUSED`] if the socket takes it at once

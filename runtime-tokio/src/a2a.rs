@@ -178,33 +178,30 @@ async fn phase1(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
     )
     .is_none()
     {
-        let mut r = full(
+        let mut r = phase1_refusal(
+            &state,
             StatusCode::UNAUTHORIZED,
-            "text/plain",
-            "a bearer token is required\n",
+            "a bearer token is required",
         );
         r.headers_mut()
             .insert("www-authenticate", HeaderValue::from_static("Bearer"));
         return r;
     }
-    let bytes = match read_body(&state, req).await {
-        Ok(b) => b,
-        Err(status) => return full(status, "text/plain", "the body could not be read\n"),
-    };
+    let (parts, body) = req.into_parts();
+    let l = &state.limits;
+    let bytes =
+        match crate::http_door::read_body(&parts.headers, body, l.max_body, l.body_timeout).await {
+            Ok(b) => b,
+            Err(e) => return phase1_refusal(&state, e.status(), &e.to_string()),
+        };
     let kind = envelope::type_of(&bytes).unwrap_or_default();
     let deadline = std::time::Duration::from_millis(retry::ack_deadline_ms(&kind));
     let (tx, rx) = flume::bounded(1);
     let timeout = || {
-        // A fresh v4 id for the error (the OS's randomness; nil only if it has none).
-        let id = a2acp_runtime::clock::os_seed()
-            .ok()
-            .and_then(|s| s.get(..16).and_then(|b| <[u8; 16]>::try_from(b).ok()))
-            .map(envelope::uuid_v4)
-            .unwrap_or_else(uuid_nil);
         let v = envelope::timeout_reply(
             state.phase1_id,
             &bytes,
-            id,
+            fresh_id(),
             &a2acp_runtime::now().to_rfc3339(),
         );
         json(StatusCode::INTERNAL_SERVER_ERROR, &v)
@@ -226,8 +223,29 @@ async fn phase1(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
     }
 }
 
-fn uuid_nil() -> a2acp_core::a2a::envelope::Uuid {
-    a2acp_core::a2a::envelope::Uuid::nil()
+/// A fresh v4 id for an error the listener writes (the OS's randomness; nil only if it
+/// has none).
+fn fresh_id() -> a2acp_core::a2a::envelope::Uuid {
+    use a2acp_core::a2a::envelope;
+    a2acp_runtime::clock::os_seed()
+        .ok()
+        .and_then(|s| s.get(..16).and_then(|b| <[u8; 16]>::try_from(b).ok()))
+        .map(envelope::uuid_v4)
+        .unwrap_or_else(envelope::Uuid::nil)
+}
+
+/// A request to the Phase-1 route refused before its message was read (no token, the
+/// body over the cap or not in time, not a `POST`): `status`, with seed 001's
+/// `INVALID_MESSAGE_FORMAT` error saying `why` (a Phase-1 sender reads an envelope, never
+/// plain text).
+fn phase1_refusal(state: &State, status: StatusCode, why: &str) -> Response<Body> {
+    let v = a2acp_core::a2a::envelope::refusal_reply(
+        state.phase1_id,
+        why,
+        fresh_id(),
+        &a2acp_runtime::now().to_rfc3339(),
+    );
+    json(status, &v)
 }
 
 /// The binding a request came by: JSON-RPC at `/`, or an HTTP+JSON route.
@@ -296,7 +314,17 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
         }
         (&Method::POST, "/") => Binding::JsonRpc,
         (&Method::POST, "/a2a/messages") => return phase1(state, req).await,
-        (_, "/" | "/.well-known/agent-card.json" | "/a2a/messages") => {
+        (_, "/a2a/messages") => {
+            let mut r = phase1_refusal(
+                &state,
+                StatusCode::METHOD_NOT_ALLOWED,
+                "a Phase-1 message is sent with POST",
+            );
+            r.headers_mut()
+                .insert(hyper::header::ALLOW, HeaderValue::from_static("POST"));
+            return r;
+        }
+        (_, "/" | "/.well-known/agent-card.json") => {
             return full(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "text/plain",

@@ -2,15 +2,26 @@
 //! and the MCP bridge over streamable HTTP, `mcp --listen`) do alike before a request
 //! reaches their protocol: accept connections up to a cap, serve each over HTTP/1.1 with
 //! a deadline on the request head, and read a body whole within a deadline and a cap.
+//!
+//! A refusal (any answer of status 400 or more) carries `Connection: close`; after it the
+//! connection is not simply dropped but closed by the shared
+//! [`a2acp_runtime::linger::close_after_refusal`]: the write half first, then what the
+//! client still sends (the rest of a body over the cap, a slow body) is drained for at
+//! most [`linger::MAX_BYTES`](a2acp_runtime::linger::MAX_BYTES) and
+//! [`linger::TIME`](a2acp_runtime::linger::TIME), so the client reads the refusal instead
+//! of a reset.
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use a2acp_runtime::linger;
+use async_tungstenite::tokio::TokioAdapter;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::{Bytes, Incoming};
-use hyper::header::CONTENT_LENGTH;
+use hyper::header::{HeaderValue, CONNECTION, CONTENT_LENGTH};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{HeaderMap, Request, Response, StatusCode};
@@ -66,18 +77,40 @@ pub(crate) async fn serve<H, Fut, B>(
         tokio::spawn(async move {
             let svc = service_fn(move |req| {
                 let fut = handle(req);
-                async move { Ok::<_, Infallible>(fut.await) }
+                Box::pin(async move { Ok::<_, Infallible>(refusal_closes(fut.await)) })
+                    as Pin<Box<dyn Future<Output = Result<Response<B>, Infallible>> + Send>>
             });
             let conn = http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(door.header_timeout)
-                .serve_connection(TokioIo::new(sock), svc);
-            if let Err(e) = conn.await {
-                debug!(%peer, "{} connection: {e}", door.name);
+                .serve_connection(TokioIo::new(sock), svc)
+                .without_shutdown();
+            match conn.await {
+                // The connection ended after an answer (a refusal, `Connection: close`
+                // either way, or the client's end of a kept-alive connection): closed
+                // gently, so that a client still sending reads what it was answered.
+                Ok(parts) => {
+                    let mut io = TokioAdapter::new(parts.io.into_inner());
+                    let how =
+                        linger::close_after_refusal(&mut io, tokio::time::sleep(linger::TIME))
+                            .await;
+                    debug!(%peer, ?how, "{} connection closed", door.name);
+                }
+                Err(e) => debug!(%peer, "{} connection: {e}", door.name),
             }
             drop(permit);
         });
     }
+}
+
+/// A refusal closes its connection: the request's body may be unread, and the connection
+/// is not reused after it.
+fn refusal_closes<B>(mut r: Response<B>) -> Response<B> {
+    if r.status().is_client_error() || r.status().is_server_error() {
+        r.headers_mut()
+            .insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    r
 }
 
 /// Why a body was not read.

@@ -55,21 +55,13 @@ pub async fn start_with(
     let listening = Listening::new(addr, &service, conns, tls.is_some());
     let h = listening.handle().clone();
     let adm = listening.admission().clone();
-    let timeout = conns.upgrade_timeout;
     let accept = tokio::spawn(async move {
         loop {
             adm.room().await;
             match listener.accept().await {
                 Ok((stream, peer)) => match adm.admit(peer.ip()) {
                     Ok(ticket) => {
-                        tokio::spawn(connection(
-                            stream,
-                            tls.clone(),
-                            peer,
-                            h.clone(),
-                            ticket,
-                            timeout,
-                        ));
+                        tokio::spawn(connection(stream, tls.clone(), peer, h.clone(), ticket));
                     }
                     Err(_) => {
                         // Best effort, one non-blocking write; then closed.
@@ -155,17 +147,15 @@ async fn connection(
     peer: SocketAddr,
     handle: RelayHandle,
     ticket: Ticket,
-    timeout: Duration,
 ) {
     let _ = stream.set_nodelay(true);
-    let deadline = tokio::time::sleep(timeout);
     admission::serve_connection(
         TokioAdapter::new(stream),
         tls,
         peer,
         handle,
         ticket,
-        deadline,
+        tokio::time::sleep,
     )
     .await;
 }

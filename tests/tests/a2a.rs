@@ -428,6 +428,22 @@ async fn phase1(addr: SocketAddr, body: &str) -> (u16, serde_json::Value) {
     (status, json)
 }
 
+/// A `GET /a2a/messages`: the HTTP status and the body as JSON.
+async fn phase1_get(addr: SocketAddr) -> (u16, serde_json::Value) {
+    let r = raw(
+        addr,
+        b"GET /a2a/messages HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+        Duration::from_secs(5),
+    )
+    .await;
+    let status = r.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let json = r
+        .split_once("\r\n\r\n")
+        .and_then(|(_, b)| serde_json::from_str(b).ok())
+        .unwrap_or(serde_json::Value::Null);
+    (status, json)
+}
+
 /// The Phase-1 envelope (seed 001) over the real listener: every validation rule with its
 /// error code and HTTP status, the ping echo, a task assignment becoming a thread (a
 /// retried one opening nothing more), progress asked and reported, a cancel.
@@ -645,16 +661,15 @@ async fn the_phase1_envelope_over_the_listener() {
     let t = &threads.data[0];
     assert_eq!(t["state"], "DECLINED", "{t}");
     assert_eq!(t["peer"], format!("agent:p1-{me}@a2a.invalid"), "{t}");
-    // A body over the cap: 413 before it is read whole. Only the head and the start of
-    // the body are written: the listener answers and closes without reading the rest,
-    // so writing all 2 MiB would race its close (a broken pipe on the client's side).
-    let req = format!(
-        "POST /a2a/messages HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{}",
-        2 * 1024 * 1024,
-        "x".repeat(1024)
-    );
-    let r = raw(addr, req.as_bytes(), Duration::from_secs(5)).await;
-    assert_eq!(r.get(9..12), Some("413"), "{r}");
+    // A body over the cap: 413 before it is read whole, as seed 001's error; all 2 MiB
+    // are written (the listener drains what follows its refusal before it closes).
+    let (status, r) = phase1(addr, &"x".repeat(2 * 1024 * 1024)).await;
+    assert_eq!(status, 413, "{r}");
+    assert_eq!(r["type"], "error", "{r}");
+    assert_eq!(r["payload"]["error_code"], "INVALID_MESSAGE_FORMAT", "{r}");
+    let (status, r) = phase1_get(addr).await;
+    assert_eq!(status, 405, "{r}");
+    assert_eq!(r["payload"]["error_code"], "INVALID_MESSAGE_FORMAT", "{r}");
     bob.stop().await.unwrap();
 }
 

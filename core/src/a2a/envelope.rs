@@ -414,6 +414,17 @@ pub fn timeout_reply(me: Uuid, body: &[u8], message_id: Uuid, timestamp: &str) -
     e.reply(me, message_id, timestamp).to_json()
 }
 
+/// The `error` a listener answers a request it refused before reading its message (the
+/// body over the size cap or not in time, no bearer token, a method other than `POST`):
+/// `INVALID_MESSAGE_FORMAT` saying `why`, under a fresh `message_id`, without an
+/// `original_message_id` and to the nil UUID (the message was not read, so neither its id
+/// nor its sender is known).
+pub fn refusal_reply(me: Uuid, why: &str, message_id: Uuid, timestamp: &str) -> Value {
+    EnvelopeError::new(ErrorCode::InvalidMessageFormat, why)
+        .reply(me, message_id, timestamp)
+        .to_json()
+}
+
 /// The Phase-1 id of the agent whose Ed25519 public key is `public_key`: a UUID v4 made
 /// from its first 16 bytes (stable across restarts; what a sender puts in `to`).
 pub fn agent_id_of(public_key: &[u8; 32]) -> Uuid {

@@ -402,6 +402,30 @@ fn the_error_reply_is_a_valid_error_message_to_the_sender() {
 }
 
 #[test]
+fn a_refusal_before_the_message_is_read_is_invalid_message_format_to_nobody() {
+    let v = refusal_reply(
+        me().agent_id,
+        "the body is over 1048576 bytes",
+        uuid_v4([9; 16]),
+        "2024-02-05T16:40:00Z",
+    );
+    assert_eq!(v["version"], VERSION);
+    assert_eq!(v["type"], "error");
+    assert_eq!(v["from"], ME);
+    assert_eq!(v["to"], Uuid::nil().to_string());
+    assert_eq!(v["payload"]["error_code"], "INVALID_MESSAGE_FORMAT");
+    assert_eq!(
+        v["payload"]["error_message"],
+        "the body is over 1048576 bytes"
+    );
+    assert!(v["payload"].get("original_message_id").is_none(), "{v}");
+    assert_eq!(
+        uuid_v4_of(v["message_id"].as_str().unwrap()),
+        Some(uuid_v4([9; 16]))
+    );
+}
+
+#[test]
 fn a_ping_is_echoed_with_its_nonce() {
     let m = check(&message("ping", json!({"nonce": "n-42", "echo": {"x": 1}}))).unwrap();
     let echo = m
