@@ -61,6 +61,7 @@ pub mod keys;
 pub mod llm;
 pub mod log_limit;
 pub mod onboarding;
+pub mod phase1_push;
 pub mod phase1_sender;
 pub mod prompt;
 pub mod race;
