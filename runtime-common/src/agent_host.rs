@@ -122,6 +122,8 @@ pub struct AgentHost {
     now: Timestamp,
     llm: Option<crate::llm::LlmClient>,
     actions: Option<crate::actions::ActionRunner>,
+    /// Sends Phase-1 task updates; started with the first one.
+    phase1: Option<crate::phase1_push::Phase1Pusher>,
 }
 
 /// What answers the agent's calls off its loop: the language model, and the runner of
@@ -203,6 +205,7 @@ impl AgentHost {
             now,
             llm: workers.llm,
             actions: workers.actions,
+            phase1: None,
         };
         let effects = host.drain()?;
         Ok((host, effects, restored))
@@ -431,6 +434,10 @@ impl AgentHost {
             Output::Audit(a) => effects.push(Effect::Audit(a)),
             Output::CloseConnection => effects.push(Effect::CloseConnection),
             Output::A2a(u) => effects.push(Effect::A2a(u)),
+            Output::Phase1(p) => self
+                .phase1
+                .get_or_insert_with(crate::phase1_push::Phase1Pusher::new)
+                .submit(p),
         }
         Ok(())
     }

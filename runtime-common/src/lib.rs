@@ -62,6 +62,7 @@ pub mod linger;
 pub mod llm;
 pub mod log_limit;
 pub mod onboarding;
+pub mod phase1_push;
 pub mod phase1_sender;
 pub mod prompt;
 pub mod race;

@@ -287,6 +287,25 @@ pub enum Output {
     /// records it depends on; the listener reads the task again
     /// ([`crate::a2a::task::task_json`]) and tells its subscribers.
     A2a(A2aUpdate),
+    /// A seed-001 message for the sender of a Phase-1 task, at the endpoint its
+    /// assignment named (`metadata.reply_to`): the task's `status_update` when it moved,
+    /// its `task_completion` when it ended. Released with the sends, after the records it
+    /// depends on; the runtime sends it with the seed's retry rule
+    /// ([`crate::a2a::sender::Sender`]), in order, and nothing comes back to the agent
+    /// (the sender can also ask: a `status_update` about its task is answered with
+    /// where it stands).
+    Phase1(Phase1Push),
+}
+
+/// A message to a Phase-1 sender's endpoint ([`Output::Phase1`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Phase1Push {
+    /// The thread carrying out the task.
+    pub thread_id: String,
+    /// The sender's `/a2a/messages` endpoint.
+    pub endpoint: String,
+    /// The whole message (a valid seed-001 envelope, JSON).
+    pub body: String,
 }
 
 /// A packet the agent addressed to an A2A client ([`Output::A2a`]).

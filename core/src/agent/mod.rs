@@ -10,7 +10,8 @@
 //! The outputs of one input are released in this order:
 //!
 //! 1. [`Output::Persist`] — every record the following outputs depend on;
-//! 2. [`Output::Send`] — frames to the relay;
+//! 2. [`Output::Send`] — frames to the relay (and, in their place, [`Output::A2a`] and
+//!    [`Output::Phase1`] for the A2A clients and Phase-1 senders of threads);
 //! 3. [`Output::Prompt`] / [`Output::ClosePrompt`] — consent and resolution prompts;
 //! 4. [`Output::CallLlm`];
 //! 5. [`Output::ExecuteAction`];
@@ -63,7 +64,11 @@ mod notify;
 mod packets;
 pub mod permissions;
 mod phase1;
+mod phase1_task;
 pub use phase1::{Phase1Reply, PHASE1_TASK_TYPES};
+pub use phase1_task::{
+    phase1_deadline, phase1_reply_to, Phase1Task, PHASE1_DEFAULT_BOUND, PHASE1_MAX_BOUND,
+};
 mod records;
 mod recovery;
 mod refusals;
@@ -484,6 +489,7 @@ impl Agent {
             Input::ActionResult { action_id, result } => self.on_action_result(action_id, result),
         }
         self.step_forks();
+        self.step_phase1();
         self.step_groups();
         self.flush();
     }
@@ -499,7 +505,9 @@ impl Agent {
     pub fn handle_timeout(&mut self, now: Timestamp) {
         self.shared.now = self.shared.now.max(now);
         self.on_timeout();
+        self.phase1_timeouts();
         self.step_forks();
+        self.step_phase1();
         self.step_groups();
         self.flush();
     }
@@ -537,6 +545,9 @@ impl Agent {
         if let Some(x) = self.a2a_client_wake() {
             at(x);
         }
+        if let Some(x) = self.phase1_wake() {
+            at(x);
+        }
         for g in self.shared.groups.values() {
             if let Some(x) = self.shared.group_deadline(g) {
                 at(x);
@@ -572,6 +583,8 @@ mod introductions_tests;
 mod llm_tests;
 #[cfg(test)]
 mod memory_tests;
+#[cfg(test)]
+mod phase1_tests;
 #[cfg(test)]
 mod resolution_tests;
 #[cfg(test)]

@@ -760,6 +760,7 @@ pub(super) fn blank_thread(
         a2a_context: None,
         a2a_remote: None,
         continued_as: None,
+        phase1: None,
         scope_intent: None,
         sibling_holds: Vec::new(),
     }

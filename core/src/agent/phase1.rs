@@ -6,12 +6,13 @@
 
 use serde_json::{json, Value};
 
+use super::phase1_task::{phase1_deadline, phase1_reply_to, Phase1Task};
 use super::*;
 use crate::a2a::envelope::{
-    self, Completion, EnvelopeError, ErrorCode, Message, Payload, Receiver, StatusUpdate,
-    TaskCompletion, TaskStatus,
+    self, EnvelopeError, ErrorCode, Message, Payload, Receiver, StatusUpdate, TaskCompletion,
+    TaskStatus,
 };
-use crate::a2a::task::{self as a2a_task, Inbound, TaskState};
+use crate::a2a::task::{self as a2a_task, Inbound};
 use crate::address::A2A_DOMAIN;
 
 /// The task types this agent takes (`supported_tasks`): the negotiations it knows.
@@ -68,6 +69,7 @@ impl Agent {
                 body: e.reply(me, envelope::uuid_v4(id), &stamp).to_json(),
             },
         };
+        self.step_phase1();
         self.step_groups();
         self.flush();
         out
@@ -102,6 +104,11 @@ impl Agent {
             }
             Payload::TaskAssignment(t) => {
                 if self.phase1_thread(&peer, &t.task_id).is_none() {
+                    let now = self.shared.now;
+                    let deadline = phase1_deadline(now, t.deadline.as_deref())
+                        .map_err(|e| refuse(ErrorCode::PayloadValidationFailed, e))?;
+                    let reply_to = phase1_reply_to(t.metadata.as_ref())
+                        .map_err(|e| refuse(ErrorCode::PayloadValidationFailed, e))?;
                     let mut data = t.payload.clone();
                     data.insert("category".into(), Value::String(t.task_type.clone()));
                     if !t.description.is_empty() {
@@ -115,7 +122,7 @@ impl Agent {
                         text: t.title.clone(),
                         data,
                     };
-                    self.a2a_new_task(&peer, &inbound).map_err(|e| {
+                    let id = self.a2a_new_task(&peer, &inbound).map_err(|e| {
                         refuse(
                             if e.code == a2a_task::code::UNSUPPORTED_OPERATION {
                                 ErrorCode::CapabilityMismatch
@@ -125,6 +132,18 @@ impl Agent {
                             e.message,
                         )
                     })?;
+                    self.phase1_assigned(
+                        &id,
+                        Phase1Task {
+                            sender: m.from.hyphenated().to_string(),
+                            assigned_at: now,
+                            deadline,
+                            not_supplied: Default::default(),
+                            timed_out: false,
+                            reply_to,
+                            reported: None,
+                        },
+                    );
                 }
                 // A repeated assignment (a retry) is acknowledged again, opening nothing.
                 self.phase1_progress(&peer, &t.task_id)?
@@ -166,69 +185,27 @@ impl Agent {
             .map(|t| t.id.clone())
     }
 
-    /// Where a Phase-1 task stands, as the seed's messages: a `task_completion` once it
-    /// ended (completed with the proposal as result, or failed), else a `status_update`
-    /// (`assigned` until the agent has worked on it, then `in_progress`, with what it
-    /// waits for as the message).
-    fn phase1_progress(&self, peer: &Address, task_id: &str) -> Result<Payload, EnvelopeError> {
-        let t = self
-            .phase1_thread(peer, task_id)
-            .and_then(|id| self.threads.get(&id))
-            .ok_or_else(|| EnvelopeError {
+    /// Where a Phase-1 task stands, as the seed's messages ([`Agent::phase1_report`]),
+    /// after the sender's stand-in answered what the thread asks of it; what the sender
+    /// is told is recorded (it is not sent to its endpoint again).
+    fn phase1_progress(&mut self, peer: &Address, task_id: &str) -> Result<Payload, EnvelopeError> {
+        let id = self.phase1_thread(peer, task_id);
+        if let Some(id) = &id {
+            self.phase1_stand_in(id);
+        }
+        let report = id.as_deref().and_then(|i| self.phase1_report(i));
+        match (id, report) {
+            (Some(id), Some(p)) => {
+                self.phase1_told(&id, &p);
+                Ok(p)
+            }
+            _ => Err(EnvelopeError {
                 code: ErrorCode::InternalError,
                 message: "the task was not kept".into(),
                 original_message_id: None,
                 from: None,
                 details: None,
-            })?;
-        let state = a2a_task::task_state(t);
-        let status = a2a_task::status_json(t);
-        let text = status
-            .pointer("/message/parts/0/text")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        Ok(match state {
-            TaskState::Completed | TaskState::Failed | TaskState::Rejected => {
-                let proposal = t
-                    .stage
-                    .resolution()
-                    .map(|r| json!(r.body.proposal))
-                    .unwrap_or(Value::Null);
-                let mut result = serde_json::Map::new();
-                result.insert("summary".into(), Value::String(text));
-                result.insert("state".into(), Value::String(state.as_str().into()));
-                result.insert("proposal".into(), proposal);
-                Payload::TaskCompletion(TaskCompletion {
-                    task_id: task_id.to_string(),
-                    status: if state == TaskState::Completed {
-                        Completion::Completed
-                    } else {
-                        Completion::Failed
-                    },
-                    result,
-                    execution_time_ms: None,
-                    metadata: None,
-                })
-            }
-            _ => Payload::StatusUpdate(StatusUpdate {
-                task_id: task_id.to_string(),
-                status: match state {
-                    TaskState::Canceled => TaskStatus::Cancelled,
-                    _ if t.history.iter().any(|h| h.outgoing) => TaskStatus::InProgress,
-                    _ => TaskStatus::Assigned,
-                },
-                progress: None,
-                message: Some(text),
-                metadata: Some(
-                    [(
-                        "a2a_state".to_string(),
-                        Value::String(state.as_str().to_string()),
-                    )]
-                    .into_iter()
-                    .collect(),
-                ),
             }),
-        })
+        }
     }
 }

@@ -530,6 +530,11 @@ pub struct Thread {
     /// slots, taken out of this thread's availability (SPEC-NOTES "Drift and forks").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sibling_holds: Vec<SiblingHold>,
+    /// The Phase-1 task this thread carries out, when its peer assigned it with a
+    /// seed-001 `task_assignment` (SPEC-NOTES "The A2A Phase-1 envelope": the task
+    /// lifecycle).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase1: Option<super::phase1_task::Phase1Task>,
 }
 
 /// A slot a sibling thread of a fork holds (§6.5).

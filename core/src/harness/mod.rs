@@ -704,6 +704,8 @@ impl Net {
                 // The in-memory network has no A2A listener: its tasks are read from
                 // the threads by whoever drives an A2A client in a test.
                 Output::A2a(_) => {}
+                // Nor Phase-1 senders' endpoints.
+                Output::Phase1(_) => {}
             }
             cats.extend(std::iter::repeat_n(cat, self.transcript.len() - before));
         }

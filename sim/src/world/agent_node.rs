@@ -352,6 +352,8 @@ impl Sim {
             }
             // The simulated world has no A2A clients.
             Output::A2a(_) => 2,
+            // Nor Phase-1 senders.
+            Output::Phase1(_) => 2,
         }
     }
 
