@@ -582,3 +582,5 @@ mod surface_tests;
 mod test_support;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod told_tests;
