@@ -537,8 +537,14 @@ pub struct ThreadSummary {
     pub initiator: bool,
     /// Context exchanges so far (§6.4).
     pub round_trips: u32,
-    /// Who it waits for.
+    /// Who it waits for: `user` (this agent's person: a prompt, an escalation, a changed
+    /// key), `peer` (the other agent or its person: `waiting_for` names them), `llm`,
+    /// `actions`, or `nothing`.
     pub waiting: String,
+    /// The addresses it waits for when `waiting` is `peer` (the other agent; on a group's
+    /// row, the participants whose legs wait), else empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting_for: Vec<String>,
     /// Last activity (RFC 3339).
     pub last_activity: String,
     /// Packets in its history. (In `thread show` the key `packets` holds the packets
@@ -600,7 +606,8 @@ pub struct ThreadDetail {
     pub version: Option<String>,
     /// What this agent shared.
     pub shared: Context,
-    /// What this agent withheld.
+    /// What this agent kept back: never_share fields withheld from its first packet and
+    /// fields it declined when the peer asked (§7.5), sorted.
     pub withheld: Vec<String>,
     /// What the peer shared.
     pub theirs: Context,
@@ -831,6 +838,7 @@ pub fn render_thread(t: &ThreadDetail) -> String {
     );
     let waiting = match s.waiting.as_str() {
         "user" => "for you".to_string(),
+        "peer" if !s.waiting_for.is_empty() => format!("for {}", s.waiting_for.join(", ")),
         "peer" => "for the other agent".to_string(),
         "llm" => "for the language model".to_string(),
         "nothing" | "" => "for nothing".to_string(),
@@ -1188,6 +1196,7 @@ mod tests {
                 initiator: true,
                 round_trips: 2,
                 waiting: "user".into(),
+                waiting_for: vec![],
                 last_activity: "2026-03-21T14:30:00Z".into(),
                 packets: 1,
                 group: None,
@@ -1232,6 +1241,17 @@ mod tests {
         ] {
             assert!(text.contains(part), "{part:?} in\n{text}");
         }
+        // Waiting for the peer names it by address.
+        let mut d = back;
+        d.summary.waiting = "peer".into();
+        d.summary.waiting_for = vec!["agent:bob@localhost".into()];
+        let v = serde_json::to_value(&d).unwrap();
+        assert_eq!(v["waiting_for"], serde_json::json!(["agent:bob@localhost"]));
+        let text = render_thread(&d);
+        assert!(
+            text.contains("waiting        for agent:bob@localhost · 2 round trip(s)"),
+            "{text}"
+        );
     }
 
     /// A thread split into others (§6.5) reads SPLIT, with its children, in the list and
@@ -1247,6 +1267,7 @@ mod tests {
             initiator: true,
             round_trips: 1,
             waiting: "nothing".into(),
+            waiting_for: vec![],
             last_activity: "2026-03-21T14:30:00Z".into(),
             packets: 2,
             group: None,

@@ -16,6 +16,7 @@ pub mod bench_attack;
 pub mod demo;
 mod http_door;
 pub mod mcp;
+mod mcp_args;
 pub mod mcp_http;
 pub mod relay;
 pub mod term;

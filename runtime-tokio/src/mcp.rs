@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use a2acp_runtime::control::{PromptEntry, Request, Response, ThreadSummary};
+use a2acp_runtime::control::{NotificationEntry, PromptEntry, Request, Response, ThreadSummary};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     JsonObject, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
@@ -80,7 +80,9 @@ pub async fn serve_stdio(options: McpOptions) -> Result<(), String> {
 #[derive(Clone)]
 pub struct Bridge {
     options: Arc<McpOptions>,
-    subscribed: Arc<Mutex<BTreeSet<String>>>,
+    /// The subscribed URIs, each with the mark of its resource last seen (`None`: not
+    /// known yet; the next look is the baseline).
+    subscribed: Arc<Mutex<BTreeMap<String, Option<String>>>>,
 }
 
 /// What a tool needs from the person before it runs.
@@ -107,11 +109,16 @@ fn no_args() -> Value {
     json!({"type": "object", "properties": {}, "additionalProperties": false})
 }
 
-/// Arguments of one required member, `name`, of JSON type `kind`.
-fn one(name: &str, kind: &str) -> Value {
+/// Arguments of one required member, `name`, of JSON type `kind` (what a string holds:
+/// its `title`).
+fn one(name: &str, kind: &str, title: Option<&str>) -> Value {
+    let mut member = json!({"type": kind});
+    if let Some(t) = title {
+        member["title"] = json!(t);
+    }
     json!({
         "type": "object",
-        "properties": {name: {"type": kind}},
+        "properties": {name: member},
         "required": [name],
         "additionalProperties": false
     })
@@ -143,8 +150,8 @@ const TOOLS: &[ToolSpec] = &[
                     "to": {
                         "description": "The other agent's address (agent:bob@example.org), or a list of two or more for a group thread.",
                         "anyOf": [
-                            {"type": "string"},
-                            {"type": "array", "items": {"type": "string"}, "minItems": 1}
+                            {"type": "string", "title": "address"},
+                            {"type": "array", "items": {"type": "string", "title": "address"}, "minItems": 1}
                         ]
                     },
                     "category": {"type": "string", "description": "Intent category, e.g. scheduling."},
@@ -226,7 +233,7 @@ const TOOLS: &[ToolSpec] = &[
     ToolSpec {
         name: "cancel_thread",
         description: "Close a thread (DECLINED); the other agent is told.",
-        schema: || one("id", "string"),
+        schema: || one("id", "string", None),
         read_only: false,
         consent: Consent::None,
     },
@@ -246,7 +253,7 @@ const TOOLS: &[ToolSpec] = &[
                 "properties": {
                     "field": {"type": "string"},
                     "tier": {"type": "string", "enum": ["always_share", "ask_first", "never_share"]},
-                    "for_peer": {"type": "string", "description": "Only for this agent (a relationship override)."}
+                    "for_peer": {"type": "string", "title": "address", "description": "Only for this agent (a relationship override)."}
                 },
                 "required": ["field", "tier"],
                 "additionalProperties": false
@@ -261,7 +268,7 @@ const TOOLS: &[ToolSpec] = &[
         schema: || {
             json!({
                 "type": "object",
-                "properties": {"address": {"type": "string"}},
+                "properties": {"address": {"type": "string", "title": "address"}},
                 "additionalProperties": false
             })
         },
@@ -318,14 +325,14 @@ const TOOLS: &[ToolSpec] = &[
     ToolSpec {
         name: "block",
         description: "Block an agent: its packets are dropped and its threads declined.",
-        schema: || one("address", "string"),
+        schema: || one("address", "string", Some("address")),
         read_only: false,
         consent: Consent::None,
     },
     ToolSpec {
         name: "unblock",
         description: "Unblock an agent; confirmed by the person through the host.",
-        schema: || one("address", "string"),
+        schema: || one("address", "string", Some("address")),
         read_only: false,
         consent: Consent::Confirm,
     },
@@ -333,6 +340,18 @@ const TOOLS: &[ToolSpec] = &[
 
 fn spec(name: &str) -> Option<&'static ToolSpec> {
     TOOLS.iter().find(|t| t.name == name)
+}
+
+/// Every tool's name and input schema, as `tools/list` shows them.
+#[cfg(test)]
+pub(crate) fn tool_schemas() -> Vec<(&'static str, Value)> {
+    TOOLS.iter().map(|t| (t.name, (t.schema)())).collect()
+}
+
+/// The input schema of the tool `name`.
+#[cfg(test)]
+pub(crate) fn tool_schema(name: &str) -> Option<Value> {
+    spec(name).map(|t| (t.schema)())
 }
 
 /// The person's answer to a prompt, asked through the host.
@@ -364,7 +383,7 @@ impl Bridge {
     pub fn new(options: McpOptions) -> Self {
         Bridge {
             options: Arc::new(options),
-            subscribed: Arc::new(Mutex::new(BTreeSet::new())),
+            subscribed: Arc::new(Mutex::new(BTreeMap::new())),
         }
     }
 
@@ -379,9 +398,13 @@ impl Bridge {
         }
     }
 
-    /// The tool call as the control request of the same name.
-    fn request(name: &str, arguments: Option<JsonObject>) -> Result<Request, String> {
+    /// The tool call as the control request of the same name, once its arguments are
+    /// what the tool's schema says ([`crate::mcp_args`]: a wrong one is named, with what
+    /// it must be).
+    fn request(spec: &ToolSpec, arguments: Option<JsonObject>) -> Result<Request, String> {
+        let name = spec.name;
         let mut args = arguments.unwrap_or_default();
+        crate::mcp_args::check(name, &(spec.schema)(), &args)?;
         args.insert("cmd".into(), Value::String(name.into()));
         if name == "answer" {
             // The person's words come from the person (elicitation) unless the host
@@ -475,7 +498,7 @@ impl Bridge {
         let Some(spec) = spec(&params.name) else {
             return error_result(format!("unknown tool {}", params.name));
         };
-        let req = match Self::request(spec.name, params.arguments) {
+        let req = match Self::request(spec, params.arguments) {
             Ok(r) => r,
             Err(e) => return error_result(e),
         };
@@ -505,55 +528,110 @@ impl Bridge {
             .map_err(|e| ErrorData::resource_not_found(format!("{uri}: {e}"), None))
     }
 
-    /// Tells the client what changed, until it goes: a prompt opening or closing
-    /// (`a2acp://prompts`), a thread's state (`a2acp://thread/…`, `a2acp://threads`), a
-    /// thread appearing (the list changed).
+    /// What each of `uris` holds now, as a mark that changes when it does: a thread's
+    /// state, who it waits for and its packet count; the list of threads as those of
+    /// every thread; the open prompts' numbers; the unread notifications' numbers. A URI
+    /// the agent no longer has gets the mark `gone`; one that could not be asked is left
+    /// out (asked again on the next round).
+    /// With the marks, the ids of every thread when they were asked for.
+    async fn marks(
+        &self,
+        uris: &BTreeSet<String>,
+    ) -> (BTreeMap<String, String>, Option<BTreeSet<String>>) {
+        let mut out = BTreeMap::new();
+        let mut ids = None;
+        let wants = |u: &str| uris.contains(u);
+        if wants(PROMPTS_URI) {
+            if let Ok(v) = self.ask(&Request::Prompts).await {
+                let ids: Vec<u64> = serde_json::from_value::<Vec<PromptEntry>>(v)
+                    .map(|l| l.iter().map(|p| p.prompt.id).collect())
+                    .unwrap_or_default();
+                out.insert(PROMPTS_URI.to_string(), format!("{ids:?}"));
+            }
+        }
+        if wants(NOTIFICATIONS_URI) {
+            if let Ok(v) = self.ask(&Request::Notifications { all: false }).await {
+                let numbers: Vec<u64> = serde_json::from_value::<Vec<NotificationEntry>>(v)
+                    .map(|l| l.iter().map(|n| n.number).collect())
+                    .unwrap_or_default();
+                out.insert(NOTIFICATIONS_URI.to_string(), format!("{numbers:?}"));
+            }
+        }
+        if uris
+            .iter()
+            .any(|u| u == THREADS_URI || u.starts_with(THREAD_URI_PREFIX))
+        {
+            if let Some(threads) = self.thread_marks().await {
+                for u in uris {
+                    if u == THREADS_URI {
+                        out.insert(u.clone(), format!("{threads:?}"));
+                    } else if let Some(id) = u.strip_prefix(THREAD_URI_PREFIX) {
+                        let mark = threads.get(id).cloned().unwrap_or_else(|| "gone".into());
+                        out.insert(u.clone(), mark);
+                    }
+                }
+                ids = Some(threads.into_keys().collect());
+            }
+        }
+        (out, ids)
+    }
+
+    /// Every thread's id with its mark (see [`Bridge::marks`]), or `None` if the agent
+    /// could not be asked.
+    async fn thread_marks(&self) -> Option<BTreeMap<String, String>> {
+        let v = self.ask(&Request::Threads).await.ok()?;
+        let list = serde_json::from_value::<Vec<ThreadSummary>>(v).ok()?;
+        Some(
+            list.into_iter()
+                .map(|t| {
+                    let mark = format!("{} {} {}", t.state, t.waiting, t.packets);
+                    (t.id, mark)
+                })
+                .collect(),
+        )
+    }
+
+    /// Tells the client what changed, until it goes: a subscribed resource whose mark
+    /// moved (`notifications/resources/updated`: a prompt opening or closing, a thread
+    /// moving on, a notification coming), and a thread appearing or going (the list
+    /// changed, told to every client).
+    ///
+    /// Each subscription keeps the mark of its resource as it was when the client
+    /// subscribed ([`ServerHandler::subscribe`] takes it), so a change right after
+    /// subscribing is told like any other: it is never part of the baseline. (Before, the
+    /// watch took its first look half a second after the session began and a change in
+    /// that time was its baseline, never told.)
     async fn watch(self, peer: Peer<RoleServer>) {
-        let mut prompts: Option<BTreeSet<u64>> = None;
-        let mut threads: Option<BTreeMap<String, String>> = None;
+        let mut ids: Option<BTreeSet<String>> = None;
         loop {
-            tokio::time::sleep(WATCH_INTERVAL).await;
             if peer.is_transport_closed() {
                 // The session ended (stdin closed, or the HTTP session was deleted or
                 // expired): nobody is left to tell.
                 return;
             }
-            let mut updated = Vec::new();
-            let mut list_changed = false;
-            if let Ok(v) = self.ask(&Request::Prompts).await {
-                let now: BTreeSet<u64> = serde_json::from_value::<Vec<PromptEntry>>(v)
-                    .map(|l| l.iter().map(|p| p.prompt.id).collect())
-                    .unwrap_or_default();
-                if prompts.as_ref().is_some_and(|p| *p != now) {
-                    updated.push(PROMPTS_URI.to_string());
-                }
-                prompts = Some(now);
-            }
-            if let Ok(v) = self.ask(&Request::Threads).await {
-                let now: BTreeMap<String, String> = serde_json::from_value::<Vec<ThreadSummary>>(v)
-                    .map(|l| l.into_iter().map(|t| (t.id, t.state)).collect())
-                    .unwrap_or_default();
-                if let Some(before) = &threads {
-                    if before.len() != now.len() || before.keys().ne(now.keys()) {
-                        list_changed = true;
-                    }
-                    if *before != now {
-                        updated.push(THREADS_URI.to_string());
-                    }
-                    for (id, state) in &now {
-                        if before.get(id) != Some(state) {
-                            updated.push(format!("{THREAD_URI_PREFIX}{id}"));
-                        }
-                    }
-                }
-                threads = Some(now);
-            }
-            let subscribed = self
+            let mut uris = self
                 .subscribed
                 .lock()
-                .map(|s| s.clone())
+                .map(|s| s.keys().cloned().collect::<BTreeSet<String>>())
                 .unwrap_or_default();
-            for uri in updated.into_iter().filter(|u| subscribed.contains(u)) {
+            uris.insert(THREADS_URI.to_string());
+            let (now, now_ids) = self.marks(&uris).await;
+            let mut list_changed = false;
+            if let Some(now_ids) = now_ids {
+                list_changed = ids.as_ref().is_some_and(|before| *before != now_ids);
+                ids = Some(now_ids);
+            }
+            let mut updated = Vec::new();
+            if let Ok(mut subscribed) = self.subscribed.lock() {
+                for (uri, told) in subscribed.iter_mut() {
+                    let Some(mark) = now.get(uri) else { continue };
+                    if told.as_ref().is_some_and(|t| t != mark) {
+                        updated.push(uri.clone());
+                    }
+                    *told = Some(mark.clone());
+                }
+            }
+            for uri in updated {
                 if peer
                     .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
                     .await
@@ -565,6 +643,7 @@ impl Bridge {
             if list_changed && peer.notify_resource_list_changed().await.is_err() {
                 return;
             }
+            tokio::time::sleep(WATCH_INTERVAL).await;
         }
     }
 }
@@ -701,11 +780,16 @@ impl ServerHandler for Bridge {
         request: SubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        // What can be read can be subscribed to; at most one entry per URI.
+        // What can be read can be subscribed to; at most one entry per URI. Its mark
+        // now is the baseline: whatever changes after this answer is told.
         self.read(&request.uri).await?;
+        let uri = BTreeSet::from([request.uri.clone()]);
+        let mark = self.marks(&uri).await.0.remove(&request.uri);
         if let Ok(mut s) = self.subscribed.lock() {
-            if s.len() < 1024 {
-                s.insert(request.uri);
+            if s.len() < 1024 || s.contains_key(&request.uri) {
+                // A subscription already there keeps its mark: a change it has not
+                // told yet is still told.
+                s.entry(request.uri).or_insert(mark);
             }
         }
         Ok(())

@@ -206,7 +206,9 @@ impl Door {
         let req = Request::from_parts(parts, Full::new(body));
         let mut mcp = self.mcp.clone();
         if !opens_session {
+            let deletes = req.method() == Method::DELETE;
             return match mcp.call(req).await {
+                Ok(r) if deletes => session_ended(r),
                 Ok(r) => r,
                 Err(never) => match never {},
             };
@@ -223,6 +225,17 @@ impl Door {
             Err(never) => match never {},
         }
     }
+}
+
+/// The answer to a `DELETE` that ended a session: `200 OK`, as the official SDK's client
+/// expects (it takes 200 and 204 as done, 405 as "termination not allowed", and logs
+/// anything else as "Session termination failed"); the transport answers `202 Accepted`.
+/// Any other answer (404 for an unknown session…) is passed on as it is.
+fn session_ended(mut r: Response<Body>) -> Response<Body> {
+    if r.status() == StatusCode::ACCEPTED {
+        *r.status_mut() = StatusCode::OK;
+    }
+    r
 }
 
 /// The address a bound listener serves MCP at, as a host is told it.

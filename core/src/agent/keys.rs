@@ -1,6 +1,6 @@
 //! Peer keys (§16): pinning on first contact, key changes and the user accepting a new key.
 
-use super::thread::ThreadState;
+use super::thread::{ThreadState, Waiting};
 use super::*;
 
 use crate::packet::{Body, ResolutionResponseBody, ResolutionStatus};
@@ -171,6 +171,8 @@ impl Agent {
         for id in &ids {
             if let Some(t) = self.threads.get_mut(id) {
                 t.halted = true;
+                // Nothing moves until this user checks the new key and accepts it.
+                t.waiting = Waiting::User;
                 self.shared.dirty.threads.insert(id.clone());
             }
         }

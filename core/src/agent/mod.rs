@@ -595,3 +595,5 @@ mod surface_tests;
 mod test_support;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod told_tests;

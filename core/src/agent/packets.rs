@@ -622,8 +622,17 @@ impl ThreadStep<'_> {
         });
         if let Some(ctx) = p.body.provided() {
             for (k, v) in ctx {
+                // A field declined before and given now (a group's flexibility
+                // request, §10.2) is shared, no longer declined.
+                t.declined.remove(k);
                 t.shared.insert(k.clone(), v.clone());
             }
+        }
+        if let Body::ContextResponse(c) = &p.body {
+            // What this side declined, as the peer was told (§7.5): shown to this user
+            // as declined, as the peer shows it (`thread show`, the MCP thread view).
+            t.declined
+                .extend(c.context_unavailable.iter().map(|u| u.field.clone()));
         }
         if counted {
             t.round_trips += 1;
@@ -727,6 +736,7 @@ pub(super) fn blank_thread(
         sent_first: false,
         shared: Context::new(),
         withheld: BTreeSet::new(),
+        declined: BTreeSet::new(),
         theirs: Context::new(),
         asked: BTreeSet::new(),
         peer_unavailable: BTreeSet::new(),

@@ -580,6 +580,15 @@ impl ThreadStep<'_> {
         };
         let leg_peer = t.group.as_ref().map(|_| &t.peer);
         if !confirmations_complete(r, &me, leg_peer) {
+            let mine_in = r
+                .answers
+                .iter()
+                .any(|(a, s)| a == &me && *s == ResolutionStatus::Confirmed);
+            if mine_in && r.prompt_id.is_none() {
+                // This user confirmed: the thread waits for the others' answers now,
+                // not for this user (`thread show` names them).
+                self.set_waiting(Waiting::Peer);
+            }
             return;
         }
         // The coordinator's own actions run once for the group, on its lead leg.

@@ -426,6 +426,7 @@ fn a_changed_key_halts_threads_and_alerts() {
     assert_eq!(sec, 1);
     let t = net.nodes[a].agent.thread(&id).unwrap();
     assert!(t.halted);
+    assert_eq!(t.waiting, Waiting::User, "the user must check the new key");
     assert!(
         !t.theirs.contains_key("time_windows")
             || t.theirs["time_windows"] != json!(["03:00-04:00"])

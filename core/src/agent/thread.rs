@@ -428,8 +428,12 @@ pub struct Thread {
     pub sent_first: bool,
     /// Values this agent shared in the thread.
     pub shared: Context,
-    /// Fields this agent withheld.
+    /// Fields this agent withheld: never_share fields kept out of its first packet.
     pub withheld: BTreeSet<String>,
+    /// Fields this agent declined to the peer (§7.5): answered `declined` in a
+    /// `context_response` it sent — by its user, by a tier, or for want of a value.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub declined: BTreeSet<String>,
     /// Values the peer shared.
     pub theirs: Context,
     /// Fields this agent asked the peer for (never asked twice, §6.4).

@@ -107,15 +107,17 @@ impl AgentHost {
             .unwrap_or(ThreadState::Declined);
         let user_asked = g.proposal.as_ref().is_some_and(|p| p.prompt_id.is_some())
             || (g.escalated && !g.closed);
-        let waiting = if user_asked {
-            "user"
-        } else if legs
+        let awaited: Vec<String> = legs
             .iter()
-            .any(|t| !t.state.is_terminal() && t.waiting == Waiting::Peer)
-        {
-            "peer"
+            .filter(|t| !t.state.is_terminal() && t.waiting == Waiting::Peer)
+            .map(|t| t.peer.to_string())
+            .collect();
+        let (waiting, waiting_for) = if user_asked {
+            ("user", Vec::new())
+        } else if !awaited.is_empty() {
+            ("peer", awaited)
         } else {
-            "nothing"
+            ("nothing", Vec::new())
         };
         ThreadSummary {
             id: g.id.clone(),
@@ -126,6 +128,7 @@ impl AgentHost {
             initiator: true,
             round_trips: legs.iter().map(|t| t.round_trips).max().unwrap_or(0),
             waiting: waiting.into(),
+            waiting_for,
             last_activity: legs
                 .iter()
                 .map(|t| t.last_activity)

@@ -161,7 +161,9 @@ impl AgentHost {
             summary: thread_summary(t),
             version: t.version.clone(),
             shared: t.shared.clone(),
-            withheld: t.withheld.iter().cloned().collect(),
+            // What this side kept back: never_share fields it withheld and fields it
+            // declined when asked (§7.5), as the peer's `peer_unavailable` shows them.
+            withheld: t.withheld.union(&t.declined).cloned().collect(),
             theirs: t.theirs.clone(),
             peer_unavailable: t.peer_unavailable.iter().cloned().collect(),
             resolution: t.stage.resolution().map(|r| {
@@ -211,6 +213,11 @@ pub(super) fn thread_summary(t: &a2acp_core::agent::Thread) -> ThreadSummary {
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default(),
+        waiting_for: if t.waiting == a2acp_core::agent::Waiting::Peer {
+            vec![t.peer.to_string()]
+        } else {
+            Vec::new()
+        },
         last_activity: t.last_activity.to_string(),
         packets: t.history.len(),
         group: t.group.as_ref().map(|l| group_ref(&l.header)),
