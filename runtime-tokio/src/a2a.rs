@@ -396,20 +396,19 @@ async fn call(state: Arc<State>, req: Request<Incoming>, binding: Binding) -> Re
             Err(e) => return rest_reply(&e.reply()),
         },
     };
-    let slot = if common::is_streaming(&body) {
-        match state.take_stream(&client) {
-            Some(s) => Some(s),
-            None => {
-                return binding.error(
+    let slot =
+        if common::is_streaming(&body) {
+            match state.take_stream(&client) {
+                Some(s) => Some(s),
+                None => return binding.error(
                     Some(StatusCode::TOO_MANY_REQUESTS),
                     code::TEMPORARILY_REFUSED,
                     "temporarily refused: too many open streams; close one, or poll with GetTask",
-                )
+                ),
             }
-        }
-    } else {
-        None
-    };
+        } else {
+            None
+        };
     let (tx, rx) = flume::bounded(1);
     let call = A2aCall { client, body };
     if state.ctl.send_async(Ctl::A2a(call, tx)).await.is_err() {

@@ -105,7 +105,14 @@ async fn bob_consents(home: &Home) -> usize {
         }
         let args = vec!["share-all".to_string()];
         let id = p["id"].as_u64().unwrap();
-        let r = ctl(home, Request::Answer { prompt_id: id, args }).await;
+        let r = ctl(
+            home,
+            Request::Answer {
+                prompt_id: id,
+                args,
+            },
+        )
+        .await;
         assert!(r.ok, "{r:?}");
         n += 1;
     }
@@ -144,8 +151,9 @@ async fn clients_without_a_token_are_told_apart_and_a_cap_is_temporary() {
     assert!(body.contains("RESOURCE_EXHAUSTED"), "{body}");
     // Bob answers: the context has room again.
     assert!(bob_consents(&s.home).await >= 8);
-    let r = eventually(10, "room again in the context", || async move {
-        let r = rpc(s.addr, "SendMessage", coffee(300, Some("one-context"))).await;
+    let addr = s.addr;
+    let r = eventually(10, "room again in the context", move || async move {
+        let r = rpc(addr, "SendMessage", coffee(300, Some("one-context"))).await;
         r.get("result").is_some().then_some(r)
     })
     .await;
@@ -159,7 +167,10 @@ async fn json_rpc_errors_carry_an_error_info() {
     let s = setup(Duration::from_secs(10)).await;
     let r = rpc(s.addr, "GetTask", json!({"id": "thr_nope"})).await;
     let info = &r["error"]["data"][0];
-    assert_eq!(info["@type"], "type.googleapis.com/google.rpc.ErrorInfo", "{r}");
+    assert_eq!(
+        info["@type"], "type.googleapis.com/google.rpc.ErrorInfo",
+        "{r}"
+    );
     assert_eq!(info["reason"], "TASK_NOT_FOUND", "{r}");
     assert_eq!(info["domain"], "a2a-protocol.org", "{r}");
     // The listener's own refusals too (a version it does not speak).
@@ -170,7 +181,10 @@ async fn json_rpc_errors_carry_an_error_info() {
     )
     .await;
     let r: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(r["error"]["data"][0]["reason"], "VERSION_NOT_SUPPORTED", "{r}");
+    assert_eq!(
+        r["error"]["data"][0]["reason"], "VERSION_NOT_SUPPORTED",
+        "{r}"
+    );
     s.bob.stop().await.unwrap();
 }
 
@@ -185,7 +199,10 @@ async fn the_agent_card_is_cached_and_revalidated() {
     };
     let (status, head, body) = http(s.addr, &get("")).await;
     assert!(status.starts_with("HTTP/1.1 200"), "{status}");
-    assert!(head.contains("cache-control: public, max-age=300"), "{head}");
+    assert!(
+        head.contains("cache-control: public, max-age=300"),
+        "{head}"
+    );
     let etag = head
         .lines()
         .find_map(|l| l.strip_prefix("etag: "))
@@ -223,16 +240,17 @@ async fn a_subscription_stays_open_through_input_required() {
     let r = rpc(s.addr, "SendMessage", m).await;
     let id = r["result"]["task"]["id"].as_str().unwrap().to_string();
     assert_eq!(bob_consents(&s.home).await, 1);
-    let id2 = id.clone();
-    eventually(10, "input required", || {
+    let (id2, addr) = (id.clone(), s.addr);
+    eventually(10, "input required", move || {
         let id = id2.clone();
         async move {
-            let r = rpc(s.addr, "GetTask", json!({"id": id})).await;
+            let r = rpc(addr, "GetTask", json!({"id": id})).await;
             (r["result"]["status"]["state"] == "TASK_STATE_INPUT_REQUIRED").then_some(())
         }
     })
     .await;
-    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "SubscribeToTask", "params": {"id": id}});
+    let body =
+        json!({"jsonrpc": "2.0", "id": 2, "method": "SubscribeToTask", "params": {"id": id}});
     let mut sub = TcpStream::connect(s.addr).await.unwrap();
     sub.write_all(&request("POST", "/", &body.to_string(), ""))
         .await
@@ -277,7 +295,7 @@ async fn a_blocking_send_waits_until_the_task_waits_for_the_client() {
     let home = s.home.clone();
     let consent = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_secs(1)).await;
-        eventually(10, "Bob's consent prompt", || {
+        eventually(10, "Bob's consent prompt", move || {
             let home = home.clone();
             async move { (bob_consents(&home).await > 0).then_some(()) }
         })
@@ -291,15 +309,24 @@ async fn a_blocking_send_waits_until_the_task_waits_for_the_client() {
         r["result"]["task"]["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
         "{r}"
     );
-    assert!(took >= Duration::from_secs(1), "answered before Bob: {took:?}");
+    assert!(
+        took >= Duration::from_secs(1),
+        "answered before Bob: {took:?}"
+    );
     // Nobody answers: at the deadline (3 s here), the task as it stands.
     let t = Instant::now();
     let r = rpc(s.addr, "SendMessage", dinner(2)).await;
-    assert_eq!(r["result"]["task"]["status"]["state"], "TASK_STATE_WORKING", "{r}");
+    assert_eq!(
+        r["result"]["task"]["status"]["state"], "TASK_STATE_WORKING",
+        "{r}"
+    );
     assert!(t.elapsed() >= Duration::from_secs(3), "{:?}", t.elapsed());
     // returnImmediately: at once.
     let r = rpc(s.addr, "SendMessage", coffee(3, None)).await;
-    assert_eq!(r["result"]["task"]["status"]["state"], "TASK_STATE_WORKING", "{r}");
+    assert_eq!(
+        r["result"]["task"]["status"]["state"], "TASK_STATE_WORKING",
+        "{r}"
+    );
     s.bob.stop().await.unwrap();
 }
 

@@ -115,7 +115,10 @@ mod tests {
         let a = etag(b"{\"name\":\"a\"}");
         let b = etag(b"{\"name\":\"b\"}");
         assert_ne!(a, b);
-        assert!(a.starts_with('"') && a.ends_with('"') && a.len() == 34, "{a}");
+        assert!(
+            a.starts_with('"') && a.ends_with('"') && a.len() == 34,
+            "{a}"
+        );
         assert!(not_modified(&a, &a));
         assert!(not_modified(&format!("W/{a}"), &a));
         assert!(not_modified(&format!("{b}, {a}"), &a));

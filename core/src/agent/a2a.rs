@@ -92,8 +92,11 @@ pub fn anonymous_peer(client: &Address, context: &str) -> Address {
     }
     let h = Sha256::digest(context.as_bytes());
     let hex: String = h.iter().take(6).map(|b| format!("{b:02x}")).collect();
-    Address::new(&format!("{ANONYMOUS_CLIENT}-{hex}"), crate::address::A2A_DOMAIN)
-        .unwrap_or_else(|_| client.clone())
+    Address::new(
+        &format!("{ANONYMOUS_CLIENT}-{hex}"),
+        crate::address::A2A_DOMAIN,
+    )
+    .unwrap_or_else(|_| client.clone())
 }
 
 /// Whether `client` may see and act on a thread whose peer is `peer`: its own, and for
@@ -178,12 +181,8 @@ impl Agent {
             ));
         };
         let state = task::task_state(t);
-        (deadline_passed || state.is_terminal() || state.is_interrupted()).then(|| {
-            rpc_result(
-                &w.rpc_id,
-                json!({ "task": task::task_json(t, None, true) }),
-            )
-        })
+        (deadline_passed || state.is_terminal() || state.is_interrupted())
+            .then(|| rpc_result(&w.rpc_id, json!({ "task": task::task_json(t, None, true) })))
     }
 
     pub(super) fn a2a_request(&mut self, client: &Address, body: &[u8]) -> A2aReply {
@@ -403,10 +402,7 @@ impl Agent {
             .filter(|t| is_anonymous_peer(&t.peer))
             .map(|t| &t.peer)
             .collect();
-        let threads: usize = peers
-            .iter()
-            .map(|p| self.open_threads_started_by(p))
-            .sum();
+        let threads: usize = peers.iter().map(|p| self.open_threads_started_by(p)).sum();
         let prompts: usize = peers.iter().map(|p| self.open_prompts_of(p)).sum();
         let max_threads = (l.max_threads_per_peer as usize).saturating_mul(ANONYMOUS_SHARE);
         let max_prompts = (l.max_prompts_per_peer as usize).saturating_mul(ANONYMOUS_SHARE);

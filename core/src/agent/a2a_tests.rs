@@ -125,6 +125,11 @@ impl Bob {
             .into_iter()
             .find(|p| matches!(p.kind, PromptKind::Consent { .. }))
             .expect("a consent prompt");
+        self.share_all(&p);
+    }
+
+    /// Answers a consent prompt: every field shared.
+    fn share_all(&mut self, p: &Prompt) {
         let PromptKind::Consent { fields } = &p.kind else {
             unreachable!()
         };
@@ -519,12 +524,18 @@ fn coffee(n: usize, context: Option<&str>) -> Value {
 }
 
 /// Sends new tasks as `client` until one is refused: how many opened, and the refusal.
-fn open_until_refused(bob: &mut Bob, client: &Address, context: impl Fn(usize) -> Option<String>) -> (usize, Value) {
+fn open_until_refused(
+    bob: &mut Bob,
+    client: &Address,
+    context: impl Fn(usize) -> Option<String>,
+) -> (usize, Value) {
     let mut opened = 0;
     loop {
         bob.now = bob.now.add(std::time::Duration::from_secs(1));
         let body = json!({"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": coffee(opened, context(opened).as_deref())});
-        let r = bob.agent.handle_a2a(bob.now, client, body.to_string().as_bytes());
+        let r = bob
+            .agent
+            .handle_a2a(bob.now, client, body.to_string().as_bytes());
         bob.drain();
         if r.response.get("error").is_some() {
             return (opened, r.response);
@@ -535,13 +546,26 @@ fn open_until_refused(bob: &mut Bob, client: &Address, context: impl Fn(usize) -
 }
 
 fn assert_temporary(refusal: &Value) {
-    assert_eq!(refusal["error"]["code"], code::TEMPORARILY_REFUSED, "{refusal}");
+    assert_eq!(
+        refusal["error"]["code"],
+        code::TEMPORARILY_REFUSED,
+        "{refusal}"
+    );
     let message = refusal["error"]["message"].as_str().unwrap();
-    assert!(message.starts_with("temporarily refused, try again later"), "{refusal}");
+    assert!(
+        message.starts_with("temporarily refused, try again later"),
+        "{refusal}"
+    );
     let data = refusal["error"]["data"].as_array().unwrap();
     assert_eq!(data[0]["reason"], "RESOURCE_EXHAUSTED", "{refusal}");
-    assert_eq!(data[1]["@type"], "type.googleapis.com/google.rpc.RetryInfo", "{refusal}");
-    assert_eq!(data[1]["retryDelay"], format!("{}s", task::RETRY_AFTER_SECS));
+    assert_eq!(
+        data[1]["@type"], "type.googleapis.com/google.rpc.RetryInfo",
+        "{refusal}"
+    );
+    assert_eq!(
+        data[1]["retryDelay"],
+        format!("{}s", task::RETRY_AFTER_SECS)
+    );
 }
 
 #[test]
@@ -559,8 +583,12 @@ fn too_many_tasks_from_one_client_are_refused_for_now() {
     let (opened, refusal) = open_until_refused(&mut bob, &client(), |_| Some("ctx-one".into()));
     assert_temporary(&refusal);
     assert_eq!(opened, limits.max_prompts_per_peer as usize, "{refusal}");
-    // Bob answers one of those questions: that context has room again.
-    bob.answer_consent_all();
+    // Bob answers those questions: that context has room again.
+    for p in bob.prompts() {
+        if matches!(p.kind, PromptKind::Consent { .. }) {
+            bob.share_all(&p);
+        }
+    }
     let (opened, _) = open_until_refused(&mut bob, &client(), |_| Some("ctx-one".into()));
     assert!(opened >= 1);
 }
@@ -578,19 +606,34 @@ fn clients_without_a_token_are_told_apart_by_context() {
         limits.max_prompts_per_peer as usize * ANONYMOUS_SHARE,
         "{refusal}"
     );
-    let peers: BTreeSet<Address> = bob.agent.threads().values().map(|t| t.peer.clone()).collect();
+    let peers: BTreeSet<Address> = bob
+        .agent
+        .threads()
+        .values()
+        .map(|t| t.peer.clone())
+        .collect();
     assert_eq!(peers.len(), opened, "one peer per context");
     assert!(!peers.contains(&client()));
     // Any of them follows any such task (they are not told apart by who they are) …
     let id = bob.agent.threads().keys().next().unwrap().clone();
     let got = bob.rpc("GetTask", json!({"id": id}));
     assert_eq!(got["result"]["id"], json!(id), "{got}");
-    assert_eq!(bob.rpc("ListTasks", json!({}))["result"]["totalSize"], opened);
+    assert_eq!(
+        bob.rpc("ListTasks", json!({}))["result"]["totalSize"],
+        opened
+    );
     // … and a client with a token sees none of them.
     let holder = Address::new("a2a-bearer", A2A_DOMAIN).unwrap();
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": id}});
-    let r = bob.agent.handle_a2a(bob.now, &holder, body.to_string().as_bytes());
-    assert_eq!(r.response["error"]["code"], code::TASK_NOT_FOUND, "{}", r.response);
+    let r = bob
+        .agent
+        .handle_a2a(bob.now, &holder, body.to_string().as_bytes());
+    assert_eq!(
+        r.response["error"]["code"],
+        code::TASK_NOT_FOUND,
+        "{}",
+        r.response
+    );
 }
 
 #[test]
@@ -599,17 +642,34 @@ fn json_rpc_errors_carry_an_error_info() {
     for (method, params, reason) in [
         ("GetTask", json!({"id": "thr_nope"}), "TASK_NOT_FOUND"),
         ("Nope", json!({}), "METHOD_NOT_FOUND"),
-        ("SendMessage", json!({"message": {"role": "ROLE_USER"}}), "INVALID_PARAMS"),
-        ("CreateTaskPushNotificationConfig", json!({}), "PUSH_NOTIFICATION_NOT_SUPPORTED"),
+        (
+            "SendMessage",
+            json!({"message": {"role": "ROLE_USER"}}),
+            "INVALID_PARAMS",
+        ),
+        (
+            "CreateTaskPushNotificationConfig",
+            json!({}),
+            "PUSH_NOTIFICATION_NOT_SUPPORTED",
+        ),
     ] {
         let r = bob.rpc(method, params);
-        let data = r["error"]["data"].as_array().unwrap_or_else(|| panic!("{r}"));
-        assert_eq!(data[0]["@type"], "type.googleapis.com/google.rpc.ErrorInfo", "{r}");
+        let data = r["error"]["data"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{r}"));
+        assert_eq!(
+            data[0]["@type"], "type.googleapis.com/google.rpc.ErrorInfo",
+            "{r}"
+        );
         assert_eq!(data[0]["reason"], reason, "{r}");
         assert_eq!(data[0]["domain"], "a2a-protocol.org", "{r}");
     }
     let r = bob.agent.handle_a2a(bob.now, &client(), b"{not json");
-    assert_eq!(r.response["error"]["data"][0]["reason"], "INVALID_REQUEST", "{}", r.response);
+    assert_eq!(
+        r.response["error"]["data"][0]["reason"], "INVALID_REQUEST",
+        "{}",
+        r.response
+    );
 }
 
 #[test]
@@ -625,7 +685,10 @@ fn a_tasks_history_keeps_the_clients_message_as_sent() {
         "metadata": {"origin": "test"},
         "extensions": ["https://example.com/ext"],
     });
-    let r = bob.rpc("SendMessage", json!({"message": sent, "configuration": {"returnImmediately": true}}));
+    let r = bob.rpc(
+        "SendMessage",
+        json!({"message": sent, "configuration": {"returnImmediately": true}}),
+    );
     let task = &r["result"]["task"];
     let id = task["id"].as_str().unwrap();
     let first = &task["history"][0];
@@ -639,7 +702,10 @@ fn a_tasks_history_keeps_the_clients_message_as_sent() {
     let reply = json!({"messageId": "client-msg-2", "role": "ROLE_USER", "taskId": id,
         "parts": [{"data": {"time_windows": ["18:00-21:00"], "timezone": "Europe/London"}}],
         "metadata": {"n": 2}});
-    let r = bob.rpc("SendMessage", json!({"message": reply, "configuration": {"returnImmediately": true}}));
+    let r = bob.rpc(
+        "SendMessage",
+        json!({"message": reply, "configuration": {"returnImmediately": true}}),
+    );
     assert!(r.get("error").is_none(), "{r}");
     let restored = Agent::restore(
         dinner::bob("a2acp.io"),
@@ -670,25 +736,46 @@ fn a_blocking_send_is_held_until_the_task_waits_for_the_client() {
         {"text": "Dinner with Bob on Friday?"},
         {"data": {"proposed_date": "2026-03-27", "party_size": 2}}]});
     bob.now = bob.now.add(std::time::Duration::from_secs(1));
-    let body = json!({"jsonrpc": "2.0", "id": 3, "method": "SendMessage", "params": {"message": m}});
-    let r = bob.agent.handle_a2a(bob.now, &client(), body.to_string().as_bytes());
+    let body =
+        json!({"jsonrpc": "2.0", "id": 3, "method": "SendMessage", "params": {"message": m}});
+    let r = bob
+        .agent
+        .handle_a2a(bob.now, &client(), body.to_string().as_bytes());
     bob.drain();
     // Bob's consent prompt is open: the task works, so the answer is held.
-    let w = r.wait.clone().expect("a blocking send is held while the task works");
+    let w = r
+        .wait
+        .clone()
+        .expect("a blocking send is held while the task works");
     assert_eq!(w.rpc_id, json!(3));
     assert_eq!(bob.state(&w.task_id), TaskState::Working);
     assert!(bob.agent.a2a_waited(&w, false).is_none());
     // At the deadline: the task as it stands.
     let late = bob.agent.a2a_waited(&w, true).unwrap();
     assert_eq!(late["id"], 3);
-    assert_eq!(state_of(&late["result"]["task"]), "TASK_STATE_WORKING", "{late}");
+    assert_eq!(
+        state_of(&late["result"]["task"]),
+        "TASK_STATE_WORKING",
+        "{late}"
+    );
     // Bob consents: the agent needs the client's availability — interrupted, answered.
     bob.answer_consent_all();
-    let done = bob.agent.a2a_waited(&w, false).expect("answered once input is required");
-    assert_eq!(state_of(&done["result"]["task"]), "TASK_STATE_INPUT_REQUIRED", "{done}");
+    let done = bob
+        .agent
+        .a2a_waited(&w, false)
+        .expect("answered once input is required");
+    assert_eq!(
+        state_of(&done["result"]["task"]),
+        "TASK_STATE_INPUT_REQUIRED",
+        "{done}"
+    );
     // With returnImmediately, or when the task already waits for the client: not held.
     let body = json!({"jsonrpc": "2.0", "id": 4, "method": "SendMessage", "params": {"message": coffee(1, None)["message"], "configuration": {"returnImmediately": true}}});
-    assert!(bob.agent.handle_a2a(bob.now, &client(), body.to_string().as_bytes()).wait.is_none());
+    assert!(bob
+        .agent
+        .handle_a2a(bob.now, &client(), body.to_string().as_bytes())
+        .wait
+        .is_none());
 }
 
 #[test]
@@ -702,8 +789,11 @@ fn a_subscription_stays_open_through_input_required() {
     let id = task["id"].as_str().unwrap().to_string();
     bob.answer_consent_all();
     assert_eq!(bob.state(&id), TaskState::InputRequired);
-    let body = json!({"jsonrpc": "2.0", "id": 5, "method": "SubscribeToTask", "params": {"id": id}});
-    let r = bob.agent.handle_a2a(bob.now, &client(), body.to_string().as_bytes());
+    let body =
+        json!({"jsonrpc": "2.0", "id": 5, "method": "SubscribeToTask", "params": {"id": id}});
+    let r = bob
+        .agent
+        .handle_a2a(bob.now, &client(), body.to_string().as_bytes());
     let s = r.stream.expect("a stream while the task is not terminal");
     assert!(s.until_terminal);
     assert!(!s.ends_at(TaskState::InputRequired));
@@ -711,7 +801,9 @@ fn a_subscription_stays_open_through_input_required() {
     assert!(s.ends_at(TaskState::Completed));
     // A streamed message's stream ends at an interruption (the client answers it).
     let body = json!({"jsonrpc": "2.0", "id": 6, "method": "SendStreamingMessage", "params": coffee(9, None)});
-    let r = bob.agent.handle_a2a(bob.now, &client(), body.to_string().as_bytes());
+    let r = bob
+        .agent
+        .handle_a2a(bob.now, &client(), body.to_string().as_bytes());
     let s = r.stream.expect("the task works: a stream");
     assert!(!s.until_terminal);
     assert!(s.ends_at(TaskState::InputRequired));

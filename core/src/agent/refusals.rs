@@ -213,10 +213,8 @@ impl Agent {
             if !self.forget_thread(&id) {
                 continue;
             }
-            self.shared.audit(
-                Some(&id),
-                AgentEvent::EndedThreadForgotten { peer, keep },
-            );
+            self.shared
+                .audit(Some(&id), AgentEvent::EndedThreadForgotten { peer, keep });
         }
     }
 }
