@@ -27,7 +27,14 @@ pub const MAX_STREAMS_PER_CLIENT: usize = 8;
 pub const STREAM_BUFFER: usize = 64;
 /// How long one stream stays open at most (a client subscribes again after it).
 pub const STREAM_MAX: Duration = Duration::from_secs(30 * 60);
-/// Time the agent loop has to answer one call before the listener answers 503.
+/// How long a blocking `SendMessage` (no `configuration.returnImmediately`) is held at
+/// most while its task is neither terminal nor interrupted (A2A v1.0 §3.2.2); then the
+/// task is answered as it stands (`TASK_STATE_WORKING`, its status message saying what
+/// it waits for) and the client goes on with `GetTask` or `SubscribeToTask`. Under
+/// [`CALL_TIMEOUT`], and under the read timeouts of the SDK's and the TCK's clients.
+pub const BLOCKING_WAIT: Duration = Duration::from_secs(10);
+/// Time the agent loop has to answer one call before the listener answers 503 (a
+/// blocking `SendMessage` included).
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// `--a2a-listen` and its token.
@@ -96,11 +103,13 @@ pub fn read_token(path: &std::path::Path) -> Result<String, String> {
 
 /// The A2A peer a request is from, by its `Authorization` header: with a token
 /// configured, the token's holder (`agent:a2a-bearer@a2a.invalid`) or nobody (401); with
-/// none, every (loopback) client is `agent:a2a-local@a2a.invalid`. The tokens are
+/// none, every (loopback) client is `agent:a2a-local@a2a.invalid`
+/// ([`a2acp_core::agent::ANONYMOUS_CLIENT`]; the core makes each of its contexts a peer
+/// of its own). The tokens are
 /// compared in constant time.
 pub fn client_for(authorization: Option<&[u8]>, token: Option<&str>) -> Option<Address> {
     let name = match token {
-        None => "a2a-local",
+        None => a2acp_core::agent::ANONYMOUS_CLIENT,
         Some(t) => {
             let given = authorization?.strip_prefix(b"Bearer ")?;
             if !constant_time_eq(given, t.as_bytes()) {

@@ -77,6 +77,9 @@ pub struct RunOptions {
     pub a2a: Option<crate::a2a::A2aOptions>,
     /// The longest one call to a plain A2A agent may take (§18; tests shorten it).
     pub a2a_call_timeout: Duration,
+    /// How long a blocking `SendMessage` of an A2A client is held at most
+    /// ([`BLOCKING_WAIT`](crate::a2a::BLOCKING_WAIT); tests shorten it).
+    pub a2a_blocking_wait: Duration,
 }
 
 /// How long after losing the relay the short backoff cap
@@ -105,6 +108,7 @@ impl RunOptions {
             backoff_short_max: Duration::from_secs(5),
             a2a: None,
             a2a_call_timeout: crate::a2a_client::CALL_TIMEOUT,
+            a2a_blocking_wait: crate::a2a::BLOCKING_WAIT,
         }
     }
 }
@@ -227,6 +231,7 @@ where
         pending: Vec::new(),
         starting: Vec::new(),
         streams: Vec::new(),
+        waiting: Vec::new(),
         a2a_client,
     };
     let r = d.run_loop(first, &ctl, &link, keys, sleep).await;
@@ -267,6 +272,13 @@ struct Driver {
     /// Open A2A streams: what the subscriber saw, the JSON-RPC id to answer with, and
     /// where its events go (dropped, the stream ends).
     streams: Vec<(a2acp_core::agent::A2aStream, Value, flume::Sender<Value>)>,
+    /// Blocking `SendMessage`s held until their task is terminal or interrupted, or
+    /// their deadline ([`BLOCKING_WAIT`](crate::a2a::BLOCKING_WAIT)).
+    waiting: Vec<(
+        a2acp_core::agent::A2aWait,
+        Instant,
+        flume::Sender<crate::a2a::A2aAnswer>,
+    )>,
     /// The HTTP calls of threads with plain A2A agents (§18).
     a2a_client: crate::a2a_client::A2aClient,
 }
@@ -308,6 +320,7 @@ impl Driver {
                 self.execute(e);
             }
             self.answer_starting();
+            self.answer_waiting();
             if self.a2a_client.has_room() {
                 let (calls, e) = self.host.take_a2a_calls(self.now())?;
                 self.execute(e);
@@ -321,7 +334,9 @@ impl Driver {
             let first_due = self
                 .starting
                 .iter()
-                .map(|(_, d, _)| d.saturating_duration_since(Instant::now()))
+                .map(|(_, d, _)| d)
+                .chain(self.waiting.iter().map(|(_, d, _)| d))
+                .map(|d| d.saturating_duration_since(Instant::now()))
                 .min();
             let wait = match (wait, first_due) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -441,6 +456,11 @@ impl Driver {
                     self.sync_ui_after_answer();
                     self.execute(e);
                     let streaming = crate::a2a::is_streaming(&call.body);
+                    if let Some(w) = r.wait {
+                        let deadline = Instant::now() + self.opts.a2a_blocking_wait;
+                        self.waiting.push((w, deadline, reply));
+                        continue;
+                    }
                     let events = r.stream.map(|s| {
                         let (tx, rx) = flume::bounded(crate::a2a::STREAM_BUFFER);
                         self.streams.push((s, r.response["id"].clone(), tx));
@@ -689,15 +709,44 @@ impl Driver {
         format!("{t} {:<5} {mark} {text}", self.opts.name)
     }
 
+    /// Answers the blocking `SendMessage`s whose task is now terminal or interrupted, or
+    /// whose deadline passed (the task as it stands); forgets those whose client left.
+    fn answer_waiting(&mut self) {
+        if self.waiting.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let agent = self.host.agent();
+        self.waiting.retain(|(w, deadline, reply)| {
+            if reply.is_disconnected() {
+                return false;
+            }
+            match agent.a2a_waited(w, now >= *deadline) {
+                Some(response) => {
+                    let _ = reply.send(crate::a2a::A2aAnswer {
+                        response,
+                        events: None,
+                        streaming: false,
+                    });
+                    false
+                }
+                None => true,
+            }
+        });
+    }
+
     /// Tells the A2A streams of these tasks what changed; a stream whose task is now
     /// terminal or interrupted gets its last event and closes, as does one whose reader
     /// fell [`STREAM_BUFFER`](crate::a2a::STREAM_BUFFER) events behind or left.
-    fn push_streams(&mut self, changed: &[String]) {
+    ///
+    /// Every stream's task is looked at, not only those the effects name: a task changes
+    /// state without a packet to its client too (its cancel, its user's answer).
+    fn push_streams(&mut self) {
         use a2acp_core::a2a::task;
         let agent = self.host.agent();
         self.streams.retain_mut(|(s, id, tx)| {
-            if !changed.contains(&s.task_id) {
-                return !tx.is_disconnected();
+            if tx.is_disconnected() {
+                return false;
             }
             let Some(t) = agent.thread(&s.task_id) else {
                 return false;
@@ -710,20 +759,13 @@ impl Driver {
             }
             s.state = task::task_state(t);
             s.artifact = task::artifact_id(t);
-            !(s.state.is_terminal() || s.state.is_interrupted())
+            !s.ends_at(s.state)
         });
     }
 
     fn execute(&mut self, effects: Vec<Effect>) {
-        let changed: Vec<String> = effects
-            .iter()
-            .filter_map(|e| match e {
-                Effect::A2a(u) => Some(u.thread_id.clone()),
-                _ => None,
-            })
-            .collect();
-        if !changed.is_empty() || !self.streams.is_empty() {
-            self.push_streams(&changed);
+        if !self.streams.is_empty() {
+            self.push_streams();
         }
         if self.opts.transcript {
             // What was received first, then what the agent did, then what the user sees.

@@ -23,7 +23,7 @@ use futures_util::StreamExt;
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::{Bytes, Frame, Incoming};
-use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, HOST};
+use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, HOST, RETRY_AFTER};
 use hyper::{Method, Request, Response, StatusCode};
 use tokio::net::TcpListener;
 
@@ -135,13 +135,55 @@ fn json(status: StatusCode, v: &serde_json::Value) -> Response<Body> {
 }
 
 fn rpc_error(status: StatusCode, code: i64, message: &str) -> Response<Body> {
-    json(
+    use a2acp_core::a2a::task;
+    let mut r = json(
         status,
-        &serde_json::json!({ "jsonrpc": "2.0", "id": null, "error": { "code": code, "message": message } }),
-    )
+        &task::rpc_error_response(&serde_json::Value::Null, code, message),
+    );
+    if code == task::code::TEMPORARILY_REFUSED {
+        r.headers_mut()
+            .insert(RETRY_AFTER, HeaderValue::from(task::RETRY_AFTER_SECS));
+    }
+    r
 }
 
-/// The card's URL: the `Host` the client used (so a card fetched through any name of
+/// The agent card, with `Cache-Control` and an `ETag`; `304 Not Modified` to a request
+/// whose `If-None-Match` matches (A2A v1.0 §8.6.1).
+fn card_response(state: &State, req: &Request<Incoming>) -> Response<Body> {
+    use a2acp_core::a2a::card::{etag, not_modified, CARD_MAX_AGE_SECS};
+    let info = CardInfo {
+        address: state.address.clone(),
+        url: base_url(state, req),
+        bearer: state.token.is_some(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+    };
+    let body = card(&info).to_string();
+    let tag = etag(body.as_bytes());
+    let fresh = req
+        .headers()
+        .get(hyper::header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| not_modified(v, &tag));
+    let mut r = if fresh {
+        let mut r = Response::new(Full::new(Bytes::new()).boxed_unsync());
+        *r.status_mut() = StatusCode::NOT_MODIFIED;
+        r
+    } else {
+        full(StatusCode::OK, "application/json", body)
+    };
+    let h = r.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&tag) {
+        h.insert(hyper::header::ETAG, v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&format!("public, max-age={CARD_MAX_AGE_SECS}")) {
+        h.insert(hyper::header::CACHE_CONTROL, v);
+    }
+    // The card names the host the client asked by.
+    h.insert(hyper::header::VARY, HeaderValue::from_static("Host"));
+    r
+}
+
+/// The card's URL (no trailing `/`, A2A v1.0 §11.3): the `Host` the client used (so a card fetched through any name of
 /// this machine points back at it), else the bound address.
 fn base_url(state: &State, req: &Request<Incoming>) -> String {
     let host = req
@@ -156,7 +198,8 @@ fn base_url(state: &State, req: &Request<Incoming>) -> String {
         })
         .map(str::to_string)
         .unwrap_or_else(|| state.local.to_string());
-    format!("http://{host}/")
+    // No trailing `/`: a client appends the HTTP+JSON routes (`/message:send`) to it.
+    format!("http://{host}")
 }
 
 /// Reads a request's body within the body deadline and the cap.
@@ -297,21 +340,17 @@ fn rest_reply(r: &rest::RestReply) -> Response<Body> {
         resp.headers_mut()
             .insert(hyper::header::ALLOW, HeaderValue::from_static(allow));
     }
+    if let Some(secs) = r.retry_after {
+        resp.headers_mut()
+            .insert(RETRY_AFTER, HeaderValue::from(secs));
+    }
     resp
 }
 
 async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
     let path = req.uri().path().to_string();
     let binding = match (req.method(), path.as_str()) {
-        (&Method::GET, "/.well-known/agent-card.json") => {
-            let info = CardInfo {
-                address: state.address.clone(),
-                url: base_url(&state, &req),
-                bearer: state.token.is_some(),
-                version: env!("CARGO_PKG_VERSION").to_string(),
-            };
-            return json(StatusCode::OK, &card(&info));
-        }
+        (&Method::GET, "/.well-known/agent-card.json") => return card_response(&state, &req),
         (&Method::POST, "/") => Binding::JsonRpc,
         (&Method::POST, "/a2a/messages") => return phase1(state, req).await,
         (_, "/a2a/messages") => {
@@ -385,20 +424,19 @@ async fn call(state: Arc<State>, req: Request<Incoming>, binding: Binding) -> Re
             Err(e) => return rest_reply(&e.reply()),
         },
     };
-    let slot = if common::is_streaming(&body) {
-        match state.take_stream(&client) {
-            Some(s) => Some(s),
-            None => {
-                return binding.error(
+    let slot =
+        if common::is_streaming(&body) {
+            match state.take_stream(&client) {
+                Some(s) => Some(s),
+                None => return binding.error(
                     Some(StatusCode::TOO_MANY_REQUESTS),
-                    code::UNSUPPORTED_OPERATION,
-                    "too many open streams; close one or poll with GetTask",
-                )
+                    code::TEMPORARILY_REFUSED,
+                    "temporarily refused: too many open streams; close one, or poll with GetTask",
+                ),
             }
-        }
-    } else {
-        None
-    };
+        } else {
+            None
+        };
     let (tx, rx) = flume::bounded(1);
     let call = A2aCall { client, body };
     if state.ctl.send_async(Ctl::A2a(call, tx)).await.is_err() {

@@ -171,12 +171,16 @@ async def main():
             stid = ev.task.id
     report["stream_kinds"] = kinds
     report["stream_task"] = stid
-    # The stream closed: the task waits for the agent's user, or for us.
+    # The stream closed: the task waits for the agent's user, or for us. A subscription
+    # stays open through input-required until the task is terminal: cancelling the task
+    # once subscribed ends it.
     sub = []
     try:
         async for ev in sclient.subscribe(SubscribeToTaskRequest(id=stid)):
             kind = ev.WhichOneof("payload")
             sub.append(kind if kind != "status_update" else TaskState.Name(ev.status_update.status.state))
+            if kind == "task":
+                await client.cancel_task(CancelTaskRequest(id=stid))
     except Exception as e:
         sub.append(type(e).__name__)
     report["subscribe"] = sub

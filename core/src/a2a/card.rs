@@ -81,3 +81,49 @@ pub fn card(info: &CardInfo) -> Value {
     }
     card
 }
+
+/// How long a client may keep the card without asking again (`Cache-Control:
+/// max-age`, A2A v1.0 §8.6.1): it changes only when the agent restarts with another
+/// version or token setting.
+pub const CARD_MAX_AGE_SECS: u64 = 300;
+
+/// The card's `ETag` (A2A v1.0 §8.6.1): a strong validator, the first 16 bytes of the
+/// SHA-256 of the card's bytes as served, in hex and quotes.
+pub fn etag(body: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let h = Sha256::digest(body);
+    let hex: String = h.iter().take(16).map(|b| format!("{b:02x}")).collect();
+    format!("\"{hex}\"")
+}
+
+/// Whether a request's `If-None-Match` (RFC 9110 §13.1.2: `*` or a list of entity tags,
+/// compared weakly) matches `etag`, so the answer is `304 Not Modified`.
+pub fn not_modified(if_none_match: &str, etag: &str) -> bool {
+    let bare = |t: &str| t.trim().trim_start_matches("W/").to_string();
+    let want = bare(etag);
+    if_none_match
+        .split(',')
+        .any(|t| t.trim() == "*" || bare(t) == want)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_card_is_validated_by_its_etag() {
+        let a = etag(b"{\"name\":\"a\"}");
+        let b = etag(b"{\"name\":\"b\"}");
+        assert_ne!(a, b);
+        assert!(
+            a.starts_with('"') && a.ends_with('"') && a.len() == 34,
+            "{a}"
+        );
+        assert!(not_modified(&a, &a));
+        assert!(not_modified(&format!("W/{a}"), &a));
+        assert!(not_modified(&format!("{b}, {a}"), &a));
+        assert!(not_modified("*", &a));
+        assert!(!not_modified(&b, &a));
+        assert!(!not_modified("", &a));
+    }
+}

@@ -27,6 +27,8 @@ pub const MAX_QUERY: usize = 4096;
 const RPC_ID: &str = "rest";
 /// The `ErrorInfo` domain of A2A errors (A2A v1.0 §11.6).
 pub const ERROR_DOMAIN: &str = "a2a-protocol.org";
+/// The `ErrorInfo` domain of the errors a2acp adds (its temporary refusal).
+pub const OWN_ERROR_DOMAIN: &str = "a2acp";
 
 /// A REST request the binding refuses, or an A2A error to answer as REST: the HTTP
 /// status, the A2A (JSON-RPC) error code it stands for, and the message.
@@ -66,7 +68,7 @@ impl RestError {
 
     /// The response: its status and its `google.rpc.Status` body.
     pub fn reply(&self) -> RestReply {
-        let (table_status, grpc, reason) = mapping(self.code);
+        let (table_status, grpc, _) = mapping(self.code);
         let grpc = if table_status == self.status {
             grpc
         } else {
@@ -78,16 +80,39 @@ impl RestError {
                 "code": self.status,
                 "status": grpc,
                 "message": self.message,
-                "details": [{
-                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                    "reason": reason,
-                    "domain": ERROR_DOMAIN,
-                    "metadata": {},
-                }],
+                "details": error_details(self.code),
             }}),
             allow: self.allow,
+            retry_after: (self.code == code::TEMPORARILY_REFUSED)
+                .then_some(crate::a2a::task::RETRY_AFTER_SECS),
         }
     }
+}
+
+/// The `details` of an error (HTTP+JSON `google.rpc.Status.details`, JSON-RPC
+/// `error.data`; A2A v1.0 §9.5 and §11.6): a `google.rpc.ErrorInfo` naming the error, and
+/// for a temporary refusal ([`code::TEMPORARILY_REFUSED`]) a `google.rpc.RetryInfo`
+/// saying when to try again.
+pub fn error_details(code: i64) -> Vec<Value> {
+    let reason = mapping(code).2;
+    let domain = if code == code::TEMPORARILY_REFUSED {
+        OWN_ERROR_DOMAIN
+    } else {
+        ERROR_DOMAIN
+    };
+    let mut details = vec![json!({
+        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+        "reason": reason,
+        "domain": domain,
+        "metadata": {},
+    })];
+    if code == code::TEMPORARILY_REFUSED {
+        details.push(json!({
+            "@type": "type.googleapis.com/google.rpc.RetryInfo",
+            "retryDelay": format!("{}s", crate::a2a::task::RETRY_AFTER_SECS),
+        }));
+    }
+    details
 }
 
 /// A REST response: the HTTP status and the JSON body (media type [`CONTENT_TYPE`]).
@@ -100,6 +125,8 @@ pub struct RestReply {
     pub body: Value,
     /// For 405: the `Allow` header.
     pub allow: Option<&'static str>,
+    /// For a temporary refusal (429): the `Retry-After` header, in seconds.
+    pub retry_after: Option<u64>,
 }
 
 /// An A2A error code's HTTP status, `google.rpc` status name and `ErrorInfo` reason
@@ -129,6 +156,7 @@ pub fn mapping(code: i64) -> (u16, &'static str, &'static str) {
         code::INVALID_PARAMS => (400, "INVALID_ARGUMENT", "INVALID_PARAMS"),
         code::INVALID_REQUEST | code::PARSE_ERROR => (400, "INVALID_ARGUMENT", "INVALID_REQUEST"),
         code::METHOD_NOT_FOUND => (404, "NOT_FOUND", "METHOD_NOT_FOUND"),
+        code::TEMPORARILY_REFUSED => (429, "RESOURCE_EXHAUSTED", "RESOURCE_EXHAUSTED"),
         _ => (500, "INTERNAL", "INTERNAL_ERROR"),
     }
 }
@@ -450,6 +478,7 @@ pub fn reply(response: &Value) -> RestReply {
         status: 200,
         body: response.get("result").cloned().unwrap_or(Value::Null),
         allow: None,
+        retry_after: None,
     }
 }
 

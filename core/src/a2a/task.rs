@@ -142,6 +142,25 @@ pub mod code {
     pub const EXTENDED_CARD_NOT_CONFIGURED: i64 = -32007;
     /// An `A2A-Version` this agent does not speak.
     pub const VERSION_NOT_SUPPORTED: i64 = -32009;
+    /// Refused for now, not for good: a cap on what waits for the agent's user (or on
+    /// open streams) is reached, and the same request may succeed later. A JSON-RPC
+    /// implementation-defined server error (A2A's own codes, -32001 to -32099, have none
+    /// for it); HTTP+JSON answers it 429 `RESOURCE_EXHAUSTED` with `Retry-After`.
+    pub const TEMPORARILY_REFUSED: i64 = -32000;
+}
+
+/// Seconds a client is told to wait before it tries a temporarily refused request again
+/// (`Retry-After`, `google.rpc.RetryInfo`).
+pub const RETRY_AFTER_SECS: u64 = 60;
+
+/// A JSON-RPC error response: `code`, `message` and, as A2A v1.0 §9.5 requires, `data`
+/// with a `google.rpc.ErrorInfo` ([`crate::a2a::rest::error_details`]).
+pub fn rpc_error_response(id: &Value, code: i64, message: &str) -> Value {
+    json!({ "jsonrpc": "2.0", "id": id, "error": {
+        "code": code,
+        "message": message,
+        "data": crate::a2a::rest::error_details(code),
+    }})
 }
 
 impl RpcError {
@@ -705,7 +724,8 @@ pub fn status_json(t: &Thread) -> Value {
 }
 
 /// A thread as an A2A `Task`: id, contextId, status, the proposal as artifact, and the
-/// last `history_length` packets as history (`None`: all; 0: none).
+/// last `history_length` packets as history (`None`: all; 0: none): the client's
+/// messages as it sent them, the agent's packets as messages.
 pub fn task_json(t: &Thread, history_length: Option<usize>, with_artifacts: bool) -> Value {
     let ctx = context_id(t);
     let keep = history_length.unwrap_or(usize::MAX);
@@ -715,6 +735,10 @@ pub fn task_json(t: &Thread, history_length: Option<usize>, with_artifacts: bool
         .iter()
         .skip(skip)
         .filter_map(|h| {
+            // The client's message as it sent it (`null`: a further packet of one).
+            if let Some(m) = t.a2a_sent.get(&h.packet_id).filter(|_| !h.outgoing) {
+                return (!m.is_null()).then(|| m.clone());
+            }
             let p = Packet::parse(h.json.as_bytes()).ok()?;
             (p.body.type_name() != "thread_state").then(|| packet_message(t, ctx, &p, h.outgoing))
         })

@@ -24,6 +24,20 @@ pub struct A2aReply {
     /// and sends [`task::update_events`] after each [`Output::A2a`] of the thread, until
     /// the task is terminal or interrupted; `None` when the first event already was.
     pub stream: Option<A2aStream>,
+    /// For a blocking `SendMessage` (no `configuration.returnImmediately`) whose task is
+    /// neither terminal nor interrupted yet: the listener holds the answer and gives
+    /// [`Agent::a2a_waited`]'s instead, once the task is, or at its deadline
+    /// (A2A v1.0 §3.2.2; SPEC-NOTES "The A2A v1.0 bridge").
+    pub wait: Option<A2aWait>,
+}
+
+/// A blocking `SendMessage` the listener holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct A2aWait {
+    /// The task (thread id).
+    pub task_id: String,
+    /// The JSON-RPC id to answer with.
+    pub rpc_id: Value,
 }
 
 /// A stream the listener keeps open after the first event.
@@ -35,10 +49,76 @@ pub struct A2aStream {
     pub state: TaskState,
     /// The artifact the subscriber saw last.
     pub artifact: Option<String>,
+    /// Whether the stream stays open through an interruption (input required) until the
+    /// task is terminal: `SubscribeToTask` (§3.1.6). A `SendStreamingMessage` stream
+    /// closes at an interruption too (the client answers with a new message).
+    pub until_terminal: bool,
+}
+
+impl A2aStream {
+    /// Whether the stream ends once its task is in `state`.
+    pub fn ends_at(&self, state: TaskState) -> bool {
+        state.is_terminal() || (!self.until_terminal && state.is_interrupted())
+    }
+}
+
+/// The name the listener gives every client that came without a token (a loopback
+/// one, `agent:a2a-local@a2a.invalid`). Such clients cannot be told apart by who they
+/// are, so each context is its own peer ([`anonymous_peer`]), under caps they share.
+pub const ANONYMOUS_CLIENT: &str = "a2a-local";
+/// How many times the per-peer caps (open threads, open prompts, ended threads kept)
+/// all anonymous clients together may use.
+pub const ANONYMOUS_SHARE: usize = 8;
+
+fn is_anonymous(client: &Address) -> bool {
+    client.is_a2a() && client.user() == ANONYMOUS_CLIENT
+}
+
+/// Whether `peer` is one of the per-context peers of the anonymous clients.
+fn is_anonymous_peer(peer: &Address) -> bool {
+    peer.is_a2a()
+        && peer
+            .user()
+            .strip_prefix(ANONYMOUS_CLIENT)
+            .is_some_and(|r| r.starts_with('-'))
+}
+
+/// The peer of the threads of `client` in `context`: the client itself, or for an
+/// anonymous client `agent:a2a-local-<12 hex digits of SHA-256(contextId)>@a2a.invalid`.
+pub fn anonymous_peer(client: &Address, context: &str) -> Address {
+    use sha2::{Digest, Sha256};
+    if !is_anonymous(client) {
+        return client.clone();
+    }
+    let h = Sha256::digest(context.as_bytes());
+    let hex: String = h.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    Address::new(
+        &format!("{ANONYMOUS_CLIENT}-{hex}"),
+        crate::address::A2A_DOMAIN,
+    )
+    .unwrap_or_else(|_| client.clone())
+}
+
+/// Whether `client` may see and act on a thread whose peer is `peer`: its own, and for
+/// an anonymous client every anonymous context's (loopback clients are not told apart
+/// by who they are; any of them may follow any such task).
+fn a2a_owns(client: &Address, peer: &Address) -> bool {
+    peer == client || (is_anonymous(client) && is_anonymous_peer(peer))
+}
+
+/// A refusal for now (a cap on what waits): the temporary code, and the retry delay.
+fn temporary(why: String) -> RpcError {
+    RpcError::new(
+        code::TEMPORARILY_REFUSED,
+        format!(
+            "temporarily refused, try again later (in {} s or once this agent's user answered): {why}",
+            task::RETRY_AFTER_SECS
+        ),
+    )
 }
 
 fn rpc_error(id: &Value, e: RpcError) -> Value {
-    json!({ "jsonrpc": "2.0", "id": id, "error": { "code": e.code, "message": e.message } })
+    task::rpc_error_response(id, e.code, &e.message)
 }
 
 fn rpc_result(id: &Value, result: Value) -> Value {
@@ -87,13 +167,29 @@ impl Agent {
 
     /// The task (thread) `id` of `client`, if it has one by that id.
     pub fn a2a_task(&self, client: &Address, id: &str) -> Option<&Thread> {
-        self.threads.get(id).filter(|t| &t.peer == client)
+        self.threads.get(id).filter(|t| a2a_owns(client, &t.peer))
+    }
+
+    /// The answer to a blocking `SendMessage` the listener holds: `Some` once its task is
+    /// terminal or interrupted, or whatever its state when `deadline_passed` (the task as
+    /// it stands; the client goes on with `GetTask` or `SubscribeToTask`).
+    pub fn a2a_waited(&self, w: &A2aWait, deadline_passed: bool) -> Option<Value> {
+        let Some(t) = self.threads.get(&w.task_id) else {
+            return Some(rpc_error(
+                &w.rpc_id,
+                RpcError::new(code::TASK_NOT_FOUND, "the task is gone"),
+            ));
+        };
+        let state = task::task_state(t);
+        (deadline_passed || state.is_terminal() || state.is_interrupted())
+            .then(|| rpc_result(&w.rpc_id, json!({ "task": task::task_json(t, None, true) })))
     }
 
     pub(super) fn a2a_request(&mut self, client: &Address, body: &[u8]) -> A2aReply {
         let plain = |response| A2aReply {
             response,
             stream: None,
+            wait: None,
         };
         if body.len() > A2A_MAX_REQUEST {
             return plain(rpc_error(
@@ -175,13 +271,30 @@ impl Agent {
             Err(e) => plain(rpc_error(&id, e)),
             Ok((result, task_id)) => {
                 let streaming = STREAMING.contains(&method);
-                let stream = match (streaming, task_id) {
+                let stream = match (streaming, &task_id) {
+                    (true, Some(tid)) => self.threads.get(tid).and_then(|t| {
+                        let s = A2aStream {
+                            task_id: tid.clone(),
+                            state: task::task_state(t),
+                            artifact: task::artifact_id(t),
+                            until_terminal: method == "SubscribeToTask",
+                        };
+                        (!s.ends_at(s.state)).then_some(s)
+                    }),
+                    _ => None,
+                };
+                let blocking = method == "SendMessage"
+                    && !params
+                        .get("configuration")
+                        .and_then(|c| c.get("returnImmediately"))
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false);
+                let wait = match (blocking, task_id) {
                     (true, Some(tid)) => self.threads.get(&tid).and_then(|t| {
                         let state = task::task_state(t);
-                        (!state.is_terminal() && !state.is_interrupted()).then(|| A2aStream {
+                        (!state.is_terminal() && !state.is_interrupted()).then(|| A2aWait {
                             task_id: tid.clone(),
-                            state,
-                            artifact: task::artifact_id(t),
+                            rpc_id: id.clone(),
                         })
                     }),
                     _ => None,
@@ -196,6 +309,7 @@ impl Agent {
                 A2aReply {
                     response: rpc_result(&id, result),
                     stream,
+                    wait,
                 }
             }
         }
@@ -229,13 +343,20 @@ impl Agent {
                         "message.contextId: not the context of this task",
                     ));
                 }
+                let peer = t.peer.clone();
                 let bodies = task::reply_bodies(t, &m)?;
+                let mut ids = Vec::new();
                 for b in bodies {
-                    self.a2a_packet(client, tid, b);
+                    ids.extend(self.a2a_packet(&peer, tid, b));
                 }
+                self.a2a_keep_sent(tid, &ids, message);
                 tid.clone()
             }
-            None => self.a2a_new_task(client, &m)?,
+            None => {
+                let (tid, first) = self.a2a_open_task(client, &m)?;
+                self.a2a_keep_sent(&tid, &[first], message);
+                tid
+            }
         };
         let t = self
             .threads
@@ -244,12 +365,89 @@ impl Agent {
         Ok((task::task_json(t, None, true), Some(thread_id)))
     }
 
+    /// Keeps the client's message as sent, by the first of the packets `ids` it became
+    /// (those the thread took).
+    fn a2a_keep_sent(&mut self, thread_id: &str, ids: &[String], message: &Value) {
+        let Some(t) = self.threads.get_mut(thread_id) else {
+            return;
+        };
+        let taken: Vec<&String> = ids
+            .iter()
+            .filter(|id| t.history.iter().any(|h| &h.packet_id == *id))
+            .collect();
+        let Some((first, rest)) = taken.split_first() else {
+            return;
+        };
+        let mut m = message.clone();
+        if let Some(o) = m.as_object_mut() {
+            o.insert("taskId".into(), Value::String(t.id.clone()));
+            o.insert(
+                "contextId".into(),
+                Value::String(task::context_id(t).to_string()),
+            );
+        }
+        t.a2a_sent.insert((*first).clone(), m);
+        for id in rest {
+            t.a2a_sent.insert((*id).clone(), Value::Null);
+        }
+        self.shared.dirty.threads.insert(thread_id.to_string());
+    }
+
+    /// Why the anonymous clients, all together, may not open another task now.
+    fn anonymous_refusal(&self) -> Option<String> {
+        let l = &self.shared.config.limits;
+        let peers: BTreeSet<&Address> = self
+            .threads
+            .values()
+            .filter(|t| is_anonymous_peer(&t.peer))
+            .map(|t| &t.peer)
+            .collect();
+        let threads: usize = peers.iter().map(|p| self.open_threads_started_by(p)).sum();
+        let prompts: usize = peers.iter().map(|p| self.open_prompts_of(p)).sum();
+        let max_threads = (l.max_threads_per_peer as usize).saturating_mul(ANONYMOUS_SHARE);
+        let max_prompts = (l.max_prompts_per_peer as usize).saturating_mul(ANONYMOUS_SHARE);
+        if threads >= max_threads {
+            return Some(format!(
+                "{threads} tasks of clients without a token are open and at most {max_threads} may be"
+            ));
+        }
+        (prompts >= max_prompts).then(|| {
+            format!(
+                "{prompts} questions of clients without a token wait for this agent's user (at most {max_prompts})"
+            )
+        })
+    }
+
+    /// A new task of `client`: its thread id.
     pub(super) fn a2a_new_task(
         &mut self,
         client: &Address,
         m: &Inbound,
     ) -> Result<String, RpcError> {
-        if self.shared.settings.blocked.contains(client) {
+        // The Phase-1 route answers a refusal for now as it answers a cap
+        // (`UNSUPPORTED_OPERATION` to its `CAPABILITY_MISMATCH`).
+        self.a2a_open_task(client, m)
+            .map(|(id, _)| id)
+            .map_err(|e| match e.code {
+                code::TEMPORARILY_REFUSED => RpcError::new(code::UNSUPPORTED_OPERATION, e.message),
+                _ => e,
+            })
+    }
+
+    /// A new task of `client`: its thread id and the id of its first packet.
+    fn a2a_open_task(
+        &mut self,
+        client: &Address,
+        m: &Inbound,
+    ) -> Result<(String, String), RpcError> {
+        let context_id = match &m.context_id {
+            Some(c) => c.clone(),
+            None => self.shared.meta.rng.id("ctx_", 16),
+        };
+        let peer = anonymous_peer(client, &context_id);
+        if self.shared.settings.blocked.contains(client)
+            || self.shared.settings.blocked.contains(&peer)
+        {
             return Err(RpcError::new(
                 code::UNSUPPORTED_OPERATION,
                 "this agent's user does not take requests from this client",
@@ -257,15 +455,19 @@ impl Agent {
         }
         let body = task::first_body(m)?;
         let thread_id = self.shared.meta.rng.id("thr_", 16);
-        let context_id = match &m.context_id {
-            Some(c) => c.clone(),
-            None => self.shared.meta.rng.id("ctx_", 16),
-        };
         self.shared.dirty.meta = true;
-        let p = self.a2a_build(client, &thread_id, body, true);
+        let p = self.a2a_build(&peer, &thread_id, body, true);
+        // The caps on what waits for the user are temporary: answered prompts and ended
+        // tasks free them.
         if let Some((_, why)) = self.new_thread_refusal(&p) {
-            return Err(RpcError::new(code::UNSUPPORTED_OPERATION, why));
+            return Err(temporary(why));
         }
+        if is_anonymous(client) {
+            if let Some(why) = self.anonymous_refusal() {
+                return Err(temporary(why));
+            }
+        }
+        let first = p.packet_id.clone();
         let raw = p
             .to_bytes()
             .map_err(|e| RpcError::new(code::INVALID_PARAMS, e.to_string()))?;
@@ -286,8 +488,15 @@ impl Agent {
         if let Some(t) = self.threads.get_mut(&thread_id) {
             t.a2a_context = Some(context_id);
         }
-        self.take_packet(&thread_id, client, p, &raw);
-        Ok(thread_id)
+        self.take_packet(&thread_id, &peer, p, &raw);
+        if is_anonymous(client) {
+            self.forget_ended_where(
+                is_anonymous_peer,
+                (self.shared.config.limits.max_ended_threads_per_peer as usize)
+                    .saturating_mul(ANONYMOUS_SHARE),
+            );
+        }
+        Ok((thread_id, first))
     }
 
     /// A packet of the client in its thread, built and checked like one off the wire.
@@ -307,17 +516,30 @@ impl Agent {
         }
     }
 
-    pub(super) fn a2a_packet(&mut self, client: &Address, thread_id: &str, body: Body) {
+    /// A packet of the client (the thread's peer) in its thread; its id, if it was built.
+    pub(super) fn a2a_packet(
+        &mut self,
+        client: &Address,
+        thread_id: &str,
+        body: Body,
+    ) -> Option<String> {
         self.shared.dirty.meta = true;
         let p = self.a2a_build(client, thread_id, body, false);
         let Ok(raw) = p.to_bytes() else {
             self.shared
                 .malformed(client, "an A2A message made an invalid packet".into());
-            return;
+            return None;
         };
         match Packet::parse(&raw) {
-            Ok(p) => self.take_packet(thread_id, client, p, &raw),
-            Err(e) => self.shared.malformed(client, e.to_string()),
+            Ok(p) => {
+                let id = p.packet_id.clone();
+                self.take_packet(thread_id, client, p, &raw);
+                Some(id)
+            }
+            Err(e) => {
+                self.shared.malformed(client, e.to_string());
+                None
+            }
         }
     }
 
@@ -396,7 +618,7 @@ impl Agent {
         let mut mine: Vec<&Thread> = self
             .threads
             .values()
-            .filter(|t| &t.peer == client)
+            .filter(|t| a2a_owns(client, &t.peer))
             .filter(|t| context.is_none_or(|c| task::context_id(t) == c))
             .filter(|t| status.is_none_or(|s| task::task_state(t) == s))
             .collect();
@@ -443,9 +665,10 @@ impl Agent {
             ));
         }
         let rid = t.stage.resolution().map(|r| r.packet_id.clone());
+        let peer = t.peer.clone();
         let id = id.to_string();
         self.a2a_packet(
-            client,
+            &peer,
             &id,
             Body::ResolutionResponse(ResolutionResponseBody {
                 resolution_id: rid,

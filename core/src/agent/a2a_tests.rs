@@ -125,6 +125,11 @@ impl Bob {
             .into_iter()
             .find(|p| matches!(p.kind, PromptKind::Consent { .. }))
             .expect("a consent prompt");
+        self.share_all(&p);
+    }
+
+    /// Answers a consent prompt: every field shared.
+    fn share_all(&mut self, p: &Prompt) {
         let PromptKind::Consent { fields } = &p.kind else {
             unreachable!()
         };
@@ -163,14 +168,17 @@ fn a_client_negotiates_a_dinner_to_completion() {
     assert!(id.starts_with("thr_"), "{task}");
     assert!(task["contextId"].as_str().unwrap().starts_with("ctx_"));
     let thread = bob.agent.thread(&id).unwrap();
-    assert_eq!(thread.peer, client());
+    // A client without a token: its context is its peer.
+    let peer = anonymous_peer(&client(), task["contextId"].as_str().unwrap());
+    assert_eq!(thread.peer, peer);
+    assert_ne!(peer, client());
     assert_eq!(thread.intent.category, "scheduling");
     assert_eq!(thread.intent.summary, "Dinner with Bob on Friday?");
     // An unknown peer: ask_first applies, so Bob is asked before his availability goes.
     assert!(
         bob.prompts()
             .iter()
-            .any(|p| matches!(p.kind, PromptKind::Consent { .. }) && p.peer == client()),
+            .any(|p| matches!(p.kind, PromptKind::Consent { .. }) && p.peer == peer),
         "{:?}",
         bob.outputs
     );
@@ -192,7 +200,7 @@ fn a_client_negotiates_a_dinner_to_completion() {
     assert!(bob
         .outputs
         .iter()
-        .any(|o| matches!(o, Output::A2a(u) if u.thread_id == id && u.peer == client())));
+        .any(|o| matches!(o, Output::A2a(u) if u.thread_id == id && u.peer == peer)));
     let task = bob.send(
         Some(&id),
         "",
@@ -507,29 +515,298 @@ fn malformed_requests_get_the_error_the_spec_names() {
     );
 }
 
-#[test]
-fn too_many_tasks_from_one_client_are_refused() {
-    let mut bob = Bob::new();
-    // Each task opens a consent prompt for Bob: the limit on open prompts per peer (8)
-    // comes before the one on open threads (32).
-    let limits = bob.agent.config().limits.clone();
+fn coffee(n: usize, context: Option<&str>) -> Value {
+    let mut m = json!({"messageId": format!("x{n}"), "role": "ROLE_USER", "parts": [{"text": "Coffee on Friday?"}]});
+    if let Some(c) = context {
+        m["contextId"] = json!(c);
+    }
+    json!({ "message": m, "configuration": {"returnImmediately": true} })
+}
+
+/// Sends new tasks as `client` until one is refused: how many opened, and the refusal.
+fn open_until_refused(
+    bob: &mut Bob,
+    client: &Address,
+    context: impl Fn(usize) -> Option<String>,
+) -> (usize, Value) {
     let mut opened = 0;
-    let refusal = loop {
-        let m = json!({"messageId": format!("x{opened}"), "role": "ROLE_USER", "parts": [{"text": "Coffee on Friday?"}]});
-        let r = bob.rpc("SendMessage", json!({"message": m}));
-        if r.get("error").is_some() {
-            break r;
+    loop {
+        bob.now = bob.now.add(std::time::Duration::from_secs(1));
+        let body = json!({"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": coffee(opened, context(opened).as_deref())});
+        let r = bob
+            .agent
+            .handle_a2a(bob.now, client, body.to_string().as_bytes());
+        bob.drain();
+        if r.response.get("error").is_some() {
+            return (opened, r.response);
         }
         opened += 1;
-        assert!(opened <= limits.max_threads_per_peer, "no limit applied");
-    };
+        assert!(opened <= 1000, "no limit applied");
+    }
+}
+
+fn assert_temporary(refusal: &Value) {
     assert_eq!(
         refusal["error"]["code"],
-        code::UNSUPPORTED_OPERATION,
+        code::TEMPORARILY_REFUSED,
         "{refusal}"
     );
-    assert_eq!(opened, limits.max_prompts_per_peer, "{refusal}");
-    assert_eq!(bob.agent.threads().len(), opened as usize);
+    let message = refusal["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("temporarily refused, try again later"),
+        "{refusal}"
+    );
+    let data = refusal["error"]["data"].as_array().unwrap();
+    assert_eq!(data[0]["reason"], "RESOURCE_EXHAUSTED", "{refusal}");
+    assert_eq!(
+        data[1]["@type"], "type.googleapis.com/google.rpc.RetryInfo",
+        "{refusal}"
+    );
+    assert_eq!(
+        data[1]["retryDelay"],
+        format!("{}s", task::RETRY_AFTER_SECS)
+    );
+}
+
+#[test]
+fn too_many_tasks_from_one_client_are_refused_for_now() {
+    let mut bob = Bob::new();
+    // Each task opens a consent prompt for Bob: the limit on open prompts per peer (8)
+    // comes before the one on open threads (32). A client with a token is one peer.
+    let limits = bob.agent.config().limits.clone();
+    let holder = Address::new("a2a-bearer", A2A_DOMAIN).unwrap();
+    let (opened, refusal) = open_until_refused(&mut bob, &holder, |_| None);
+    assert_temporary(&refusal);
+    assert_eq!(opened, limits.max_prompts_per_peer as usize, "{refusal}");
+    assert_eq!(bob.agent.threads().len(), opened);
+    // Clients without a token in one context are one peer too.
+    let (opened, refusal) = open_until_refused(&mut bob, &client(), |_| Some("ctx-one".into()));
+    assert_temporary(&refusal);
+    assert_eq!(opened, limits.max_prompts_per_peer as usize, "{refusal}");
+    // Bob answers those questions: that context has room again.
+    for p in bob.prompts() {
+        if matches!(p.kind, PromptKind::Consent { .. }) {
+            bob.share_all(&p);
+        }
+    }
+    let (opened, _) = open_until_refused(&mut bob, &client(), |_| Some("ctx-one".into()));
+    assert!(opened >= 1);
+}
+
+#[test]
+fn clients_without_a_token_are_told_apart_by_context() {
+    let mut bob = Bob::new();
+    let limits = bob.agent.config().limits.clone();
+    // Each task in a context of its own: far more than one peer's 8 open prompts, up to
+    // the cap all such clients share.
+    let (opened, refusal) = open_until_refused(&mut bob, &client(), |_| None);
+    assert_temporary(&refusal);
+    assert_eq!(
+        opened,
+        limits.max_prompts_per_peer as usize * ANONYMOUS_SHARE,
+        "{refusal}"
+    );
+    let peers: BTreeSet<Address> = bob
+        .agent
+        .threads()
+        .values()
+        .map(|t| t.peer.clone())
+        .collect();
+    assert_eq!(peers.len(), opened, "one peer per context");
+    assert!(!peers.contains(&client()));
+    // Any of them follows any such task (they are not told apart by who they are) …
+    let id = bob.agent.threads().keys().next().unwrap().clone();
+    let got = bob.rpc("GetTask", json!({"id": id}));
+    assert_eq!(got["result"]["id"], json!(id), "{got}");
+    assert_eq!(
+        bob.rpc("ListTasks", json!({}))["result"]["totalSize"],
+        opened
+    );
+    // … and a client with a token sees none of them.
+    let holder = Address::new("a2a-bearer", A2A_DOMAIN).unwrap();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": id}});
+    let r = bob
+        .agent
+        .handle_a2a(bob.now, &holder, body.to_string().as_bytes());
+    assert_eq!(
+        r.response["error"]["code"],
+        code::TASK_NOT_FOUND,
+        "{}",
+        r.response
+    );
+}
+
+#[test]
+fn json_rpc_errors_carry_an_error_info() {
+    let mut bob = Bob::new();
+    for (method, params, reason) in [
+        ("GetTask", json!({"id": "thr_nope"}), "TASK_NOT_FOUND"),
+        ("Nope", json!({}), "METHOD_NOT_FOUND"),
+        (
+            "SendMessage",
+            json!({"message": {"role": "ROLE_USER"}}),
+            "INVALID_PARAMS",
+        ),
+        (
+            "CreateTaskPushNotificationConfig",
+            json!({}),
+            "PUSH_NOTIFICATION_NOT_SUPPORTED",
+        ),
+    ] {
+        let r = bob.rpc(method, params);
+        let data = r["error"]["data"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{r}"));
+        assert_eq!(
+            data[0]["@type"], "type.googleapis.com/google.rpc.ErrorInfo",
+            "{r}"
+        );
+        assert_eq!(data[0]["reason"], reason, "{r}");
+        assert_eq!(data[0]["domain"], "a2a-protocol.org", "{r}");
+    }
+    let r = bob.agent.handle_a2a(bob.now, &client(), b"{not json");
+    assert_eq!(
+        r.response["error"]["data"][0]["reason"], "INVALID_REQUEST",
+        "{}",
+        r.response
+    );
+}
+
+#[test]
+fn a_tasks_history_keeps_the_clients_message_as_sent() {
+    let mut bob = Bob::new();
+    let sent = json!({
+        "messageId": "client-msg-1",
+        "role": "ROLE_USER",
+        "parts": [
+            {"text": "Dinner with Bob on Friday?", "metadata": {"lang": "en"}},
+            {"data": {"proposed_date": "2026-03-27", "party_size": 2}, "mediaType": "application/json"},
+        ],
+        "metadata": {"origin": "test"},
+        "extensions": ["https://example.com/ext"],
+    });
+    let r = bob.rpc(
+        "SendMessage",
+        json!({"message": sent, "configuration": {"returnImmediately": true}}),
+    );
+    let task = &r["result"]["task"];
+    let id = task["id"].as_str().unwrap();
+    let first = &task["history"][0];
+    for key in ["messageId", "role", "parts", "metadata", "extensions"] {
+        assert_eq!(first[key], sent[key], "{key}: {first}");
+    }
+    assert_eq!(first["taskId"], json!(id));
+    assert_eq!(first["contextId"], task["contextId"]);
+    // The same after a restore, and for a reply on the task.
+    bob.answer_consent_all();
+    let reply = json!({"messageId": "client-msg-2", "role": "ROLE_USER", "taskId": id,
+        "parts": [{"data": {"time_windows": ["18:00-21:00"], "timezone": "Europe/London"}}],
+        "metadata": {"n": 2}});
+    let r = bob.rpc(
+        "SendMessage",
+        json!({"message": reply, "configuration": {"returnImmediately": true}}),
+    );
+    assert!(r.get("error").is_none(), "{r}");
+    let restored = Agent::restore(
+        dinner::bob("a2acp.io"),
+        IdentityKey::from_seed([2; 32]),
+        [22; 32],
+        bob.records.clone(),
+    )
+    .expect("restore");
+    let task = task::task_json(restored.thread(id).unwrap(), None, true);
+    let mine: Vec<&Value> = task["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "ROLE_USER")
+        .collect();
+    assert_eq!(mine.len(), 2, "{task}");
+    assert_eq!(mine[0]["messageId"], "client-msg-1");
+    assert_eq!(mine[0]["metadata"], sent["metadata"]);
+    assert_eq!(mine[1]["messageId"], "client-msg-2");
+    assert_eq!(mine[1]["parts"], reply["parts"]);
+    assert_eq!(mine[1]["metadata"], reply["metadata"]);
+}
+
+#[test]
+fn a_blocking_send_is_held_until_the_task_waits_for_the_client() {
+    let mut bob = Bob::new();
+    let m = json!({"messageId": "b1", "role": "ROLE_USER", "parts": [
+        {"text": "Dinner with Bob on Friday?"},
+        {"data": {"proposed_date": "2026-03-27", "party_size": 2}}]});
+    bob.now = bob.now.add(std::time::Duration::from_secs(1));
+    let body =
+        json!({"jsonrpc": "2.0", "id": 3, "method": "SendMessage", "params": {"message": m}});
+    let r = bob
+        .agent
+        .handle_a2a(bob.now, &client(), body.to_string().as_bytes());
+    bob.drain();
+    // Bob's consent prompt is open: the task works, so the answer is held.
+    let w = r
+        .wait
+        .clone()
+        .expect("a blocking send is held while the task works");
+    assert_eq!(w.rpc_id, json!(3));
+    assert_eq!(bob.state(&w.task_id), TaskState::Working);
+    assert!(bob.agent.a2a_waited(&w, false).is_none());
+    // At the deadline: the task as it stands.
+    let late = bob.agent.a2a_waited(&w, true).unwrap();
+    assert_eq!(late["id"], 3);
+    assert_eq!(
+        state_of(&late["result"]["task"]),
+        "TASK_STATE_WORKING",
+        "{late}"
+    );
+    // Bob consents: the agent needs the client's availability — interrupted, answered.
+    bob.answer_consent_all();
+    let done = bob
+        .agent
+        .a2a_waited(&w, false)
+        .expect("answered once input is required");
+    assert_eq!(
+        state_of(&done["result"]["task"]),
+        "TASK_STATE_INPUT_REQUIRED",
+        "{done}"
+    );
+    // With returnImmediately, or when the task already waits for the client: not held.
+    let body = json!({"jsonrpc": "2.0", "id": 4, "method": "SendMessage", "params": {"message": coffee(1, None)["message"], "configuration": {"returnImmediately": true}}});
+    assert!(bob
+        .agent
+        .handle_a2a(bob.now, &client(), body.to_string().as_bytes())
+        .wait
+        .is_none());
+}
+
+#[test]
+fn a_subscription_stays_open_through_input_required() {
+    let mut bob = Bob::new();
+    let task = bob.send(
+        None,
+        "Dinner with Bob on Friday?",
+        json!({"proposed_date": "2026-03-27", "party_size": 2}),
+    );
+    let id = task["id"].as_str().unwrap().to_string();
+    bob.answer_consent_all();
+    assert_eq!(bob.state(&id), TaskState::InputRequired);
+    let body =
+        json!({"jsonrpc": "2.0", "id": 5, "method": "SubscribeToTask", "params": {"id": id}});
+    let r = bob
+        .agent
+        .handle_a2a(bob.now, &client(), body.to_string().as_bytes());
+    let s = r.stream.expect("a stream while the task is not terminal");
+    assert!(s.until_terminal);
+    assert!(!s.ends_at(TaskState::InputRequired));
+    assert!(!s.ends_at(TaskState::Working));
+    assert!(s.ends_at(TaskState::Completed));
+    // A streamed message's stream ends at an interruption (the client answers it).
+    let body = json!({"jsonrpc": "2.0", "id": 6, "method": "SendStreamingMessage", "params": coffee(9, None)});
+    let r = bob
+        .agent
+        .handle_a2a(bob.now, &client(), body.to_string().as_bytes());
+    let s = r.stream.expect("the task works: a stream");
+    assert!(!s.until_terminal);
+    assert!(s.ends_at(TaskState::InputRequired));
 }
 
 #[test]

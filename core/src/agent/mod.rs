@@ -37,7 +37,10 @@
 //! through its one transition function, `ThreadStep::transition`.
 
 mod a2a;
-pub use a2a::{A2aReply, A2aStream, A2A_MAX_REQUEST};
+pub use a2a::{
+    anonymous_peer, A2aReply, A2aStream, A2aWait, A2A_MAX_REQUEST, ANONYMOUS_CLIENT,
+    ANONYMOUS_SHARE,
+};
 mod a2a_client;
 pub use a2a_client::{A2aCallKind, A2aClientCall, A2aOutcome};
 mod commands;

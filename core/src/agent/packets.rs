@@ -768,6 +768,7 @@ pub(super) fn blank_thread(
         awaiting_peer_since: None,
         peer_response_ms: Vec::new(),
         a2a_context: None,
+        a2a_sent: BTreeMap::new(),
         a2a_remote: None,
         continued_as: None,
         phase1: None,

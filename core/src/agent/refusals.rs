@@ -187,28 +187,34 @@ impl Agent {
 
     pub(super) fn forget_ended_threads(&mut self, peer: &Address) {
         let keep = self.shared.config.limits.max_ended_threads_per_peer as usize;
-        let mut ended: Vec<(Timestamp, String)> = self
+        self.forget_ended_where(|p| p == peer, keep);
+    }
+
+    /// Forgets the oldest ended threads the peers `of` started beyond `keep` of them.
+    pub(super) fn forget_ended_where(&mut self, of: impl Fn(&Address) -> bool, keep: usize) {
+        let mut ended: Vec<(Timestamp, String, Address)> = self
             .threads
             .values()
-            .filter(|t| &t.peer == peer && !t.initiator && t.state.is_terminal())
-            .map(|t| (t.ended_at.unwrap_or(t.last_activity), t.id.clone()))
+            .filter(|t| of(&t.peer) && !t.initiator && t.state.is_terminal())
+            .map(|t| {
+                (
+                    t.ended_at.unwrap_or(t.last_activity),
+                    t.id.clone(),
+                    t.peer.clone(),
+                )
+            })
             .collect();
         if ended.len() <= keep {
             return;
         }
         ended.sort();
         let extra = ended.len() - keep;
-        for (_, id) in ended.into_iter().take(extra) {
+        for (_, id, peer) in ended.into_iter().take(extra) {
             if !self.forget_thread(&id) {
                 continue;
             }
-            self.shared.audit(
-                Some(&id),
-                AgentEvent::EndedThreadForgotten {
-                    peer: peer.clone(),
-                    keep,
-                },
-            );
+            self.shared
+                .audit(Some(&id), AgentEvent::EndedThreadForgotten { peer, keep });
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Threads: the lifecycle of §9 (plus STALLED §6.4 and EXPIRED §8.3) and what an agent
 //! remembers of each thread.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -517,6 +517,12 @@ pub struct Thread {
     /// (SPEC-NOTES "The A2A v1.0 bridge"); the task id is the thread id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub a2a_context: Option<String>,
+    /// The A2A client's messages as it sent them, by the id of the first packet each
+    /// became (its `messageId`, every part, its metadata): a task's history shows these,
+    /// not the packets. A message that became several packets maps the others to
+    /// `null` (shown once, as the first).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub a2a_sent: BTreeMap<String, serde_json::Value>,
     /// The remote A2A task, when this thread's peer is a plain A2A agent this agent
     /// drives (SPEC-NOTES "The A2A v1.0 bridge: the client direction").
     #[serde(default, skip_serializing_if = "Option::is_none")]
