@@ -584,6 +584,30 @@ pub async fn wait_state(h: &impl Agent, state: &str, secs: u64) -> Vec<ThreadSum
     .await
 }
 
+/// The agent of `home` (named "bob") on tokio with an A2A listener on a free loopback
+/// port (`token`, `limits`), its control socket, reconnecting within 400 ms; `tune` sets
+/// any other run option.
+pub fn bob_with_a2a(
+    home: &Home,
+    token: Option<&str>,
+    limits: a2acp_runtime::a2a::A2aLimits,
+    tune: impl FnOnce(&mut RunOptions),
+) -> AgentHandle {
+    let opened = AgentHost::open_home(home, Durability::Normal).expect("open agent home");
+    let mut o = RunOptions::new(&opened.file.relay, "bob");
+    o.tls = opened.tls.clone();
+    o.control_socket = Some(home.socket());
+    o.backoff_min = Duration::from_millis(50);
+    o.backoff_max = Duration::from_millis(400);
+    o.a2a = Some(a2acp_runtime::a2a::A2aOptions {
+        listen: "127.0.0.1:0".into(),
+        token: token.map(str::to_string),
+        limits,
+    });
+    tune(&mut o);
+    a2acp_tokio::agent::spawn(opened.host, opened.effects, o).expect("spawn agent")
+}
+
 /// Sends one request over the control socket of `home` (what the `a2acp` CLI does).
 pub async fn ctl(home: &Home, req: Request) -> a2acp_runtime::control::Response {
     a2acp_tokio::agent::control_request(&home.socket(), &req)

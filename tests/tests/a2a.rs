@@ -9,13 +9,11 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use a2acp_runtime::a2a::{A2aLimits, A2aOptions};
+use a2acp_runtime::a2a::A2aLimits;
 use a2acp_runtime::control::Request;
 use a2acp_runtime::home::Home;
 use a2acp_runtime::scripted::next_friday;
-use a2acp_runtime::store::Durability;
 use a2acp_tests::*;
-use a2acp_tokio::agent::AgentHandle;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -24,23 +22,6 @@ const TOKEN: &str = "test-token-0123456789";
 /// The a2a venv's interpreter (the tests that call it are ignored without `--run-ignored`).
 fn python() -> PathBuf {
     venv_python("a2a", "A2ACP_A2A_PYTHON")
-}
-
-/// Bob's agent with an A2A listener on a free loopback port.
-fn bob_with_a2a(home: &Home, token: Option<&str>, limits: A2aLimits) -> AgentHandle {
-    let opened = a2acp_runtime::agent_host::AgentHost::open_home(home, Durability::Normal)
-        .expect("open agent home");
-    let mut o = a2acp_runtime::daemon::RunOptions::new(&opened.file.relay, "bob");
-    o.tls = opened.tls.clone();
-    o.control_socket = Some(home.socket());
-    o.backoff_min = Duration::from_millis(50);
-    o.backoff_max = Duration::from_millis(400);
-    o.a2a = Some(A2aOptions {
-        listen: "127.0.0.1:0".into(),
-        token: token.map(str::to_string),
-        limits,
-    });
-    a2acp_tokio::agent::spawn(opened.host, opened.effects, o).expect("spawn agent")
 }
 
 /// Bob, at his control socket: shares what is asked and confirms what is proposed, until
@@ -103,7 +84,7 @@ async fn sdk_negotiates(binding: Option<&str>) {
         .relay("127.0.0.1:0", &dir.path().join("relay"))
         .await;
     let DinnerHomes { bob: hb, .. } = dinner_homes(dir.path(), &relay.url());
-    let bob = bob_with_a2a(&hb, Some(TOKEN), A2aLimits::default());
+    let bob = bob_with_a2a(&hb, Some(TOKEN), A2aLimits::default(), |_| {});
     let addr = bob.a2a_addr().expect("listening");
     let (user, stop) = bob_answers(hb.clone());
     let date = next_friday(a2acp_runtime::now());
@@ -235,7 +216,7 @@ async fn the_a2a_listener_withstands_hostile_clients() {
         max_streams_per_client: 1,
         ..A2aLimits::default()
     };
-    let bob = bob_with_a2a(&hb, Some(TOKEN), limits);
+    let bob = bob_with_a2a(&hb, Some(TOKEN), limits, |_| {});
     let addr = bob.a2a_addr().unwrap();
     let auth = format!("authorization: Bearer {TOKEN}\r\n");
     let long = Duration::from_secs(5);
@@ -458,7 +439,7 @@ async fn the_phase1_envelope_over_the_listener() {
         .relay("127.0.0.1:0", &dir.path().join("relay"))
         .await;
     let DinnerHomes { bob: hb, .. } = dinner_homes(dir.path(), &relay.url());
-    let bob = bob_with_a2a(&hb, None, A2aLimits::default());
+    let bob = bob_with_a2a(&hb, None, A2aLimits::default(), |_| {});
     let addr = bob.a2a_addr().unwrap();
     let me = v4(0xa11ce);
     // Bob's id: the sender of the error answering a message sent to nobody.
@@ -691,7 +672,7 @@ async fn the_phase1_sender_runs_the_task_lifecycle_against_an_agent() {
         .relay("127.0.0.1:0", &dir.path().join("relay"))
         .await;
     let DinnerHomes { bob: hb, .. } = dinner_homes(dir.path(), &relay.url());
-    let bob = bob_with_a2a(&hb, None, A2aLimits::default());
+    let bob = bob_with_a2a(&hb, None, A2aLimits::default(), |_| {});
     let url = format!("http://{}", bob.a2a_addr().unwrap());
     // Bob's id as `a2acp phase1 id` makes it: from his public key.
     let key = a2acp_runtime::keys::load(&hb.key()).unwrap();
@@ -884,7 +865,7 @@ fn child_a2a_agent() {
         .unwrap();
     rt.block_on(async {
         let home = Home::new(home);
-        let h = bob_with_a2a(&home, None, A2aLimits::default());
+        let h = bob_with_a2a(&home, None, A2aLimits::default(), |_| {});
         let addr = h.a2a_addr().unwrap().to_string();
         std::fs::write(home.dir().join("a2a.addr.tmp"), addr).unwrap();
         std::fs::rename(home.dir().join("a2a.addr.tmp"), home.dir().join("a2a.addr")).unwrap();
@@ -927,7 +908,7 @@ async fn a_task_survives_kill_9() {
         .await;
     let DinnerHomes { bob: hb, .. } = dinner_homes(dir.path(), &relay.url());
     let (mut bob, addr) = child(&hb).await;
-    let send = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"k1","role":"ROLE_USER","parts":[{"text":"Dinner on Friday?"},{"data":{"proposed_date":"2026-11-27"}}]}}}"#;
+    let send = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"k1","role":"ROLE_USER","parts":[{"text":"Dinner on Friday?"},{"data":{"proposed_date":"2026-11-27"}}]},"configuration":{"returnImmediately":true}}}"#;
     let r = raw(addr, &post(send, ""), Duration::from_secs(5)).await;
     let body: serde_json::Value =
         serde_json::from_str(r.split_once("\r\n\r\n").unwrap().1).expect("JSON");

@@ -9,34 +9,14 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use a2acp_runtime::a2a::{A2aLimits, A2aOptions};
+use a2acp_runtime::a2a::A2aLimits;
 use a2acp_runtime::control::Request;
 use a2acp_runtime::home::Home;
-use a2acp_runtime::store::Durability;
 use a2acp_tests::*;
 use a2acp_tokio::agent::AgentHandle;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-
-/// Bob's agent with an A2A listener without a token on a free loopback port, holding a
-/// blocking `SendMessage` at most `blocking_wait`.
-fn bob(home: &Home, blocking_wait: Duration) -> AgentHandle {
-    let opened = a2acp_runtime::agent_host::AgentHost::open_home(home, Durability::Normal)
-        .expect("open agent home");
-    let mut o = a2acp_runtime::daemon::RunOptions::new(&opened.file.relay, "bob");
-    o.tls = opened.tls.clone();
-    o.control_socket = Some(home.socket());
-    o.backoff_min = Duration::from_millis(50);
-    o.backoff_max = Duration::from_millis(400);
-    o.a2a_blocking_wait = blocking_wait;
-    o.a2a = Some(A2aOptions {
-        listen: "127.0.0.1:0".into(),
-        token: None,
-        limits: A2aLimits::default(),
-    });
-    a2acp_tokio::agent::spawn(opened.host, opened.effects, o).expect("spawn agent")
-}
 
 struct Setup {
     _dir: tempfile::TempDir,
@@ -52,7 +32,10 @@ async fn setup(blocking_wait: Duration) -> Setup {
         .relay("127.0.0.1:0", &dir.path().join("relay"))
         .await;
     let DinnerHomes { bob: home, .. } = dinner_homes(dir.path(), &relay.url());
-    let bob = bob(&home, blocking_wait);
+    // No token; a blocking `SendMessage` is held at most `blocking_wait`.
+    let bob = bob_with_a2a(&home, None, A2aLimits::default(), |o| {
+        o.a2a_blocking_wait = blocking_wait;
+    });
     let addr = bob.a2a_addr().expect("listening");
     Setup {
         _dir: dir,

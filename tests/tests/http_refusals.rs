@@ -10,12 +10,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use a2acp_runtime::a2a::{A2aLimits, A2aOptions};
+use a2acp_runtime::a2a::A2aLimits;
 use a2acp_runtime::home::Home;
 use a2acp_runtime::linger;
-use a2acp_runtime::store::Durability;
 use a2acp_tests::*;
-use a2acp_tokio::agent::AgentHandle;
 use a2acp_tokio::mcp::McpOptions;
 use a2acp_tokio::mcp_http::{self, McpHttpLimits, McpHttpOptions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -130,21 +128,6 @@ async fn every_try_reads(python: &PathBuf, cases: Vec<Case>) {
     );
 }
 
-/// Bob's agent with an A2A listener (bearer token) on a free loopback port.
-fn bob_with_a2a(home: &Home, limits: A2aLimits) -> AgentHandle {
-    let opened = a2acp_runtime::agent_host::AgentHost::open_home(home, Durability::Normal)
-        .expect("open agent home");
-    let mut o = a2acp_runtime::daemon::RunOptions::new(&opened.file.relay, "bob");
-    o.tls = opened.tls.clone();
-    o.control_socket = Some(home.socket());
-    o.a2a = Some(A2aOptions {
-        listen: "127.0.0.1:0".into(),
-        token: Some(TOKEN.into()),
-        limits,
-    });
-    a2acp_tokio::agent::spawn(opened.host, opened.effects, o).expect("spawn agent")
-}
-
 /// The MCP bridge over streamable HTTP (bearer token) on a free loopback port: its address.
 fn mcp_listener(home: &Home, limits: McpHttpLimits) -> SocketAddr {
     let listener = mcp_http::bind("127.0.0.1:0", Some(TOKEN)).expect("bind the MCP listener");
@@ -177,15 +160,17 @@ async fn an_async_client_reads_every_a2a_refusal() {
     let DinnerHomes {
         alice: ha, bob: hb, ..
     } = dinner_homes(dir.path(), &relay.url());
-    let bob = bob_with_a2a(&hb, A2aLimits::default());
+    let bob = bob_with_a2a(&hb, Some(TOKEN), A2aLimits::default(), |_| {});
     let a = bob.a2a_addr().expect("listening");
     // Another listener whose body deadline a slow client passes.
     let slow = bob_with_a2a(
         &ha,
+        Some(TOKEN),
         A2aLimits {
             body_timeout: Duration::from_millis(300),
             ..A2aLimits::default()
         },
+        |_| {},
     );
     let s = slow.a2a_addr().expect("listening");
     let cases = vec![
@@ -334,7 +319,7 @@ async fn a_client_sending_on_after_its_refusal_is_cut() {
         .relay("127.0.0.1:0", &dir.path().join("relay"))
         .await;
     let DinnerHomes { bob: hb, .. } = dinner_homes(dir.path(), &relay.url());
-    let bob = bob_with_a2a(&hb, A2aLimits::default());
+    let bob = bob_with_a2a(&hb, Some(TOKEN), A2aLimits::default(), |_| {});
     let a2a = bob.a2a_addr().expect("listening");
     let mcp = mcp_listener(&Home::new(dir.path().join("mcp")), McpHttpLimits::default());
     let huge = |path: &str| {

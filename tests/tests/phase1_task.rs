@@ -10,36 +10,16 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use a2acp_runtime::a2a::{A2aLimits, A2aOptions};
+use a2acp_runtime::a2a::A2aLimits;
 use a2acp_runtime::control::Request;
 use a2acp_runtime::home::Home;
 use a2acp_runtime::scripted::next_friday;
-use a2acp_runtime::store::Durability;
 use a2acp_tests::*;
-use a2acp_tokio::agent::AgentHandle;
 
 /// A Python 3 interpreter: the script needs nothing beyond the standard library, so the
 /// machine's `python3` (`$A2ACP_PYTHON3` overrides it), and the tests are not ignored.
 fn python() -> PathBuf {
     std::env::var_os("A2ACP_PYTHON3").map_or_else(|| PathBuf::from("python3"), PathBuf::from)
-}
-
-/// Bob's agent with an A2A listener (where `POST /a2a/messages` is served) on a free
-/// loopback port.
-fn bob_with_a2a(home: &Home) -> AgentHandle {
-    let opened = a2acp_runtime::agent_host::AgentHost::open_home(home, Durability::Normal)
-        .expect("open agent home");
-    let mut o = a2acp_runtime::daemon::RunOptions::new(&opened.file.relay, "bob");
-    o.tls = opened.tls.clone();
-    o.control_socket = Some(home.socket());
-    o.backoff_min = Duration::from_millis(50);
-    o.backoff_max = Duration::from_millis(400);
-    o.a2a = Some(A2aOptions {
-        listen: "127.0.0.1:0".into(),
-        token: None,
-        limits: A2aLimits::default(),
-    });
-    a2acp_tokio::agent::spawn(opened.host, opened.effects, o).expect("spawn agent")
 }
 
 /// Bob at his control socket until stopped: shares what he is asked, and answers a
@@ -93,7 +73,8 @@ async fn scenario(
         .relay("127.0.0.1:0", &dir.path().join("relay"))
         .await;
     let DinnerHomes { bob: hb, .. } = dinner_homes(dir.path(), &relay.url());
-    let bob = bob_with_a2a(&hb);
+    // Where `POST /a2a/messages` is served.
+    let bob = bob_with_a2a(&hb, None, A2aLimits::default(), |_| {});
     let url = format!("http://{}", bob.a2a_addr().expect("listening"));
     // Bob's Phase-1 id, as `a2acp phase1 id` gives it to whoever will send him tasks.
     let key = a2acp_runtime::keys::load(&hb.key()).unwrap();

@@ -516,6 +516,29 @@ impl Agent {
         }
     }
 
+    /// Calls the client's thread off in its name: a `resolution_response` declined
+    /// (`user_declined`) to `resolution_id` (the open resolution, if any), saying `why`;
+    /// the thread ends DECLINED, or undoes what was done first.
+    pub(super) fn a2a_call_off(
+        &mut self,
+        client: &Address,
+        thread_id: &str,
+        resolution_id: Option<String>,
+        why: &str,
+    ) {
+        self.a2a_packet(
+            client,
+            thread_id,
+            Body::ResolutionResponse(ResolutionResponseBody {
+                resolution_id,
+                status: ResolutionStatus::Declined,
+                reason_class: Some("user_declined".into()),
+                message_to_other_agent: Some(why.into()),
+                alternative: None,
+            }),
+        );
+    }
+
     /// A packet of the client (the thread's peer) in its thread; its id, if it was built.
     pub(super) fn a2a_packet(
         &mut self,
@@ -667,17 +690,7 @@ impl Agent {
         let rid = t.stage.resolution().map(|r| r.packet_id.clone());
         let peer = t.peer.clone();
         let id = id.to_string();
-        self.a2a_packet(
-            &peer,
-            &id,
-            Body::ResolutionResponse(ResolutionResponseBody {
-                resolution_id: rid,
-                status: ResolutionStatus::Declined,
-                reason_class: Some("user_declined".into()),
-                message_to_other_agent: Some("The A2A client cancelled the task.".into()),
-                alternative: None,
-            }),
-        );
+        self.a2a_call_off(&peer, &id, rid, "The A2A client cancelled the task.");
         let t = self
             .threads
             .get(&id)

@@ -29,7 +29,6 @@ use serde_json::{json, Map, Value};
 use super::*;
 use crate::a2a::envelope::{Completion, Payload, StatusUpdate, TaskCompletion, TaskStatus};
 use crate::a2a::task::{self as a2a_task, Inbound};
-use crate::packet::{Body, ResolutionResponseBody, ResolutionStatus};
 
 /// How long a Phase-1 task may run when its assignment names no deadline.
 pub const PHASE1_DEFAULT_BOUND: Duration = Duration::from_secs(24 * 3600);
@@ -273,18 +272,11 @@ impl Agent {
                 Some(id.as_str()),
                 AgentEvent::Note("Phase-1 task past its deadline: called off".into()),
             );
-            self.a2a_packet(
+            self.a2a_call_off(
                 &peer,
                 &id,
-                Body::ResolutionResponse(ResolutionResponseBody {
-                    resolution_id: rid,
-                    status: ResolutionStatus::Declined,
-                    reason_class: Some("user_declined".into()),
-                    message_to_other_agent: Some(
-                        "The Phase-1 task's deadline passed before it was done.".into(),
-                    ),
-                    alternative: None,
-                }),
+                rid,
+                "The Phase-1 task's deadline passed before it was done.",
             );
         }
     }

@@ -279,8 +279,18 @@ impl ThreadStep<'_> {
             self.note("resolution from another than the group's coordinator ignored".into());
             return;
         }
-        if matches!(t.state, ThreadState::Failed | ThreadState::Rollback) {
+        if matches!(
+            t.state,
+            ThreadState::Confirmed
+                | ThreadState::Executing
+                | ThreadState::Failed
+                | ThreadState::Rollback
+        ) {
             // The proposer moved on faster than this side could undo: open it afterwards.
+            // Still confirmed or executing here, the proposer's failure report is behind
+            // its next proposal (the network reordered them): it comes, and the undo
+            // opens this one (swarm seed 437, where it was dropped and both sides waited
+            // on each other until the proposal expired). A run that completes drops it.
             let t = &mut *self.t;
             t.held.deferred_resolution = Some((packet_id, from, body));
             self.mark_changed();
