@@ -636,15 +636,7 @@ impl Relay {
     /// of its address's bucket, `queue_full`, `unknown_recipient`) and the closing ones
     /// also takes from the connection's refusal allowance (when the frame is settled).
     fn refuse(&mut self, conn: ConnId, code: ErrorCode, message: String, seq: Option<u64>) {
-        let strike = !matches!(
-            code,
-            ErrorCode::RateLimited
-                | ErrorCode::QueueFull
-                | ErrorCode::UnknownRecipient
-                | ErrorCode::TooManyRefusals
-                | ErrorCode::Timeout
-        );
-        if let Some(c) = self.conns.get_mut(&conn).filter(|_| strike) {
+        if let Some(c) = self.conns.get_mut(&conn).filter(|_| strikes(code)) {
             c.strikes = c.strikes.saturating_add(1);
         }
         let address = self.conns.get(&conn).and_then(Conn::address).cloned();
@@ -681,4 +673,19 @@ impl Relay {
             }
         }
     }
+}
+
+/// Whether a refusal with `code` takes from the connection's refusal allowance: every code
+/// but those an honest agent gets from the state of the relay or of others (`rate_limited`:
+/// its address's bucket or its connection's frame budget; `queue_full`,
+/// `unknown_recipient`) and the closing ones.
+pub(crate) fn strikes(code: ErrorCode) -> bool {
+    !matches!(
+        code,
+        ErrorCode::RateLimited
+            | ErrorCode::QueueFull
+            | ErrorCode::UnknownRecipient
+            | ErrorCode::TooManyRefusals
+            | ErrorCode::Timeout
+    )
 }
