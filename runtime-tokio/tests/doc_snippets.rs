@@ -637,10 +637,20 @@ fn the_mcp_snippet_answers_through_the_person_and_the_door_keeps_its_rules() {
     let token = fs::read_to_string(place.cwd().join("alice/mcp-token")).unwrap();
     let token = token.trim();
     assert!(token.len() >= 16, "{token}");
-    let _wide = place.spawn(&off.replace("8765", &wide.to_string()), "mcp-wide");
-    until(20, "the token-guarded bridge", || {
-        TcpStream::connect(("127.0.0.1", wide)).is_ok()
+    // On port 0, read back from what it prints: a port picked beforehand can be taken by
+    // the time the bridge binds it on every address (the full suite's sockets).
+    let _wide = place.spawn(&off.replace("8765", "0"), "mcp-wide");
+    let printed = "MCP over streamable HTTP at http://0.0.0.0:";
+    until(20, "the token-guarded bridge's endpoint printed", || {
+        place.log("mcp-wide").contains(printed)
     });
+    let wide: u16 = place
+        .log("mcp-wide")
+        .split(printed)
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|port| port.parse().ok())
+        .unwrap_or_else(|| panic!("a port in {:?}", place.log("mcp-wide")));
     let host = format!("Host: 127.0.0.1:{wide}\r\n");
     assert_eq!(status_of(wide, &host, INITIALIZE), 401, "no token");
     assert_eq!(
