@@ -45,34 +45,12 @@ impl Bob {
 
     /// Drains outputs: records kept, actions answered as done.
     fn drain(&mut self) {
-        loop {
-            let mut results = Vec::new();
-            while let Some(o) = self.agent.poll_output() {
-                match &o {
-                    Output::Persist(crate::persist::PersistOp::Put { key, value }) => {
-                        self.records.insert(key.clone(), value.clone());
-                    }
-                    Output::Persist(crate::persist::PersistOp::Delete { key }) => {
-                        self.records.remove(key);
-                    }
-                    Output::ExecuteAction(a) => results.push(a.id),
-                    _ => {}
-                }
-                self.outputs.push(o);
-            }
-            if results.is_empty() {
-                return;
-            }
-            for id in results {
-                self.agent.handle(
-                    self.now,
-                    Input::ActionResult {
-                        action_id: id,
-                        result: Ok(Context::new()),
-                    },
-                );
-            }
-        }
+        super::test_support::drain_answering_actions(
+            &mut self.agent,
+            self.now,
+            &mut self.outputs,
+            &mut self.records,
+        );
     }
 
     fn rpc(&mut self, method: &str, params: Value) -> Value {
@@ -104,19 +82,7 @@ impl Bob {
     }
 
     fn prompts(&self) -> Vec<Prompt> {
-        let mut open: BTreeMap<u64, Prompt> = BTreeMap::new();
-        for o in &self.outputs {
-            match o {
-                Output::Prompt(p) => {
-                    open.insert(p.id, p.clone());
-                }
-                Output::ClosePrompt(id) => {
-                    open.remove(id);
-                }
-                _ => {}
-            }
-        }
-        open.into_values().collect()
+        super::test_support::open_prompts(&self.outputs)
     }
 
     fn answer_consent_all(&mut self) {

@@ -193,3 +193,58 @@ impl HostileWorld {
         state(&self.net, self.alice, thread)
     }
 }
+
+/// Drains `agent`'s outputs into `outputs`, keeping `records` as its store would and
+/// answering every action it asks for as done, until it asks for no more.
+pub(super) fn drain_answering_actions(
+    agent: &mut Agent,
+    now: Timestamp,
+    outputs: &mut Vec<Output>,
+    records: &mut BTreeMap<String, Vec<u8>>,
+) {
+    loop {
+        let mut results = Vec::new();
+        while let Some(o) = agent.poll_output() {
+            match &o {
+                Output::Persist(crate::persist::PersistOp::Put { key, value }) => {
+                    records.insert(key.clone(), value.clone());
+                }
+                Output::Persist(crate::persist::PersistOp::Delete { key }) => {
+                    records.remove(key);
+                }
+                Output::ExecuteAction(a) => results.push(a.id),
+                _ => {}
+            }
+            outputs.push(o);
+        }
+        if results.is_empty() {
+            return;
+        }
+        for id in results {
+            agent.handle(
+                now,
+                Input::ActionResult {
+                    action_id: id,
+                    result: Ok(Context::new()),
+                },
+            );
+        }
+    }
+}
+
+/// The prompts `outputs` opened and did not close again, in id order.
+pub(super) fn open_prompts(outputs: &[Output]) -> Vec<Prompt> {
+    let mut open: BTreeMap<u64, Prompt> = BTreeMap::new();
+    for o in outputs {
+        match o {
+            Output::Prompt(p) => {
+                open.insert(p.id, p.clone());
+            }
+            Output::ClosePrompt(id) => {
+                open.remove(id);
+            }
+            _ => {}
+        }
+    }
+    open.into_values().collect()
+}
