@@ -1,7 +1,7 @@
 //! Hostile clients against the real `a2acp-smol relay` process, under `ulimit -n 256`: each
 //! attack must leave `/healthz` answering and an honest two-agent negotiation completing
 //! during it, and the relay's descriptors and memory back near their baseline after it
-//! (the shared harness: `a2acp_tokio::bench_attack`, also `a2acp bench attack --runtime
+//! (the shared harness: `a2acp_tokio::bench::attack`, also `a2acp bench attack --runtime
 //! smol`; the attacker and the honest agents run on tokio in this process).
 //!
 //! Linux only: the harness reads the relay's descriptors, memory and CPU from `/proc`,

@@ -510,7 +510,7 @@ pub(crate) enum BenchCmd {
     /// Hostile clients (garbage, slowloris, half-open, one-source flood) against a relay
     /// process under a low open-files limit: its fds, memory and CPU before, during and
     /// after, and an honest negotiation's time during the attack against its baseline.
-    Attack(a2acp_tokio::bench_attack::AttackArgs),
+    Attack(a2acp_tokio::bench::attack::AttackArgs),
     /// The bare WebSocket forwarder the relay benchmark compares with (started by it).
     #[command(hide = true)]
     Forwarder(a2acp_tokio::bench::ForwarderArgs),

@@ -2,7 +2,7 @@
 //!
 //! a2acp on tokio and async-tungstenite: the relay server ([`relay`]), the agent daemon
 //! ([`agent`]), the one-command demo ([`demo`]), the relay benchmark ([`bench`]) and the
-//! attack bench ([`bench_attack`]: hostile clients against a relay process); the
+//! attack bench ([`bench::attack`]: hostile clients against a relay process); the
 //! `a2acp` binary wraps them. Everything that is not about sockets, tasks and timers —
 //! the SQLite store, the relay's service thread, the agent host, config, prompts, the
 //! control protocol — lives in `a2acp-runtime`, shared with the other executor bindings.
@@ -12,7 +12,6 @@
 pub mod a2a;
 pub mod agent;
 pub mod bench;
-pub mod bench_attack;
 pub mod demo;
 mod http_door;
 pub mod mcp;

@@ -27,10 +27,14 @@ use std::time::{Duration, Instant};
 use a2acp_core::crypto::{Direction, IdentityKey, ThreadSession};
 use a2acp_core::link::{challenge_signed_bytes, ClientFrame, RelayFrame, REGISTER_LABEL};
 use a2acp_core::Address;
-use async_tungstenite::tungstenite::{Bytes, Message, Utf8Bytes};
+use async_tungstenite::tungstenite::{Message, Utf8Bytes};
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
+
+use super::forwarder::drive_forwarder;
+use super::usage::{rss_kib, CpuMark};
+use super::*;
 
 /// Benchmark arguments.
 #[derive(Debug, Clone, clap::Args)]
@@ -62,25 +66,14 @@ pub struct BenchArgs {
     pub no_baseline: bool,
 }
 
-/// The hidden forwarder baseline's arguments.
-#[derive(Debug, Clone, clap::Args)]
-pub struct ForwarderArgs {
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:0")]
-    pub listen: String,
-}
-
-/// Why the benchmark failed.
-pub type BenchError = String;
-
-struct Stats {
-    delivered: AtomicU64,
-    measuring: AtomicBool,
-    start: Instant,
+pub(super) struct Stats {
+    pub(super) delivered: AtomicU64,
+    pub(super) measuring: AtomicBool,
+    pub(super) start: Instant,
 }
 
 impl Stats {
-    fn ns(&self) -> u64 {
+    pub(super) fn ns(&self) -> u64 {
         self.start.elapsed().as_nanos() as u64
     }
 }
@@ -100,136 +93,7 @@ pub struct Figures {
     pub cpu: CpuUse,
 }
 
-/// CPU time spent during a measurement (from `/proc`; Linux only, zero elsewhere).
-#[derive(Debug, Clone, Default)]
-pub struct CpuUse {
-    /// Seconds measured.
-    pub secs: f64,
-    /// The server process's CPU seconds by kind of thread.
-    pub server: Vec<(&'static str, f64)>,
-    /// The load generator's (this process's) CPU seconds.
-    pub generator: f64,
-}
-
-impl CpuUse {
-    /// The server's CPU seconds.
-    pub fn server_total(&self) -> f64 {
-        self.server.iter().map(|(_, s)| s).sum()
-    }
-
-    /// The server's CPU time per delivered message, µs.
-    pub fn server_us_per(&self, delivered: u64) -> f64 {
-        1e6 * self.server_total() / delivered.max(1) as f64
-    }
-
-    fn line(&self, delivered: u64, what: &str) -> String {
-        let secs = self.secs.max(1e-9);
-        let parts: Vec<String> = self
-            .server
-            .iter()
-            .filter(|(_, s)| *s > 0.0)
-            .map(|(k, s)| format!("{k} {:.2}", s / secs))
-            .collect();
-        format!(
-            "CPU: {:.2} cores ({}) = {:.1} µs per {what}; load generator {:.2} cores",
-            self.server_total() / secs,
-            parts.join(" · "),
-            self.server_us_per(delivered),
-            self.generator / secs
-        )
-    }
-}
-
-/// Clock ticks per second of `/proc/*/stat` (USER_HZ: 100 on every Linux ABI a2acp runs on).
-pub(crate) const USER_HZ: f64 = 100.0;
-
-/// The CPU seconds of each thread of `pid` (`None`: this process) and its kind, by thread id.
-fn cpu_by_thread(pid: Option<u32>) -> HashMap<String, (&'static str, f64)> {
-    let mut m = HashMap::new();
-    let dir = match pid {
-        Some(p) => format!("/proc/{p}/task"),
-        None => "/proc/self/task".to_string(),
-    };
-    let Ok(tasks) = std::fs::read_dir(dir) else {
-        return m;
-    };
-    for t in tasks.flatten() {
-        let tid = t.file_name().to_string_lossy().into_owned();
-        let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else {
-            continue;
-        };
-        // `pid (comm) state ppid …`: comm may hold spaces, the fields after it do not.
-        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
-            continue;
-        };
-        let comm = &stat[open + 1..close];
-        let f: Vec<&str> = stat[close + 1..].split_whitespace().collect();
-        let ticks = |i: usize| f.get(i).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
-        let secs = (ticks(11) + ticks(12)) as f64 / USER_HZ;
-        let kind = if comm.starts_with("tokio-rt") {
-            "I/O"
-        } else if comm.starts_with("a2acp-verify") {
-            "verify"
-        } else if comm == "a2acp-relay" {
-            "state machine"
-        } else if comm == "a2acp-commit" {
-            "commit"
-        } else {
-            "other"
-        };
-        m.insert(tid, (kind, secs));
-    }
-    m
-}
-
-/// CPU seconds by kind of thread since `start` (threads that ended meanwhile, such as
-/// an idle blocking-pool thread, are left out rather than counted negative).
-fn cpu_since(
-    start: &HashMap<String, (&'static str, f64)>,
-    now: &HashMap<String, (&'static str, f64)>,
-) -> HashMap<&'static str, f64> {
-    let mut m = HashMap::new();
-    for (tid, (kind, secs)) in now {
-        let before = start.get(tid).map_or(0.0, |x| x.1);
-        *m.entry(*kind).or_insert(0.0) += (secs - before).max(0.0);
-    }
-    m
-}
-
-/// CPU samples at the start of a measurement.
-struct CpuMark {
-    at: Instant,
-    server: HashMap<String, (&'static str, f64)>,
-    generator: HashMap<String, (&'static str, f64)>,
-    pid: u32,
-}
-
-impl CpuMark {
-    fn new(pid: u32) -> Self {
-        CpuMark {
-            at: Instant::now(),
-            server: cpu_by_thread(Some(pid)),
-            generator: cpu_by_thread(None),
-            pid,
-        }
-    }
-
-    fn since(&self) -> CpuUse {
-        let server = cpu_since(&self.server, &cpu_by_thread(Some(self.pid)));
-        let generator = cpu_since(&self.generator, &cpu_by_thread(None));
-        CpuUse {
-            secs: self.at.elapsed().as_secs_f64(),
-            server: ["I/O", "verify", "state machine", "commit", "other"]
-                .iter()
-                .filter_map(|k| server.get(k).map(|s| (*k, *s)))
-                .filter(|(_, s)| *s > 0.0)
-                .collect(),
-            generator: generator.values().sum(),
-        }
-    }
-}
-
-fn percentile(v: &mut [u64], p: f64) -> f64 {
+pub(super) fn percentile(v: &mut [u64], p: f64) -> f64 {
     if v.is_empty() {
         return f64::NAN;
     }
@@ -263,16 +127,6 @@ async fn spawn_child(args: &[&str]) -> Result<(Child, String), BenchError> {
         .to_string();
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     Ok((child, url))
-}
-
-pub(crate) fn rss_kib(pid: u32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    s.lines()
-        .find(|l| l.starts_with("VmRSS:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
 }
 
 async fn register(url: &str, i: usize) -> Result<crate::ws::Ws, BenchError> {
@@ -642,7 +496,7 @@ async fn drive_relay(
 
 /// Counts deliveries for `duration` seconds (after one second of warm-up): how many, in
 /// how many seconds, and the CPU the server `pid` and this process spent meanwhile.
-async fn measure(stats: &Stats, duration: u64, pid: u32) -> (u64, f64, CpuUse) {
+pub(super) async fn measure(stats: &Stats, duration: u64, pid: u32) -> (u64, f64, CpuUse) {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let mark = CpuMark::new(pid);
     stats.measuring.store(true, Ordering::Relaxed);
@@ -670,191 +524,4 @@ fn parse_id(b: &[u8]) -> u64 {
 
 fn parse_n(b: &[u8]) -> u64 {
     parse_num_after(b, b"\"n\":")
-}
-
-async fn drive_forwarder(
-    url: &str,
-    n: usize,
-    frame_len: usize,
-    a: &BenchArgs,
-    pid: u32,
-) -> Result<Figures, BenchError> {
-    let stats = Arc::new(Stats {
-        delivered: AtomicU64::new(0),
-        measuring: AtomicBool::new(false),
-        start: Instant::now(),
-    });
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut conns = Vec::with_capacity(n);
-    for chunk in (0..n).collect::<Vec<_>>().chunks(64) {
-        for (i, r) in chunk.iter().zip(
-            futures_util::future::join_all(chunk.iter().map(|_| crate::ws::connect(url))).await,
-        ) {
-            let mut ws = r.map_err(|e| e.to_string())?;
-            ws.send(Message::Binary(Bytes::from(
-                (*i as u32).to_le_bytes().to_vec(),
-            )))
-            .await
-            .map_err(|e| e.to_string())?;
-            conns.push(ws);
-        }
-    }
-    let per_agent_interval = a
-        .rate
-        .map(|r| Duration::from_secs_f64(n as f64 / r.max(1) as f64));
-    let mut tasks = Vec::new();
-    let mut rng = 0x2545_f491_4f6c_dd1du64;
-    for (i, ws) in conns.into_iter().enumerate() {
-        let (stats, stop) = (stats.clone(), stop.clone());
-        let window = a.window.max(1);
-        let targets: Vec<u32> = (0..8)
-            .map(|_| {
-                rng ^= rng << 13;
-                rng ^= rng >> 7;
-                rng ^= rng << 17;
-                let j = (rng % n as u64) as usize;
-                (if j == i { (j + 1) % n } else { j }) as u32
-            })
-            .collect();
-        tasks.push(tokio::spawn(async move {
-            let (mut sink, mut source) = ws.split();
-            let mut lat = Vec::new();
-            let mut outstanding = 0usize;
-            let mut next = 0usize;
-            let mut tick = per_agent_interval.map(|d| tokio::time::interval_at(tokio::time::Instant::now() + d.mul_f64((i as f64 * 0.618).fract()), d));
-            let mut msg = vec![b'x'; frame_len.max(16)];
-            let mut first = true;
-            loop {
-                if stop.load(Ordering::Relaxed) { break; }
-                let mut to_send = 0usize;
-                if first && tick.is_none() {
-                    to_send = window;
-                    first = false;
-                } else {
-                tokio::select! {
-                    m = source.next() => {
-                        let Some(Ok(Message::Binary(b))) = m else { break };
-                        if b.len() == 1 {
-                            outstanding = outstanding.saturating_sub(1);
-                            continue;
-                        }
-                        if b.len() >= 12 && stats.measuring.load(Ordering::Relaxed) {
-                            let at = u64::from_le_bytes(b[4..12].try_into().unwrap_or([0; 8]));
-                            lat.push(stats.ns().saturating_sub(at));
-                            stats.delivered.fetch_add(1, Ordering::Relaxed);
-                        }
-                        // The sender's window is freed by a one-byte receipt, as `accepted` does.
-                        let from = u32::from_le_bytes(b[12..16].try_into().unwrap_or([0; 4]));
-                        let mut r = from.to_le_bytes().to_vec();
-                        r.push(1);
-                        if sink.feed(Message::Binary(Bytes::from(r))).await.is_err() { break; }
-                    }
-                    _ = async { match tick.as_mut() { Some(t) => { t.tick().await; } None => std::future::pending().await } } => { to_send = 1; }
-                }
-                }
-                if tick.is_none() {
-                    to_send = window.saturating_sub(outstanding);
-                }
-                for _ in 0..to_send {
-                    let to = targets[next % targets.len()];
-                    next += 1;
-                    msg[0..4].copy_from_slice(&to.to_le_bytes());
-                    msg[4..12].copy_from_slice(&stats.ns().to_le_bytes());
-                    msg[12..16].copy_from_slice(&(i as u32).to_le_bytes());
-                    outstanding += 1;
-                    if sink.feed(Message::Binary(Bytes::from(msg.clone()))).await.is_err() { break; }
-                }
-                if sink.flush().await.is_err() { break; }
-            }
-            lat
-        }));
-    }
-    let (delivered, secs, cpu) = measure(&stats, a.duration, pid).await;
-    stop.store(true, Ordering::Relaxed);
-    let mut lat = Vec::new();
-    for mut t in tasks {
-        match tokio::time::timeout(Duration::from_secs(2), &mut t).await {
-            Ok(Ok(l)) => lat.extend(l),
-            _ => t.abort(),
-        }
-    }
-    Ok(Figures {
-        per_sec: delivered as f64 / secs,
-        p50_ms: percentile(&mut lat, 0.5),
-        p99_ms: percentile(&mut lat, 0.99),
-        delivered,
-        cpu,
-    })
-}
-
-/// Runs the bare forwarder (a child of `bench relay`): the first binary message of a
-/// connection is its 4-byte number; every later one starts with its target's number
-/// (a 5-byte message is a receipt for the number it starts with) and is forwarded as is.
-pub async fn forwarder(a: ForwarderArgs) -> Result<(), BenchError> {
-    use tokio::sync::mpsc;
-    let l = tokio::net::TcpListener::bind(&a.listen)
-        .await
-        .map_err(|e| e.to_string())?;
-    println!(
-        "forwarder listening on ws://{}",
-        l.local_addr().map_err(|e| e.to_string())?
-    );
-    let peers: Arc<std::sync::RwLock<HashMap<u32, mpsc::UnboundedSender<Message>>>> =
-        Arc::default();
-    loop {
-        let (s, _) = l.accept().await.map_err(|e| e.to_string())?;
-        let _ = s.set_nodelay(true);
-        let peers = peers.clone();
-        tokio::spawn(async move {
-            let Ok(ws) =
-                async_tungstenite::tokio::accept_async_with_config(s, Some(crate::ws::config()))
-                    .await
-            else {
-                return;
-            };
-            let (mut sink, mut source) = ws.split();
-            let Some(Ok(Message::Binary(hello))) = source.next().await else {
-                return;
-            };
-            let me = u32::from_le_bytes(hello[..4].try_into().unwrap_or([0; 4]));
-            let (tx, mut rx) = mpsc::unbounded_channel();
-            if let Ok(mut p) = peers.write() {
-                p.insert(me, tx);
-            }
-            let writer = async {
-                while let Some(m) = rx.recv().await {
-                    if sink.feed(m).await.is_err() {
-                        return;
-                    }
-                    while let Ok(m) = rx.try_recv() {
-                        if sink.feed(m).await.is_err() {
-                            return;
-                        }
-                    }
-                    if sink.flush().await.is_err() {
-                        return;
-                    }
-                }
-            };
-            let reader = async {
-                while let Some(Ok(m)) = source.next().await {
-                    let Message::Binary(b) = m else { continue };
-                    if b.len() < 4 {
-                        continue;
-                    }
-                    let to = u32::from_le_bytes(b[..4].try_into().unwrap_or([0; 4]));
-                    let msg = if b.len() == 5 {
-                        Message::Binary(Bytes::from_static(&[1]))
-                    } else {
-                        Message::Binary(b)
-                    };
-                    let tx = peers.read().ok().and_then(|p| p.get(&to).cloned());
-                    if let Some(tx) = tx {
-                        let _ = tx.send(msg);
-                    }
-                }
-            };
-            tokio::select! { _ = writer => {}, _ = reader => {} }
-        });
-    }
 }

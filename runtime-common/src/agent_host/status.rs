@@ -1,0 +1,72 @@
+//! What `status`, `permissions` and `notifications` answer.
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::control::{PermissionsInfo, Response, StatusInfo};
+
+impl AgentHost {
+    pub(super) fn read_notifications(&mut self, number: Option<u64>, all: bool) -> Response {
+        match (number, all) {
+            (_, true) => {
+                let mut n = 0;
+                for e in self.notifications.iter_mut().filter(|e| !e.read) {
+                    e.read = true;
+                    n += 1;
+                }
+                Response::ok(format!("{n} notification(s) marked read"))
+            }
+            (Some(k), false) => match self.notifications.iter_mut().find(|e| e.number == k) {
+                Some(e) => {
+                    e.read = true;
+                    Response::ok(format!("notification {k} marked read"))
+                }
+                None => Response::err(format!(
+                    "no notification {k} (the agent keeps the last {MAX_NOTIFICATIONS}; see `a2acp notifications --all`)"
+                )),
+            },
+            (None, false) => Response::err("give a notification's number, or --all"),
+        }
+    }
+
+    pub(super) fn status(&self) -> StatusInfo {
+        let a = &self.agent;
+        StatusInfo {
+            address: a.address().to_string(),
+            key: a.public_key().to_string(),
+            online: a.is_online(),
+            outbox: a.outbox_len(),
+            threads: a.threads().len(),
+            open_threads: a
+                .threads()
+                .values()
+                .filter(|t| !t.state.is_terminal())
+                .count(),
+            prompts: self.prompts.len(),
+            refused: a.link_refusal().map(|r| crate::control::RefusedInfo {
+                code: r.code.as_str().to_string(),
+                message: r.message.clone(),
+                retry_after_secs: r.retry_after.map(|d| d.as_secs()),
+            }),
+        }
+    }
+
+    pub(super) fn permissions(&self) -> PermissionsInfo {
+        let t = self.agent.permissions();
+        let list = |s: &std::collections::BTreeSet<String>| s.iter().cloned().collect::<Vec<_>>();
+        let mut tiers = BTreeMap::new();
+        tiers.insert("always_share".to_string(), list(&t.always_share));
+        tiers.insert("ask_first".to_string(), list(&t.ask_first));
+        tiers.insert("never_share".to_string(), list(&t.never_share));
+        PermissionsInfo {
+            tiers,
+            overrides: self
+                .agent
+                .overrides()
+                .iter()
+                .map(|(a, o)| (a.to_string(), o.clone()))
+                .collect(),
+            blocked: self.agent.blocked().iter().map(|a| a.to_string()).collect(),
+        }
+    }
+}

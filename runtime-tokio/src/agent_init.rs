@@ -1,0 +1,169 @@
+//! `a2acp agent init`: the agent's home, its key, its configuration, the onboarding.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use a2acp_core::Address;
+use a2acp_runtime::agent_host::AgentHost;
+use a2acp_runtime::config::AgentFile;
+use a2acp_runtime::control::{self, Request};
+use a2acp_runtime::home::Home;
+use a2acp_runtime::store::Durability;
+use a2acp_tokio::agent::{self, RunOptions};
+
+/// The relay `agent init` is given: its URL and, for a private CA, the CA's file.
+pub(crate) struct RelayTarget {
+    pub(crate) url: String,
+    pub(crate) ca: Option<PathBuf>,
+}
+
+// The flags of `agent init` and the onboarding's answers, one argument each.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn agent_init(
+    home: &Home,
+    address: &str,
+    target: &RelayTarget,
+    name: Option<String>,
+    timezone: Option<String>,
+    profile: Option<PathBuf>,
+    offline: bool,
+    onboarded: Option<a2acp_runtime::onboarding::Onboarding>,
+) -> Result<ExitCode, String> {
+    let addr = Address::parse(address).map_err(|e| format!("--address `{address}`: {e}"))?;
+    let relay = target.url.as_str();
+    if addr.to_string() != address {
+        // Addresses are case-insensitive and kept in lower case (SPEC-NOTES, addresses):
+        // the one you create is the one you give others, so it is spelled as stored.
+        return Err(format!(
+            "--address `{address}`: addresses are lower case; use `{addr}`"
+        ));
+    }
+    a2acp_runtime::config::relay_url(relay)?;
+    // The CA file is checked (and made absolute, so the home may be moved) before anything
+    // is written.
+    let ca = match &target.ca {
+        Some(p) => {
+            let abs = std::fs::canonicalize(p).map_err(|e| format!("--ca {}: {e}", p.display()))?;
+            a2acp_runtime::tls::ClientTls::new(Some(&abs)).map_err(|e| e.to_string())?;
+            if !a2acp_runtime::config::relay_is_tls(relay) {
+                return Err(format!(
+                    "--ca is for a wss:// relay; {relay} is plain ws://"
+                ));
+            }
+            Some(abs)
+        }
+        None => None,
+    };
+    if home.config().exists() {
+        return Err(format!(
+            "{} already holds an agent ({}); use another --home",
+            home.dir().display(),
+            home.config().display()
+        ));
+    }
+    let mut table = toml::Table::new();
+    if let Some(p) = &profile {
+        let text =
+            std::fs::read_to_string(p).map_err(|e| format!("--profile {}: {e}", p.display()))?;
+        table = text
+            .parse::<toml::Table>()
+            .map_err(|e| format!("--profile {}: {e}", p.display()))?;
+    }
+    if let Some(n) = name {
+        table.insert("name".into(), n.into());
+    }
+    if let Some(t) = timezone {
+        table.insert("timezone".into(), t.into());
+    }
+    if let Some(o) = &onboarded {
+        table.insert("name".into(), o.name.clone().into());
+        table.insert("timezone".into(), o.timezone.clone().into());
+        if let Some(a) = &o.area {
+            table.insert("general_area".into(), a.clone().into());
+        }
+    }
+    // What this command creates, removed again if the relay refuses the address.
+    let made_dir = !home.dir().exists();
+    std::fs::create_dir_all(home.dir()).map_err(|e| format!("{}: {e}", home.dir().display()))?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(home.dir(), std::fs::Permissions::from_mode(0o700));
+    }
+    let key = a2acp_runtime::keys::create(&home.key()).map_err(|e| e.to_string())?;
+    let mut file = AgentFile::new(&addr, relay, table);
+    file.relay_ca = ca.map(|p| p.display().to_string());
+    if let Some(o) = onboarded {
+        file.permissions = o.permissions;
+    }
+    file.write_new(&home.config()).map_err(|e| e.to_string())?;
+    println!("created {addr} in {}", home.dir().display());
+    println!(
+        "  identity key  {} (public {})",
+        home.key().display(),
+        key.public()
+    );
+    println!("  config        {} (onboarding defaults: ask first for everything except timezone and general area)", home.config().display());
+    if offline {
+        println!("  registration  on the first `a2acp agent run`");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let opened = AgentHost::open_home(home, Durability::Full).map_err(|e| e.to_string())?;
+    let tls = opened.tls.clone();
+    let mut options = RunOptions::new(relay, addr.user());
+    options.tls = tls.clone();
+    let h = agent::spawn(opened.host, opened.effects, options).map_err(|e| e.to_string())?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let mut registered = false;
+    let mut refused: Option<control::RefusedInfo> = None;
+    while tokio::time::Instant::now() < deadline && !registered && refused.is_none() {
+        if let Ok(r) = h.request(Request::Status).await {
+            if let Ok(s) = serde_json::from_value::<control::StatusInfo>(r.data) {
+                registered = s.online;
+                refused = s.refused;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = h.stop().await;
+    match (registered, refused) {
+        (true, _) => println!("  registered    with {relay}"),
+        (false, Some(r)) => {
+            // Nothing of a home the relay refused stays behind.
+            for f in [home.key(), home.config(), home.db()] {
+                let _ = std::fs::remove_file(&f);
+                for ext in ["-wal", "-shm", "-journal"] {
+                    let mut p = f.clone().into_os_string();
+                    p.push(ext);
+                    let _ = std::fs::remove_file(PathBuf::from(p));
+                }
+            }
+            if made_dir {
+                let _ = std::fs::remove_dir(home.dir());
+            }
+            let advice = match r.code.as_str() {
+                "address_taken" => "another agent holds this address at the relay; choose another --address",
+                "registration_limited" => "too many new addresses were registered from this network lately; try again in an hour",
+                _ => "check --address (its domain must be the relay's) and --relay",
+            };
+            return Err(format!(
+                "the relay refused to register {addr} ({}: {}): {advice}. Nothing was created in {}.",
+                r.code,
+                r.message,
+                home.dir().display()
+            ));
+        }
+        (false, None) => {
+            // Why, in one more attempt: e.g. a wss:// relay whose certificate is not trusted.
+            let why = match a2acp_tokio::ws::connect_with(relay, tls.as_ref()).await {
+                Err(e) => format!(" ({e})"),
+                Ok(_) => String::new(),
+            };
+            println!(
+                "  registration  {relay} not reachable now{why}; it happens on the first `a2acp agent run`"
+            )
+        }
+    }
+    println!("next: a2acp agent run --home {}", home.dir().display());
+    Ok(ExitCode::SUCCESS)
+}
