@@ -2,7 +2,7 @@
 //! prompt of §8.2, one keystroke per choice, and the arguments of `a2acp answer`.
 //!
 //! [`render`] gives a prompt's text. [`PromptUi`] is the keyboard flow of a terminal: it is
-//! fed keys and tells what to print and which [`Command`] to hand the agent; prompts queue
+//! fed keys and tells what to print and which [`a2acp_core::agent::Command`] to hand the agent; prompts queue
 //! up and are shown one at a time while the agent goes on with every other thread. The
 //! open prompts themselves are the agent host's ([`crate::agent_host::AgentHost::prompts`]):
 //! the flow reads them from there and keeps only the order it showed them in and how far
