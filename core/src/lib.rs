@@ -58,6 +58,7 @@ pub mod rate_limit;
 pub mod relay;
 pub mod rng;
 pub mod space;
+pub mod thread_state;
 pub mod time;
 pub mod transcript;
 

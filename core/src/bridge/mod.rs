@@ -8,8 +8,12 @@
 //! - [`phase1`]: the A2A Phase-1 HTTP envelope (seed 001): its messages, validation, error
 //!   codes, HTTP statuses, retry rule and sender.
 //!
-//! The agent's side of each bridge (where its requests meet the threads) is
-//! `agent/bridges/`.
+//! No bridge imports the agent: a bridge reads a thread through the narrow view it
+//! declares itself ([`a2a::task::TaskThread`]) and the thread's lifecycle state from
+//! [`crate::thread_state`]; the agent depends on the bridges, never the other way round.
+//! The agent's side of each bridge (where its requests meet the threads, and where the
+//! agent's threads implement the bridges' views) is `agent/bridges/`. SPEC-NOTES "Adding
+//! a bridge" describes the shape a new bridge takes.
 
 pub mod a2a;
 pub mod phase1;

@@ -9,9 +9,7 @@ use crate::agent::*;
 use crate::bridge::a2a::task::{self, code, Inbound, RpcError, TaskState};
 use crate::packet::{Body, Packet, ResolutionResponseBody, ResolutionStatus};
 
-/// Bytes of one JSON-RPC request the agent reads at most (the listener caps the body
-/// before; this holds for any caller).
-pub const A2A_MAX_REQUEST: usize = 1024 * 1024;
+pub use crate::bridge::a2a::task::A2A_MAX_REQUEST;
 
 /// What the agent answers one JSON-RPC request of an A2A client.
 #[derive(Debug, Clone, PartialEq)]
@@ -642,8 +640,8 @@ impl Agent {
             .threads
             .values()
             .filter(|t| a2a_owns(client, &t.peer))
-            .filter(|t| context.is_none_or(|c| task::context_id(t) == c))
-            .filter(|t| status.is_none_or(|s| task::task_state(t) == s))
+            .filter(|t| context.is_none_or(|c| task::context_id(*t) == c))
+            .filter(|t| status.is_none_or(|s| task::task_state(*t) == s))
             .collect();
         mine.sort_by(|a, b| b.last_activity.cmp(&a.last_activity).then(a.id.cmp(&b.id)));
         let total = mine.len();
@@ -651,7 +649,7 @@ impl Agent {
             .iter()
             .skip(offset)
             .take(page)
-            .map(|t| task::task_json(t, history, artifacts))
+            .map(|t| task::task_json(*t, history, artifacts))
             .collect();
         let next = if offset.saturating_add(page) < total {
             (offset + page).to_string()
@@ -696,5 +694,53 @@ impl Agent {
             .get(&id)
             .ok_or_else(|| RpcError::new(code::INTERNAL_ERROR, "the task was not kept"))?;
         Ok((task::task_json(t, None, true), Some(id)))
+    }
+}
+
+/// The A2A bridge's view of a thread: what its mapping reads, and nothing else.
+impl task::TaskThread for Thread {
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn peer(&self) -> &Address {
+        &self.peer
+    }
+    fn state(&self) -> ThreadState {
+        self.state
+    }
+    fn halted(&self) -> bool {
+        self.halted
+    }
+    fn packets(&self) -> impl DoubleEndedIterator<Item = task::Logged<'_>> + ExactSizeIterator {
+        self.history.iter().map(|h| task::Logged {
+            packet_id: &h.packet_id,
+            json: &h.json,
+            outgoing: h.outgoing,
+        })
+    }
+    fn answered(&self, field: &str) -> bool {
+        self.theirs.contains_key(field) || self.peer_unavailable.contains(field)
+    }
+    fn resolution(&self) -> Option<task::OpenProposal<'_>> {
+        self.stage.resolution().map(|r| task::OpenProposal {
+            packet_id: &r.packet_id,
+            body: &r.body,
+            answers: &r.answers,
+        })
+    }
+    fn consent_open(&self) -> bool {
+        self.consent.is_some()
+    }
+    fn escalated(&self) -> bool {
+        self.escalated
+    }
+    fn last_activity(&self) -> Timestamp {
+        self.last_activity
+    }
+    fn a2a_context(&self) -> Option<&str> {
+        self.a2a_context.as_deref()
+    }
+    fn a2a_sent(&self, packet_id: &str) -> Option<&Value> {
+        self.a2a_sent.get(packet_id)
     }
 }

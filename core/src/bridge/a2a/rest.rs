@@ -14,8 +14,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::agent::A2A_MAX_REQUEST;
-use crate::bridge::a2a::task::code;
+use crate::bridge::a2a::task::{code, A2A_MAX_REQUEST};
 
 /// The binding's media type (A2A v1.0 §11.1), for requests and responses.
 pub const CONTENT_TYPE: &str = "application/a2a+json";

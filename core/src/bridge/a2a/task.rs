@@ -4,7 +4,7 @@
 //! in their JSON form (camelCase members, `TASK_STATE_*` and `ROLE_*` enum names), as the
 //! official SDK sends and parses them.
 //!
-//! - an A2A `contextId` is kept in the thread ([`Thread::a2a_context`]); a task is one
+//! - an A2A `contextId` is kept in the thread ([`TaskThread::a2a_context`]); a task is one
 //!   negotiation, i.e. one thread, and its `id` is the thread id;
 //! - a message's text is the intent summary of a new task, its `data` parts its context
 //!   fields (the deterministic negotiator's conventions, SPEC-NOTES "Context-field
@@ -16,12 +16,18 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::agent::{Thread, ThreadState};
+use crate::address::Address;
 use crate::packet::{
     Body, ContextBody, ContextResponseBody, ExecutionReport, Intent, Need, Packet,
     ResolutionStatus, Unavailable,
 };
-use crate::packet::{Context, ResolutionResponseBody};
+use crate::packet::{Context, ResolutionBody, ResolutionResponseBody};
+use crate::thread_state::ThreadState;
+use crate::time::Timestamp;
+
+/// Bytes of one JSON-RPC request the agent reads at most (the listener caps the body
+/// before; this holds for any caller).
+pub const A2A_MAX_REQUEST: usize = 1024 * 1024;
 
 /// The A2A protocol version this bridge speaks (agent card `protocolVersion`, the
 /// `A2A-Version` header).
@@ -365,11 +371,64 @@ pub fn first_body(m: &Inbound) -> Result<Body, RpcError> {
     }))
 }
 
+/// What the A2A mapping reads of a thread — the bridge's narrow view of it, and all the
+/// bridge knows of the agent's threads (SPEC-NOTES "Adding a bridge"). The agent's
+/// threads implement it.
+pub trait TaskThread {
+    /// The thread id, which is the task id.
+    fn id(&self) -> &str;
+    /// The thread's peer: the A2A client.
+    fn peer(&self) -> &Address;
+    /// Where the thread stands in its lifecycle.
+    fn state(&self) -> ThreadState;
+    /// Whether the thread is halted (its peer's key changed).
+    fn halted(&self) -> bool;
+    /// The thread's packets, oldest first.
+    fn packets(&self) -> impl DoubleEndedIterator<Item = Logged<'_>> + ExactSizeIterator;
+    /// Whether the peer gave `field`, or said it has no value for it.
+    fn answered(&self, field: &str) -> bool;
+    /// The open resolution: the packet that proposed it, and the answers so far.
+    fn resolution(&self) -> Option<OpenProposal<'_>>;
+    /// Whether a consent prompt of this agent's user is open in the thread.
+    fn consent_open(&self) -> bool;
+    /// Whether the thread was handed to this agent's user.
+    fn escalated(&self) -> bool;
+    /// When the thread last moved.
+    fn last_activity(&self) -> Timestamp;
+    /// The A2A `contextId` of the thread, if the client gave one.
+    fn a2a_context(&self) -> Option<&str>;
+    /// The client's message as it sent it, for the packet `packet_id` it became
+    /// (`null`: a further packet of one message).
+    fn a2a_sent(&self, packet_id: &str) -> Option<&Value>;
+}
+
+/// One packet of a thread, as [`TaskThread::packets`] gives it.
+#[derive(Debug, Clone, Copy)]
+pub struct Logged<'a> {
+    /// The packet id.
+    pub packet_id: &'a str,
+    /// The packet's JSON, as sent or received.
+    pub json: &'a str,
+    /// Whether this agent sent it.
+    pub outgoing: bool,
+}
+
+/// A thread's open resolution, as [`TaskThread::resolution`] gives it.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenProposal<'a> {
+    /// The id of the `resolution` packet.
+    pub packet_id: &'a str,
+    /// The resolution.
+    pub body: &'a ResolutionBody,
+    /// The answers received so far, by whom.
+    pub answers: &'a [(Address, ResolutionStatus)],
+}
+
 /// The fields the agent asked the client for that are neither given nor declined, with
 /// the need as the agent sent it (the latest ask of each field).
-pub fn open_needs(t: &Thread) -> Vec<Need> {
+pub fn open_needs(t: &impl TaskThread) -> Vec<Need> {
     let mut out: Vec<Need> = Vec::new();
-    for h in t.history.iter().filter(|h| h.outgoing) {
+    for h in t.packets().filter(|h| h.outgoing) {
         let Ok(p) = Packet::parse(h.json.as_bytes()) else {
             continue;
         };
@@ -378,16 +437,16 @@ pub fn open_needs(t: &Thread) -> Vec<Need> {
             out.push(n.clone());
         }
     }
-    out.retain(|n| !t.theirs.contains_key(&n.field) && !t.peer_unavailable.contains(&n.field));
+    out.retain(|n| !t.answered(&n.field));
     out
 }
 
 /// Whether the open proposal waits for the client's answer.
-pub fn awaiting_decision(t: &Thread) -> bool {
-    t.state == ThreadState::Proposed
-        && t.stage.resolution().is_some_and(|r| {
-            r.body.requires_confirmation_from.contains(&t.peer)
-                && !r.answers.iter().any(|(who, _)| who == &t.peer)
+pub fn awaiting_decision(t: &impl TaskThread) -> bool {
+    t.state() == ThreadState::Proposed
+        && t.resolution().is_some_and(|r| {
+            r.body.requires_confirmation_from.contains(t.peer())
+                && !r.answers.iter().any(|(who, _)| who == t.peer())
         })
 }
 
@@ -429,13 +488,13 @@ fn decision(m: &Inbound) -> Option<(ResolutionStatus, Option<&'static str>)> {
 ///
 /// Refused (`-32004`): a terminal task; (`-32602`) an answer to a proposal that is no
 /// decision, or a message carrying nothing.
-pub fn reply_bodies(t: &Thread, m: &Inbound) -> Result<Vec<Body>, RpcError> {
-    if t.state.is_terminal() || t.halted {
+pub fn reply_bodies(t: &impl TaskThread, m: &Inbound) -> Result<Vec<Body>, RpcError> {
+    if t.state().is_terminal() || t.halted() {
         return Err(RpcError::new(
             code::UNSUPPORTED_OPERATION,
             format!(
                 "task {} is {}: it takes no more messages",
-                t.id,
+                t.id(),
                 task_state(t).as_str()
             ),
         ));
@@ -446,7 +505,7 @@ pub fn reply_bodies(t: &Thread, m: &Inbound) -> Result<Vec<Body>, RpcError> {
                 "this task awaits a decision on its proposal: send data {\"decision\": \"confirm\"}, \"decline\" or \"counter\"",
             )
         })?;
-        let rid = t.stage.resolution().map(|r| r.packet_id.clone());
+        let rid = t.resolution().map(|r| r.packet_id.to_string());
         let mut bodies = vec![Body::ResolutionResponse(ResolutionResponseBody {
             resolution_id: rid.clone(),
             status,
@@ -500,11 +559,11 @@ pub fn reply_bodies(t: &Thread, m: &Inbound) -> Result<Vec<Body>, RpcError> {
 /// the client, else working (the agent's user has it); CONFIRMED / EXECUTING / ROLLBACK →
 /// working; COMPLETED → completed; DECLINED → canceled when the client closed it, else
 /// rejected; FAILED, EXPIRED → failed. A halted thread is failed.
-pub fn task_state(t: &Thread) -> TaskState {
-    if t.halted {
+pub fn task_state(t: &impl TaskThread) -> TaskState {
+    if t.halted() {
         return TaskState::Failed;
     }
-    match t.state {
+    match t.state() {
         ThreadState::Initiated | ThreadState::Negotiating | ThreadState::Stalled => {
             if open_needs(t).is_empty() {
                 TaskState::Working
@@ -535,9 +594,8 @@ pub fn task_state(t: &Thread) -> TaskState {
 }
 
 /// Whether the client's last packet in the thread was a cancel.
-fn closed_by_client(t: &Thread) -> bool {
-    t.history
-        .iter()
+fn closed_by_client(t: &impl TaskThread) -> bool {
+    t.packets()
         .rev()
         .find(|h| !h.outgoing)
         .and_then(|h| Packet::parse(h.json.as_bytes()).ok())
@@ -558,7 +616,7 @@ fn data_part(v: Value) -> Value {
 
 /// One packet of the thread as an A2A `Message` (history): the client's as `ROLE_USER`,
 /// the agent's as `ROLE_AGENT`; a line of text and the packet's content as data.
-fn packet_message(t: &Thread, context_id: &str, p: &Packet, outgoing: bool) -> Value {
+fn packet_message(t: &impl TaskThread, context_id: &str, p: &Packet, outgoing: bool) -> Value {
     let mut data = Map::new();
     data.insert(
         "a2acp_type".into(),
@@ -604,7 +662,7 @@ fn packet_message(t: &Thread, context_id: &str, p: &Packet, outgoing: bool) -> V
     json!({
         "messageId": p.packet_id,
         "contextId": context_id,
-        "taskId": t.id,
+        "taskId": t.id(),
         "role": if outgoing { "ROLE_AGENT" } else { "ROLE_USER" },
         "parts": [text_part(line), data_part(Value::Object(data))],
     })
@@ -633,11 +691,10 @@ fn needs_line(needs: &[Need]) -> String {
 }
 
 /// The status message of a task: what the client is asked, or where it stands.
-fn status_message(t: &Thread, context_id: &str, state: TaskState) -> Value {
+fn status_message(t: &impl TaskThread, context_id: &str, state: TaskState) -> Value {
     let (line, data) = match state {
         TaskState::InputRequired if awaiting_decision(t) => {
             let summary = t
-                .stage
                 .resolution()
                 .map(|r| r.body.proposal.summary.clone())
                 .unwrap_or_default();
@@ -656,7 +713,7 @@ fn status_message(t: &Thread, context_id: &str, state: TaskState) -> Value {
             )
         }
         _ => {
-            let why = match t.state {
+            let why = match t.state() {
                 ThreadState::Proposed => "waiting for the agent's user to confirm the proposal",
                 ThreadState::Confirmed | ThreadState::Executing => {
                     "carrying out the confirmed proposal"
@@ -667,28 +724,31 @@ fn status_message(t: &Thread, context_id: &str, state: TaskState) -> Value {
                 ThreadState::Declined => "declined by the agent's user",
                 ThreadState::Expired => "the proposal expired unconfirmed",
                 ThreadState::Failed => "an action failed",
-                _ if t.consent.is_some() => "waiting for the agent's user to consent to sharing",
-                _ if t.escalated => "handed to the agent's user",
+                _ if t.consent_open() => "waiting for the agent's user to consent to sharing",
+                _ if t.escalated() => "handed to the agent's user",
                 _ => "negotiating",
             };
-            (why.to_string(), json!({ "thread_state": t.state.as_str() }))
+            (
+                why.to_string(),
+                json!({ "thread_state": t.state().as_str() }),
+            )
         }
     };
     json!({
-        "messageId": format!("status-{}-{}", t.id, t.history.len()),
+        "messageId": format!("status-{}-{}", t.id(), t.packets().len()),
         "contextId": context_id,
-        "taskId": t.id,
+        "taskId": t.id(),
         "role": "ROLE_AGENT",
         "parts": [text_part(line), data_part(data)],
     })
 }
 
 /// The proposal of a thread as an artifact (awaiting confirmation, or what was agreed).
-fn artifacts(t: &Thread) -> Vec<Value> {
-    let Some(r) = t.stage.resolution() else {
+fn artifacts(t: &impl TaskThread) -> Vec<Value> {
+    let Some(r) = t.resolution() else {
         return Vec::new();
     };
-    let description = match t.state {
+    let description = match t.state() {
         ThreadState::Proposed => "proposal awaiting confirmation",
         ThreadState::Completed => "agreed and carried out",
         _ => "proposal",
@@ -709,34 +769,37 @@ fn artifacts(t: &Thread) -> Vec<Value> {
 }
 
 /// The `contextId` of a thread (its own id when none was recorded).
-pub fn context_id(t: &Thread) -> &str {
-    t.a2a_context.as_deref().unwrap_or(&t.id)
+pub fn context_id(t: &impl TaskThread) -> &str {
+    t.a2a_context().unwrap_or(t.id())
 }
 
 /// The `TaskStatus` of a thread.
-pub fn status_json(t: &Thread) -> Value {
+pub fn status_json(t: &impl TaskThread) -> Value {
     let state = task_state(t);
     json!({
         "state": state.as_str(),
         "message": status_message(t, context_id(t), state),
-        "timestamp": t.last_activity.to_rfc3339(),
+        "timestamp": t.last_activity().to_rfc3339(),
     })
 }
 
 /// A thread as an A2A `Task`: id, contextId, status, the proposal as artifact, and the
 /// last `history_length` packets as history (`None`: all; 0: none): the client's
 /// messages as it sent them, the agent's packets as messages.
-pub fn task_json(t: &Thread, history_length: Option<usize>, with_artifacts: bool) -> Value {
+pub fn task_json(
+    t: &impl TaskThread,
+    history_length: Option<usize>,
+    with_artifacts: bool,
+) -> Value {
     let ctx = context_id(t);
     let keep = history_length.unwrap_or(usize::MAX);
-    let skip = t.history.len().saturating_sub(keep);
+    let skip = t.packets().len().saturating_sub(keep);
     let history: Vec<Value> = t
-        .history
-        .iter()
+        .packets()
         .skip(skip)
         .filter_map(|h| {
             // The client's message as it sent it (`null`: a further packet of one).
-            if let Some(m) = t.a2a_sent.get(&h.packet_id).filter(|_| !h.outgoing) {
+            if let Some(m) = t.a2a_sent(h.packet_id).filter(|_| !h.outgoing) {
                 return (!m.is_null()).then(|| m.clone());
             }
             let p = Packet::parse(h.json.as_bytes()).ok()?;
@@ -744,7 +807,7 @@ pub fn task_json(t: &Thread, history_length: Option<usize>, with_artifacts: bool
         })
         .collect();
     let mut task = json!({
-        "id": t.id,
+        "id": t.id(),
         "contextId": ctx,
         "status": status_json(t),
         "history": history,
@@ -761,7 +824,7 @@ pub fn task_json(t: &Thread, history_length: Option<usize>, with_artifacts: bool
 /// proposal as an artifact update when one is open. `last` is the state the subscriber
 /// was sent before; nothing when neither changed.
 pub fn update_events(
-    t: &Thread,
+    t: &impl TaskThread,
     last: Option<TaskState>,
     last_artifact: Option<&str>,
 ) -> Vec<Value> {
@@ -769,21 +832,19 @@ pub fn update_events(
     if let Some(a) = artifacts(t).into_iter().next() {
         if a.get("artifactId").and_then(Value::as_str) != last_artifact {
             out.push(json!({ "artifactUpdate": {
-                "taskId": t.id, "contextId": context_id(t), "artifact": a, "lastChunk": true,
+                "taskId": t.id(), "contextId": context_id(t), "artifact": a, "lastChunk": true,
             }}));
         }
     }
     if last != Some(task_state(t)) || !out.is_empty() {
         out.push(json!({ "statusUpdate": {
-            "taskId": t.id, "contextId": context_id(t), "status": status_json(t),
+            "taskId": t.id(), "contextId": context_id(t), "status": status_json(t),
         }}));
     }
     out
 }
 
 /// The id of a thread's proposal artifact, if one is open.
-pub fn artifact_id(t: &Thread) -> Option<String> {
-    t.stage
-        .resolution()
-        .map(|r| format!("proposal-{}", r.packet_id))
+pub fn artifact_id(t: &impl TaskThread) -> Option<String> {
+    t.resolution().map(|r| format!("proposal-{}", r.packet_id))
 }
