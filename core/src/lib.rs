@@ -32,9 +32,15 @@
 )]
 #![cfg_attr(not(test), deny(clippy::string_slice))]
 
-pub mod a2a;
+/// The bridges' modules under the paths they had before [`bridge`] held them (the
+/// runtimes still name them so).
+pub mod a2a {
+    pub use crate::bridge::a2a::{card, client, rest, task};
+    pub use crate::bridge::phase1::{envelope, retry, sender};
+}
 pub mod address;
 pub mod agent;
+pub mod bridge;
 pub mod crypto;
 pub mod display;
 pub mod encoding;
@@ -52,6 +58,7 @@ pub mod rate_limit;
 pub mod relay;
 pub mod rng;
 pub mod space;
+pub mod thread_state;
 pub mod time;
 pub mod transcript;
 

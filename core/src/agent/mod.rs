@@ -32,54 +32,59 @@
 //! The agent is its threads and a [`Shared`] rest (configuration, keys, the relay link
 //! and outbox, the clock, the output buffers). An input finds the thread it concerns
 //! once and opens a [`ThreadStep`] on it ([`Agent::in_thread`]); the per-thread work of
-//! each spec section (`negotiate.rs`, `consent.rs`, `resolution.rs`, `execution.rs`,
-//! `recovery.rs`, …) is written as methods of that step, and every state change goes
+//! each spec section is written as methods of that step, and every state change goes
 //! through its one transition function, `ThreadStep::transition`.
+//!
+//! One folder per capability, in the spec's words; each capability's tests sit beside it:
+//!
+//! - `io/`: what goes in and comes out — inputs, outputs and prompts (`mod.rs`), the typed
+//!   events (`events.rs`), the user's commands (`commands.rs`), notifications and the
+//!   audit trail (`notify.rs`);
+//! - `thread/`: a thread and its lifecycle (§9): the thread (`mod.rs`), its step
+//!   (`step.rs`), state changes and ending (`lifecycle.rs`), sending and receiving its
+//!   packets (§4, §15, `packets.rs`);
+//! - `negotiation/`: one thread from its first context to its outcome — the
+//!   Receive-Evaluate-Act cycle (§5.2, §6), drift and forks (§6.5), permission tiers and
+//!   consent (§7), resolution and the human checkpoint (§8), execution (§9);
+//! - `group/`: multi-party threads (§10, §8.3): confirmation, sequences, coordinator
+//!   transfer;
+//! - `space/`: shared context spaces (§12);
+//! - `memory/`: relationship memory (§11);
+//! - `llm/`: the LLM processing layer (§5, §13.3);
+//! - `introductions/`: progressive capability discovery (§14.2);
+//! - `security/`: peer keys (§16) and what is refused of a malformed or hostile peer
+//!   (§13.4);
+//! - `link/`: the relay link (§3, §13.1), the persisted records and recovery (§13.2);
+//! - `bridges/`: the agent's side of the bridges to other protocols (the protocols
+//!   themselves are [`crate::bridge`]'s);
+//! - `tests/`: the agent's behaviour end to end, and what its tests share.
 
-mod a2a;
-pub use a2a::{
+mod bridges;
+pub use bridges::a2a::{
     anonymous_peer, A2aReply, A2aStream, A2aWait, A2A_MAX_REQUEST, ANONYMOUS_CLIENT,
     ANONYMOUS_SHARE,
 };
-mod a2a_client;
-pub use a2a_client::{A2aCallKind, A2aClientCall, A2aOutcome};
-mod commands;
-mod consent;
-mod drift;
-pub use drift::may_fork;
-pub mod events;
-mod execution;
+pub use bridges::a2a_client::{A2aCallKind, A2aClientCall, A2aOutcome};
 pub mod group;
-mod group_confirmation;
-mod group_sequence;
 pub mod introductions;
 pub mod io;
-mod keys;
-mod lifecycle;
+pub use io::events;
 mod link;
 mod llm;
 mod memory;
 pub use llm::{
     layer_json, prompt_thread, LLM_QUEUE_FIRST, LLM_QUEUE_MAX, LOW_CONFIDENCE, PEER_DATA_LAYER,
 };
-mod negotiate;
-mod notify;
-mod packets;
-pub mod permissions;
-mod phase1;
-mod phase1_task;
-pub use phase1::{Phase1Reply, PHASE1_TASK_TYPES};
-pub use phase1_task::{
+mod negotiation;
+pub use bridges::phase1::{Phase1Reply, PHASE1_TASK_TYPES};
+pub use bridges::phase1_task::{
     phase1_deadline, phase1_reply_to, Phase1Task, PHASE1_DEFAULT_BOUND, PHASE1_MAX_BOUND,
 };
-mod records;
-mod recovery;
-mod refusals;
-mod resolution;
+pub use negotiation::drift::may_fork;
+pub use negotiation::permissions;
+mod security;
 pub mod space;
-mod step;
 pub mod thread;
-mod transfer;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
@@ -96,16 +101,16 @@ pub use events::{AgentEvent, Bug, DropReason, LlmFallbackTo};
 pub use group::{Group, GroupMember, GroupProposal, Sequence};
 pub use introductions::Introduction;
 pub use io::*;
+pub use link::records::RestoreError;
 pub use link::{FirstPacket, LinkRefusal, REGISTRATION_RETRY};
 pub use permissions::{IntentTiers, PermissionTiers, RelationshipOverride, Tier};
-pub use records::RestoreError;
-pub use refusals::Refusals;
+pub use security::refusals::Refusals;
 pub use space::{FieldChange, Space, SpaceChange, SpaceEvent, SpacePacket};
 pub use thread::{SiblingHold, Thread, ThreadState, Waiting};
 
+use link::records::{Dirty, Meta, PeerRecord, Settings};
 use link::{Link, OutboxItem, Pacer};
-use records::{Dirty, Meta, PeerRecord, Settings};
-use step::ThreadStep;
+use thread::step::ThreadStep;
 
 /// Limits and timeouts (spec §6.4, §8.1, §13, §16 anti-abuse).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -571,32 +576,4 @@ fn new_session(rng: &mut DetRng) -> ThreadSession {
 }
 
 #[cfg(test)]
-mod a2a_tests;
-#[cfg(test)]
-mod drift_tests;
-#[cfg(test)]
-mod group_sequence_tests;
-#[cfg(test)]
-mod group_tests;
-#[cfg(test)]
-mod hostile_tests;
-#[cfg(test)]
-mod introductions_tests;
-#[cfg(test)]
-mod llm_tests;
-#[cfg(test)]
-mod memory_tests;
-#[cfg(test)]
-mod phase1_tests;
-#[cfg(test)]
-mod resolution_tests;
-#[cfg(test)]
-mod space_tests;
-#[cfg(test)]
-mod surface_tests;
-#[cfg(test)]
-mod test_support;
-#[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod told_tests;
