@@ -32,12 +32,6 @@
 )]
 #![cfg_attr(not(test), deny(clippy::string_slice))]
 
-/// The bridges' modules under the paths they had before [`bridge`] held them (the
-/// runtimes still name them so).
-pub mod a2a {
-    pub use crate::bridge::a2a::{card, client, rest, task};
-    pub use crate::bridge::phase1::{envelope, retry, sender};
-}
 pub mod address;
 pub mod agent;
 pub mod bridge;

@@ -1,7 +1,7 @@
 //! What the A2A listener (`agent run --a2a-listen`) needs besides its executor: its
 //! options and limits, who a request is from (the bearer token, or a loopback client),
 //! and the calls it hands the agent loop. The protocol is the core's
-//! (`a2acp_core::a2a::task`, `Agent::handle_a2a`); the HTTP server is the binding's.
+//! (`a2acp_core::bridge::a2a::task`, `Agent::handle_a2a`); the HTTP server is the binding's.
 //! SPEC-NOTES "The A2A v1.0 bridge (seed 003, §18)".
 
 use std::net::SocketAddr;

@@ -1,7 +1,7 @@
 //! The HTTP side of the A2A client (seed 003, §18): the calls the agent asks for
 //! ([`a2acp_core::agent::Agent::take_a2a_calls`]), each on a thread of its own with
 //! `ureq`, their outcomes back on a channel. No protocol decision here: what to send and
-//! what an answer means are the core's (`a2acp_core::a2a::client`).
+//! what an answer means are the core's (`a2acp_core::bridge::a2a::client`).
 //!
 //! Bounded: the connection within [`CONNECT_TIMEOUT`], the whole call within
 //! [`CALL_TIMEOUT`] (a server that never finishes its answer is cut there), the body
@@ -98,7 +98,7 @@ pub fn run(agent: &ureq::Agent, call: &A2aClientCall) -> A2aOutcome {
             .post(&call.url)
             .header("Content-Type", "application/json")
             .header("Accept", "application/json")
-            .header("A2A-Version", a2acp_core::a2a::task::PROTOCOL_VERSION)
+            .header("A2A-Version", a2acp_core::bridge::a2a::task::PROTOCOL_VERSION)
             .send(&body[..]),
     };
     let resp = match resp {

@@ -263,7 +263,7 @@ impl AgentFile {
         for (addr, url) in &self.a2a_cards {
             let a =
                 Address::parse(addr).map_err(|e| invalid(format!("a2a_cards: `{addr}`: {e}")))?;
-            let card = a2acp_core::a2a::client::card_url(url)
+            let card = a2acp_core::bridge::a2a::client::card_url(url)
                 .map_err(|e| invalid(format!("a2a_cards: `{addr}` = `{url}`: {e}")))?;
             c.a2a_cards.insert(a, card);
         }

@@ -2,14 +2,14 @@
 //! `status_update`s and its `task_completion`, sent to the endpoint its assignment named,
 //! off the agent's loop. One worker thread sends them in the order the agent put them
 //! out, each with the seed's retry rule (the core's
-//! [`Sender`](a2acp_core::a2a::sender::Sender) over [`crate::phase1_sender::send`]: at
+//! [`Sender`](a2acp_core::bridge::phase1::sender::Sender) over [`crate::phase1_sender::send`]: at
 //! most three attempts, 15 s of waiting between them). Nothing comes back to the agent: a
 //! message not delivered is logged, and the sender can still ask where its task stands.
 //! No protocol decision here.
 //!
 //! [`Output::Phase1`]: a2acp_core::agent::Output::Phase1
 
-use a2acp_core::a2a::sender::{Outcome, Sender, SenderConfig};
+use a2acp_core::bridge::phase1::sender::{Outcome, Sender, SenderConfig};
 use a2acp_core::agent::Phase1Push;
 
 use crate::phase1_sender::{send, SendOptions};

@@ -1,18 +1,18 @@
 //! The HTTP side of the Phase-1 sender (seed 001): the calls a core
-//! [`Sender`](a2acp_core::a2a::sender::Sender) asks for, made with `ureq` on the calling
+//! [`Sender`](a2acp_core::bridge::phase1::sender::Sender) asks for, made with `ureq` on the calling
 //! thread, their outcomes handed back, and the waits between attempts slept. No protocol
 //! decision here: what an answer means and whether to try again are the core's
-//! (`a2acp_core::a2a::sender`).
+//! (`a2acp_core::bridge::phase1::sender`).
 //!
 //! Bounded like the A2A client ([`crate::a2a_client`]): the connection within
 //! [`CONNECT_TIMEOUT`], each whole call (the answer read to its end) within the attempt's
 //! acknowledgement deadline, the answer within
-//! [`MAX_ANSWER_BYTES`](a2acp_core::a2a::sender::MAX_ANSWER_BYTES) (more is not read), no
+//! [`MAX_ANSWER_BYTES`](a2acp_core::bridge::phase1::sender::MAX_ANSWER_BYTES) (more is not read), no
 //! redirects followed.
 
 use std::time::{Duration, Instant};
 
-use a2acp_core::a2a::sender::{self, EndpointError, Event, Outcome, Sender, Transmit};
+use a2acp_core::bridge::phase1::sender::{self, EndpointError, Event, Outcome, Sender, Transmit};
 
 pub use crate::a2a_client::CONNECT_TIMEOUT;
 

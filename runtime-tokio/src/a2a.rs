@@ -2,7 +2,7 @@
 //! agent card at `/.well-known/agent-card.json`, the A2A v1.0 JSON-RPC binding at `/` and
 //! its HTTP+JSON binding on the REST routes (`/message:send`, `/tasks/{id}`, …; streaming
 //! methods as Server-Sent Events). Every request goes to the agent loop as an
-//! [`A2aCall`] (a REST one translated to JSON-RPC by `a2acp_core::a2a::rest`); the
+//! [`A2aCall`] (a REST one translated to JSON-RPC by `a2acp_core::bridge::a2a::rest`); the
 //! protocol is the core's (`Agent::handle_a2a`). Hostile input: the
 //! request head must arrive within the header deadline and the body within the body
 //! deadline, a body over the cap is refused with 413 before it is read whole, connections
@@ -14,8 +14,8 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use a2acp_core::a2a::card::{card, CardInfo};
-use a2acp_core::a2a::rest;
+use a2acp_core::bridge::a2a::card::{card, CardInfo};
+use a2acp_core::bridge::a2a::rest;
 use a2acp_core::Address;
 use a2acp_runtime::a2a::{self as common, A2aCall, A2aLimits, A2aOptions};
 use a2acp_runtime::daemon::Ctl;
@@ -50,7 +50,7 @@ struct State {
     token: Option<String>,
     limits: A2aLimits,
     address: Address,
-    phase1_id: a2acp_core::a2a::envelope::Uuid,
+    phase1_id: a2acp_core::bridge::phase1::envelope::Uuid,
     local: SocketAddr,
     /// Open streams per client.
     streams: Mutex<BTreeMap<Address, usize>>,
@@ -95,7 +95,7 @@ impl State {
 pub async fn serve(
     listener: TcpListener,
     opts: A2aOptions,
-    (address, phase1_id): (Address, a2acp_core::a2a::envelope::Uuid),
+    (address, phase1_id): (Address, a2acp_core::bridge::phase1::envelope::Uuid),
     ctl: flume::Sender<Ctl>,
 ) {
     let local = listener
@@ -135,7 +135,7 @@ fn json(status: StatusCode, v: &serde_json::Value) -> Response<Body> {
 }
 
 fn rpc_error(status: StatusCode, code: i64, message: &str) -> Response<Body> {
-    use a2acp_core::a2a::task;
+    use a2acp_core::bridge::a2a::task;
     let mut r = json(
         status,
         &task::rpc_error_response(&serde_json::Value::Null, code, message),
@@ -150,7 +150,7 @@ fn rpc_error(status: StatusCode, code: i64, message: &str) -> Response<Body> {
 /// The agent card, with `Cache-Control` and an `ETag`; `304 Not Modified` to a request
 /// whose `If-None-Match` matches (A2A v1.0 §8.6.1).
 fn card_response(state: &State, req: &Request<Incoming>) -> Response<Body> {
-    use a2acp_core::a2a::card::{etag, not_modified, CARD_MAX_AGE_SECS};
+    use a2acp_core::bridge::a2a::card::{etag, not_modified, CARD_MAX_AGE_SECS};
     let info = CardInfo {
         address: state.address.clone(),
         url: base_url(state, req),
@@ -214,7 +214,7 @@ async fn read_body(state: &State, req: Request<Incoming>) -> Result<Bytes, Statu
 /// `POST /a2a/messages`: one Phase-1 message (seed 001), acknowledged within its type's
 /// deadline (30 s for `task_assignment`, 10 s otherwise) or answered `TIMEOUT` (500).
 async fn phase1(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
-    use a2acp_core::a2a::{envelope, retry};
+    use a2acp_core::bridge::phase1::{envelope, retry};
     if common::client_for(
         req.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes),
         state.token.as_deref(),
@@ -268,8 +268,8 @@ async fn phase1(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
 
 /// A fresh v4 id for an error the listener writes (the OS's randomness; nil only if it
 /// has none).
-fn fresh_id() -> a2acp_core::a2a::envelope::Uuid {
-    use a2acp_core::a2a::envelope;
+fn fresh_id() -> a2acp_core::bridge::phase1::envelope::Uuid {
+    use a2acp_core::bridge::phase1::envelope;
     a2acp_runtime::clock::os_seed()
         .ok()
         .and_then(|s| s.get(..16).and_then(|b| <[u8; 16]>::try_from(b).ok()))
@@ -282,7 +282,7 @@ fn fresh_id() -> a2acp_core::a2a::envelope::Uuid {
 /// `INVALID_MESSAGE_FORMAT` error saying `why` (a Phase-1 sender reads an envelope, never
 /// plain text).
 fn phase1_refusal(state: &State, status: StatusCode, why: &str) -> Response<Body> {
-    let v = a2acp_core::a2a::envelope::refusal_reply(
+    let v = a2acp_core::bridge::phase1::envelope::refusal_reply(
         state.phase1_id,
         why,
         fresh_id(),
@@ -382,7 +382,7 @@ async fn handle(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
 /// A request of either binding: the client by its credentials, the version, the body
 /// under the caps, then the agent loop's answer (a stream counted against the caps).
 async fn call(state: Arc<State>, req: Request<Incoming>, binding: Binding) -> Response<Body> {
-    use a2acp_core::a2a::task::code;
+    use a2acp_core::bridge::a2a::task::code;
     let Some(client) = common::client_for(
         req.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes),
         state.token.as_deref(),

@@ -9,12 +9,12 @@ use crate::client::*;
 /// The Phase-1 id of the agent of `home`, if it has an identity key.
 pub(crate) fn phase1_own_id(
     home: &Home,
-) -> Result<Option<a2acp_core::a2a::envelope::Uuid>, String> {
+) -> Result<Option<a2acp_core::bridge::phase1::envelope::Uuid>, String> {
     if !home.key().exists() {
         return Ok(None);
     }
     let key = a2acp_runtime::keys::load(&home.key()).map_err(|e| e.to_string())?;
-    Ok(Some(a2acp_core::a2a::envelope::agent_id_of(
+    Ok(Some(a2acp_core::bridge::phase1::envelope::agent_id_of(
         &key.public().to_bytes(),
     )))
 }
@@ -30,11 +30,11 @@ pub(crate) async fn phase1_send(
     from: Option<&str>,
     token: Option<String>,
 ) -> Result<ExitCode, String> {
-    use a2acp_core::a2a::envelope::Uuid;
-    use a2acp_core::a2a::sender::{self, Event, Outcome, Sender, SenderConfig};
+    use a2acp_core::bridge::phase1::envelope::Uuid;
+    use a2acp_core::bridge::phase1::sender::{self, Event, Outcome, Sender, SenderConfig};
     use a2acp_runtime::phase1_sender::{self, Progress, SendOptions};
     let v4 = |flag: &str, s: &str| -> Result<Uuid, String> {
-        a2acp_core::a2a::envelope::uuid_v4_of(s)
+        a2acp_core::bridge::phase1::envelope::uuid_v4_of(s)
             .ok_or_else(|| format!("{flag} `{s}` is not a UUID v4 (8-4-4-4-12 hex digits)"))
     };
     let to = v4("--to", to)?;

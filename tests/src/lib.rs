@@ -875,9 +875,9 @@ fn install_log_capture() -> std::sync::Arc<std::sync::Mutex<Vec<u8>>> {
 /// blocking pool) to the receiver at `url`: how it ended and what it reported on the way.
 pub async fn phase1_send(
     url: &str,
-    sender: a2acp_core::a2a::sender::Sender,
+    sender: a2acp_core::bridge::phase1::sender::Sender,
 ) -> (
-    a2acp_core::a2a::sender::Outcome,
+    a2acp_core::bridge::phase1::sender::Outcome,
     Vec<a2acp_runtime::phase1_sender::Progress>,
 ) {
     let url = url.to_string();

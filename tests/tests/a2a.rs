@@ -659,14 +659,14 @@ async fn the_phase1_envelope_over_the_listener() {
 }
 
 /// The seed's task lifecycle (create → assign → update → complete) sent by the Phase-1
-/// sender (`a2acp_core::a2a::sender` over `a2acp_runtime::phase1_sender`) to a real agent's
+/// sender (`a2acp_core::bridge::phase1::sender` over `a2acp_runtime::phase1_sender`) to a real agent's
 /// listener: the ping echo, an assignment opening one thread (the same message sent again,
 /// as a retry is, opening no second), progress asked, the completion acknowledged, and
 /// refusals ending the sending after one attempt.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_phase1_sender_runs_the_task_lifecycle_against_an_agent() {
-    use a2acp_core::a2a::envelope::{agent_id_of, ErrorCode, Payload, Uuid};
-    use a2acp_core::a2a::sender::{compose, Outcome, Sender, SenderConfig};
+    use a2acp_core::bridge::phase1::envelope::{agent_id_of, ErrorCode, Payload, Uuid};
+    use a2acp_core::bridge::phase1::sender::{compose, Outcome, Sender, SenderConfig};
     let dir = tmp();
     let relay = Runtime::Tokio
         .relay("127.0.0.1:0", &dir.path().join("relay"))
@@ -691,7 +691,7 @@ async fn the_phase1_sender_runs_the_task_lifecycle_against_an_agent() {
         .unwrap();
         Sender::new(&m, now, SenderConfig::default()).unwrap()
     };
-    let acknowledged = |what: &str, o: &Outcome| -> a2acp_core::a2a::envelope::Message {
+    let acknowledged = |what: &str, o: &Outcome| -> a2acp_core::bridge::phase1::envelope::Message {
         match o {
             Outcome::Acknowledged {
                 attempts: 1,

@@ -2,7 +2,7 @@
 //! receiver that answers each request as told: INTERNAL_ERROR twice then the
 //! acknowledgement, TIMEOUT, a refused connection, an answer that never comes, the codes
 //! that are never retried, an answer too large to read, an answer that is not a message,
-//! a rate limit. The sender is `a2acp_core::a2a::sender` driven by
+//! a rate limit. The sender is `a2acp_core::bridge::phase1::sender` driven by
 //! `a2acp_runtime::phase1_sender` (ureq), as `a2acp phase1 send` drives it.
 
 use std::collections::VecDeque;
@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use a2acp_core::a2a::envelope::{ErrorCode, Payload, Uuid};
-use a2acp_core::a2a::sender::{compose, AttemptFailure, Outcome, Sender, SenderConfig};
+use a2acp_core::bridge::phase1::envelope::{ErrorCode, Payload, Uuid};
+use a2acp_core::bridge::phase1::sender::{compose, AttemptFailure, Outcome, Sender, SenderConfig};
 use a2acp_runtime::phase1_sender::Progress;
 use a2acp_tests::*;
 use serde_json::json;
@@ -242,7 +242,7 @@ fn ack() -> Reply {
 fn failures(seen: &[Progress]) -> Vec<(String, Option<Duration>)> {
     seen.iter()
         .filter_map(|p| match p {
-            Progress::Event(a2acp_core::a2a::sender::Event::AttemptFailed {
+            Progress::Event(a2acp_core::bridge::phase1::sender::Event::AttemptFailed {
                 failure,
                 retry_in,
                 ..

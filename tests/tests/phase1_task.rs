@@ -78,7 +78,7 @@ async fn scenario(
     let url = format!("http://{}", bob.a2a_addr().expect("listening"));
     // Bob's Phase-1 id, as `a2acp phase1 id` gives it to whoever will send him tasks.
     let key = a2acp_runtime::keys::load(&hb.key()).unwrap();
-    let bob_id = a2acp_core::a2a::envelope::agent_id_of(&key.public().to_bytes());
+    let bob_id = a2acp_core::bridge::phase1::envelope::agent_id_of(&key.public().to_bytes());
     let (user, stop) = bob_answers(hb.clone(), resolution);
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("a2a/phase1_task.py");
     let run = tokio::process::Command::new(&python)

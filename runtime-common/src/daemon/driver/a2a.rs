@@ -38,7 +38,7 @@ impl Driver {
     /// Every stream's task is looked at, not only those the effects name: a task changes
     /// state without a packet to its client too (its cancel, its user's answer).
     pub(super) fn push_streams(&mut self) {
-        use a2acp_core::a2a::task;
+        use a2acp_core::bridge::a2a::task;
         let agent = self.host.agent();
         self.streams.retain_mut(|(s, id, tx)| {
             if tx.is_disconnected() {

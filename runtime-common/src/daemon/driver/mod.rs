@@ -201,7 +201,7 @@ impl Driver {
                 Ev::Ctl(Some(Ctl::Request(req, reply))) => {
                     let start = matches!(req, Request::StartThread { .. });
                     let to_a2a = matches!(&req, Request::StartThread { to, .. }
-                        if to.list().iter().any(|a| a2acp_core::a2a::client::is_url(a)));
+                        if to.list().iter().any(|a| a2acp_core::bridge::a2a::client::is_url(a)));
                     let (resp, e) = self.host.control(self.now(), req)?;
                     self.sync_ui_after_answer();
                     self.execute(e);
