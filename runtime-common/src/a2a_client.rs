@@ -98,7 +98,10 @@ pub fn run(agent: &ureq::Agent, call: &A2aClientCall) -> A2aOutcome {
             .post(&call.url)
             .header("Content-Type", "application/json")
             .header("Accept", "application/json")
-            .header("A2A-Version", a2acp_core::bridge::a2a::task::PROTOCOL_VERSION)
+            .header(
+                "A2A-Version",
+                a2acp_core::bridge::a2a::task::PROTOCOL_VERSION,
+            )
             .send(&body[..]),
     };
     let resp = match resp {

@@ -9,8 +9,8 @@
 //!
 //! [`Output::Phase1`]: a2acp_core::agent::Output::Phase1
 
-use a2acp_core::bridge::phase1::sender::{Outcome, Sender, SenderConfig};
 use a2acp_core::agent::Phase1Push;
+use a2acp_core::bridge::phase1::sender::{Outcome, Sender, SenderConfig};
 
 use crate::phase1_sender::{send, SendOptions};
 

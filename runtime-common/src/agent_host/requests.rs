@@ -172,7 +172,11 @@ impl AgentHost {
                 urgent,
                 quorum,
                 sequential,
-            } if to.list().iter().any(|a| a2acp_core::bridge::a2a::client::is_url(a)) => {
+            } if to
+                .list()
+                .iter()
+                .any(|a| a2acp_core::bridge::a2a::client::is_url(a)) =>
+            {
                 let one = to.list().len() == 1 && quorum.is_none() && !sequential;
                 self.start_a2a(now, one, to, category, summary, context, urgent)?
             }
