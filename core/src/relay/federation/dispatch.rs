@@ -241,9 +241,10 @@ impl Relay {
                 at(since.add(cfg.connect_timeout));
             }
             match r.link {
-                OutLink::Down {
-                    retry_at: Some(x), ..
-                } if !r.out.is_empty() || !r.lookups.is_empty() => at(x),
+                // After a restore (or a link lost with no retry due): at once.
+                OutLink::Down { retry_at, .. } if !r.out.is_empty() || !r.lookups.is_empty() => {
+                    at(retry_at.unwrap_or(f.now))
+                }
                 OutLink::Dialing { until, .. } => at(until),
                 _ => {}
             }

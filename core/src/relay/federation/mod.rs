@@ -43,6 +43,8 @@ mod reputation;
 mod state;
 
 #[cfg(test)]
+mod net;
+#[cfg(test)]
 mod tests;
 
 pub(super) use state::{Fed, LinkPhase};
