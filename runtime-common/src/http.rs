@@ -1,8 +1,9 @@
-//! `/healthz` and Prometheus `/metrics` on the relay's own listener.
+//! `/healthz`, Prometheus `/metrics` and the discovery document `/.well-known/a2acp` on
+//! the relay's own listener.
 //!
 //! A binding peeks at the first bytes of every accepted connection: [`classify`] tells a
-//! WebSocket upgrade (handed to the WebSocket handshake) from a plain `GET /healthz` or
-//! `GET /metrics` (answered with [`response`] and closed).
+//! WebSocket upgrade (handed to the WebSocket handshake) from a plain `GET /healthz`,
+//! `GET /metrics` or `GET /.well-known/a2acp` (answered with [`response`] and closed).
 
 use std::fmt::Write as _;
 
@@ -27,6 +28,9 @@ pub enum Route {
     Healthz,
     /// `GET /metrics`.
     Metrics,
+    /// `GET /.well-known/a2acp`: the discovery document of a federating relay (404 when
+    /// the relay does not federate).
+    Discovery,
     /// Anything else (answered 404, or 400 if not HTTP).
     Other,
 }
@@ -66,6 +70,7 @@ pub fn classify(head: &[u8]) -> Option<Route> {
     Some(match (method, path) {
         ("GET", "/healthz") => Route::Healthz,
         ("GET", "/metrics") => Route::Metrics,
+        ("GET", a2acp_core::discovery::WELL_KNOWN_PATH) => Route::Discovery,
         _ => Route::Other,
     })
 }
@@ -85,9 +90,28 @@ fn response_with(status: &str, extra: &str, content_type: &str, body: &str) -> V
 }
 
 /// The response for `route` (not for [`Route::WebSocket`]); `conns`: the listener's
-/// connection counters, for `/metrics`.
-pub fn answer(route: &Route, snapshot: Option<&RelaySnapshot>, conns: &AdmissionStats) -> Vec<u8> {
+/// connection counters, for `/metrics`; `discovery`: the relay's discovery document, if
+/// it federates.
+pub fn answer(
+    route: &Route,
+    snapshot: Option<&RelaySnapshot>,
+    conns: &AdmissionStats,
+    discovery: Option<&str>,
+) -> Vec<u8> {
     match (route, snapshot) {
+        (Route::Discovery, _) => match discovery {
+            Some(doc) => response_with(
+                "200 OK",
+                "cache-control: max-age=300\r\n",
+                "application/json",
+                doc,
+            ),
+            None => response(
+                "404 Not Found",
+                "text/plain",
+                "a2acp relay: this relay does not federate\n",
+            ),
+        },
         (Route::Healthz, Some(_)) => response("200 OK", "text/plain", "ok\n"),
         (Route::Healthz | Route::Metrics, None) => {
             response("503 Service Unavailable", "text/plain", "relay stopping\n")
@@ -324,11 +348,33 @@ mod tests {
             &Route::BadUpgrade { version: true },
             None,
             &AdmissionStats::default(),
+            None,
         ))
         .unwrap();
         assert!(a.starts_with("HTTP/1.1 426 "), "{a}");
         assert!(a.contains("\r\nsec-websocket-version: 13\r\n"), "{a}");
         assert_eq!(classify(b"GET / HTTP/1.1\r\n\r\n"), Some(Route::Other));
+        assert_eq!(
+            classify(b"GET /.well-known/a2acp HTTP/1.1\r\nHost: b.example\r\n\r\n"),
+            Some(Route::Discovery)
+        );
+        let a = String::from_utf8(answer(
+            &Route::Discovery,
+            None,
+            &AdmissionStats::default(),
+            Some("{}"),
+        ))
+        .unwrap();
+        assert!(a.starts_with("HTTP/1.1 200 "), "{a}");
+        assert!(a.ends_with("\r\n\r\n{}"), "{a}");
+        let a = String::from_utf8(answer(
+            &Route::Discovery,
+            None,
+            &AdmissionStats::default(),
+            None,
+        ))
+        .unwrap();
+        assert!(a.starts_with("HTTP/1.1 404 "), "{a}");
         assert_eq!(classify(&[b'x'; MAX_HEAD]), Some(Route::Other));
     }
 
@@ -358,7 +404,7 @@ mod tests {
             tls_handshake_failures: 5,
             ..AdmissionStats::default()
         };
-        let a = String::from_utf8(answer(&Route::Metrics, Some(&s), &c)).unwrap();
+        let a = String::from_utf8(answer(&Route::Metrics, Some(&s), &c, None)).unwrap();
         assert!(
             a.contains("a2acp_relay_connections_refused_per_ip_total 3"),
             "{a}"

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use a2acp_runtime::cli::{RelayArgs, RunArgs};
+use a2acp_runtime::cli::{RelayArgs, RelayKeyCmd, RunArgs};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -31,6 +31,9 @@ pub(crate) struct Cli {
 pub(crate) enum Cmd {
     /// Run a relay: registry and offline queue in SQLite, /healthz and /metrics on the same port.
     Relay(RelayArgs),
+    /// The federating relay's signing key: show it, or rotate it (the old key signs the new).
+    #[command(subcommand)]
+    RelayKey(RelayKeyCmd),
     /// Create or run your agent.
     #[command(subcommand)]
     Agent(AgentCmd),

@@ -14,6 +14,7 @@ pub mod agent;
 pub mod bench;
 pub mod bench_attack;
 pub mod demo;
+pub mod federation;
 mod http_door;
 pub mod mcp;
 mod mcp_args;

@@ -39,7 +39,7 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -77,6 +77,8 @@ pub struct ServiceConfig {
     pub input_queue: usize,
     /// Threads parsing frames and verifying envelope signatures; 0: one per core.
     pub verifiers: usize,
+    /// How the relay federates with other domains' relays (`None`: it does not).
+    pub federation: Option<crate::federation::Federation>,
 }
 
 impl Default for ServiceConfig {
@@ -89,6 +91,7 @@ impl Default for ServiceConfig {
             conn_queue: 4096,
             input_queue: 16_384,
             verifiers: 0,
+            federation: None,
         }
     }
 }
@@ -224,6 +227,9 @@ struct Shared {
     failed: AtomicBool,
     commits: AtomicU64,
     slow: AtomicU64,
+    /// The discovery document served at `/.well-known/a2acp` (set once the listener's
+    /// URL is known).
+    discovery: OnceLock<Arc<str>>,
 }
 
 fn shard_of(shards: &[Shard], conn: ConnId) -> &Shard {
@@ -314,6 +320,11 @@ impl RelayHandle {
         wake_shards(&self.shards);
     }
 
+    /// The discovery document this relay serves, if it federates.
+    pub fn discovery(&self) -> Option<Arc<str>> {
+        self.shared.discovery.get().cloned()
+    }
+
     /// Whether a stop was requested.
     pub fn is_stopping(&self) -> bool {
         self.shared.stop.load(Ordering::SeqCst)
@@ -341,6 +352,7 @@ pub struct RelayService {
     domain: String,
     restored: (usize, usize),
     verifiers: usize,
+    federation: Option<crate::federation::Federation>,
 }
 
 impl RelayService {
@@ -389,6 +401,7 @@ impl RelayService {
             failed: AtomicBool::new(false),
             commits: AtomicU64::new(0),
             slow: AtomicU64::new(0),
+            discovery: OnceLock::new(),
         });
         let handle = RelayHandle {
             tx: tx.clone(),
@@ -456,7 +469,23 @@ impl RelayService {
             domain,
             restored,
             verifiers: nverif,
+            federation: cfg.federation,
         })
+    }
+
+    /// Signs and publishes the discovery document of this relay listening at `url` (its
+    /// `--public-url` instead, when given), if it federates; the first call only counts.
+    pub fn publish_discovery(&self, url: &str) -> Result<(), a2acp_core::discovery::DiscoveryError> {
+        if let Some(f) = &self.federation {
+            let doc = f.document(&self.domain, url)?;
+            let _ = self.handle.shared.discovery.set(doc.into());
+        }
+        Ok(())
+    }
+
+    /// How the relay federates, if it does.
+    pub fn federation(&self) -> Option<&crate::federation::Federation> {
+        self.federation.as_ref()
     }
 
     /// A handle for connection tasks.
