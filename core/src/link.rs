@@ -66,6 +66,38 @@ pub enum ClientFrame {
         /// The ping's `n`.
         n: u64,
     },
+    /// Relay link (docs/protocol.md "The federation link"): a relay that dialed another
+    /// answers its `challenge` with this instead of `auth`/`register`, signing
+    /// [`link_signed_bytes`] with label [`LINK_DIAL_LABEL`], and challenges it back with
+    /// `nonce` (answered by [`RelayFrame::LinkOk`]).
+    LinkAuth {
+        /// The dialing relay's domain.
+        domain: String,
+        /// The dialing relay's signing key (one its domain publishes).
+        #[serde(with = "b64_array")]
+        key: [u8; 32],
+        /// The dialing relay's clock, milliseconds since the epoch.
+        ts: u64,
+        /// Signature over the challenge, the accepting relay's domain, `ts`, `domain`
+        /// and `key`.
+        #[serde(with = "b64_array")]
+        sig: [u8; 64],
+        /// The dialing relay's challenge to the accepting one: 32 fresh random bytes.
+        #[serde(with = "b64_array")]
+        nonce: [u8; 32],
+    },
+    /// Relay link: one packet handed over, `n` being the dialing relay's link sequence
+    /// number for the accepting relay's domain (strictly increasing, never reused; a retry
+    /// repeats the same `n`).
+    Push {
+        /// Link sequence number.
+        n: u64,
+        /// Every push numbered below `low` is settled at the dialer's end (it will never be
+        /// sent again): the accepting relay forgets what it kept about them.
+        low: u64,
+        /// The sealed packet, as its sender sent it.
+        env: Envelope,
+    },
 }
 
 /// A frame a relay sends to an agent.
@@ -143,6 +175,66 @@ pub enum RelayFrame {
     },
     /// A newer connection of the same agent took over; this one is about to close.
     Replaced,
+    /// A packet this relay accepted (`accepted {seq, id}`) for an address on another
+    /// domain could not be handed to that domain's relay: it expired in the outbound queue,
+    /// or the remote relay refused it for good. Acknowledge it with `ack {id}`.
+    Undeliverable {
+        /// A delivery id of this notice (acknowledge it).
+        id: u64,
+        /// The delivery id the packet got in its `accepted`.
+        packet: u64,
+        /// The packet's recipient.
+        to: Address,
+        /// The packet's thread tag.
+        #[serde(with = "b64_array")]
+        thread: [u8; 16],
+        /// Why: `expired`, `unknown_recipient`, `wrong_sender`, `bad_signature`,
+        /// `queue_full`, `domain_refused`, `rate_limited`.
+        code: ErrorCode,
+        /// Human-readable explanation.
+        message: String,
+    },
+    /// Relay link: the accepting relay's answer to [`ClientFrame::LinkAuth`], signing the
+    /// dialer's nonce ([`link_signed_bytes`], label [`LINK_ACCEPT_LABEL`]). The link is up.
+    LinkOk {
+        /// The accepting relay's domain.
+        domain: String,
+        /// The accepting relay's signing key (one its domain publishes).
+        #[serde(with = "b64_array")]
+        key: [u8; 32],
+        /// The accepting relay's clock, milliseconds since the epoch.
+        ts: u64,
+        /// Signature over the dialer's nonce, the dialer's domain, `ts`, `domain` and `key`.
+        #[serde(with = "b64_array")]
+        sig: [u8; 64],
+    },
+    /// Relay link: push `n` is settled — durably queued for its recipient now, or earlier
+    /// (a retry of a push already decided). The dialer drops it.
+    Pushed {
+        /// The push's link sequence number.
+        n: u64,
+    },
+    /// Relay link: push `n` cannot be taken now (`overflow`: its (recipient, thread) queue
+    /// is full; `queue_full`; `rate_limited`); the dialer keeps it and retries the same `n`
+    /// later.
+    Deferred {
+        /// The push's link sequence number.
+        n: u64,
+        /// Why.
+        code: ErrorCode,
+        /// Human-readable explanation.
+        message: String,
+    },
+    /// Relay link: push `n` is refused for good; the dialer drops it and tells its sender
+    /// ([`RelayFrame::Undeliverable`]).
+    Rejected {
+        /// The push's link sequence number.
+        n: u64,
+        /// Why.
+        code: ErrorCode,
+        /// Human-readable explanation.
+        message: String,
+    },
     /// A refusal. The connection stays open unless the error says otherwise.
     Error {
         /// Machine-readable reason.
@@ -187,6 +279,15 @@ pub enum ErrorCode {
     /// The connection kept sending frames the relay refused, or frames beyond its frame
     /// budget: it is closed (docs/protocol.md, relay link §6).
     TooManyRefusals,
+    /// A packet's (recipient, thread) queue on a remote relay stayed full (relay link:
+    /// `deferred`).
+    Overflow,
+    /// A packet for another domain could not be handed to its relay before the outbound
+    /// queue's expiry.
+    Expired,
+    /// This relay does not federate with that domain (operator deny list, allow list,
+    /// reputation), or a relay link failed authentication.
+    DomainRefused,
 }
 
 impl ErrorCode {
@@ -206,6 +307,9 @@ impl ErrorCode {
             ErrorCode::Timeout => "timeout",
             ErrorCode::RegistrationLimited => "registration_limited",
             ErrorCode::TooManyRefusals => "too_many_refusals",
+            ErrorCode::Overflow => "overflow",
+            ErrorCode::Expired => "expired",
+            ErrorCode::DomainRefused => "domain_refused",
         }
     }
 }
@@ -231,6 +335,34 @@ pub fn challenge_signed_bytes(
     }
     out
 }
+
+/// Bytes a relay signs to authenticate a relay link: `label || lp(nonce) || lp(peer
+/// domain) || ts (u64 BE) || lp(own domain) || key`, `lp(x)` as in
+/// [`challenge_signed_bytes`]. The dialer signs the accepting relay's challenge naming the
+/// accepting relay's domain ([`LINK_DIAL_LABEL`]); the accepting relay signs the dialer's
+/// nonce naming the dialer's domain ([`LINK_ACCEPT_LABEL`]).
+pub fn link_signed_bytes(
+    label: &[u8],
+    nonce: &[u8; 32],
+    peer_domain: &str,
+    ts: u64,
+    own_domain: &str,
+    key: &[u8; 32],
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(label.len() + 32 + peer_domain.len() + own_domain.len() + 60);
+    out.extend_from_slice(label);
+    lp(&mut out, nonce);
+    lp(&mut out, peer_domain.as_bytes());
+    out.extend_from_slice(&ts.to_be_bytes());
+    lp(&mut out, own_domain.as_bytes());
+    out.extend_from_slice(key);
+    out
+}
+
+/// Label of the dialing relay's signature on a relay link.
+pub const LINK_DIAL_LABEL: &[u8] = b"A2ACP-LINK-DIAL-V1\0";
+/// Label of the accepting relay's signature on a relay link.
+pub const LINK_ACCEPT_LABEL: &[u8] = b"A2ACP-LINK-ACCEPT-V1\0";
 
 /// Label of an authentication signature.
 pub const AUTH_LABEL: &[u8] = b"A2ACP-AUTH-V1\0";

@@ -429,7 +429,7 @@ pub fn describe_relay_event(e: &RelayEvent) -> Option<String> {
             short(to.as_str())
         ),
         RelayEvent::ConnectionDead { .. } => "connection dead (missed heartbeats)".to_string(),
-        RelayEvent::AckIgnored { .. } => return None,
+        RelayEvent::AckIgnored { .. } | RelayEvent::Federation(_) => return None,
     })
 }
 

@@ -264,6 +264,41 @@ impl Agent {
                 self.shared.replaced = true;
             }
             RelayFrame::Error { code, message, seq } => self.on_relay_error(code, message, seq),
+            RelayFrame::Undeliverable {
+                id,
+                to,
+                thread,
+                code,
+                message,
+                ..
+            } => {
+                self.shared.send_frame(&ClientFrame::Ack { id });
+                let tid = self.shared.tags.get(&(to.clone(), thread)).cloned();
+                let first = tid
+                    .as_ref()
+                    .and_then(|t| self.threads.get(t))
+                    .is_some_and(|t| {
+                        t.state == ThreadState::Initiated && t.initiator && t.group.is_none()
+                    });
+                match tid {
+                    Some(tid) if first && code == crate::link::ErrorCode::UnknownRecipient => {
+                        self.recipient_unknown(&tid, &to)
+                    }
+                    tid => self.shared.notify(
+                        tid,
+                        NotifyKind::Delivery,
+                        format!(
+                            "A packet to {to} could not be delivered ({}): {message}",
+                            code.as_str()
+                        ),
+                    ),
+                }
+            }
+            // Frames of the link between relays: never sent to an agent.
+            RelayFrame::LinkOk { .. }
+            | RelayFrame::Pushed { .. }
+            | RelayFrame::Deferred { .. }
+            | RelayFrame::Rejected { .. } => {}
         }
     }
 

@@ -3,6 +3,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::federation::{
+    DiscoveryError, DomainStats, FederationConfig, FederationEvent, RemoteRelay,
+};
 use super::{FrameError, ParsedFrame, Verified};
 use crate::address::Address;
 use crate::link::ErrorCode;
@@ -62,6 +65,33 @@ pub enum RelayInput<'a> {
     /// connections that did not authenticate in time or went silent, and sends the
     /// periodic pings.
     Timeout,
+    /// Federation: the answer to [`RelayOutput::Discover`] for `domain`.
+    Discovered {
+        /// The domain asked about (as in the `Discover`).
+        domain: String,
+        /// Its relay, or why there is none.
+        result: Result<RemoteRelay, DiscoveryError>,
+    },
+    /// Federation: the connection asked for by [`RelayOutput::Dial`] is open (the WebSocket
+    /// handshake over TLS done). Frames received on it must be handed over as
+    /// [`RelayInput::Bytes`] (they are the accepting relay's frames, which
+    /// [`super::parse_frame`] does not read); its end is an ordinary
+    /// [`RelayInput::Disconnected`].
+    Dialed {
+        /// The domain dialed (as in the `Dial`).
+        domain: String,
+        /// A fresh connection number.
+        conn: ConnId,
+        /// Where it goes to.
+        source: Source,
+    },
+    /// Federation: the connection asked for by [`RelayOutput::Dial`] could not be opened.
+    DialFailed {
+        /// The domain dialed (as in the `Dial`).
+        domain: String,
+        /// Why, for logs.
+        reason: String,
+    },
 }
 
 /// Where a connection comes from, as the runtime tells it: an opaque key the relay only
@@ -116,6 +146,9 @@ pub struct RelayConfig {
     pub registration_window: Duration,
     /// Most sources whose registrations are counted at once; at least 1. Default 65 536.
     pub max_registration_sources: usize,
+    /// Federation with relays of other domains (docs/protocol.md "The federation link").
+    /// Default `None`: packets for other domains are refused `unknown_recipient`.
+    pub federation: Option<FederationConfig>,
 }
 
 impl Default for RelayConfig {
@@ -139,6 +172,7 @@ impl Default for RelayConfig {
             registrations_per_source: 20,
             registration_window: Duration::from_secs(3600),
             max_registration_sources: 65_536,
+            federation: None,
         }
     }
 }
@@ -169,6 +203,21 @@ pub enum RelayOutput {
     },
     /// Something for logs and metrics; no action needed.
     Event(RelayEvent),
+    /// Federation: find the relay serving `domain` (its `.well-known/a2acp` document, or
+    /// the operator's static map) and answer [`RelayInput::Discovered`]. Never asked again
+    /// for the same domain before it is answered (or `connect_timeout` passed).
+    Discover {
+        /// The domain, lower case.
+        domain: String,
+    },
+    /// Federation: open a relay link (a WebSocket over TLS) to `endpoint` and answer
+    /// [`RelayInput::Dialed`] or [`RelayInput::DialFailed`].
+    Dial {
+        /// The remote domain.
+        domain: String,
+        /// Its relay's endpoint, from discovery.
+        endpoint: String,
+    },
 }
 
 /// What happened, for logs and metrics.
@@ -246,6 +295,8 @@ pub enum RelayEvent {
         /// The connection.
         conn: ConnId,
     },
+    /// Federation (links, queues across domains, lies, reputation).
+    Federation(FederationEvent),
 }
 
 /// Counters and sizes, for metrics.
@@ -280,6 +331,8 @@ pub struct RelayStats {
     pub registrations_limited: u64,
     /// Sources whose registrations are being counted.
     pub registration_sources: usize,
+    /// Federation figures per remote domain (empty when federation is off).
+    pub federation: BTreeMap<String, DomainStats>,
 }
 
 /// Why [`super::Relay::restore`] failed.

@@ -135,6 +135,7 @@
 //! consumed challenge; the relay keeps serving everyone else.
 
 mod auth;
+pub mod federation;
 mod io;
 mod limits;
 mod liveness;
@@ -397,6 +398,9 @@ impl Relay {
             RelayInput::Oversized { conn, limit } => self.on_oversized(conn, limit),
             RelayInput::Disconnected { conn } => self.remove_conn(conn),
             RelayInput::Timeout => self.on_timeout(now),
+            RelayInput::Discovered { .. }
+            | RelayInput::Dialed { .. }
+            | RelayInput::DialFailed { .. } => {}
         }
     }
 
@@ -495,13 +499,22 @@ impl Relay {
                     } => self.on_auth(now, conn, address, ts, sig, Some(key)),
                     ClientFrame::Ping { n } => self.send(conn, &RelayFrame::Pong { n }),
                     ClientFrame::Pong { .. } => {}
+                    ClientFrame::LinkAuth {
+                        domain,
+                        key,
+                        ts,
+                        sig,
+                        nonce,
+                    } => self.on_link_auth(now, conn, domain, key, ts, sig, nonce),
                     ClientFrame::Send { seq, .. } => self.refuse(
                         conn,
                         ErrorCode::NotAuthenticated,
                         "authenticate first".into(),
                         Some(seq),
                     ),
-                    ClientFrame::Ack { .. } | ClientFrame::Lookup { .. } => self.refuse(
+                    ClientFrame::Ack { .. }
+                    | ClientFrame::Lookup { .. }
+                    | ClientFrame::Push { .. } => self.refuse(
                         conn,
                         ErrorCode::NotAuthenticated,
                         "authenticate first".into(),
@@ -534,7 +547,10 @@ impl Relay {
                     }
                     ClientFrame::Ping { n } => self.send(conn, &RelayFrame::Pong { n }),
                     ClientFrame::Pong { .. } => {}
-                    ClientFrame::Auth { .. } | ClientFrame::Register { .. } => {
+                    ClientFrame::Auth { .. }
+                    | ClientFrame::Register { .. }
+                    | ClientFrame::LinkAuth { .. }
+                    | ClientFrame::Push { .. } => {
                         self.bucket(now, &address).drain_one(now, rate, burst);
                         self.refuse(
                             conn,
@@ -581,6 +597,7 @@ impl Relay {
             closed_oversized: self.counters.closed_oversized,
             registrations_limited: self.counters.registrations_limited,
             registration_sources: self.sources.len(),
+            federation: BTreeMap::new(),
         }
     }
 

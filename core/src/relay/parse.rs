@@ -67,24 +67,39 @@ struct Head<'a> {
     t: std::borrow::Cow<'a, str>,
     #[serde(default)]
     seq: Option<u64>,
+    #[serde(default)]
+    n: Option<u64>,
+    #[serde(default)]
+    low: Option<u64>,
     #[serde(borrow, default)]
     env: Option<&'a serde_json::value::RawValue>,
 }
 
-/// A `send` frame read in one pass, or `None` when the bytes are not one (or are not
+/// A `send` (or a relay link's `push`) frame read in one pass, or `None` when the bytes are not one (or are not
 /// valid: the general parser then says why).
 fn parse_send(bytes: &[u8]) -> Option<ParsedFrame> {
     let head: Head<'_> = serde_json::from_slice(bytes).ok()?;
-    if head.t != "send" {
-        return None;
-    }
+    let push = match &*head.t {
+        "send" => false,
+        "push" => true,
+        _ => return None,
+    };
     let raw = head.env?;
     let env: Envelope = serde_json::from_str(raw.get()).ok()?;
-    Some(ParsedFrame {
-        frame: ClientFrame::Send {
+    let frame = if push {
+        ClientFrame::Push {
+            n: head.n?,
+            low: head.low?,
+            env,
+        }
+    } else {
+        ClientFrame::Send {
             seq: head.seq?,
             env,
-        },
+        }
+    };
+    Some(ParsedFrame {
+        frame,
         env_json: Some(raw.get().into()),
     })
 }
@@ -122,14 +137,14 @@ pub fn parse_frame(bytes: &[u8], max_frame_bytes: usize) -> Result<ParsedFrame, 
         })
 }
 
-/// Checks a `send` frame's envelope signature under the key the envelope names
-/// (`from_key`), with `key` the decompressed form of that key (cache it: decompressing
-/// costs about as much as a verification). Pure: runtimes call it off the state machine's
-/// thread and pass [`Verified::EnvelopeSignature`] when it returns true. Frames other
-/// than `send` return false.
+/// Checks a `send` (or a relay link's `push`) frame's envelope signature under the key the
+/// envelope names (`from_key`), with `key` the decompressed form of that key (cache it:
+/// decompressing costs about as much as a verification). Pure: runtimes call it off the
+/// state machine's thread and pass [`Verified::EnvelopeSignature`] when it returns true.
+/// Other frames return false.
 pub fn verify_send(frame: &ClientFrame, key: &crypto::PublicKey) -> bool {
     match frame {
-        ClientFrame::Send { env, .. } => {
+        ClientFrame::Send { env, .. } | ClientFrame::Push { env, .. } => {
             key.to_bytes() == env.from_key && crypto::verify_envelope(env, key).is_ok()
         }
         _ => false,

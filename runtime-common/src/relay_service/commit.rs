@@ -140,7 +140,10 @@ impl Committer {
                         let _ = tx.try_send(ConnOut::Close(Some(code)));
                     }
                 }
-                RelayOutput::Persist(_) | RelayOutput::Event(_) => {}
+                RelayOutput::Persist(_)
+                | RelayOutput::Event(_)
+                | RelayOutput::Discover { .. }
+                | RelayOutput::Dial { .. } => {}
             }
         }
         for conn in c.disconnected {

@@ -63,6 +63,7 @@ impl Core {
                     info!(conn = conn.0, "connection silent too long: closed")
                 }
             }
+            RelayEvent::Federation(e) => debug!(?e, "federation"),
             RelayEvent::Routed { from, to, id } => debug!(%from, %to, id, "routed"),
             RelayEvent::Delivered { id, to } => debug!(id, %to, "delivered"),
             RelayEvent::Acked { id } => debug!(id, "acknowledged"),

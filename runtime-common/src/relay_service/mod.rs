@@ -733,6 +733,8 @@ impl Core {
                     self.pending.actions.push(o);
                 }
                 RelayOutput::Send { .. } => self.pending.actions.push(o),
+                // This runtime does not configure federation: the relay never asks.
+                RelayOutput::Discover { .. } | RelayOutput::Dial { .. } => {}
             }
         }
     }

@@ -111,6 +111,8 @@ impl Sim {
                     self.line("relay", '|', text, tag);
                 }
             }
+            // The simulated relay does not federate.
+            RelayOutput::Discover { .. } | RelayOutput::Dial { .. } => {}
         }
     }
 
