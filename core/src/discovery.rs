@@ -202,8 +202,8 @@ impl KeyChain {
 
     /// Reads [`KeyChain::to_json`] back, checking every link.
     pub fn from_json(domain: &str, bytes: &[u8]) -> Result<KeyChain, DiscoveryError> {
-        let wire: Vec<WireKey> = serde_json::from_slice(bytes)
-            .map_err(|e| DiscoveryError::Malformed(e.to_string()))?;
+        let wire: Vec<WireKey> =
+            serde_json::from_slice(bytes).map_err(|e| DiscoveryError::Malformed(e.to_string()))?;
         KeyChain::from_keys(domain, from_wire_keys(wire)?)
     }
 }
@@ -335,7 +335,10 @@ fn check_domain(domain: &str) -> Result<(), DiscoveryError> {
     // Exactly as an address's domain is written (lower case): no normalising here.
     if Address::new("relay", domain).map_or(true, |a| a.domain() != domain) {
         return Err(DiscoveryError::BadDomain(
-            domain.chars().take(crate::address::MAX_DOMAIN_LEN).collect(),
+            domain
+                .chars()
+                .take(crate::address::MAX_DOMAIN_LEN)
+                .collect(),
         ));
     }
     Ok(())
@@ -356,7 +359,9 @@ pub fn check_endpoint(url: &str) -> Result<(String, u16), DiscoveryError> {
         return Err(bad("not printable ASCII"));
     }
     let Some(rest) = url.strip_prefix("wss://") else {
-        return Err(bad("it must start with wss:// (the link between relays is over TLS)"));
+        return Err(bad(
+            "it must start with wss:// (the link between relays is over TLS)",
+        ));
     };
     if url.contains(['?', '#', '@', '\\']) {
         return Err(bad("no user info, query or fragment"));
@@ -440,8 +445,8 @@ impl DiscoveryDocument {
         if bytes.len() > MAX_DOCUMENT_BYTES {
             return Err(DiscoveryError::TooLarge);
         }
-        let v: serde_json::Value = serde_json::from_slice(bytes)
-            .map_err(|e| DiscoveryError::Malformed(e.to_string()))?;
+        let v: serde_json::Value =
+            serde_json::from_slice(bytes).map_err(|e| DiscoveryError::Malformed(e.to_string()))?;
         // The version first, so a later version's other changes read as a version error.
         match v.get("a2acp").map(serde_json::Value::as_u64) {
             Some(Some(n)) if n == u64::from(DISCOVERY_VERSION) => {}
@@ -458,7 +463,11 @@ impl DiscoveryDocument {
         if w.domain != domain {
             return Err(DiscoveryError::WrongDomain {
                 expected: domain.to_string(),
-                found: w.domain.chars().take(crate::address::MAX_DOMAIN_LEN).collect(),
+                found: w
+                    .domain
+                    .chars()
+                    .take(crate::address::MAX_DOMAIN_LEN)
+                    .collect(),
             });
         }
         check_endpoint(&w.federation)?;
@@ -466,7 +475,10 @@ impl DiscoveryDocument {
         let sig = sig64(&w.sig).ok_or(DiscoveryError::BadSignature)?;
         chain
             .current()
-            .verify(&document_bytes(&w.domain, &w.federation, chain.keys()), &sig)
+            .verify(
+                &document_bytes(&w.domain, &w.federation, chain.keys()),
+                &sig,
+            )
             .map_err(|_| DiscoveryError::BadSignature)?;
         Ok(DiscoveryDocument {
             domain: w.domain,
@@ -533,8 +545,8 @@ mod tests {
         let (k1, k2) = (key(1), key(2));
         let mut chain = KeyChain::new(k1.public());
         chain.rotate("b.example", &k1, k2.public()).unwrap();
-        let d = DiscoveryDocument::sign("b.example", "wss://relay.b.example:7447", chain, &k2)
-            .unwrap();
+        let d =
+            DiscoveryDocument::sign("b.example", "wss://relay.b.example:7447", chain, &k2).unwrap();
         (d, k2)
     }
 
@@ -562,7 +574,9 @@ mod tests {
     fn chain_on_disk_round_trips_and_drops_the_oldest() {
         let mut chain = KeyChain::new(key(1).public());
         for n in 1..=20u8 {
-            chain.rotate("a.example", &key(n), key(n + 1).public()).unwrap();
+            chain
+                .rotate("a.example", &key(n), key(n + 1).public())
+                .unwrap();
         }
         assert_eq!(chain.keys().len(), MAX_KEY_CHAIN);
         assert_eq!(chain.current(), &key(21).public());
@@ -584,7 +598,10 @@ mod tests {
         let p = |b: &[u8]| DiscoveryDocument::parse("b.example", b);
         assert!(matches!(p(b""), Err(DiscoveryError::Malformed(_))));
         assert!(matches!(p(b"[1,2]"), Err(DiscoveryError::Malformed(_))));
-        assert!(matches!(p(b"{\"a2acp\":\"1\"}"), Err(DiscoveryError::Malformed(_))));
+        assert!(matches!(
+            p(b"{\"a2acp\":\"1\"}"),
+            Err(DiscoveryError::Malformed(_))
+        ));
         assert!(matches!(
             p(b"{\"a2acp\":2}"),
             Err(DiscoveryError::UnsupportedVersion(2))
@@ -594,7 +611,12 @@ mod tests {
             Err(DiscoveryError::TooLarge)
         ));
         assert!(matches!(
-            edit(|v| v.as_object_mut().unwrap().remove("sig").map(|_| ()).unwrap()),
+            edit(|v| v
+                .as_object_mut()
+                .unwrap()
+                .remove("sig")
+                .map(|_| ())
+                .unwrap()),
             Err(DiscoveryError::Malformed(_))
         ));
         assert!(matches!(

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use a2acp_core::relay::federation::FederationConfig;
 use a2acp_core::relay::RelayConfig;
 use a2acp_core::Address;
 use clap::Args;
@@ -101,6 +102,19 @@ pub struct RelayArgs {
     /// wss://relay.example.org (default: the listener's own wss:// URL).
     #[arg(long, value_name = "URL")]
     pub public_url: Option<String>,
+    /// A packet for another domain not handed over to its relay within this long is
+    /// dropped and its sender told (`undeliverable`), e.g. `24h` is `1440m`.
+    #[arg(long, default_value = "1440m", value_parser = parse_duration)]
+    pub federation_expiry: Duration,
+    /// Most packets queued for one destination domain.
+    #[arg(long, default_value_t = 10_000)]
+    pub federation_queue: u32,
+    /// Federate only with these domains (repeatable; default: any not denied).
+    #[arg(long, value_name = "DOMAIN")]
+    pub allow_domain: Vec<String>,
+    /// Never federate with this domain (repeatable; checked before --allow-domain).
+    #[arg(long, value_name = "DOMAIN")]
+    pub deny_domain: Vec<String>,
 }
 
 fn parse_route(s: &str) -> Result<(String, String), String> {
@@ -146,8 +160,8 @@ impl RelayKeyCmd {
                 Ok(out)
             }
             RelayKeyCmd::Rotate(a) => {
-                let (old, new) = crate::relay_key::rotate(&a.data, &a.domain)
-                    .map_err(|e| e.to_string())?;
+                let (old, new) =
+                    crate::relay_key::rotate(&a.data, &a.domain).map_err(|e| e.to_string())?;
                 Ok(format!(
                     "relay key of {} rotated: {old} signed {new}; restart the relay to publish and use it",
                     a.domain
@@ -193,12 +207,24 @@ impl RelayArgs {
             registration_window: std::time::Duration::from_secs(self.registration_window_secs),
             ..RelayConfig::default()
         };
+        let federation = self.federation_config()?;
+        let relay = RelayConfig {
+            federation: federation.as_ref().map(|f| FederationConfig {
+                expiry: self.federation_expiry,
+                queue_per_domain: self.federation_queue.max(1),
+                allow: (!self.allow_domain.is_empty())
+                    .then(|| self.allow_domain.iter().cloned().collect()),
+                deny: self.deny_domain.iter().cloned().collect(),
+                ..FederationConfig::new(f.keys.key.clone())
+            }),
+            ..relay
+        };
         Ok(ServiceConfig {
             relay,
             data: Some(self.data.clone()),
             durability: self.sync,
             verifiers: self.verifiers,
-            federation: self.federation_config()?,
+            federation,
             ..ServiceConfig::default()
         })
     }
@@ -221,13 +247,14 @@ impl RelayArgs {
             return Err("a federating relay serves its discovery document and links over TLS: give --tls-cert and --tls-key (or --public-url wss://… behind a TLS proxy)".into());
         }
         if let Some(u) = &self.public_url {
-            a2acp_core::discovery::check_endpoint(u)
-                .map_err(|e| format!("--public-url: {e}"))?;
+            a2acp_core::discovery::check_endpoint(u).map_err(|e| format!("--public-url: {e}"))?;
         }
         let mut routes = std::collections::BTreeMap::new();
         for (domain, endpoint) in &self.federate {
             if *domain == self.domain {
-                return Err(format!("--federate {domain}=…: that is this relay's own domain"));
+                return Err(format!(
+                    "--federate {domain}=…: that is this relay's own domain"
+                ));
             }
             if routes.insert(domain.clone(), endpoint.clone()).is_some() {
                 return Err(format!("--federate names {domain} twice"));
@@ -236,6 +263,13 @@ impl RelayArgs {
         let tls = crate::tls::ClientTls::new(self.ca.as_deref()).map_err(|e| e.to_string())?;
         let keys = crate::relay_key::load_or_create(&self.data, &self.domain)
             .map_err(|e| e.to_string())?;
+        for d in self.allow_domain.iter().chain(&self.deny_domain) {
+            if Address::new("x", d).map_or(true, |a| a.domain() != d) {
+                return Err(format!(
+                    "`{d}` is not a domain name (lower case, as in addresses)"
+                ));
+            }
+        }
         Ok(Some(Federation {
             keys,
             public_url: self.public_url.clone(),

@@ -255,7 +255,80 @@ pub fn render_metrics(s: &RelaySnapshot) -> String {
             code.as_str()
         );
     }
+    render_federation(&mut out, st);
     out
+}
+
+/// Federation's figures per remote domain (nothing when the relay does not federate).
+/// Domains are checked domain names (lower-case letters, digits, `-` and `.`): nothing to
+/// escape in a label.
+fn render_federation(out: &mut String, st: &a2acp_core::relay::RelayStats) {
+    if st.federation.is_empty() {
+        return;
+    }
+    type Figure = fn(&a2acp_core::relay::federation::DomainStats) -> i64;
+    let figures: [(&str, &str, &str, Figure); 9] = [
+        (
+            "a2acp_relay_federation_link_out",
+            "gauge",
+            "1 while this relay's link to the domain's relay is up.",
+            |d| i64::from(d.link_out),
+        ),
+        (
+            "a2acp_relay_federation_links_in",
+            "gauge",
+            "Links the domain's relay opened to this one, up.",
+            |d| d.links_in as i64,
+        ),
+        (
+            "a2acp_relay_federation_queued",
+            "gauge",
+            "Packets queued for the domain, not yet handed over.",
+            |d| d.queued as i64,
+        ),
+        (
+            "a2acp_relay_federation_forwarded_total",
+            "counter",
+            "Packets handed over to the domain's relay since start.",
+            |d| d.forwarded as i64,
+        ),
+        (
+            "a2acp_relay_federation_received_total",
+            "counter",
+            "Packets received from the domain's relay since start.",
+            |d| d.received as i64,
+        ),
+        (
+            "a2acp_relay_federation_refusals_total",
+            "counter",
+            "Pushes from the domain refused, and refusals on its links, since start.",
+            |d| (d.refused + d.link_refusals) as i64,
+        ),
+        (
+            "a2acp_relay_federation_undeliverable_total",
+            "counter",
+            "Packets for the domain expired or rejected since start (their senders told).",
+            |d| d.undeliverable as i64,
+        ),
+        (
+            "a2acp_relay_federation_lies_total",
+            "counter",
+            "Lies of the domain's relay observed since start.",
+            |d| d.lies as i64,
+        ),
+        (
+            "a2acp_relay_federation_reputation",
+            "gauge",
+            "The domain's reputation score, -100 to 100.",
+            |d| i64::from(d.reputation),
+        ),
+    ];
+    for (name, kind, help, f) in figures {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (domain, d) in &st.federation {
+            let _ = writeln!(out, "{name}{{domain=\"{domain}\"}} {}", f(d));
+        }
+    }
 }
 
 /// The Prometheus text exposition of the listener's connection counters
@@ -398,6 +471,27 @@ mod tests {
             t.contains("a2acp_relay_refusals_total{reason=\"bad_signature\"} 2"),
             "{t}"
         );
+        assert!(!t.contains("federation"), "{t}");
+        s.stats.federation.insert(
+            "b.example".into(),
+            a2acp_core::relay::federation::DomainStats {
+                link_out: true,
+                queued: 4,
+                refused: 2,
+                link_refusals: 1,
+                reputation: -5,
+                ..Default::default()
+            },
+        );
+        let t = render_metrics(&s);
+        for line in [
+            "a2acp_relay_federation_link_out{domain=\"b.example\"} 1",
+            "a2acp_relay_federation_queued{domain=\"b.example\"} 4",
+            "a2acp_relay_federation_refusals_total{domain=\"b.example\"} 3",
+            "a2acp_relay_federation_reputation{domain=\"b.example\"} -5",
+        ] {
+            assert!(t.contains(line), "{line} in {t}");
+        }
         let c = AdmissionStats {
             refused_per_ip: 3,
             upgrade_timeouts: 4,

@@ -17,12 +17,7 @@ use crate::{Relay, Runtime};
 
 /// The federation settings of a relay of `domain` whose data is in `data`: its key
 /// (created there at the first call), `routes`, trusting the CA at `ca`.
-pub fn federation(
-    data: &Path,
-    domain: &str,
-    routes: &[(&str, String)],
-    ca: &Path,
-) -> Federation {
+pub fn federation(data: &Path, domain: &str, routes: &[(&str, String)], ca: &Path) -> Federation {
     Federation {
         keys: relay_key::load_or_create(data, domain).expect("relay key"),
         public_url: None,

@@ -20,6 +20,7 @@ use a2acp_tokio::federation::TokioNet;
 use futures_util::io::{AsyncReadExt, AsyncWriteExt};
 
 #[path = "common/pki.rs"]
+#[allow(dead_code)]
 mod pki;
 use pki::pki;
 
@@ -94,10 +95,21 @@ async fn documents_found_over_tls(rt: Runtime) {
     assert!(matches!(e, FetchError::Tls { .. }), "{e}");
 
     // A route to a.example's relay for b.example: its document is a.example's.
-    let e = fetch_with(&net, &da, &p.ca, "b.example", ea.clone(), FetchLimits::default())
-        .await
-        .unwrap_err();
-    assert!(e.to_string().contains("is for `a.example`, not for `b.example`"), "{e}");
+    let e = fetch_with(
+        &net,
+        &da,
+        &p.ca,
+        "b.example",
+        ea.clone(),
+        FetchLimits::default(),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("is for `a.example`, not for `b.example`"),
+        "{e}"
+    );
 
     // After a rotation and a restart, the document's chain continues from the old key.
     let old = kb.key.public();
@@ -197,7 +209,10 @@ async fn hostile_servers_are_refused_in_bounded_time() {
     let redirect = fake_server(
         &p.cert,
         &p.key,
-        Some(b"HTTP/1.1 302 Found\r\nLocation: https://evil.example/\r\ncontent-length: 0\r\n\r\n".to_vec()),
+        Some(
+            b"HTTP/1.1 302 Found\r\nLocation: https://evil.example/\r\ncontent-length: 0\r\n\r\n"
+                .to_vec(),
+        ),
     )
     .await;
     let e = fetch_with(&TokioNet, &data, &p.ca, "b.example", redirect, limits)

@@ -307,7 +307,10 @@ mod tests {
             read(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}junk").unwrap(),
             b"{}"
         );
-        assert_eq!(read(b"HTTP/1.0 200 OK\r\n\r\n{\"a\":1}").unwrap(), b"{\"a\":1}");
+        assert_eq!(
+            read(b"HTTP/1.0 200 OK\r\n\r\n{\"a\":1}").unwrap(),
+            b"{\"a\":1}"
+        );
         assert_eq!(
             read(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n1;x=y\r\n \r\n0\r\n\r\n")
                 .unwrap(),
@@ -317,9 +320,18 @@ mod tests {
             read(b"HTTP/1.1 301 Moved\r\nLocation: https://evil/\r\n\r\n"),
             Err(FetchError::Redirect { status: 301 })
         ));
-        assert!(matches!(read(b"HTTP/1.1 404 Not Found\r\n\r\n"), Err(FetchError::Status(404))));
-        assert!(matches!(read(b"SSH-2.0-x\r\n\r\n"), Err(FetchError::BadResponse(_))));
-        assert!(matches!(read(b"HTTP/1.1 200 OK\r\n"), Err(FetchError::BadResponse(_))));
+        assert!(matches!(
+            read(b"HTTP/1.1 404 Not Found\r\n\r\n"),
+            Err(FetchError::Status(404))
+        ));
+        assert!(matches!(
+            read(b"SSH-2.0-x\r\n\r\n"),
+            Err(FetchError::BadResponse(_))
+        ));
+        assert!(matches!(
+            read(b"HTTP/1.1 200 OK\r\n"),
+            Err(FetchError::BadResponse(_))
+        ));
         assert!(matches!(
             read(b"HTTP/1.1 200 OK\r\ncontent-length: 99999999\r\n\r\n"),
             Err(FetchError::TooLarge)
@@ -354,7 +366,10 @@ mod tests {
             https_url("https://b.example").unwrap(),
             ("b.example".into(), 443, "/".into())
         );
-        assert_eq!(https_url("https://[::1]:9/x").unwrap(), ("::1".into(), 9, "/x".into()));
+        assert_eq!(
+            https_url("https://[::1]:9/x").unwrap(),
+            ("::1".into(), 9, "/x".into())
+        );
         assert!(https_url("http://b.example/").is_err());
         assert!(https_url("https://:1/").is_err());
         assert!(https_url("https://b.example:x/").is_err());

@@ -16,6 +16,7 @@ use futures_util::io::{AsyncRead, AsyncWrite};
 use crate::relay_key::RelayKeys;
 use crate::tls::ClientTls;
 
+pub mod driver;
 pub mod fetch;
 
 pub use fetch::{FetchError, FetchLimits};
