@@ -27,6 +27,8 @@ pub(crate) struct Cli {
     pub(crate) cmd: Cmd,
 }
 
+// Parsed once per process: the size of the relay's flags does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 pub(crate) enum Cmd {
     /// Run a relay: registry and offline queue in SQLite, /healthz and /metrics on the same port.

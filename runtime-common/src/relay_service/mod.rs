@@ -183,8 +183,9 @@ enum Msg {
     Connected(ConnId, flume::Sender<ConnOut>, Source),
     /// A relay link this relay dialled (federation) is open.
     Dialed(ConnId, flume::Sender<ConnOut>, String, Source),
-    /// An answer of federation's tasks (`Discovered`, `DialFailed`).
-    Input(RelayInput<'static>),
+    /// An answer of federation's tasks (`Discovered`, `DialFailed`); boxed: rare, and
+    /// larger than every other message.
+    Input(Box<RelayInput<'static>>),
     /// Frames and disconnections of one verifier's connections, in their order.
     Items(Vec<Item>),
     Snapshot(flume::Sender<RelaySnapshot>),
@@ -324,7 +325,10 @@ impl RelayHandle {
     pub async fn discovered(&self, domain: String, result: Result<RemoteRelay, DiscoveryError>) {
         let _ = self
             .tx
-            .send_async(Msg::Input(RelayInput::Discovered { domain, result }))
+            .send_async(Msg::Input(Box::new(RelayInput::Discovered {
+                domain,
+                result,
+            })))
             .await;
     }
 
@@ -354,7 +358,10 @@ impl RelayHandle {
     pub async fn dial_failed(&self, domain: String, reason: String) {
         let _ = self
             .tx
-            .send_async(Msg::Input(RelayInput::DialFailed { domain, reason }))
+            .send_async(Msg::Input(Box::new(RelayInput::DialFailed {
+                domain,
+                reason,
+            })))
             .await;
     }
 
@@ -705,7 +712,7 @@ impl Core {
                         self.collect();
                     }
                     Msg::Input(input) => {
-                        self.relay.handle(now, input);
+                        self.relay.handle(now, *input);
                         self.collect();
                     }
                     Msg::Items(items) => {
