@@ -198,6 +198,9 @@ impl Relay {
             address: address.clone(),
         });
         self.pump(&address);
+        if self.fed.is_some() {
+            self.send_notices(&address);
+        }
     }
 
     pub(super) fn issue_challenge(&mut self, now: Timestamp, conn: ConnId) {

@@ -17,10 +17,17 @@ impl Relay {
         conn: ConnId,
         parsed: &Result<ParsedFrame, FrameError>,
     ) -> bool {
-        let (rate, burst) = (
+        let (mut rate, mut burst) = (
             self.config.conn_rate_per_sec,
             self.config.conn_rate_burst.max(1),
         );
+        if let Some(f) = self.config.federation.as_ref().filter(|_| {
+            self.conns
+                .get(&conn)
+                .is_some_and(|c| matches!(c.phase, super::Phase::Link(_)))
+        }) {
+            (rate, burst) = (f.link_rate_per_sec, f.link_rate_burst.max(1));
+        }
         let cost = match parsed.as_ref().map(ParsedFrame::frame) {
             Ok(ClientFrame::Ack { .. } | ClientFrame::Pong { .. }) => CHEAP_FRAME_COST,
             _ => FRAME_COST,

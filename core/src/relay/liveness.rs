@@ -18,6 +18,8 @@ impl Relay {
             };
             let auth_expired =
                 matches!(c.phase, Phase::Unauth { auth_deadline, .. } if auth_deadline <= now);
+            let link_expired =
+                matches!(&c.phase, Phase::Link(l) if l.until().is_some_and(|u| u <= now));
             let dead = self.dead_at(c) <= now;
             if auth_expired {
                 self.refuse(
@@ -27,6 +29,8 @@ impl Relay {
                     None,
                 );
                 self.close(conn, ErrorCode::NotAuthenticated);
+            } else if link_expired {
+                self.close(conn, ErrorCode::Timeout);
             } else if dead {
                 self.close(conn, ErrorCode::Timeout);
                 self.push_event(RelayEvent::ConnectionDead { conn });
@@ -67,6 +71,7 @@ impl Relay {
         match c.phase {
             Phase::Unauth { auth_deadline, .. } => dead.min(auth_deadline),
             Phase::Authed { .. } => dead,
+            Phase::Link(ref l) => l.until().map_or(dead, |u| dead.min(u)),
         }
     }
 

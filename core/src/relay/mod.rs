@@ -160,6 +160,7 @@ use crate::rate_limit::{TokenBucket, MILLI};
 use crate::rng::DetRng;
 use crate::time::Timestamp;
 
+use self::federation::{Fed, LinkPhase};
 use self::queue::{Queues, RegRecord, StoredItem, NEXT_ID_KEY, QUEUE_PREFIX, REG_PREFIX};
 
 /// Delivery ids are reserved in blocks of this size: `meta/next_id` is persisted once per
@@ -197,6 +198,8 @@ enum Phase {
         /// Every queued packet with a lower id has been delivered on this connection.
         cursor: u64,
     },
+    /// A relay link (federation), dialed or accepted.
+    Link(LinkPhase),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -228,7 +231,7 @@ impl Conn {
     fn address(&self) -> Option<&Address> {
         match &self.phase {
             Phase::Authed { address, .. } => Some(address),
-            Phase::Unauth { .. } => None,
+            Phase::Unauth { .. } | Phase::Link(_) => None,
         }
     }
 }
@@ -271,6 +274,8 @@ pub struct Relay {
     ping_n: u64,
     out: VecDeque<RelayOutput>,
     counters: Counters,
+    /// Federation state (`None`: federation off).
+    fed: Option<Box<Fed>>,
 }
 
 impl fmt::Debug for Relay {
@@ -288,6 +293,7 @@ impl Relay {
     /// nonces.
     pub fn new(mut config: RelayConfig, seed: [u8; 32]) -> Self {
         config.domain = config.domain.to_ascii_lowercase();
+        let fed = config.federation.as_ref().map(|_| Box::new(Fed::new(seed)));
         Relay {
             config,
             rng: DetRng::from_seed(seed),
@@ -305,6 +311,7 @@ impl Relay {
             ping_n: 0,
             out: VecDeque::new(),
             counters: Counters::default(),
+            fed,
         }
     }
 
@@ -364,6 +371,8 @@ impl Relay {
             } else if key == NEXT_ID_KEY {
                 let n: u64 = serde_json::from_slice(&value).map_err(|e| bad(e.to_string()))?;
                 high_water = high_water.max(n);
+            } else if let Some(id) = relay.restore_fed_record(&key, &value)? {
+                high_water = high_water.max(id.saturating_add(1));
             }
         }
         for (key, item) in items {
@@ -374,6 +383,9 @@ impl Relay {
                 });
             }
             high_water = high_water.max(item.id.saturating_add(1));
+            if let Some(o) = &item.origin {
+                relay.restore_origin(&o.domain, o.n);
+            }
             relay.queues.insert(item);
         }
         relay.next_id = high_water;
@@ -384,8 +396,14 @@ impl Relay {
     /// Feeds one input, at time `now`. Then drain [`Relay::poll_output`] (module
     /// documentation: the contract).
     pub fn handle(&mut self, now: Timestamp, input: RelayInput<'_>) {
+        if let Some(f) = self.fed.as_mut() {
+            f.now = f.now.max(now);
+        }
         match input {
             RelayInput::Connected { conn, source } => self.on_connected(now, conn, source),
+            RelayInput::Bytes { conn, bytes } if self.is_dialed(conn) => {
+                self.on_dialed_bytes(now, conn, bytes)
+            }
             RelayInput::Bytes { conn, bytes } => {
                 let parsed = parse_frame(bytes, self.config.max_frame_bytes);
                 self.on_frame(now, conn, parsed, Verified::No);
@@ -396,11 +414,20 @@ impl Relay {
                 verified,
             } => self.on_frame(now, conn, parsed, verified),
             RelayInput::Oversized { conn, limit } => self.on_oversized(conn, limit),
-            RelayInput::Disconnected { conn } => self.remove_conn(conn),
-            RelayInput::Timeout => self.on_timeout(now),
-            RelayInput::Discovered { .. }
-            | RelayInput::Dialed { .. }
-            | RelayInput::DialFailed { .. } => {}
+            RelayInput::Disconnected { conn } => self.disconnected(now, conn),
+            RelayInput::Timeout => {
+                self.on_timeout(now);
+                if self.fed.is_some() {
+                    self.on_fed_timeout(now);
+                }
+            }
+            RelayInput::Discovered { domain, result } => self.on_discovered(now, domain, result),
+            RelayInput::Dialed {
+                domain,
+                conn,
+                source,
+            } => self.on_dialed(now, domain, conn, source),
+            RelayInput::DialFailed { domain, reason } => self.on_dial_failed(now, domain, reason),
         }
     }
 
@@ -483,6 +510,10 @@ impl Relay {
             return;
         };
         match &mut c.phase {
+            Phase::Link(l) => {
+                let l = l.clone();
+                self.process_link_frame(now, conn, l, parsed, verified);
+            }
             Phase::Unauth { .. } => {
                 let Some(ParsedFrame { frame, .. }) = self.parsed(conn, parsed) else {
                     return;
@@ -538,6 +569,10 @@ impl Relay {
                             self.refuse(conn, ErrorCode::RateLimited, "slow down".into(), None);
                             return;
                         }
+                        if self.fed.is_some() && who.domain() != self.config.domain {
+                            self.remote_lookup(now, conn, who);
+                            return;
+                        }
                         let key = self
                             .registry
                             .get(&who)
@@ -575,7 +610,11 @@ impl Relay {
     pub fn poll_timeout(&self) -> Option<Timestamp> {
         let deadline = self.deadlines.first().map(|&(t, _)| t);
         let ping = self.next_ping.filter(|_| !self.conns.is_empty());
-        match (deadline, ping) {
+        let t = match (deadline, ping) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        match (t, self.fed_timeout()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -597,7 +636,7 @@ impl Relay {
             closed_oversized: self.counters.closed_oversized,
             registrations_limited: self.counters.registrations_limited,
             registration_sources: self.sources.len(),
-            federation: BTreeMap::new(),
+            federation: self.fed_stats(),
         }
     }
 
@@ -667,6 +706,11 @@ impl Relay {
         );
         let n = self.counters.refusals.entry(code).or_insert(0);
         *n = n.saturating_add(1);
+        if let Some(Phase::Link(l)) = self.conns.get(&conn).map(|c| &c.phase) {
+            let domain = l.domain().to_string();
+            self.link_refused(conn, &domain, code, message);
+            return;
+        }
         self.push_event(RelayEvent::Refused {
             conn,
             address,
@@ -676,8 +720,28 @@ impl Relay {
     }
 
     fn close(&mut self, conn: ConnId, code: ErrorCode) {
+        let link = match self.conns.get(&conn).map(|c| &c.phase) {
+            Some(Phase::Link(l)) => Some(l.domain().to_string()),
+            _ => None,
+        };
         self.remove_conn(conn);
         self.out.push_back(RelayOutput::Close { conn, code });
+        if let Some(domain) = link {
+            let now = self.fed.as_ref().map_or(Timestamp::ZERO, |f| f.now);
+            self.link_gone(now, &domain, conn, format!("closed ({})", code.as_str()));
+        }
+    }
+
+    /// [`RelayInput::Disconnected`]: a relay link's end is federation's to handle too.
+    fn disconnected(&mut self, now: Timestamp, conn: ConnId) {
+        let link = match self.conns.get(&conn).map(|c| &c.phase) {
+            Some(Phase::Link(l)) => Some(l.domain().to_string()),
+            _ => None,
+        };
+        self.remove_conn(conn);
+        if let Some(domain) = link {
+            self.link_gone(now, &domain, conn, "connection closed".into());
+        }
     }
 
     fn remove_conn(&mut self, conn: ConnId) {

@@ -62,6 +62,18 @@ pub(crate) struct StoredItem {
     pub(crate) thread: [u8; 16],
     /// The envelope's JSON text, byte for byte as received (a JSON object).
     pub(crate) env: Box<str>,
+    /// For a packet from another domain: that domain and its push's link sequence number.
+    pub(crate) origin: Option<Origin>,
+}
+
+/// Where a packet queued for a local recipient came from, when another domain's relay
+/// pushed it (federation: what makes a retry of that push recognisable after a restart).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Origin {
+    /// The remote domain.
+    pub(crate) domain: String,
+    /// The push's link sequence number.
+    pub(crate) n: u64,
 }
 
 /// The persisted record, as read back (`env` borrowed from the record's bytes).
@@ -69,19 +81,33 @@ pub(crate) struct StoredItem {
 struct RecordIn<'a> {
     id: u64,
     accepted_at: Timestamp,
+    #[serde(default)]
+    origin: Option<Origin>,
     #[serde(borrow)]
     env: &'a RawValue,
 }
 
 impl StoredItem {
-    /// The persisted record: `{"id":<id>,"accepted_at":<ms>,"env":<env>}`.
+    /// The persisted record: `{"id":<id>,"accepted_at":<ms>,"env":<env>}`, with
+    /// `"origin":{"domain":..,"n":..}` before `env` for a packet from another domain.
     pub(crate) fn record(&self) -> Vec<u8> {
+        let origin = self
+            .origin
+            .as_ref()
+            .map(|o| {
+                format!(
+                    ",\"origin\":{}",
+                    serde_json::to_string(o).unwrap_or_default()
+                )
+            })
+            .unwrap_or_default();
         splice(
             &[
                 "{\"id\":",
                 &self.id.to_string(),
                 ",\"accepted_at\":",
                 &self.accepted_at.as_millis().to_string(),
+                &origin,
                 ",\"env\":",
             ],
             &self.env,
@@ -112,6 +138,7 @@ impl StoredItem {
             to: env.to.clone(),
             thread: env.thread,
             env: rec.env.get().into(),
+            origin: rec.origin,
         };
         Ok((item, env))
     }

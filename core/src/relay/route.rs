@@ -1,7 +1,7 @@
 //! Routing and the queue: `send`, `ack` and deliveries (module documentation of
 //! [`super`]).
 
-use super::queue::{queue_key, StoredItem, NEXT_ID_KEY};
+use super::queue::{queue_key, Origin, StoredItem, NEXT_ID_KEY};
 use super::{ConnId, Phase, Relay, RelayEvent, RelayOutput, Verified, CHEAP_FRAME_COST, ID_BLOCK};
 use crate::address::Address;
 use crate::crypto;
@@ -59,6 +59,10 @@ impl Relay {
             );
             return;
         }
+        if self.fed.is_some() && env.to.domain() != self.config.domain {
+            self.route_remote(now, conn, from, seq, (env, env_json));
+            return;
+        }
         if env.to.domain() != self.config.domain || !self.registry.contains_key(&env.to) {
             self.refuse(
                 conn,
@@ -94,8 +98,7 @@ impl Relay {
             );
             return;
         }
-        let id = self.next_id;
-        let Some(next) = id.checked_add(1) else {
+        let Some(id) = self.take_delivery_id() else {
             self.refuse(
                 conn,
                 ErrorCode::QueueFull,
@@ -104,28 +107,8 @@ impl Relay {
             );
             return;
         };
-        if id >= self.id_reserved {
-            self.id_reserved = id.saturating_add(ID_BLOCK);
-            let reserved = self.id_reserved;
-            self.persist_put(NEXT_ID_KEY.to_string(), &reserved);
-        }
-        self.next_id = next;
         let to = env.to.clone();
-        let env_json =
-            env_json.unwrap_or_else(|| serde_json::to_string(&env).unwrap_or_default().into());
-        let item = StoredItem {
-            id,
-            accepted_at: now,
-            to: to.clone(),
-            thread: env.thread,
-            env: env_json,
-        };
-        self.out.push_back(RelayOutput::Persist(PersistOp::Put {
-            key: queue_key(&to, id),
-            value: item.record(),
-        }));
-        self.queues.insert(item);
-        self.counters.routed = self.counters.routed.saturating_add(1);
+        self.queue_local(now, id, None, &env, env_json);
         self.send(conn, &RelayFrame::Accepted { seq, id });
         self.push_event(RelayEvent::Routed {
             from,
@@ -135,8 +118,54 @@ impl Relay {
         self.pump(&to);
     }
 
+    /// The next delivery id (persisting the next block's reservation when one starts), or
+    /// `None` when ids are exhausted.
+    pub(super) fn take_delivery_id(&mut self) -> Option<u64> {
+        let id = self.next_id;
+        let next = id.checked_add(1)?;
+        if id >= self.id_reserved {
+            self.id_reserved = id.saturating_add(ID_BLOCK);
+            let reserved = self.id_reserved;
+            self.persist_put(NEXT_ID_KEY.to_string(), &reserved);
+        }
+        self.next_id = next;
+        Some(id)
+    }
+
+    /// Queues a packet for its local recipient as delivery `id`: the record, then the
+    /// queue; counted as routed. The caller answers the sender and pumps.
+    pub(super) fn queue_local(
+        &mut self,
+        now: Timestamp,
+        id: u64,
+        origin: Option<Origin>,
+        env: &Envelope,
+        env_json: Option<Box<str>>,
+    ) {
+        let to = env.to.clone();
+        let env_json =
+            env_json.unwrap_or_else(|| serde_json::to_string(env).unwrap_or_default().into());
+        let item = StoredItem {
+            id,
+            accepted_at: now,
+            to: to.clone(),
+            thread: env.thread,
+            env: env_json,
+            origin,
+        };
+        self.out.push_back(RelayOutput::Persist(PersistOp::Put {
+            key: queue_key(&to, id),
+            value: item.record(),
+        }));
+        self.queues.insert(item);
+        self.counters.routed = self.counters.routed.saturating_add(1);
+    }
+
     pub(super) fn on_ack(&mut self, conn: ConnId, address: &Address, id: u64) {
         if self.queues.remove(address, id).is_none() {
+            if self.ack_notice(address, id) {
+                return;
+            }
             self.push_event(RelayEvent::AckIgnored { conn, id });
             return;
         }

@@ -32,8 +32,22 @@
 //!   [`super::RelayEvent::Federation`] events.
 
 mod config;
+mod dispatch;
 mod events;
+mod inbound;
 mod link;
+mod lookup;
+mod outbound;
+mod records;
+mod reputation;
+mod state;
+
+#[cfg(test)]
+mod net;
+#[cfg(test)]
+mod tests;
+
+pub(super) use state::{Fed, LinkPhase};
 
 pub use config::{DiscoveryError, FederationConfig, RemoteRelay};
 pub use events::{DomainStats, FederationEvent, LinkSide};

@@ -1,0 +1,279 @@
+//! The inbound side: pushes from a linked relay checked, deduplicated by link sequence
+//! number, pinned and queued for local recipients (docs/protocol.md "The federation link"
+//! §4, §5).
+
+use super::records::{in_key, pin_key, InRecord, PinRecord};
+use super::reputation::Observation;
+use super::state::Sender;
+use super::FederationEvent;
+use crate::address::Address;
+use crate::crypto;
+use crate::crypto::envelope::Envelope;
+use crate::link::{ErrorCode, RelayFrame};
+use crate::rate_limit::TokenBucket;
+use crate::time::Timestamp;
+
+use super::super::queue::Origin;
+use super::super::{ConnId, Relay, Verified};
+
+/// What became of a push.
+enum Decision {
+    /// Queued for its recipient.
+    Accepted,
+    /// Not now (the same `n` is retried).
+    Deferred(ErrorCode, String),
+    /// Never.
+    Rejected(ErrorCode, String),
+}
+
+impl Relay {
+    /// `push {n, low, env}` on a link accepted from `domain`.
+    #[allow(clippy::too_many_arguments)]
+    pub(in crate::relay) fn on_push(
+        &mut self,
+        now: Timestamp,
+        conn: ConnId,
+        domain: &str,
+        (n, low): (u64, u64),
+        (env, env_json): (Envelope, Option<Box<str>>),
+        verified: Verified,
+    ) {
+        let Some((cfg, f)) = self.config.federation.as_ref().zip(self.fed.as_mut()) else {
+            return;
+        };
+        let (drate, dburst) = (cfg.domain_rate_per_sec, cfg.domain_rate_burst.max(1));
+        let r = f.remote(domain);
+        // What the dialer settled is forgotten.
+        let before = r.deferred.len();
+        r.deferred.retain(|&d| d >= low);
+        let mut dirty = r.deferred.len() != before;
+        let drate = r.score.scale(now, drate);
+        let paid = r
+            .bucket
+            .get_or_insert_with(|| TokenBucket::full(now, dburst))
+            .try_take(now, drate, dburst);
+        if !paid {
+            if dirty {
+                self.persist_in(domain);
+            }
+            self.send(
+                conn,
+                &RelayFrame::Deferred {
+                    n,
+                    code: ErrorCode::RateLimited,
+                    message: format!("too many packets from {domain}: slow down"),
+                },
+            );
+            return;
+        }
+        let decided = n <= r.hw && !r.deferred.contains(&n);
+        if decided {
+            if dirty {
+                self.persist_in(domain);
+            }
+            self.send(conn, &RelayFrame::Pushed { n });
+            self.fed_event(FederationEvent::Duplicate {
+                domain: domain.to_string(),
+                n,
+            });
+            return;
+        }
+        let from = env.from.clone();
+        let decision = self.decide_push(now, domain, n, (env, env_json), verified);
+        let Some(f) = self.fed.as_mut() else {
+            return;
+        };
+        let max_deferred = self
+            .config
+            .federation
+            .as_ref()
+            .map_or(0, |c| usize::try_from(c.max_deferred).unwrap_or(usize::MAX));
+        let r = f.remote(domain);
+        let decision = match decision {
+            Decision::Deferred(..) if !r.deferred.contains(&n) && r.deferred.len() >= max_deferred => {
+                Decision::Rejected(
+                    ErrorCode::QueueFull,
+                    format!("too many packets from {domain} waiting: refused"),
+                )
+            }
+            d => d,
+        };
+        if n > r.hw {
+            r.hw = n;
+            dirty = true;
+        }
+        match &decision {
+            Decision::Deferred(..) => dirty |= r.deferred.insert(n),
+            Decision::Accepted | Decision::Rejected(..) => dirty |= r.deferred.remove(&n),
+        }
+        if !matches!(decision, Decision::Accepted) {
+            r.counts.refused = r.counts.refused.saturating_add(1);
+        }
+        if dirty {
+            self.persist_in(domain);
+        }
+        match decision {
+            Decision::Accepted => self.send(conn, &RelayFrame::Pushed { n }),
+            Decision::Deferred(code, message) => {
+                self.send(conn, &RelayFrame::Deferred { n, code, message });
+                self.fed_event(FederationEvent::PushRefused {
+                    domain: domain.to_string(),
+                    from,
+                    code,
+                    final_: false,
+                });
+            }
+            Decision::Rejected(code, message) => {
+                self.send(conn, &RelayFrame::Rejected { n, code, message });
+                self.fed_event(FederationEvent::PushRefused {
+                    domain: domain.to_string(),
+                    from,
+                    code,
+                    final_: true,
+                });
+            }
+        }
+    }
+
+    /// Persists `fed/in/<domain>`.
+    fn persist_in(&mut self, domain: &str) {
+        let Some(r) = self.fed.as_ref().and_then(|f| f.remotes.get(domain)) else {
+            return;
+        };
+        let rec = InRecord {
+            hw: r.hw,
+            deferred: r.deferred.iter().copied().collect(),
+        };
+        self.persist_put(in_key(domain), &rec);
+    }
+
+    /// The checks of a push not decided before, in order (docs/protocol.md "The federation
+    /// link" §4.2); an accepted one is queued (its record persisted).
+    fn decide_push(
+        &mut self,
+        now: Timestamp,
+        domain: &str,
+        n: u64,
+        (env, env_json): (Envelope, Option<Box<str>>),
+        verified: Verified,
+    ) -> Decision {
+        let from = env.from.clone();
+        if from.domain() != domain {
+            self.fed_lie(now, domain, format!("a packet from {from}, not on its domain"));
+            return Decision::Rejected(ErrorCode::WrongSender, "sender is not on the linking relay's domain".into());
+        }
+        if env.v != crypto::ENVELOPE_VERSION {
+            self.fed_observe_domain(now, domain, Observation::Malformed);
+            return Decision::Rejected(ErrorCode::Malformed, format!("unsupported envelope version {}", env.v));
+        }
+        let pinned = self.fed.as_ref().and_then(|f| f.pins.get(&from)).copied();
+        if pinned.is_some_and(|k| k != env.from_key) {
+            self.fed_lie(now, domain, format!("a changed key for {from}"));
+            return Decision::Rejected(ErrorCode::WrongSender, format!("not the key pinned for {from}"));
+        }
+        let sig_ok = verified == Verified::EnvelopeSignature
+            || crypto::PublicKey::from_bytes(&env.from_key)
+                .is_ok_and(|k| crypto::verify_envelope(&env, &k).is_ok());
+        if !sig_ok {
+            self.fed_lie(now, domain, format!("a bad signature from {from}"));
+            return Decision::Rejected(ErrorCode::BadSignature, "envelope signature does not verify".into());
+        }
+        let Some((cfg, f)) = self.config.federation.as_ref().zip(self.fed.as_mut()) else {
+            return Decision::Rejected(ErrorCode::DomainRefused, "federation is off".into());
+        };
+        let (srate, sburst) = (cfg.sender_rate_per_sec, cfg.sender_rate_burst.max(1));
+        let s = f.senders.entry(from.clone()).or_insert_with(|| Sender {
+            bucket: TokenBucket::full(now, sburst),
+            score: Default::default(),
+        });
+        if s.score.refused(now) {
+            return Decision::Rejected(ErrorCode::RateLimited, format!("{from} is refused for its reputation"));
+        }
+        let rate = s.score.scale(now, srate);
+        if !s.bucket.try_take(now, rate, sburst) {
+            s.score.observe(now, Observation::Spam);
+            return Decision::Deferred(ErrorCode::RateLimited, format!("{from} sends too fast"));
+        }
+        let to = env.to.clone();
+        if to.domain() != self.config.domain || !self.registry.contains_key(&to) {
+            s.score.observe(now, Observation::Unknown);
+            return Decision::Rejected(ErrorCode::UnknownRecipient, format!("{to} is not registered here"));
+        }
+        if self.queues.thread_len(&to, &env.thread) >= self.config.queue_per_thread {
+            self.counters.overflows = self.counters.overflows.saturating_add(1);
+            return Decision::Deferred(ErrorCode::Overflow, format!("the queue of {to} for this thread is full"));
+        }
+        let per_recipient = usize::try_from(self.config.queue_per_recipient).unwrap_or(usize::MAX);
+        if self.queues.len_for(&to) >= per_recipient {
+            return Decision::Deferred(ErrorCode::QueueFull, format!("the queue of {to} is full"));
+        }
+        let Some(id) = self.take_delivery_id() else {
+            return Decision::Deferred(ErrorCode::QueueFull, "delivery ids exhausted".into());
+        };
+        if let Some(f) = self.fed.as_mut() {
+            if let Some(s) = f.senders.get_mut(&from) {
+                s.score.observe(now, Observation::WellFormed);
+            }
+            let r = f.remote(domain);
+            r.score.observe(now, Observation::WellFormed);
+            r.counts.received = r.counts.received.saturating_add(1);
+        }
+        if pinned.is_none() {
+            self.pin(&from, env.from_key);
+        }
+        let origin = Origin {
+            domain: domain.to_string(),
+            n,
+        };
+        self.queue_local(now, id, Some(origin), &env, env_json);
+        self.pump(&to);
+        self.fed_event(FederationEvent::Received {
+            domain: domain.to_string(),
+            from,
+            to,
+            id,
+        });
+        Decision::Accepted
+    }
+
+    /// Pins `address`'s key (persisted), as its domain's relay vouched for it.
+    pub(super) fn pin(&mut self, address: &Address, key: [u8; 32]) {
+        let Some(f) = self.fed.as_mut() else {
+            return;
+        };
+        if f.pins.insert(address.clone(), key) == Some(key) {
+            return;
+        }
+        let rec = PinRecord {
+            address: address.clone(),
+            key,
+        };
+        self.persist_put(pin_key(address), &rec);
+        self.fed_event(FederationEvent::Pinned {
+            address: address.clone(),
+        });
+    }
+
+    /// `lookup` on a link accepted from `domain`: the key registered here, if any.
+    pub(in crate::relay) fn on_link_lookup(&mut self, now: Timestamp, conn: ConnId, domain: &str, who: Address) {
+        let Some((cfg, f)) = self.config.federation.as_ref().zip(self.fed.as_mut()) else {
+            return;
+        };
+        let (rate, burst) = (cfg.domain_rate_per_sec, cfg.domain_rate_burst.max(1));
+        let r = f.remote(domain);
+        let paid = r
+            .bucket
+            .get_or_insert_with(|| TokenBucket::full(now, burst))
+            .try_take(now, rate, burst);
+        if !paid {
+            self.refuse(conn, ErrorCode::RateLimited, "slow down".into(), None);
+            return;
+        }
+        let key = self
+            .registry
+            .get(&who)
+            .filter(|_| who.domain() == self.config.domain)
+            .map(|r| r.key_bytes);
+        self.send(conn, &RelayFrame::Key { address: who, key });
+    }
+}
