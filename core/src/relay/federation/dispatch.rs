@@ -44,7 +44,10 @@ impl Relay {
             .get_mut(&conn)
             .is_some_and(|c| c.budget.try_take(now, rate, burst));
         let frame = if bytes.len() > max {
-            Err(format!("frame of {} bytes exceeds the limit of {max}", bytes.len()))
+            Err(format!(
+                "frame of {} bytes exceeds the limit of {max}",
+                bytes.len()
+            ))
         } else {
             RelayFrame::from_bytes(bytes).map_err(|e| e.to_string())
         };
@@ -67,14 +70,20 @@ impl Relay {
         match (phase, frame) {
             (_, RelayFrame::Ping { n }) => {
                 let bytes = ClientFrame::Pong { n }.to_bytes();
-                self.out.push_back(super::super::RelayOutput::Send { conn, bytes });
+                self.out
+                    .push_back(super::super::RelayOutput::Send { conn, bytes });
             }
             (_, RelayFrame::Pong { .. }) => {}
-            (LinkPhase::Dialing { nonce: None, .. }, RelayFrame::Challenge { nonce, domain: d, .. }) => {
-                self.on_link_challenge(now, conn, &domain, nonce, &d)
-            }
             (
-                LinkPhase::Dialing { nonce: Some(mine), .. },
+                LinkPhase::Dialing { nonce: None, .. },
+                RelayFrame::Challenge {
+                    nonce, domain: d, ..
+                },
+            ) => self.on_link_challenge(now, conn, &domain, nonce, &d),
+            (
+                LinkPhase::Dialing {
+                    nonce: Some(mine), ..
+                },
                 RelayFrame::LinkOk {
                     domain: d,
                     key,
@@ -114,7 +123,13 @@ impl Relay {
                     .and_then(|v| v.get("t").and_then(|t| t.as_str().map(str::to_string)))
                     .unwrap_or_default();
                 self.fed_observe_domain(now, &domain, Observation::Malformed);
-                self.link_refusal(now, conn, &domain, ErrorCode::Malformed, format!("unexpected `{t}` on the link"));
+                self.link_refusal(
+                    now,
+                    conn,
+                    &domain,
+                    ErrorCode::Malformed,
+                    format!("unexpected `{t}` on the link"),
+                );
                 if let Some(c) = self.conns.get_mut(&conn) {
                     c.strikes = c.strikes.saturating_add(1);
                 }
@@ -170,7 +185,13 @@ impl Relay {
 
     /// A refusal sent on an accepted link ([`Relay::refuse`]): counted, logged at a bounded
     /// rate instead of [`super::super::RelayEvent::Refused`].
-    pub(in crate::relay) fn link_refused(&mut self, conn: ConnId, domain: &str, code: ErrorCode, message: String) {
+    pub(in crate::relay) fn link_refused(
+        &mut self,
+        conn: ConnId,
+        domain: &str,
+        code: ErrorCode,
+        message: String,
+    ) {
         let now = self.fed.as_ref().map_or(Timestamp::ZERO, |f| f.now);
         if let Some(f) = self.fed.as_mut() {
             let r = f.remote(domain);
@@ -190,7 +211,14 @@ impl Relay {
 
     /// A refusal on a dialed link: counted, logged at a bounded rate (nothing is sent
     /// back: the other relay would only refuse an `error` frame in turn).
-    fn link_refusal(&mut self, now: Timestamp, conn: ConnId, domain: &str, code: ErrorCode, message: String) {
+    fn link_refusal(
+        &mut self,
+        now: Timestamp,
+        conn: ConnId,
+        domain: &str,
+        code: ErrorCode,
+        message: String,
+    ) {
         if let Some(f) = self.fed.as_mut() {
             let r = f.remote(domain);
             r.counts.link_refusals = r.counts.link_refusals.saturating_add(1);
@@ -215,7 +243,10 @@ impl Relay {
 
     /// Takes a dialed link's strikes from its allowance; closes it when exhausted.
     fn settle_link_strikes(&mut self, now: Timestamp, conn: ConnId, domain: &str) {
-        let (rate, burst) = (self.config.refusals_per_sec, self.config.refusal_burst.max(1));
+        let (rate, burst) = (
+            self.config.refusals_per_sec,
+            self.config.refusal_burst.max(1),
+        );
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };

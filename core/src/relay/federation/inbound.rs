@@ -90,7 +90,9 @@ impl Relay {
             .map_or(0, |c| usize::try_from(c.max_deferred).unwrap_or(usize::MAX));
         let r = f.remote(domain);
         let decision = match decision {
-            Decision::Deferred(..) if !r.deferred.contains(&n) && r.deferred.len() >= max_deferred => {
+            Decision::Deferred(..)
+                if !r.deferred.contains(&n) && r.deferred.len() >= max_deferred =>
+            {
                 Decision::Rejected(
                     ErrorCode::QueueFull,
                     format!("too many packets from {domain} waiting: refused"),
@@ -159,24 +161,40 @@ impl Relay {
     ) -> Decision {
         let from = env.from.clone();
         if from.domain() != domain {
-            self.fed_lie(now, domain, format!("a packet from {from}, not on its domain"));
-            return Decision::Rejected(ErrorCode::WrongSender, "sender is not on the linking relay's domain".into());
+            self.fed_lie(
+                now,
+                domain,
+                format!("a packet from {from}, not on its domain"),
+            );
+            return Decision::Rejected(
+                ErrorCode::WrongSender,
+                "sender is not on the linking relay's domain".into(),
+            );
         }
         if env.v != crypto::ENVELOPE_VERSION {
             self.fed_observe_domain(now, domain, Observation::Malformed);
-            return Decision::Rejected(ErrorCode::Malformed, format!("unsupported envelope version {}", env.v));
+            return Decision::Rejected(
+                ErrorCode::Malformed,
+                format!("unsupported envelope version {}", env.v),
+            );
         }
         let pinned = self.fed.as_ref().and_then(|f| f.pins.get(&from)).copied();
         if pinned.is_some_and(|k| k != env.from_key) {
             self.fed_lie(now, domain, format!("a changed key for {from}"));
-            return Decision::Rejected(ErrorCode::WrongSender, format!("not the key pinned for {from}"));
+            return Decision::Rejected(
+                ErrorCode::WrongSender,
+                format!("not the key pinned for {from}"),
+            );
         }
         let sig_ok = verified == Verified::EnvelopeSignature
             || crypto::PublicKey::from_bytes(&env.from_key)
                 .is_ok_and(|k| crypto::verify_envelope(&env, &k).is_ok());
         if !sig_ok {
             self.fed_lie(now, domain, format!("a bad signature from {from}"));
-            return Decision::Rejected(ErrorCode::BadSignature, "envelope signature does not verify".into());
+            return Decision::Rejected(
+                ErrorCode::BadSignature,
+                "envelope signature does not verify".into(),
+            );
         }
         let Some((cfg, f)) = self.config.federation.as_ref().zip(self.fed.as_mut()) else {
             return Decision::Rejected(ErrorCode::DomainRefused, "federation is off".into());
@@ -187,7 +205,10 @@ impl Relay {
             score: Default::default(),
         });
         if s.score.refused(now) {
-            return Decision::Rejected(ErrorCode::RateLimited, format!("{from} is refused for its reputation"));
+            return Decision::Rejected(
+                ErrorCode::RateLimited,
+                format!("{from} is refused for its reputation"),
+            );
         }
         let rate = s.score.scale(now, srate);
         if !s.bucket.try_take(now, rate, sburst) {
@@ -197,11 +218,17 @@ impl Relay {
         let to = env.to.clone();
         if to.domain() != self.config.domain || !self.registry.contains_key(&to) {
             s.score.observe(now, Observation::Unknown);
-            return Decision::Rejected(ErrorCode::UnknownRecipient, format!("{to} is not registered here"));
+            return Decision::Rejected(
+                ErrorCode::UnknownRecipient,
+                format!("{to} is not registered here"),
+            );
         }
         if self.queues.thread_len(&to, &env.thread) >= self.config.queue_per_thread {
             self.counters.overflows = self.counters.overflows.saturating_add(1);
-            return Decision::Deferred(ErrorCode::Overflow, format!("the queue of {to} for this thread is full"));
+            return Decision::Deferred(
+                ErrorCode::Overflow,
+                format!("the queue of {to} for this thread is full"),
+            );
         }
         let per_recipient = usize::try_from(self.config.queue_per_recipient).unwrap_or(usize::MAX);
         if self.queues.len_for(&to) >= per_recipient {
@@ -255,7 +282,13 @@ impl Relay {
     }
 
     /// `lookup` on a link accepted from `domain`: the key registered here, if any.
-    pub(in crate::relay) fn on_link_lookup(&mut self, now: Timestamp, conn: ConnId, domain: &str, who: Address) {
+    pub(in crate::relay) fn on_link_lookup(
+        &mut self,
+        now: Timestamp,
+        conn: ConnId,
+        domain: &str,
+        who: Address,
+    ) {
         let Some((cfg, f)) = self.config.federation.as_ref().zip(self.fed.as_mut()) else {
             return;
         };

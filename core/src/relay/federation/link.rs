@@ -622,12 +622,7 @@ impl Relay {
 
     /// Records a link-level observation of `domain`; at the refusal score its accepted
     /// links are closed.
-    pub(super) fn fed_observe_domain(
-        &mut self,
-        now: Timestamp,
-        domain: &str,
-        o: Observation,
-    ) {
+    pub(super) fn fed_observe_domain(&mut self, now: Timestamp, domain: &str, o: Observation) {
         let Some(f) = self.fed.as_mut() else {
             return;
         };

@@ -18,24 +18,47 @@ impl Relay {
         };
         let max = usize::try_from(cfg.max_pending_lookups).unwrap_or(usize::MAX);
         if !cfg.allows(&domain) {
-            self.send(conn, &RelayFrame::Key { address: who, key: None });
+            self.send(
+                conn,
+                &RelayFrame::Key {
+                    address: who,
+                    key: None,
+                },
+            );
             return;
         }
         let Some(f) = self.fed.as_mut() else {
             return;
         };
         if let Some(&key) = f.pins.get(&who) {
-            self.send(conn, &RelayFrame::Key { address: who, key: Some(key) });
+            self.send(
+                conn,
+                &RelayFrame::Key {
+                    address: who,
+                    key: Some(key),
+                },
+            );
             return;
         }
         let r = f.remote(&domain);
         if matches!(&r.discovery, super::state::Discovery::Failed { until, .. } if *until > now) {
-            self.send(conn, &RelayFrame::Key { address: who, key: None });
+            self.send(
+                conn,
+                &RelayFrame::Key {
+                    address: who,
+                    key: None,
+                },
+            );
             return;
         }
         let waiting: usize = r.lookups.values().map(Vec::len).sum();
         if waiting >= max {
-            self.refuse(conn, ErrorCode::RateLimited, format!("too many lookups waiting for {domain}"), None);
+            self.refuse(
+                conn,
+                ErrorCode::RateLimited,
+                format!("too many lookups waiting for {domain}"),
+                None,
+            );
             return;
         }
         r.lookups.entry(who).or_default().push((conn, now));
@@ -70,13 +93,27 @@ impl Relay {
 
     /// `key` on a link this relay dialed: the answer of its domain's relay, which is
     /// authoritative for it (pinned).
-    pub(super) fn on_link_key(&mut self, now: Timestamp, domain: &str, address: Address, key: Option<[u8; 32]>) {
+    pub(super) fn on_link_key(
+        &mut self,
+        now: Timestamp,
+        domain: &str,
+        address: Address,
+        key: Option<[u8; 32]>,
+    ) {
         if address.domain() != domain {
-            self.fed_lie(now, domain, format!("a key for {address}, not on its domain"));
+            self.fed_lie(
+                now,
+                domain,
+                format!("a key for {address}, not on its domain"),
+            );
             return;
         }
         if let Some(k) = key {
-            let pinned = self.fed.as_ref().and_then(|f| f.pins.get(&address)).copied();
+            let pinned = self
+                .fed
+                .as_ref()
+                .and_then(|f| f.pins.get(&address))
+                .copied();
             if pinned.is_some_and(|p| p != k) {
                 self.fed_lie(now, domain, format!("a changed key for {address}"));
                 return;
@@ -91,14 +128,25 @@ impl Relay {
         let waiting = r.lookups.remove(&address).unwrap_or_default();
         for (conn, _) in waiting {
             if self.conns.contains_key(&conn) {
-                self.send(conn, &RelayFrame::Key { address: address.clone(), key });
+                self.send(
+                    conn,
+                    &RelayFrame::Key {
+                        address: address.clone(),
+                        key,
+                    },
+                );
             }
         }
     }
 
     /// Answers every lookup waiting for `domain` (`before`: only those waiting since
     /// before it) without a key: its relay cannot be reached.
-    pub(super) fn answer_lookups(&mut self, _now: Timestamp, domain: &str, before: Option<Timestamp>) {
+    pub(super) fn answer_lookups(
+        &mut self,
+        _now: Timestamp,
+        domain: &str,
+        before: Option<Timestamp>,
+    ) {
         let Some(f) = self.fed.as_mut() else {
             return;
         };

@@ -159,11 +159,9 @@ impl Net {
                 },
                 Msg::Discovered(d) => RelayInput::Discovered {
                     domain: d.clone(),
-                    result: self
-                        .directory
-                        .get(d)
-                        .cloned()
-                        .unwrap_or_else(|| Err(DiscoveryError::NoRelay(format!("no relay for {d}")))),
+                    result: self.directory.get(d).cloned().unwrap_or_else(|| {
+                        Err(DiscoveryError::NoRelay(format!("no relay for {d}")))
+                    }),
                 },
                 Msg::Disconnected(c) => RelayInput::Disconnected { conn: ConnId(*c) },
             };
@@ -243,7 +241,11 @@ impl Net {
                 .min(self.now.add(step))
                 .min(end)
                 .max(self.now);
-            self.now = if next == self.now { self.now.add(Duration::from_millis(1)) } else { next };
+            self.now = if next == self.now {
+                self.now.add(Duration::from_millis(1))
+            } else {
+                next
+            };
             for i in 0..self.nodes.len() {
                 let due = self.nodes[i].relay.as_ref().and_then(|r| r.poll_timeout());
                 if due.is_some_and(|t| t <= self.now) {
@@ -282,8 +284,7 @@ impl Net {
         n.restarts += 1;
         let records = n.store.clone();
         n.relay = Some(
-            Relay::restore(n.config.clone(), [0x40 + n.restarts; 32], records)
-                .expect("restore"),
+            Relay::restore(n.config.clone(), [0x40 + n.restarts; 32], records).expect("restore"),
         );
     }
 
@@ -297,7 +298,14 @@ impl Net {
         let address = addr(user, i);
         let key = id.public().to_bytes();
         let ts = self.now.as_millis();
-        let msg = challenge_signed_bytes(REGISTER_LABEL, &nonce, &domain_of(i), ts, &address, Some(&key));
+        let msg = challenge_signed_bytes(
+            REGISTER_LABEL,
+            &nonce,
+            &domain_of(i),
+            ts,
+            &address,
+            Some(&key),
+        );
         let f = ClientFrame::Register {
             address: address.clone(),
             key,

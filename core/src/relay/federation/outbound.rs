@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::records::{out_key, out_next_key, notice_key, OutRecord};
+use super::records::{notice_key, out_key, out_next_key, OutRecord};
 use super::state::{HeldSend, Notice, OutItem, OutLink};
 use super::FederationEvent;
 use crate::address::Address;
@@ -149,7 +149,12 @@ impl Relay {
             return;
         }
         let Some(id) = self.take_delivery_id() else {
-            self.refuse(conn, ErrorCode::QueueFull, "delivery ids exhausted".into(), Some(seq));
+            self.refuse(
+                conn,
+                ErrorCode::QueueFull,
+                "delivery ids exhausted".into(),
+                Some(seq),
+            );
             return;
         };
         let Some(f) = self.fed.as_mut() else {
@@ -201,7 +206,9 @@ impl Relay {
     /// Pushes what is queued for `domain` and not in flight or waiting for its retry, in
     /// link sequence order, up to `max_in_flight`; dials first when there is no link.
     pub(in crate::relay) fn fed_pump(&mut self, now: Timestamp, domain: &str) {
-        let max = usize::try_from(self.config.max_in_flight).unwrap_or(usize::MAX).max(1);
+        let max = usize::try_from(self.config.max_in_flight)
+            .unwrap_or(usize::MAX)
+            .max(1);
         let Some(f) = self.fed.as_mut() else {
             return;
         };
@@ -281,7 +288,14 @@ impl Relay {
     }
 
     /// `rejected {n}`: dropped; its sender is told.
-    pub(super) fn on_rejected(&mut self, now: Timestamp, domain: &str, n: u64, code: ErrorCode, message: String) {
+    pub(super) fn on_rejected(
+        &mut self,
+        now: Timestamp,
+        domain: &str,
+        n: u64,
+        code: ErrorCode,
+        message: String,
+    ) {
         if let Some(item) = self.take_out(domain, n) {
             self.undeliverable(now, domain, item, code, message);
         }
@@ -340,7 +354,14 @@ impl Relay {
 
     /// Tells a packet's sender it was not delivered: a durable notice, sent now if the
     /// sender is online and again on each authentication until acknowledged.
-    fn undeliverable(&mut self, _now: Timestamp, domain: &str, item: OutItem, code: ErrorCode, message: String) {
+    fn undeliverable(
+        &mut self,
+        _now: Timestamp,
+        domain: &str,
+        item: OutItem,
+        code: ErrorCode,
+        message: String,
+    ) {
         let cap = usize::try_from(self.config.queue_per_recipient).unwrap_or(usize::MAX);
         if let Some(r) = self.fed.as_mut().map(|f| f.remote(domain)) {
             r.counts.undeliverable = r.counts.undeliverable.saturating_add(1);

@@ -121,8 +121,11 @@ impl Relay {
             return Ok(None);
         };
         if let Some(rest) = key.strip_prefix(OUT_PREFIX) {
-            let (domain, n) = rest.rsplit_once('/').ok_or_else(|| bad("key lacks a number".into()))?;
-            let rec: OutRecordIn<'_> = serde_json::from_slice(value).map_err(|e| bad(e.to_string()))?;
+            let (domain, n) = rest
+                .rsplit_once('/')
+                .ok_or_else(|| bad("key lacks a number".into()))?;
+            let rec: OutRecordIn<'_> =
+                serde_json::from_slice(value).map_err(|e| bad(e.to_string()))?;
             let env: crate::crypto::envelope::Envelope =
                 serde_json::from_str(rec.env.get()).map_err(|e| bad(e.to_string()))?;
             if format!("{:020}", rec.n) != n || env.to.domain() != domain {
@@ -140,7 +143,10 @@ impl Relay {
                 attempts: 0,
                 retry_at: None,
             };
-            let t = r.out_threads.entry((item.to.clone(), item.thread)).or_insert(0);
+            let t = r
+                .out_threads
+                .entry((item.to.clone(), item.thread))
+                .or_insert(0);
             *t = t.saturating_add(1);
             r.next_n = r.next_n.max(rec.n.saturating_add(1));
             r.n_reserved = r.n_reserved.max(r.next_n);
@@ -170,7 +176,9 @@ impl Relay {
             return Ok(Some(0));
         }
         if let Some(rest) = key.strip_prefix(NOTICE_PREFIX) {
-            let (addr, _) = rest.rsplit_once('/').ok_or_else(|| bad("key lacks an id".into()))?;
+            let (addr, _) = rest
+                .rsplit_once('/')
+                .ok_or_else(|| bad("key lacks an id".into()))?;
             let n: Notice = serde_json::from_slice(value).map_err(|e| bad(e.to_string()))?;
             let address = Address::parse(addr).map_err(|e| bad(e.to_string()))?;
             let id = n.id;

@@ -86,7 +86,10 @@ pub(super) enum Discovery {
         known: Option<RemoteRelay>,
     },
     /// Answered (fresh until `until`; used after that while asking again).
-    Known { relay: RemoteRelay, until: Timestamp },
+    Known {
+        relay: RemoteRelay,
+        until: Timestamp,
+    },
     /// Failed until `until`.
     Failed { reason: String, until: Timestamp },
 }

@@ -12,13 +12,24 @@ fn id(n: u8) -> IdentityKey {
     IdentityKey::from_seed([n; 32])
 }
 
-fn send(net: &mut Net, i: usize, conn: u64, seq: u64, env: crate::crypto::envelope::Envelope) -> Vec<RelayFrame> {
+fn send(
+    net: &mut Net,
+    i: usize,
+    conn: u64,
+    seq: u64,
+    env: crate::crypto::envelope::Envelope,
+) -> Vec<RelayFrame> {
     net.client(i, conn, &ClientFrame::Send { seq, env });
     let frames = net.take(i, conn);
     // Deliveries and notices stay for the agent to read.
     let keep: Vec<RelayFrame> = frames
         .iter()
-        .filter(|f| matches!(f, RelayFrame::Deliver { .. } | RelayFrame::Undeliverable { .. }))
+        .filter(|f| {
+            matches!(
+                f,
+                RelayFrame::Deliver { .. } | RelayFrame::Undeliverable { .. }
+            )
+        })
         .cloned()
         .collect();
     if !keep.is_empty() {
@@ -69,7 +80,9 @@ fn a_packet_crosses_domains_exactly_once() {
     // The outbound record is gone, the sequence reservation and the inbound state stay.
     assert!(!net.nodes[0].store.keys().any(|k| k.starts_with("fo/")));
     assert!(net.nodes[1].store.contains_key("fed/in/a.example"));
-    assert!(net.nodes[1].store.contains_key("fed/pin/agent:alice@a.example"));
+    assert!(net.nodes[1]
+        .store
+        .contains_key("fed/pin/agent:alice@a.example"));
 }
 
 #[test]
@@ -82,12 +95,28 @@ fn federation_off_refuses_other_domains_as_before() {
     let (a, b) = (id(1), id(2));
     net.register(0, 1, "alice", &a);
     net.register(1, 2, "bob", &b);
-    let frames = send(&mut net, 0, 1, 1, packet(&a, ("alice", 0), &b, ("bob", 1), "t", 1));
+    let frames = send(
+        &mut net,
+        0,
+        1,
+        1,
+        packet(&a, ("alice", 0), &b, ("bob", 1), "t", 1),
+    );
     assert!(frames.iter().any(|f| matches!(
         f,
-        RelayFrame::Error { code: ErrorCode::UnknownRecipient, seq: Some(1), .. }
+        RelayFrame::Error {
+            code: ErrorCode::UnknownRecipient,
+            seq: Some(1),
+            ..
+        }
     )));
-    assert!(net.nodes[0].relay.as_ref().unwrap().stats().federation.is_empty());
+    assert!(net.nodes[0]
+        .relay
+        .as_ref()
+        .unwrap()
+        .stats()
+        .federation
+        .is_empty());
     // And a relay link to it is refused.
     let r = net.nodes[0].relay.as_mut().unwrap();
     r.handle(
@@ -128,12 +157,22 @@ fn a_domain_without_relay_is_refused_clearly() {
     let zed = id(9);
     net.directory.insert(
         "z.example".into(),
-        Err(DiscoveryError::NoRelay("z.example publishes no relay".into())),
+        Err(DiscoveryError::NoRelay(
+            "z.example publishes no relay".into(),
+        )),
     );
     let to = crate::address::Address::new("zed", "z.example").unwrap();
     let mut s = crate::crypto::ThreadSession::new([1; 32]);
     let env = s
-        .seal(&a, &addr("alice", 0), &to, &zed.public(), "t", crate::crypto::envelope::Direction::FromInitiator, b"{}")
+        .seal(
+            &a,
+            &addr("alice", 0),
+            &to,
+            &zed.public(),
+            "t",
+            crate::crypto::envelope::Direction::FromInitiator,
+            b"{}",
+        )
         .unwrap();
     let frames = send(&mut net, 0, 1, 3, env.clone());
     assert!(
@@ -144,17 +183,37 @@ fn a_domain_without_relay_is_refused_clearly() {
         "{frames:?}"
     );
     // Remembered: the next one is refused without asking again.
-    let asked = net.fed_events(0).iter().filter(|e| matches!(e, FederationEvent::Discovering { .. })).count();
+    let asked = net
+        .fed_events(0)
+        .iter()
+        .filter(|e| matches!(e, FederationEvent::Discovering { .. }))
+        .count();
     let frames = send(&mut net, 0, 1, 4, env);
-    assert!(matches!(frames.as_slice(), [RelayFrame::Error { code: ErrorCode::UnknownRecipient, .. }]));
-    let again = net.fed_events(0).iter().filter(|e| matches!(e, FederationEvent::Discovering { .. })).count();
+    assert!(matches!(
+        frames.as_slice(),
+        [RelayFrame::Error {
+            code: ErrorCode::UnknownRecipient,
+            ..
+        }]
+    ));
+    let again = net
+        .fed_events(0)
+        .iter()
+        .filter(|e| matches!(e, FederationEvent::Discovering { .. }))
+        .count();
     assert_eq!(asked, again);
 }
 
 #[test]
 fn a_remote_lookup_is_answered_through_the_link() {
     let (mut net, _, b) = pair();
-    net.client(0, 1, &ClientFrame::Lookup { address: addr("bob", 1) });
+    net.client(
+        0,
+        1,
+        &ClientFrame::Lookup {
+            address: addr("bob", 1),
+        },
+    );
     let frames = net.take(0, 1);
     assert_eq!(
         frames,
@@ -163,7 +222,13 @@ fn a_remote_lookup_is_answered_through_the_link() {
             key: Some(b.public().to_bytes())
         }]
     );
-    net.client(0, 1, &ClientFrame::Lookup { address: addr("nobody", 1) });
+    net.client(
+        0,
+        1,
+        &ClientFrame::Lookup {
+            address: addr("nobody", 1),
+        },
+    );
     assert_eq!(
         net.take(0, 1),
         vec![RelayFrame::Key {
@@ -187,7 +252,13 @@ fn a_link_with_a_key_the_domain_does_not_publish_is_refused() {
     let (a, b) = (id(1), id(2));
     net.register(0, 1, "alice", &a);
     net.register(1, 2, "bob", &b);
-    let frames = send(&mut net, 0, 1, 1, packet(&a, ("alice", 0), &b, ("bob", 1), "t", 1));
+    let frames = send(
+        &mut net,
+        0,
+        1,
+        1,
+        packet(&a, ("alice", 0), &b, ("bob", 1), "t", 1),
+    );
     assert!(accepted(&frames, 1), "queued: the relay keeps trying");
     assert!(net.take(1, 2).is_empty());
     assert!(net
@@ -213,13 +284,22 @@ fn an_accepting_relay_checks_the_dialers_published_key() {
     let (a, b) = (id(1), id(2));
     net.register(0, 1, "alice", &a);
     net.register(1, 2, "bob", &b);
-    send(&mut net, 0, 1, 1, packet(&a, ("alice", 0), &b, ("bob", 1), "t", 1));
+    send(
+        &mut net,
+        0,
+        1,
+        1,
+        packet(&a, ("alice", 0), &b, ("bob", 1), "t", 1),
+    );
     assert!(net.take(1, 2).is_empty());
     assert!(net
         .fed_events(1)
         .iter()
         .any(|e| matches!(e, FederationEvent::Lie { domain, .. } if domain == "a.example")));
-    assert_eq!(net.nodes[1].relay.as_ref().unwrap().stats().federation["a.example"].links_in, 0);
+    assert_eq!(
+        net.nodes[1].relay.as_ref().unwrap().stats().federation["a.example"].links_in,
+        0
+    );
 }
 
 /// A lying relay: node 0's pushes pass through `rewrite`.
@@ -247,17 +327,28 @@ fn a_sender_not_on_the_linking_domain_is_rejected() {
     let forged = serde_json::to_value(&forged).unwrap();
     let (mut net2, a, _) = lie(move |v| v["env"] = forged.clone());
     std::mem::swap(&mut net, &mut net2);
-    let frames = send(&mut net, 0, 1, 1, packet(&a, ("alice", 0), &b, ("bob", 1), "t", 1));
+    let frames = send(
+        &mut net,
+        0,
+        1,
+        1,
+        packet(&a, ("alice", 0), &b, ("bob", 1), "t", 1),
+    );
     assert!(accepted(&frames, 1));
     assert!(net.take(1, 2).is_empty(), "nothing delivered");
-    assert!(net
-        .fed_events(1)
-        .iter()
-        .any(|e| matches!(e, FederationEvent::Lie { what, .. } if what.contains("not on its domain"))));
+    assert!(net.fed_events(1).iter().any(
+        |e| matches!(e, FederationEvent::Lie { what, .. } if what.contains("not on its domain"))
+    ));
     // The sender is told.
     let told = net.take(0, 1);
     assert!(
-        told.iter().any(|f| matches!(f, RelayFrame::Undeliverable { code: ErrorCode::WrongSender, .. })),
+        told.iter().any(|f| matches!(
+            f,
+            RelayFrame::Undeliverable {
+                code: ErrorCode::WrongSender,
+                ..
+            }
+        )),
         "{told:?}"
     );
 }
@@ -265,12 +356,19 @@ fn a_sender_not_on_the_linking_domain_is_rejected() {
 #[test]
 fn a_changed_key_is_a_lie() {
     let (mut net, a, b) = pair();
-    send(&mut net, 0, 1, 1, packet(&a, ("alice", 0), &b, ("bob", 1), "t", 1));
+    send(
+        &mut net,
+        0,
+        1,
+        1,
+        packet(&a, ("alice", 0), &b, ("bob", 1), "t", 1),
+    );
     let got = net.take(1, 2);
     net.ack_all(1, 2, &got);
     // Node 0 now forwards an envelope from alice@a.example signed by another key.
     let other = id(7);
-    let forged = serde_json::to_value(packet(&other, ("alice", 0), &b, ("bob", 1), "t", 2)).unwrap();
+    let forged =
+        serde_json::to_value(packet(&other, ("alice", 0), &b, ("bob", 1), "t", 2)).unwrap();
     net.tamper.insert(
         0,
         Box::new(move |bytes: &[u8]| {
@@ -281,7 +379,13 @@ fn a_changed_key_is_a_lie() {
             Some(serde_json::to_vec(&v).unwrap())
         }),
     );
-    send(&mut net, 0, 1, 2, packet(&a, ("alice", 0), &b, ("bob", 1), "t", 2));
+    send(
+        &mut net,
+        0,
+        1,
+        2,
+        packet(&a, ("alice", 0), &b, ("bob", 1), "t", 2),
+    );
     assert_eq!(delivered(&net.take(1, 2)), 0);
     assert!(net
         .fed_events(1)
@@ -297,20 +401,38 @@ fn a_bad_signature_on_the_link_is_rejected() {
         c[5] = if c[5] == 'A' { 'B' } else { 'A' };
         v["env"]["sig"] = c.into_iter().collect::<String>().into();
     });
-    send(&mut net, 0, 1, 1, packet(&a, ("alice", 0), &b, ("bob", 1), "t", 1));
+    send(
+        &mut net,
+        0,
+        1,
+        1,
+        packet(&a, ("alice", 0), &b, ("bob", 1), "t", 1),
+    );
     assert_eq!(delivered(&net.take(1, 2)), 0);
     let told = net.take(0, 1);
-    assert!(told.iter().any(|f| matches!(f, RelayFrame::Undeliverable { code: ErrorCode::BadSignature, .. })), "{told:?}");
+    assert!(
+        told.iter().any(|f| matches!(
+            f,
+            RelayFrame::Undeliverable {
+                code: ErrorCode::BadSignature,
+                ..
+            }
+        )),
+        "{told:?}"
+    );
 }
 
 #[test]
 fn a_retry_after_the_receiver_crashed_is_recognised() {
     let (mut net, a, b) = pair();
     // Bob's relay persists the packet, then crashes before its `pushed` leaves.
-    net.tamper.insert(1, Box::new(|bytes: &[u8]| {
-        let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
-        (v["t"] != "pushed").then(|| bytes.to_vec())
-    }));
+    net.tamper.insert(
+        1,
+        Box::new(|bytes: &[u8]| {
+            let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+            (v["t"] != "pushed").then(|| bytes.to_vec())
+        }),
+    );
     let env = packet(&a, ("alice", 0), &b, ("bob", 1), "t", 1);
     send(&mut net, 0, 1, 1, env.clone());
     let first = net.take(1, 2);
@@ -323,32 +445,59 @@ fn a_retry_after_the_receiver_crashed_is_recognised() {
     // Alice's relay dials again after its backoff and pushes the same number.
     net.advance(Duration::from_secs(600), Duration::from_secs(1));
     assert_eq!(delivered(&net.take(1, 2)), 0, "not delivered twice");
-    assert!(net.fed_events(1).iter().any(|e| matches!(e, FederationEvent::Duplicate { .. })));
-    assert_eq!(net.nodes[0].relay.as_ref().unwrap().stats().federation["b.example"].queued, 0);
+    assert!(net
+        .fed_events(1)
+        .iter()
+        .any(|e| matches!(e, FederationEvent::Duplicate { .. })));
+    assert_eq!(
+        net.nodes[0].relay.as_ref().unwrap().stats().federation["b.example"].queued,
+        0
+    );
 }
 
 #[test]
 fn a_retry_after_the_sender_crashed_is_recognised() {
     let (mut net, a, b) = pair();
     // `pushed` is lost with the link; alice's relay crashes and restores its queue.
-    net.tamper.insert(1, Box::new(|bytes: &[u8]| {
-        let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
-        (v["t"] != "pushed").then(|| bytes.to_vec())
-    }));
-    send(&mut net, 0, 1, 1, packet(&a, ("alice", 0), &b, ("bob", 1), "t", 1));
+    net.tamper.insert(
+        1,
+        Box::new(|bytes: &[u8]| {
+            let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+            (v["t"] != "pushed").then(|| bytes.to_vec())
+        }),
+    );
+    send(
+        &mut net,
+        0,
+        1,
+        1,
+        packet(&a, ("alice", 0), &b, ("bob", 1), "t", 1),
+    );
     let first = net.take(1, 2);
     assert_eq!(delivered(&first), 1);
     net.tamper.clear();
     net.crash(0);
     net.restart(0);
     net.register(0, 1, "alice", &a);
-    assert_eq!(net.nodes[0].relay.as_ref().unwrap().stats().federation["b.example"].queued, 1);
+    assert_eq!(
+        net.nodes[0].relay.as_ref().unwrap().stats().federation["b.example"].queued,
+        1
+    );
     net.advance(Duration::from_secs(600), Duration::from_secs(1));
     // Nothing new for bob (the unacknowledged delivery is the same id, not a new packet).
     assert_eq!(delivered(&net.take(1, 2)), 0);
-    assert_eq!(net.nodes[0].relay.as_ref().unwrap().stats().federation["b.example"].queued, 0);
+    assert_eq!(
+        net.nodes[0].relay.as_ref().unwrap().stats().federation["b.example"].queued,
+        0
+    );
     // Numbers continue above the reservation after a restart.
-    send(&mut net, 0, 1, 2, packet(&a, ("alice", 0), &b, ("bob", 1), "t", 2));
+    send(
+        &mut net,
+        0,
+        1,
+        2,
+        packet(&a, ("alice", 0), &b, ("bob", 1), "t", 2),
+    );
     assert_eq!(delivered(&net.take(1, 2)), 1);
 }
 
@@ -357,7 +506,13 @@ fn a_partition_is_retried_with_backoff_and_delivered_after() {
     let (mut net, a, b) = pair();
     net.cut.insert((0, 1));
     for k in 0..5 {
-        let f = send(&mut net, 0, 1, k, packet(&a, ("alice", 0), &b, ("bob", 1), "t", k as u32));
+        let f = send(
+            &mut net,
+            0,
+            1,
+            k,
+            packet(&a, ("alice", 0), &b, ("bob", 1), "t", k as u32),
+        );
         assert!(accepted(&f, k));
     }
     net.advance(Duration::from_secs(120), Duration::from_secs(1));
@@ -371,7 +526,10 @@ fn a_partition_is_retried_with_backoff_and_delivered_after() {
         .collect();
     assert!(retries.len() >= 3, "{retries:?}");
     let gaps: Vec<u64> = retries.windows(2).map(|w| w[1] - w[0]).collect();
-    assert!(gaps.windows(2).all(|g| g[1] + 1000 >= g[0]), "backoff grows: {gaps:?}");
+    assert!(
+        gaps.windows(2).all(|g| g[1] + 1000 >= g[0]),
+        "backoff grows: {gaps:?}"
+    );
     net.cut.clear();
     net.advance(Duration::from_secs(600), Duration::from_secs(1));
     let got = net.take(1, 2);
@@ -389,11 +547,22 @@ fn a_packet_past_its_expiry_is_dropped_and_its_sender_told() {
     net.register(0, 1, "alice", &a);
     net.register(1, 2, "bob", &b);
     net.cut.insert((0, 1));
-    send(&mut net, 0, 1, 1, packet(&a, ("alice", 0), &b, ("bob", 1), "t", 1));
+    send(
+        &mut net,
+        0,
+        1,
+        1,
+        packet(&a, ("alice", 0), &b, ("bob", 1), "t", 1),
+    );
     net.advance(Duration::from_secs(61), Duration::from_secs(1));
     let told = net.take(0, 1);
     let id_of = told.iter().find_map(|f| match f {
-        RelayFrame::Undeliverable { id, code: ErrorCode::Expired, to, .. } if *to == addr("bob", 1) => Some(*id),
+        RelayFrame::Undeliverable {
+            id,
+            code: ErrorCode::Expired,
+            to,
+            ..
+        } if *to == addr("bob", 1) => Some(*id),
         _ => None,
     });
     let nid = id_of.expect("alice is told");
@@ -407,9 +576,17 @@ fn a_packet_past_its_expiry_is_dropped_and_its_sender_told() {
     net.cut.clear();
     net.register(0, 11, "alice", &a);
     let again = net.take(0, 11);
-    assert!(again.iter().any(|f| matches!(f, RelayFrame::Undeliverable { id, .. } if *id == nid)), "{again:?}");
+    assert!(
+        again
+            .iter()
+            .any(|f| matches!(f, RelayFrame::Undeliverable { id, .. } if *id == nid)),
+        "{again:?}"
+    );
     net.client(0, 11, &ClientFrame::Ack { id: nid });
-    assert!(!net.nodes[0].store.keys().any(|k| k.starts_with("fed/notice/")));
+    assert!(!net.nodes[0]
+        .store
+        .keys()
+        .any(|k| k.starts_with("fed/notice/")));
 }
 
 #[test]
@@ -422,16 +599,31 @@ fn a_full_thread_is_deferred_and_retried_once_acknowledged() {
     net.feed(1, Msg::Disconnected(2));
     let mut seen = 0;
     for k in 0..4u64 {
-        let f = send(&mut net, 0, 1, k, packet(&a, ("alice", 0), &b, ("bob", 1), "t", k as u32));
+        let f = send(
+            &mut net,
+            0,
+            1,
+            k,
+            packet(&a, ("alice", 0), &b, ("bob", 1), "t", k as u32),
+        );
         if accepted(&f, k) {
             seen += 1;
         } else {
             // Alice's relay holds at most the thread's cap for it, as for a local sender.
-            assert!(f.iter().any(|f| matches!(f, RelayFrame::Overflow { .. })), "{f:?}");
+            assert!(
+                f.iter().any(|f| matches!(f, RelayFrame::Overflow { .. })),
+                "{f:?}"
+            );
         }
     }
     assert_eq!(seen, 4, "two at bob's relay, two at alice's");
-    assert!(net.fed_events(0).iter().any(|e| matches!(e, FederationEvent::Deferred { code: ErrorCode::Overflow, .. })));
+    assert!(net.fed_events(0).iter().any(|e| matches!(
+        e,
+        FederationEvent::Deferred {
+            code: ErrorCode::Overflow,
+            ..
+        }
+    )));
     net.register(1, 3, "bob", &b);
     let mut total = 0;
     for _ in 0..20 {
@@ -460,10 +652,22 @@ fn a_spammer_is_throttled_while_an_honest_peer_of_its_domain_is_not() {
     net.register(0, 4, "honest", &honest);
     net.register(1, 2, "bob", &b);
     for k in 0..300u64 {
-        send(&mut net, 0, 1, k, packet(&spam, ("spam", 0), &b, ("bob", 1), "s", k as u32));
+        send(
+            &mut net,
+            0,
+            1,
+            k,
+            packet(&spam, ("spam", 0), &b, ("bob", 1), "s", k as u32),
+        );
     }
     for k in 0..5u64 {
-        send(&mut net, 0, 4, k, packet(&honest, ("honest", 0), &b, ("bob", 1), "h", k as u32));
+        send(
+            &mut net,
+            0,
+            4,
+            k,
+            packet(&honest, ("honest", 0), &b, ("bob", 1), "h", k as u32),
+        );
     }
     let got = net.take(1, 2);
     let envs = net.ack_all(1, 2, &got);
@@ -471,17 +675,36 @@ fn a_spammer_is_throttled_while_an_honest_peer_of_its_domain_is_not() {
     let spam_n = envs.iter().filter(|e| e.from == addr("spam", 0)).count();
     assert_eq!(honest_n, 5, "the honest peer is not slowed");
     assert!(spam_n <= 10, "the spammer gets its burst: {spam_n}");
-    let refused = net.fed_events(1).iter().filter(|e| matches!(e, FederationEvent::PushRefused { from, .. } if *from == addr("spam", 0))).count();
+    let refused = net
+        .fed_events(1)
+        .iter()
+        .filter(
+            |e| matches!(e, FederationEvent::PushRefused { from, .. } if *from == addr("spam", 0)),
+        )
+        .count();
     assert!(refused > 0);
-    assert!(net.nodes[1].relay.as_ref().unwrap().stats().federation["a.example"].reputation >= 0, "the domain is not blamed");
+    assert!(
+        net.nodes[1].relay.as_ref().unwrap().stats().federation["a.example"].reputation >= 0,
+        "the domain is not blamed"
+    );
 }
 
 #[test]
 fn garbage_on_the_link_closes_it_without_slowing_local_traffic() {
     let (mut net, a, b) = pair();
-    send(&mut net, 0, 1, 1, packet(&a, ("alice", 0), &b, ("bob", 1), "t", 1));
+    send(
+        &mut net,
+        0,
+        1,
+        1,
+        packet(&a, ("alice", 0), &b, ("bob", 1), "t", 1),
+    );
     net.take(1, 2);
-    let link = *net.peer.keys().find(|k| k.0 == 1).expect("a link at bob's relay");
+    let link = *net
+        .peer
+        .keys()
+        .find(|k| k.0 == 1)
+        .expect("a link at bob's relay");
     let carol = id(6);
     net.register(1, 5, "carol", &carol);
     for _ in 0..200 {
@@ -496,9 +719,18 @@ fn garbage_on_the_link_closes_it_without_slowing_local_traffic() {
         .count();
     assert!(logged <= 12, "logged at a bounded rate: {logged}");
     assert!(r.federation["a.example"].link_refusals >= 5);
-    assert!(r.federation["a.example"].reputation <= -50, "refused for its garbage");
+    assert!(
+        r.federation["a.example"].reputation <= -50,
+        "refused for its garbage"
+    );
     // Local traffic goes on.
-    let f = send(&mut net, 1, 5, 1, crate::relay::federation::net::packet(&carol, ("carol", 1), &b, ("bob", 1), "x", 1));
+    let f = send(
+        &mut net,
+        1,
+        5,
+        1,
+        crate::relay::federation::net::packet(&carol, ("carol", 1), &b, ("bob", 1), "x", 1),
+    );
     assert!(accepted(&f, 1));
     assert_eq!(delivered(&net.take(1, 2)), 1);
 }
@@ -515,11 +747,40 @@ fn denied_domains_are_refused_both_ways() {
     let (a, b) = (id(1), id(2));
     net.register(0, 1, "alice", &a);
     net.register(1, 2, "bob", &b);
-    let f = send(&mut net, 1, 2, 1, packet(&b, ("bob", 1), &a, ("alice", 0), "t", 1));
-    assert!(f.iter().any(|f| matches!(f, RelayFrame::Error { code: ErrorCode::UnknownRecipient, seq: Some(1), .. })));
-    send(&mut net, 0, 1, 1, packet(&a, ("alice", 0), &b, ("bob", 1), "t", 1));
+    let f = send(
+        &mut net,
+        1,
+        2,
+        1,
+        packet(&b, ("bob", 1), &a, ("alice", 0), "t", 1),
+    );
+    assert!(f.iter().any(|f| matches!(
+        f,
+        RelayFrame::Error {
+            code: ErrorCode::UnknownRecipient,
+            seq: Some(1),
+            ..
+        }
+    )));
+    send(
+        &mut net,
+        0,
+        1,
+        1,
+        packet(&a, ("alice", 0), &b, ("bob", 1), "t", 1),
+    );
     assert_eq!(delivered(&net.take(1, 2)), 0);
-    assert_eq!(net.nodes[1].relay.as_ref().unwrap().stats().federation.get("a.example").map_or(0, |d| d.links_in), 0);
+    assert_eq!(
+        net.nodes[1]
+            .relay
+            .as_ref()
+            .unwrap()
+            .stats()
+            .federation
+            .get("a.example")
+            .map_or(0, |d| d.links_in),
+        0
+    );
 }
 
 #[test]
@@ -532,7 +793,20 @@ fn a_group_across_three_domains_is_delivered_once_each() {
     for from in 0..3 {
         for to in 0..3 {
             if from != to {
-                let f = send(&mut net, from, 1, (to * 10) as u64, packet(&ids[from], ("p", from), &ids[to], ("p", to), "group", (from * 3 + to) as u32));
+                let f = send(
+                    &mut net,
+                    from,
+                    1,
+                    (to * 10) as u64,
+                    packet(
+                        &ids[from],
+                        ("p", from),
+                        &ids[to],
+                        ("p", to),
+                        "group",
+                        (from * 3 + to) as u32,
+                    ),
+                );
                 assert!(accepted(&f, (to * 10) as u64));
             }
         }
@@ -549,11 +823,21 @@ fn the_same_inputs_give_the_same_outputs() {
     let run = || {
         let (mut net, a, b) = pair();
         net.cut.insert((0, 1));
-        send(&mut net, 0, 1, 1, packet(&a, ("alice", 0), &b, ("bob", 1), "t", 1));
+        send(
+            &mut net,
+            0,
+            1,
+            1,
+            packet(&a, ("alice", 0), &b, ("bob", 1), "t", 1),
+        );
         net.advance(Duration::from_secs(30), Duration::from_secs(1));
         net.cut.clear();
         net.advance(Duration::from_secs(300), Duration::from_secs(1));
-        (format!("{:?}", net.events), net.nodes[0].store.clone(), net.nodes[1].store.clone())
+        (
+            format!("{:?}", net.events),
+            net.nodes[0].store.clone(),
+            net.nodes[1].store.clone(),
+        )
     };
     assert_eq!(run(), run());
     let _ = domain_of(0);
