@@ -36,6 +36,7 @@ pub mod address;
 pub mod agent;
 pub mod bridge;
 pub mod crypto;
+pub mod discovery;
 pub mod display;
 pub mod encoding;
 // The in-memory network the tests, the simulator and the benches drive the machines in:

@@ -566,7 +566,12 @@ where
         };
         let conns = ticket.admission.stats();
         if stream
-            .write_all(&http::answer(&route, snap.as_ref(), &conns))
+            .write_all(&http::answer(
+                &route,
+                snap.as_ref(),
+                &conns,
+                handle.discovery().as_deref(),
+            ))
             .await
             .is_ok()
         {
@@ -691,12 +696,18 @@ impl Listening {
     ) -> Listening {
         let (regs, queued) = service.restored();
         info!(%addr, domain = service.domain(), registered = regs, queued, "relay listening");
-        Listening {
+        let l = Listening {
             addr,
             handle: service.handle(),
             admission: Admission::new(conns),
             scheme: if tls { "wss" } else { "ws" },
+        };
+        // The flags were checked (a federating relay serves TLS or names its public URL):
+        // an error here is one of the operator's files, said once.
+        if let Err(e) = service.publish_discovery(&l.url()) {
+            tracing::warn!(error = %e, "the discovery document cannot be served");
         }
+        l
     }
 
     /// The address listened on.

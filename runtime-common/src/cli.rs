@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use a2acp_core::relay::federation::FederationConfig;
 use a2acp_core::relay::RelayConfig;
 use a2acp_core::Address;
 use clap::Args;
@@ -12,6 +13,7 @@ use clap::Args;
 use crate::admission::AdmissionConfig;
 use crate::agent_host::{AgentHost, Effect};
 use crate::daemon::RunOptions;
+use crate::federation::Federation;
 use crate::home::Home;
 use crate::relay_service::ServiceConfig;
 use crate::store::Durability;
@@ -81,6 +83,92 @@ pub struct RelayArgs {
     /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
     #[arg(long, requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// Federate with other domains' relays: serve the discovery document at
+    /// /.well-known/a2acp (the relay's signing key, relay.key in --data, is created at the
+    /// first start), accept links from other relays and route packets to other domains.
+    /// Needs --tls-cert (or --public-url behind a TLS proxy). Implied by --federate.
+    #[arg(long)]
+    pub federation: bool,
+    /// The relay of DOMAIN is at wss://HOST:PORT (repeatable): its discovery document is
+    /// fetched from https://HOST:PORT/.well-known/a2acp instead of
+    /// https://DOMAIN/.well-known/a2acp. For private deployments and tests.
+    #[arg(long, value_name = "DOMAIN=wss://HOST:PORT", value_parser = parse_route)]
+    pub federate: Vec<(String, String)>,
+    /// Trust this CA (PEM) besides the web PKI roots when fetching other relays'
+    /// discovery documents and dialling their links (a private deployment's CA).
+    #[arg(long, value_name = "FILE")]
+    pub ca: Option<PathBuf>,
+    /// The federation endpoint this relay publishes in its discovery document, e.g.
+    /// wss://relay.example.org (default: the listener's own wss:// URL).
+    #[arg(long, value_name = "URL")]
+    pub public_url: Option<String>,
+    /// A packet for another domain not handed over to its relay within this long is
+    /// dropped and its sender told (`undeliverable`), e.g. `24h` is `1440m`.
+    #[arg(long, default_value = "1440m", value_parser = parse_duration)]
+    pub federation_expiry: Duration,
+    /// Most packets queued for one destination domain.
+    #[arg(long, default_value_t = 10_000)]
+    pub federation_queue: u32,
+    /// Federate only with these domains (repeatable; default: any not denied).
+    #[arg(long, value_name = "DOMAIN")]
+    pub allow_domain: Vec<String>,
+    /// Never federate with this domain (repeatable; checked before --allow-domain).
+    #[arg(long, value_name = "DOMAIN")]
+    pub deny_domain: Vec<String>,
+}
+
+fn parse_route(s: &str) -> Result<(String, String), String> {
+    a2acp_core::discovery::parse_static_route(s).map_err(|e| e.to_string())
+}
+
+/// `relay-key`: the federating relay's signing key.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum RelayKeyCmd {
+    /// Print the relay's current public key and its rotation chain (created if missing).
+    Show(RelayKeyArgs),
+    /// Hand over to a fresh key, signed by the current one; restart the relay to use it.
+    Rotate(RelayKeyArgs),
+}
+
+/// Which relay's key.
+#[derive(Debug, Clone, Args)]
+pub struct RelayKeyArgs {
+    /// The relay's data directory (as `relay --data`).
+    #[arg(long, default_value = "./relay-data")]
+    pub data: PathBuf,
+    /// The domain the relay serves (as `relay --domain`).
+    #[arg(long, default_value = "localhost")]
+    pub domain: String,
+}
+
+impl RelayKeyCmd {
+    /// Runs the command: what to print.
+    pub fn run(&self) -> Result<String, String> {
+        match self {
+            RelayKeyCmd::Show(a) => {
+                let k = crate::relay_key::load_or_create(&a.data, &a.domain)
+                    .map_err(|e| e.to_string())?;
+                let mut out = format!(
+                    "relay key of {} {}: {}\nchain (oldest first):",
+                    a.domain,
+                    if k.created { "(created now)" } else { "" },
+                    k.key.public()
+                );
+                for c in k.chain.keys() {
+                    out.push_str(&format!("\n  {}", c.key));
+                }
+                Ok(out)
+            }
+            RelayKeyCmd::Rotate(a) => {
+                let (old, new) =
+                    crate::relay_key::rotate(&a.data, &a.domain).map_err(|e| e.to_string())?;
+                Ok(format!(
+                    "relay key of {} rotated: {old} signed {new}; restart the relay to publish and use it",
+                    a.domain
+                ))
+            }
+        }
+    }
 }
 
 /// A duration flag: a whole number followed by `ms`, `s` or `m` (`10s`, `500ms`, `2m`).
@@ -119,13 +207,76 @@ impl RelayArgs {
             registration_window: std::time::Duration::from_secs(self.registration_window_secs),
             ..RelayConfig::default()
         };
+        let federation = self.federation_config()?;
+        let relay = RelayConfig {
+            federation: federation.as_ref().map(|f| FederationConfig {
+                expiry: self.federation_expiry,
+                queue_per_domain: self.federation_queue.max(1),
+                allow: (!self.allow_domain.is_empty())
+                    .then(|| self.allow_domain.iter().cloned().collect()),
+                deny: self.deny_domain.iter().cloned().collect(),
+                ..FederationConfig::new(f.keys.key.clone())
+            }),
+            ..relay
+        };
         Ok(ServiceConfig {
             relay,
             data: Some(self.data.clone()),
             durability: self.sync,
             verifiers: self.verifiers,
+            federation,
             ..ServiceConfig::default()
         })
+    }
+
+    /// Whether the relay federates (`--federation`, or any `--federate`).
+    pub fn federates(&self) -> bool {
+        self.federation || !self.federate.is_empty()
+    }
+
+    /// The federation settings (`None` without `--federation` nor `--federate`): the
+    /// relay's key from `--data` (created at the first start), the static routes, the CA.
+    pub fn federation_config(&self) -> Result<Option<Federation>, String> {
+        if !self.federates() {
+            if self.ca.is_some() || self.public_url.is_some() {
+                return Err("--ca and --public-url are for a federating relay: add --federation or --federate".into());
+            }
+            return Ok(None);
+        }
+        if self.tls_cert.is_none() && self.public_url.is_none() {
+            return Err("a federating relay serves its discovery document and links over TLS: give --tls-cert and --tls-key (or --public-url wss://… behind a TLS proxy)".into());
+        }
+        if let Some(u) = &self.public_url {
+            a2acp_core::discovery::check_endpoint(u).map_err(|e| format!("--public-url: {e}"))?;
+        }
+        let mut routes = std::collections::BTreeMap::new();
+        for (domain, endpoint) in &self.federate {
+            if *domain == self.domain {
+                return Err(format!(
+                    "--federate {domain}=…: that is this relay's own domain"
+                ));
+            }
+            if routes.insert(domain.clone(), endpoint.clone()).is_some() {
+                return Err(format!("--federate names {domain} twice"));
+            }
+        }
+        let tls = crate::tls::ClientTls::new(self.ca.as_deref()).map_err(|e| e.to_string())?;
+        let keys = crate::relay_key::load_or_create(&self.data, &self.domain)
+            .map_err(|e| e.to_string())?;
+        for d in self.allow_domain.iter().chain(&self.deny_domain) {
+            if Address::new("x", d).map_or(true, |a| a.domain() != d) {
+                return Err(format!(
+                    "`{d}` is not a domain name (lower case, as in addresses)"
+                ));
+            }
+        }
+        Ok(Some(Federation {
+            keys,
+            public_url: self.public_url.clone(),
+            routes,
+            tls,
+            fetch: crate::federation::FetchLimits::default(),
+        }))
     }
 
     /// The listener's connection caps and HTTP-phase deadline.

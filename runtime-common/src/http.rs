@@ -1,8 +1,9 @@
-//! `/healthz` and Prometheus `/metrics` on the relay's own listener.
+//! `/healthz`, Prometheus `/metrics` and the discovery document `/.well-known/a2acp` on
+//! the relay's own listener.
 //!
 //! A binding peeks at the first bytes of every accepted connection: [`classify`] tells a
-//! WebSocket upgrade (handed to the WebSocket handshake) from a plain `GET /healthz` or
-//! `GET /metrics` (answered with [`response`] and closed).
+//! WebSocket upgrade (handed to the WebSocket handshake) from a plain `GET /healthz`,
+//! `GET /metrics` or `GET /.well-known/a2acp` (answered with [`response`] and closed).
 
 use std::fmt::Write as _;
 
@@ -27,6 +28,9 @@ pub enum Route {
     Healthz,
     /// `GET /metrics`.
     Metrics,
+    /// `GET /.well-known/a2acp`: the discovery document of a federating relay (404 when
+    /// the relay does not federate).
+    Discovery,
     /// Anything else (answered 404, or 400 if not HTTP).
     Other,
 }
@@ -66,6 +70,7 @@ pub fn classify(head: &[u8]) -> Option<Route> {
     Some(match (method, path) {
         ("GET", "/healthz") => Route::Healthz,
         ("GET", "/metrics") => Route::Metrics,
+        ("GET", a2acp_core::discovery::WELL_KNOWN_PATH) => Route::Discovery,
         _ => Route::Other,
     })
 }
@@ -85,9 +90,28 @@ fn response_with(status: &str, extra: &str, content_type: &str, body: &str) -> V
 }
 
 /// The response for `route` (not for [`Route::WebSocket`]); `conns`: the listener's
-/// connection counters, for `/metrics`.
-pub fn answer(route: &Route, snapshot: Option<&RelaySnapshot>, conns: &AdmissionStats) -> Vec<u8> {
+/// connection counters, for `/metrics`; `discovery`: the relay's discovery document, if
+/// it federates.
+pub fn answer(
+    route: &Route,
+    snapshot: Option<&RelaySnapshot>,
+    conns: &AdmissionStats,
+    discovery: Option<&str>,
+) -> Vec<u8> {
     match (route, snapshot) {
+        (Route::Discovery, _) => match discovery {
+            Some(doc) => response_with(
+                "200 OK",
+                "cache-control: max-age=300\r\n",
+                "application/json",
+                doc,
+            ),
+            None => response(
+                "404 Not Found",
+                "text/plain",
+                "a2acp relay: this relay does not federate\n",
+            ),
+        },
         (Route::Healthz, Some(_)) => response("200 OK", "text/plain", "ok\n"),
         (Route::Healthz | Route::Metrics, None) => {
             response("503 Service Unavailable", "text/plain", "relay stopping\n")
@@ -231,7 +255,80 @@ pub fn render_metrics(s: &RelaySnapshot) -> String {
             code.as_str()
         );
     }
+    render_federation(&mut out, st);
     out
+}
+
+/// Federation's figures per remote domain (nothing when the relay does not federate).
+/// Domains are checked domain names (lower-case letters, digits, `-` and `.`): nothing to
+/// escape in a label.
+fn render_federation(out: &mut String, st: &a2acp_core::relay::RelayStats) {
+    if st.federation.is_empty() {
+        return;
+    }
+    type Figure = fn(&a2acp_core::relay::federation::DomainStats) -> i64;
+    let figures: [(&str, &str, &str, Figure); 9] = [
+        (
+            "a2acp_relay_federation_link_out",
+            "gauge",
+            "1 while this relay's link to the domain's relay is up.",
+            |d| i64::from(d.link_out),
+        ),
+        (
+            "a2acp_relay_federation_links_in",
+            "gauge",
+            "Links the domain's relay opened to this one, up.",
+            |d| d.links_in as i64,
+        ),
+        (
+            "a2acp_relay_federation_queued",
+            "gauge",
+            "Packets queued for the domain, not yet handed over.",
+            |d| d.queued as i64,
+        ),
+        (
+            "a2acp_relay_federation_forwarded_total",
+            "counter",
+            "Packets handed over to the domain's relay since start.",
+            |d| d.forwarded as i64,
+        ),
+        (
+            "a2acp_relay_federation_received_total",
+            "counter",
+            "Packets received from the domain's relay since start.",
+            |d| d.received as i64,
+        ),
+        (
+            "a2acp_relay_federation_refusals_total",
+            "counter",
+            "Pushes from the domain refused, and refusals on its links, since start.",
+            |d| (d.refused + d.link_refusals) as i64,
+        ),
+        (
+            "a2acp_relay_federation_undeliverable_total",
+            "counter",
+            "Packets for the domain expired or rejected since start (their senders told).",
+            |d| d.undeliverable as i64,
+        ),
+        (
+            "a2acp_relay_federation_lies_total",
+            "counter",
+            "Lies of the domain's relay observed since start.",
+            |d| d.lies as i64,
+        ),
+        (
+            "a2acp_relay_federation_reputation",
+            "gauge",
+            "The domain's reputation score, -100 to 100.",
+            |d| i64::from(d.reputation),
+        ),
+    ];
+    for (name, kind, help, f) in figures {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (domain, d) in &st.federation {
+            let _ = writeln!(out, "{name}{{domain=\"{domain}\"}} {}", f(d));
+        }
+    }
 }
 
 /// The Prometheus text exposition of the listener's connection counters
@@ -324,11 +421,33 @@ mod tests {
             &Route::BadUpgrade { version: true },
             None,
             &AdmissionStats::default(),
+            None,
         ))
         .unwrap();
         assert!(a.starts_with("HTTP/1.1 426 "), "{a}");
         assert!(a.contains("\r\nsec-websocket-version: 13\r\n"), "{a}");
         assert_eq!(classify(b"GET / HTTP/1.1\r\n\r\n"), Some(Route::Other));
+        assert_eq!(
+            classify(b"GET /.well-known/a2acp HTTP/1.1\r\nHost: b.example\r\n\r\n"),
+            Some(Route::Discovery)
+        );
+        let a = String::from_utf8(answer(
+            &Route::Discovery,
+            None,
+            &AdmissionStats::default(),
+            Some("{}"),
+        ))
+        .unwrap();
+        assert!(a.starts_with("HTTP/1.1 200 "), "{a}");
+        assert!(a.ends_with("\r\n\r\n{}"), "{a}");
+        let a = String::from_utf8(answer(
+            &Route::Discovery,
+            None,
+            &AdmissionStats::default(),
+            None,
+        ))
+        .unwrap();
+        assert!(a.starts_with("HTTP/1.1 404 "), "{a}");
         assert_eq!(classify(&[b'x'; MAX_HEAD]), Some(Route::Other));
     }
 
@@ -352,13 +471,34 @@ mod tests {
             t.contains("a2acp_relay_refusals_total{reason=\"bad_signature\"} 2"),
             "{t}"
         );
+        assert!(!t.contains("federation"), "{t}");
+        s.stats.federation.insert(
+            "b.example".into(),
+            a2acp_core::relay::federation::DomainStats {
+                link_out: true,
+                queued: 4,
+                refused: 2,
+                link_refusals: 1,
+                reputation: -5,
+                ..Default::default()
+            },
+        );
+        let t = render_metrics(&s);
+        for line in [
+            "a2acp_relay_federation_link_out{domain=\"b.example\"} 1",
+            "a2acp_relay_federation_queued{domain=\"b.example\"} 4",
+            "a2acp_relay_federation_refusals_total{domain=\"b.example\"} 3",
+            "a2acp_relay_federation_reputation{domain=\"b.example\"} -5",
+        ] {
+            assert!(t.contains(line), "{line} in {t}");
+        }
         let c = AdmissionStats {
             refused_per_ip: 3,
             upgrade_timeouts: 4,
             tls_handshake_failures: 5,
             ..AdmissionStats::default()
         };
-        let a = String::from_utf8(answer(&Route::Metrics, Some(&s), &c)).unwrap();
+        let a = String::from_utf8(answer(&Route::Metrics, Some(&s), &c, None)).unwrap();
         assert!(
             a.contains("a2acp_relay_connections_refused_per_ip_total 3"),
             "{a}"

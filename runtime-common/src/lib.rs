@@ -31,7 +31,11 @@
 //! - [`prompt`]: the text of the §7.3 consent prompt and the §8.2 resolution prompt, one
 //!   keystroke per choice, and the parsing of `a2acp answer` arguments;
 //! - [`control`]: the control-socket protocol (JSON lines over a Unix socket);
-//! - [`http`]: `/healthz` and Prometheus `/metrics`, served on the relay's listener;
+//! - [`http`]: `/healthz`, Prometheus `/metrics` and the discovery document
+//!   `/.well-known/a2acp`, served on the relay's listener;
+//! - [`federation`], [`relay_key`]: what a federating relay executes for its state
+//!   machine (fetching other domains' discovery documents), and its own signing key on
+//!   disk with its rotation chain;
 //! - [`admission`]: what a connection may cost before it is an agent link — caps per
 //!   source address and in total, one deadline for the HTTP phase, accept failures;
 //! - [`log_limit`]: log lines a client can cause, at a bounded rate (one limiter for all);
@@ -55,6 +59,7 @@ pub mod clock;
 pub mod config;
 pub mod control;
 pub mod daemon;
+pub mod federation;
 pub mod home;
 pub mod http;
 pub mod keys;
@@ -66,6 +71,7 @@ pub mod phase1_push;
 pub mod phase1_sender;
 pub mod prompt;
 pub mod race;
+pub mod relay_key;
 pub mod relay_service;
 pub mod safety;
 pub mod scripted;

@@ -163,6 +163,20 @@ where
         return;
     };
     debug!(%peer, conn = conn.0, "connected");
+    serve_link(ws, peer, conn, out, handle).await;
+}
+
+/// Serves one link the service knows as `conn` (accepted, or dialled to another relay),
+/// as [`serve_relay_link`] describes, until it ends; reports the disconnection.
+pub async fn serve_link<S>(
+    ws: WebSocketStream<S>,
+    peer: SocketAddr,
+    conn: a2acp_core::relay::ConnId,
+    out: flume::Receiver<ConnOut>,
+    handle: RelayHandle,
+) where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
     let (mut sink, mut source) = ws.split();
     let reader = async {
         while let Some(msg) = source.next().await {

@@ -14,6 +14,7 @@
 #![deny(missing_docs)]
 
 pub mod agent;
+pub mod federation;
 pub mod relay;
 pub mod ws;
 

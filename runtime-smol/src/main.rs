@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use a2acp_runtime::cli::{init_tracing, prepare_agent_run, RelayArgs, RunArgs};
+use a2acp_runtime::cli::{init_tracing, prepare_agent_run, RelayArgs, RelayKeyCmd, RunArgs};
 use a2acp_runtime::home::Home;
 use async_signal::{Signal, Signals};
 use clap::{Parser, Subcommand};
@@ -41,6 +41,9 @@ struct Cli {
 enum Cmd {
     /// Run a relay: registry and offline queue in SQLite, /healthz and /metrics on the same port.
     Relay(RelayArgs),
+    /// The federating relay's signing key: show it, or rotate it (the old key signs the new).
+    #[command(subcommand)]
+    RelayKey(RelayKeyCmd),
     /// Run your agent (create it with `a2acp agent init`).
     #[command(subcommand)]
     Agent(AgentCmd),
@@ -89,6 +92,10 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
         Cmd::Relay(a) => {
             init_tracing("info", None);
             run_relay(a).await
+        }
+        Cmd::RelayKey(k) => {
+            println!("{}", k.run()?);
+            Ok(ExitCode::SUCCESS)
         }
         Cmd::Agent(AgentCmd::Run(a)) => agent_run(&home, &a).await,
     }

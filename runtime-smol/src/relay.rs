@@ -53,6 +53,16 @@ pub async fn start_with(
     let addr = listener.local_addr().map_err(RelayError::bind(listen))?;
     let service = smol::unblock(move || RelayService::start(cfg)).await?;
     let listening = Listening::new(addr, &service, conns, tls.is_some());
+    if let (Some(tasks), Some(fed)) = (service.federation_tasks(), service.federation()) {
+        // Ends when the service stops (its end of the tasks' channel goes).
+        smol::spawn(a2acp_runtime::federation::driver::run(
+            crate::federation::SmolNet,
+            std::sync::Arc::new(fed.clone()),
+            listening.handle().clone(),
+            tasks,
+        ))
+        .detach();
+    }
     let h = listening.handle().clone();
     let adm = listening.admission().clone();
     let accept = smol::spawn(async move {

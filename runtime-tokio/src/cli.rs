@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use a2acp_runtime::cli::{RelayArgs, RunArgs};
+use a2acp_runtime::cli::{RelayArgs, RelayKeyCmd, RunArgs};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -27,10 +27,15 @@ pub(crate) struct Cli {
     pub(crate) cmd: Cmd,
 }
 
+// Parsed once per process: the size of the relay's flags does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 pub(crate) enum Cmd {
     /// Run a relay: registry and offline queue in SQLite, /healthz and /metrics on the same port.
     Relay(RelayArgs),
+    /// The federating relay's signing key: show it, or rotate it (the old key signs the new).
+    #[command(subcommand)]
+    RelayKey(RelayKeyCmd),
     /// Create or run your agent.
     #[command(subcommand)]
     Agent(AgentCmd),

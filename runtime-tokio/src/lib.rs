@@ -13,6 +13,7 @@ pub mod a2a;
 pub mod agent;
 pub mod bench;
 pub mod demo;
+pub mod federation;
 mod http_door;
 pub mod mcp;
 mod mcp_args;

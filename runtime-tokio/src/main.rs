@@ -70,6 +70,10 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
             init_tracing("info", None);
             run_relay(a).await
         }
+        Cmd::RelayKey(k) => {
+            println!("{}", k.run()?);
+            Ok(ExitCode::SUCCESS)
+        }
         Cmd::Agent(AgentCmd::Init {
             address,
             relay,

@@ -53,6 +53,15 @@ pub async fn start_with(
         .await
         .map_err(|e| ServiceError::Thread(e.to_string()))??;
     let listening = Listening::new(addr, &service, conns, tls.is_some());
+    if let (Some(tasks), Some(fed)) = (service.federation_tasks(), service.federation()) {
+        // Ends when the service stops (its end of the tasks' channel goes).
+        tokio::spawn(a2acp_runtime::federation::driver::run(
+            crate::federation::TokioNet,
+            std::sync::Arc::new(fed.clone()),
+            listening.handle().clone(),
+            tasks,
+        ));
+    }
     let h = listening.handle().clone();
     let adm = listening.admission().clone();
     let accept = tokio::spawn(async move {

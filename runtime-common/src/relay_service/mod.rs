@@ -39,17 +39,21 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use a2acp_core::link::ErrorCode;
+use a2acp_core::relay::federation::{
+    DiscoveryError, FederationConfig, FederationEvent, LinkSide, RemoteRelay,
+};
 use a2acp_core::relay::{
     ConnId, FrameError, ParsedFrame, Relay, RelayConfig, RelayEvent, RelayInput, RelayOutput,
     RelayStats, Source, Verified,
 };
 use tracing::info;
 
+use crate::federation::driver::Task;
 use crate::store::{Durability, Store, StoreError};
 
 use self::commit::{Commit, Committer, ToCommitter};
@@ -77,6 +81,8 @@ pub struct ServiceConfig {
     pub input_queue: usize,
     /// Threads parsing frames and verifying envelope signatures; 0: one per core.
     pub verifiers: usize,
+    /// How the relay federates with other domains' relays (`None`: it does not).
+    pub federation: Option<crate::federation::Federation>,
 }
 
 impl Default for ServiceConfig {
@@ -89,6 +95,7 @@ impl Default for ServiceConfig {
             conn_queue: 4096,
             input_queue: 16_384,
             verifiers: 0,
+            federation: None,
         }
     }
 }
@@ -174,6 +181,11 @@ const CLOSED_MAX: usize = 65_536;
 /// An input of the state machine.
 enum Msg {
     Connected(ConnId, flume::Sender<ConnOut>, Source),
+    /// A relay link this relay dialled (federation) is open.
+    Dialed(ConnId, flume::Sender<ConnOut>, String, Source),
+    /// An answer of federation's tasks (`Discovered`, `DialFailed`); boxed: rare, and
+    /// larger than every other message.
+    Input(Box<RelayInput<'static>>),
     /// Frames and disconnections of one verifier's connections, in their order.
     Items(Vec<Item>),
     Snapshot(flume::Sender<RelaySnapshot>),
@@ -184,6 +196,9 @@ enum Msg {
 #[allow(clippy::large_enum_variant)]
 enum Item {
     Frame(ConnId, Result<ParsedFrame, FrameError>, Verified),
+    /// A frame of a relay link this relay dialled: the other relay's frames, which the
+    /// state machine reads itself.
+    Raw(ConnId, Vec<u8>),
     /// A frame beyond the transport's limit (its size limit).
     Oversized(ConnId, usize),
     Disconnected(ConnId),
@@ -191,6 +206,8 @@ enum Item {
 
 /// An input of a verifier.
 enum VerifyIn {
+    /// The connection is a relay link this relay dialled: its frames go on unparsed.
+    Dialed(ConnId),
     Bytes(ConnId, Vec<u8>),
     Oversized(ConnId, usize),
     Disconnected(ConnId),
@@ -202,6 +219,9 @@ enum VerifyIn {
 enum Ctl {
     /// The connection authenticated as an address registered with this key.
     Authed(ConnId, [u8; 32]),
+    /// The connection authenticated as another relay's link (federation): the envelopes it
+    /// pushes are checked under whatever sender key they name.
+    Link(ConnId),
     /// The connection is gone (its disconnection went through the verifier already).
     Forget(ConnId),
     /// The relay closed the connection: frames still coming from it are dropped unparsed
@@ -224,6 +244,9 @@ struct Shared {
     failed: AtomicBool,
     commits: AtomicU64,
     slow: AtomicU64,
+    /// The discovery document served at `/.well-known/a2acp` (set once the listener's
+    /// URL is known).
+    discovery: OnceLock<Arc<str>>,
 }
 
 fn shard_of(shards: &[Shard], conn: ConnId) -> &Shard {
@@ -298,6 +321,50 @@ impl RelayHandle {
             .await;
     }
 
+    /// Federation: the answer to a discovery the service asked for.
+    pub async fn discovered(&self, domain: String, result: Result<RemoteRelay, DiscoveryError>) {
+        let _ = self
+            .tx
+            .send_async(Msg::Input(Box::new(RelayInput::Discovered {
+                domain,
+                result,
+            })))
+            .await;
+    }
+
+    /// Federation: the link to `domain`'s relay (at `peer`) that the service asked for is
+    /// open: its id and the channel of what to send on it.
+    pub async fn dialed(
+        &self,
+        domain: String,
+        peer: IpAddr,
+    ) -> Result<(ConnId, flume::Receiver<ConnOut>), Stopped> {
+        let conn = ConnId(self.shared.next.fetch_add(1, Ordering::Relaxed));
+        let (tx, rx) = flume::bounded(self.conn_queue);
+        // Its verifier first, so it passes the link's frames on unparsed.
+        shard_of(&self.shards, conn)
+            .tx
+            .send_async(VerifyIn::Dialed(conn))
+            .await
+            .map_err(|_| Stopped)?;
+        self.tx
+            .send_async(Msg::Dialed(conn, tx, domain, source_of_ip(peer)))
+            .await
+            .map_err(|_| Stopped)?;
+        Ok((conn, rx))
+    }
+
+    /// Federation: the link to `domain`'s relay could not be opened.
+    pub async fn dial_failed(&self, domain: String, reason: String) {
+        let _ = self
+            .tx
+            .send_async(Msg::Input(Box::new(RelayInput::DialFailed {
+                domain,
+                reason,
+            })))
+            .await;
+    }
+
     /// Current counters, or `None` if the service stopped.
     pub async fn snapshot(&self) -> Option<RelaySnapshot> {
         let (tx, rx) = flume::bounded(1);
@@ -312,6 +379,11 @@ impl RelayHandle {
         self.shared.stop.store(true, Ordering::SeqCst);
         let _ = self.tx.try_send(Msg::Wake);
         wake_shards(&self.shards);
+    }
+
+    /// The discovery document this relay serves, if it federates.
+    pub fn discovery(&self) -> Option<Arc<str>> {
+        self.shared.discovery.get().cloned()
     }
 
     /// Whether a stop was requested.
@@ -341,6 +413,9 @@ pub struct RelayService {
     domain: String,
     restored: (usize, usize),
     verifiers: usize,
+    federation: Option<crate::federation::Federation>,
+    /// What federation must do, until a binding takes it ([`RelayService::federation_tasks`]).
+    tasks: Mutex<Option<flume::Receiver<Task>>>,
 }
 
 impl RelayService {
@@ -357,7 +432,15 @@ impl RelayService {
             None => Store::in_memory()?,
         };
         let records = store.load_all()?;
-        let relay = Relay::restore(cfg.relay.clone(), crate::clock::os_seed()?, records)?;
+        let mut relay_cfg = cfg.relay.clone();
+        if let Some(f) = &cfg.federation {
+            // The key is the one on disk, whatever settings came with the configuration.
+            relay_cfg
+                .federation
+                .get_or_insert_with(|| FederationConfig::new(f.keys.key.clone()))
+                .key = f.keys.key.clone();
+        }
+        let relay = Relay::restore(relay_cfg, crate::clock::os_seed()?, records)?;
         let st = relay.stats();
         let restored = (st.registered, st.queued);
         let domain = relay.config().domain.clone();
@@ -389,6 +472,7 @@ impl RelayService {
             failed: AtomicBool::new(false),
             commits: AtomicU64::new(0),
             slow: AtomicU64::new(0),
+            discovery: OnceLock::new(),
         });
         let handle = RelayHandle {
             tx: tx.clone(),
@@ -416,6 +500,7 @@ impl RelayService {
             );
         }
 
+        let (tasks_tx, tasks_rx) = flume::unbounded();
         let (commit_tx, commit_rx) = flume::bounded(COMMIT_QUEUE);
         let (dropped_tx, dropped_rx) = flume::unbounded();
         let log = Arc::new(ClientLog::new());
@@ -445,6 +530,7 @@ impl RelayService {
             dropped: dropped_rx,
             log,
             conn_logs: HashMap::new(),
+            tasks: tasks_tx,
         };
         let thread = std::thread::Builder::new()
             .name("a2acp-relay".into())
@@ -456,7 +542,34 @@ impl RelayService {
             domain,
             restored,
             verifiers: nverif,
+            federation: cfg.federation,
+            tasks: Mutex::new(Some(tasks_rx)),
         })
+    }
+
+    /// What the state machine asks federation to do (discover, dial), for the binding to
+    /// run ([`crate::federation::driver::run`]): `Some` once, when the relay federates.
+    pub fn federation_tasks(&self) -> Option<flume::Receiver<Task>> {
+        self.federation.as_ref()?;
+        self.tasks.lock().ok()?.take()
+    }
+
+    /// Signs and publishes the discovery document of this relay listening at `url` (its
+    /// `--public-url` instead, when given), if it federates; the first call only counts.
+    pub fn publish_discovery(
+        &self,
+        url: &str,
+    ) -> Result<(), a2acp_core::discovery::DiscoveryError> {
+        if let Some(f) = &self.federation {
+            let doc = f.document(&self.domain, url)?;
+            let _ = self.handle.shared.discovery.set(doc.into());
+        }
+        Ok(())
+    }
+
+    /// How the relay federates, if it does.
+    pub fn federation(&self) -> Option<&crate::federation::Federation> {
+        self.federation.as_ref()
     }
 
     /// A handle for connection tasks.
@@ -526,6 +639,8 @@ struct Core {
     log: Arc<ClientLog>,
     /// Refusals of open connections, for their logging.
     conn_logs: HashMap<ConnId, ConnLog>,
+    /// Federation's tasks (discover, dial) for the binding.
+    tasks: flume::Sender<Task>,
 }
 
 impl Core {
@@ -584,6 +699,22 @@ impl Core {
                             .handle(now, RelayInput::Connected { conn, source });
                         self.collect();
                     }
+                    Msg::Dialed(conn, tx, domain, source) => {
+                        self.pending.connected.push((conn, tx));
+                        self.relay.handle(
+                            now,
+                            RelayInput::Dialed {
+                                domain,
+                                conn,
+                                source,
+                            },
+                        );
+                        self.collect();
+                    }
+                    Msg::Input(input) => {
+                        self.relay.handle(now, *input);
+                        self.collect();
+                    }
                     Msg::Items(items) => {
                         for it in items {
                             match it {
@@ -593,6 +724,13 @@ impl Core {
                                         conn,
                                         parsed,
                                         verified,
+                                    },
+                                ),
+                                Item::Raw(conn, bytes) => self.relay.handle(
+                                    now,
+                                    RelayInput::Bytes {
+                                        conn,
+                                        bytes: &bytes,
                                     },
                                 ),
                                 Item::Oversized(conn, limit) => self
@@ -677,7 +815,7 @@ impl Core {
 
     fn ctl(&self, c: Ctl) {
         let conn = match c {
-            Ctl::Authed(conn, _) | Ctl::Forget(conn) | Ctl::Closed(conn) => conn,
+            Ctl::Authed(conn, _) | Ctl::Link(conn) | Ctl::Forget(conn) | Ctl::Closed(conn) => conn,
         };
         if let Ok(mut g) = shard_of(&self.shards, conn).ctl.lock() {
             g.push(c);
@@ -696,6 +834,14 @@ impl Core {
                             self.ctl(Ctl::Authed(*conn, key));
                         }
                     }
+                    if let RelayEvent::Federation(FederationEvent::LinkUp {
+                        conn,
+                        side: LinkSide::Accepted,
+                        ..
+                    }) = &e
+                    {
+                        self.ctl(Ctl::Link(*conn));
+                    }
                     self.log_event(e);
                 }
                 RelayOutput::Close { conn, code } => {
@@ -704,8 +850,13 @@ impl Core {
                     self.pending.actions.push(o);
                 }
                 RelayOutput::Send { .. } => self.pending.actions.push(o),
-                // This runtime does not configure federation: the relay never asks.
-                RelayOutput::Discover { .. } | RelayOutput::Dial { .. } => {}
+                // Not revealing anything, they need not wait for the commit.
+                RelayOutput::Discover { domain } => {
+                    let _ = self.tasks.send(Task::Discover(domain));
+                }
+                RelayOutput::Dial { domain, endpoint } => {
+                    let _ = self.tasks.send(Task::Dial { domain, endpoint });
+                }
             }
         }
     }

@@ -43,7 +43,7 @@ fn verdicts(items: &[Item]) -> Vec<Verified> {
         .iter()
         .filter_map(|it| match it {
             Item::Frame(_, _, v) => Some(*v),
-            Item::Oversized(..) | Item::Disconnected(_) => None,
+            Item::Oversized(..) | Item::Raw(..) | Item::Disconnected(_) => None,
         })
         .collect()
 }

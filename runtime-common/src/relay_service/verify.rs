@@ -76,8 +76,9 @@ pub(super) struct CachedKey {
 
 /// An authenticated connection as a verifier sees it.
 pub(super) struct AuthedConn {
-    /// The key its address is registered with.
-    pub(super) key: [u8; 32],
+    /// The key its address is registered with (`None`: another relay's link, whose
+    /// pushes name any sender of its domain).
+    pub(super) key: Option<[u8; 32]>,
     /// Signatures it may still have checked here: the relay's rate limit, so that a
     /// sender beyond its rate (whose frames the state machine refuses before checking
     /// anything) does not buy signature checks either. Past it, frames go on unverified.
@@ -96,6 +97,10 @@ pub(super) struct VerifyState {
     pub(super) keys: HashMap<[u8; 32], Option<CachedKey>>,
     /// Connections the relay closed and whose disconnection has not come through yet.
     pub(super) closed: HashSet<ConnId>,
+    /// Relay links this relay dialled: their frames go on unparsed.
+    pub(super) dialed: HashSet<ConnId>,
+    /// A relay link's frame budget (federation's link rate and burst).
+    pub(super) link_rate: (u32, u32),
 }
 
 impl VerifyState {
@@ -108,6 +113,11 @@ impl VerifyState {
             conns: HashMap::new(),
             keys: HashMap::new(),
             closed: HashSet::new(),
+            dialed: HashSet::new(),
+            link_rate: cfg
+                .federation
+                .as_ref()
+                .map_or((0, 1), |f| (f.link_rate_per_sec, f.link_rate_burst.max(1))),
         }
     }
 
@@ -115,7 +125,17 @@ impl VerifyState {
         match c {
             Ctl::Authed(conn, key) => {
                 let budget = TokenBucket::full(self.stamp(Instant::now()), self.burst);
-                self.conns.insert(conn, AuthedConn { key, budget });
+                self.conns.insert(
+                    conn,
+                    AuthedConn {
+                        key: Some(key),
+                        budget,
+                    },
+                );
+            }
+            Ctl::Link(conn) => {
+                let budget = TokenBucket::full(self.stamp(Instant::now()), self.link_rate.1);
+                self.conns.insert(conn, AuthedConn { key: None, budget });
             }
             Ctl::Forget(conn) => {
                 self.conns.remove(&conn);
@@ -139,8 +159,10 @@ impl VerifyState {
     /// Whether `conn` is authenticated with `key` and within its budget (taking one).
     fn may_verify(&mut self, conn: ConnId, key: &[u8; 32], now: Instant) -> bool {
         let now = self.stamp(now);
+        let (rate, burst, link) = (self.rate, self.burst, self.link_rate);
         match self.conns.get_mut(&conn) {
-            Some(c) if c.key == *key => c.budget.try_take(now, self.rate, self.burst),
+            Some(c) if c.key == Some(*key) => c.budget.try_take(now, rate, burst),
+            Some(c) if c.key.is_none() => c.budget.try_take(now, link.0, link.1),
             _ => false,
         }
     }
@@ -173,10 +195,16 @@ impl VerifyState {
                 VerifyIn::Bytes(conn, _) | VerifyIn::Oversized(conn, _)
                     if self.closed.contains(&conn) => {}
                 VerifyIn::Oversized(conn, limit) => items.push(Item::Oversized(conn, limit)),
+                VerifyIn::Dialed(conn) => {
+                    self.dialed.insert(conn);
+                }
+                VerifyIn::Bytes(conn, b) if self.dialed.contains(&conn) => {
+                    items.push(Item::Raw(conn, b));
+                }
                 VerifyIn::Bytes(conn, b) => {
                     let parsed = relay::parse_frame(&b, self.max_frame);
                     drop(b);
-                    if let Some(ClientFrame::Send { env, .. }) =
+                    if let Some(ClientFrame::Send { env, .. } | ClientFrame::Push { env, .. }) =
                         parsed.as_ref().ok().map(|p| p.frame())
                     {
                         if env.v == ENVELOPE_VERSION
@@ -190,6 +218,7 @@ impl VerifyState {
                 }
                 VerifyIn::Disconnected(conn) => {
                     self.conns.remove(&conn);
+                    self.dialed.remove(&conn);
                     self.closed.remove(&conn);
                     items.push(Item::Disconnected(conn));
                 }
@@ -254,7 +283,7 @@ impl VerifyState {
             return;
         };
         let frame = parsed.frame();
-        let ClientFrame::Send { env, .. } = frame else {
+        let (ClientFrame::Send { env, .. } | ClientFrame::Push { env, .. }) = frame else {
             return;
         };
         if let Some(Some(k)) = self.keys.get(&env.from_key) {
@@ -268,7 +297,7 @@ impl VerifyState {
 pub(super) fn send_env(item: &Item) -> Option<&a2acp_core::crypto::Envelope> {
     match item {
         Item::Frame(_, Ok(p), _) => match p.frame() {
-            ClientFrame::Send { env, .. } => Some(env),
+            ClientFrame::Send { env, .. } | ClientFrame::Push { env, .. } => Some(env),
             _ => None,
         },
         _ => None,
