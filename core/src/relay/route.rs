@@ -74,18 +74,7 @@ impl Relay {
         }
         let limit = self.config.queue_per_thread;
         if self.queues.thread_len(&env.to, &env.thread) >= limit {
-            self.counters.overflows = self.counters.overflows.saturating_add(1);
-            let to = env.to.clone();
-            self.send(
-                conn,
-                &RelayFrame::Overflow {
-                    seq,
-                    to: to.clone(),
-                    thread: env.thread,
-                    limit,
-                },
-            );
-            self.push_event(RelayEvent::Overflow { from, to });
+            self.overflow(conn, seq, from, &env, limit);
             return;
         }
         let per_recipient = usize::try_from(self.config.queue_per_recipient).unwrap_or(usize::MAX);
@@ -116,6 +105,31 @@ impl Relay {
             id,
         });
         self.pump(&to);
+    }
+
+    /// Refuses `send {seq}` from `from` because (`env.to`, `env.thread`) already holds
+    /// `limit` unacknowledged packets (spec §13.2): an `overflow` frame, not an `error`. The
+    /// same for a recipient of this relay and for one of another domain.
+    pub(super) fn overflow(
+        &mut self,
+        conn: ConnId,
+        seq: u64,
+        from: Address,
+        env: &Envelope,
+        limit: u32,
+    ) {
+        self.counters.overflows = self.counters.overflows.saturating_add(1);
+        let to = env.to.clone();
+        self.send(
+            conn,
+            &RelayFrame::Overflow {
+                seq,
+                to: to.clone(),
+                thread: env.thread,
+                limit,
+            },
+        );
+        self.push_event(RelayEvent::Overflow { from, to });
     }
 
     /// The next delivery id (persisting the next block's reservation when one starts), or

@@ -125,18 +125,7 @@ impl Relay {
         let r = f.remote(&domain);
         let key = (env.to.clone(), env.thread);
         if r.out_threads.get(&key).copied().unwrap_or(0) >= limit {
-            self.counters.overflows = self.counters.overflows.saturating_add(1);
-            let to = env.to.clone();
-            self.send(
-                conn,
-                &RelayFrame::Overflow {
-                    seq,
-                    to: to.clone(),
-                    thread: env.thread,
-                    limit,
-                },
-            );
-            self.push_event(RelayEvent::Overflow { from, to });
+            self.overflow(conn, seq, from, &env, limit);
             return;
         }
         if r.out.len() >= per_domain {
