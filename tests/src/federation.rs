@@ -94,3 +94,67 @@ pub fn free_port() -> u16 {
 pub fn data_dir(dir: &Path, name: &str) -> PathBuf {
     dir.join(name)
 }
+
+/// Two relays on loopback, `a.example` and `b.example`, each serving TLS with `cert`/`key`
+/// and knowing the other by its static route (`--federate`, trusting `ca`): the pair every
+/// federation test starts from. Their data lives in `dir/ra` and `dir/rb`.
+pub struct LinkedRelays {
+    /// a.example's relay.
+    pub a: Relay,
+    /// b.example's relay.
+    pub b: Relay,
+    /// a.example's data directory.
+    pub data_a: PathBuf,
+    /// b.example's data directory.
+    pub data_b: PathBuf,
+    /// a.example's federation endpoint (`wss://127.0.0.1:PORT`).
+    pub url_a: String,
+    /// b.example's federation endpoint.
+    pub url_b: String,
+}
+
+/// Starts [`LinkedRelays`] on the runtime `rt`.
+pub async fn linked_relays(
+    rt: Runtime,
+    dir: &Path,
+    cert: &Path,
+    key: &Path,
+    ca: &Path,
+) -> LinkedRelays {
+    let (data_a, data_b) = (dir.join("ra"), dir.join("rb"));
+    let (pa, pb) = (free_port(), free_port());
+    let (url_a, url_b) = (
+        format!("wss://127.0.0.1:{pa}"),
+        format!("wss://127.0.0.1:{pb}"),
+    );
+    let a = federating_relay(
+        rt,
+        &format!("127.0.0.1:{pa}"),
+        &data_a,
+        "a.example",
+        cert,
+        key,
+        federation(&data_a, "a.example", &[("b.example", url_b.clone())], ca),
+        RelayConfig::default(),
+    )
+    .await;
+    let b = federating_relay(
+        rt,
+        &format!("127.0.0.1:{pb}"),
+        &data_b,
+        "b.example",
+        cert,
+        key,
+        federation(&data_b, "b.example", &[("a.example", url_a.clone())], ca),
+        RelayConfig::default(),
+    )
+    .await;
+    LinkedRelays {
+        a,
+        b,
+        data_a,
+        data_b,
+        url_a,
+        url_b,
+    }
+}

@@ -4,10 +4,9 @@
 //! discover each other (`/.well-known/a2acp`), link over `wss://`, and the agents complete
 //! the spec's dinner as if they shared one relay.
 
-use a2acp_core::relay::RelayConfig;
 use a2acp_core::Address;
 use a2acp_runtime::scripted::{dinner_configs, ScriptedUser};
-use a2acp_tests::federation::{federating_relay, federation, free_port};
+use a2acp_tests::federation::{linked_relays, LinkedRelays};
 use a2acp_tests::*;
 
 #[path = "common/pki.rs"]
@@ -17,34 +16,14 @@ use pki::{pki, trust};
 async fn dinner_across_domains(rt: Runtime) {
     let dir = tmp();
     let p = pki(&dir.path().join("pki"));
-    let (da, db) = (dir.path().join("ra"), dir.path().join("rb"));
-    let (pa, pb) = (free_port(), free_port());
-    let (ea, eb) = (
-        format!("wss://127.0.0.1:{pa}"),
-        format!("wss://127.0.0.1:{pb}"),
-    );
-    let a = federating_relay(
-        rt,
-        &format!("127.0.0.1:{pa}"),
-        &da,
-        "a.example",
-        &p.cert,
-        &p.key,
-        federation(&da, "a.example", &[("b.example", eb.clone())], &p.ca),
-        RelayConfig::default(),
-    )
-    .await;
-    let b = federating_relay(
-        rt,
-        &format!("127.0.0.1:{pb}"),
-        &db,
-        "b.example",
-        &p.cert,
-        &p.key,
-        federation(&db, "b.example", &[("a.example", ea.clone())], &p.ca),
-        RelayConfig::default(),
-    )
-    .await;
+    let LinkedRelays {
+        a,
+        b,
+        data_a: da,
+        data_b: db,
+        url_a: ea,
+        url_b: eb,
+    } = linked_relays(rt, dir.path(), &p.cert, &p.key, &p.ca).await;
     let (alice_cfg, _) = dinner_configs("a.example").unwrap();
     let (_, mut bob_cfg) = dinner_configs("b.example").unwrap();
     // Bob's friend is Alice on her own domain.

@@ -14,7 +14,7 @@ use a2acp_core::relay::RelayConfig;
 use a2acp_runtime::federation::{discover, FetchError, FetchLimits, Net};
 use a2acp_runtime::relay_key;
 use a2acp_runtime::tls::{ClientTls, ServerTls};
-use a2acp_tests::federation::{federating_relay, federation};
+use a2acp_tests::federation::{federating_relay, federation, linked_relays, LinkedRelays};
 use a2acp_tests::*;
 use a2acp_tokio::federation::TokioNet;
 use futures_util::io::{AsyncReadExt, AsyncWriteExt};
@@ -40,37 +40,14 @@ async fn fetch_with(
 async fn documents_found_over_tls(rt: Runtime) {
     let dir = tmp();
     let p = pki(&dir.path().join("pki"));
-    let (da, db) = (dir.path().join("a"), dir.path().join("b"));
-    let (pa, pb) = (
-        a2acp_tests::federation::free_port(),
-        a2acp_tests::federation::free_port(),
-    );
-    let (ea, eb) = (
-        format!("wss://127.0.0.1:{pa}"),
-        format!("wss://127.0.0.1:{pb}"),
-    );
-    let a = federating_relay(
-        rt,
-        &format!("127.0.0.1:{pa}"),
-        &da,
-        "a.example",
-        &p.cert,
-        &p.key,
-        federation(&da, "a.example", &[("b.example", eb.clone())], &p.ca),
-        RelayConfig::default(),
-    )
-    .await;
-    let b = federating_relay(
-        rt,
-        &format!("127.0.0.1:{pb}"),
-        &db,
-        "b.example",
-        &p.cert,
-        &p.key,
-        federation(&db, "b.example", &[("a.example", ea.clone())], &p.ca),
-        RelayConfig::default(),
-    )
-    .await;
+    let LinkedRelays {
+        a,
+        b,
+        data_a: da,
+        data_b: db,
+        url_a: ea,
+        url_b: eb,
+    } = linked_relays(rt, dir.path(), &p.cert, &p.key, &p.ca).await;
     let net = TokioNet;
     let fed_a = federation(&da, "a.example", &[("b.example", eb.clone())], &p.ca);
     let doc = discover(&net, &fed_a, "b.example").await.unwrap();
@@ -117,7 +94,7 @@ async fn documents_found_over_tls(rt: Runtime) {
     relay_key::rotate(&db, "b.example").unwrap();
     let b = federating_relay(
         rt,
-        &format!("127.0.0.1:{pb}"),
+        eb.strip_prefix("wss://").unwrap(),
         &db,
         "b.example",
         &p.cert,
