@@ -56,6 +56,10 @@ pub struct FederationConfig {
     /// Deferred pushes remembered per remote domain (so that their retries are recognised);
     /// a push that would be deferred beyond this is rejected `queue_full`. Default 1 024.
     pub max_deferred: u32,
+    /// Remote senders this relay keeps state for (rate bucket, reputation, pinned key),
+    /// all remote domains together; beyond, the least recently seen is forgotten (its key
+    /// is pinned again from its next packet). Default 100 000.
+    pub max_remote_senders: u32,
     /// Frame budget of a relay link, frames per second (every frame costs one token).
     /// Default 5 000.
     pub link_rate_per_sec: u32,
@@ -88,6 +92,7 @@ impl FederationConfig {
             max_pending_sends: 256,
             max_pending_lookups: 256,
             max_deferred: 1_024,
+            max_remote_senders: 100_000,
             link_rate_per_sec: 5_000,
             link_rate_burst: 10_000,
             log_per_sec: 1,
@@ -133,6 +138,7 @@ impl PartialEq for FederationConfig {
             && self.max_pending_sends == o.max_pending_sends
             && self.max_pending_lookups == o.max_pending_lookups
             && self.max_deferred == o.max_deferred
+            && self.max_remote_senders == o.max_remote_senders
             && self.link_rate_per_sec == o.link_rate_per_sec
             && self.link_rate_burst == o.link_rate_burst
             && self.log_per_sec == o.log_per_sec

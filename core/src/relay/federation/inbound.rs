@@ -14,7 +14,8 @@ use crate::rate_limit::TokenBucket;
 use crate::time::Timestamp;
 
 use super::super::queue::Origin;
-use super::super::{ConnId, Relay, Verified};
+use super::super::{ConnId, Relay, RelayOutput, Verified};
+use crate::persist::PersistOp;
 
 /// What became of a push.
 enum Decision {
@@ -196,10 +197,12 @@ impl Relay {
                 "envelope signature does not verify".into(),
             );
         }
+        self.forget_remote_senders();
         let Some((cfg, f)) = self.config.federation.as_ref().zip(self.fed.as_mut()) else {
             return Decision::Rejected(ErrorCode::DomainRefused, "federation is off".into());
         };
         let (srate, sburst) = (cfg.sender_rate_per_sec, cfg.sender_rate_burst.max(1));
+        f.seen.touch(&from, now);
         let s = f.senders.entry(from.clone()).or_insert_with(|| Sender {
             bucket: TokenBucket::full(now, sburst),
             score: Default::default(),
@@ -248,6 +251,7 @@ impl Relay {
         if pinned.is_none() {
             self.pin(&from, env.from_key);
         }
+        self.forget_remote_senders();
         let origin = Origin {
             domain: domain.to_string(),
             n,
@@ -271,6 +275,7 @@ impl Relay {
         if f.pins.insert(address.clone(), key) == Some(key) {
             return;
         }
+        f.seen.touch(address, f.now);
         let rec = PinRecord {
             address: address.clone(),
             key,
@@ -279,6 +284,30 @@ impl Relay {
         self.fed_event(FederationEvent::Pinned {
             address: address.clone(),
         });
+    }
+
+    /// Forgets the least recently seen remote senders beyond
+    /// [`super::FederationConfig::max_remote_senders`]: their rate bucket, reputation and
+    /// pinned key (its record deleted).
+    pub(super) fn forget_remote_senders(&mut self) {
+        let Some((cfg, f)) = self.config.federation.as_ref().zip(self.fed.as_mut()) else {
+            return;
+        };
+        let max = usize::try_from(cfg.max_remote_senders.max(1)).unwrap_or(usize::MAX);
+        let mut gone = Vec::new();
+        while f.seen.len() > max {
+            let Some(a) = f.seen.pop_oldest() else {
+                break;
+            };
+            f.senders.remove(&a);
+            if f.pins.remove(&a).is_some() {
+                gone.push(a);
+            }
+        }
+        for a in gone {
+            self.out
+                .push_back(RelayOutput::Persist(PersistOp::Delete { key: pin_key(&a) }));
+        }
     }
 
     /// `lookup` on a link accepted from `domain`: the key registered here, if any.

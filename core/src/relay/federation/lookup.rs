@@ -119,6 +119,7 @@ impl Relay {
                 return;
             }
             self.pin(&address, k);
+            self.forget_remote_senders();
         }
         let Some(f) = self.fed.as_mut() else {
             return;

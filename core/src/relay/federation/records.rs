@@ -172,6 +172,7 @@ impl Relay {
             if rec.address.as_str() != addr {
                 return Err(bad("address differs from the key".into()));
             }
+            f.seen.touch(&rec.address, Timestamp::ZERO);
             f.pins.insert(rec.address, rec.key);
             return Ok(Some(0));
         }

@@ -253,6 +253,8 @@ pub(in crate::relay) struct Fed {
     pub(super) senders: BTreeMap<Address, Sender>,
     pub(super) pins: BTreeMap<Address, [u8; 32]>,
     pub(super) notices: BTreeMap<Address, BTreeMap<u64, Notice>>,
+    /// The remote senders in `senders` or `pins`, by when last seen.
+    pub(super) seen: Seen,
     /// The latest time handed to the relay.
     pub(in crate::relay) now: Timestamp,
 }
@@ -269,11 +271,51 @@ impl Fed {
             senders: BTreeMap::new(),
             pins: BTreeMap::new(),
             notices: BTreeMap::new(),
+            seen: Seen::default(),
             now: Timestamp::ZERO,
         }
     }
 
     pub(super) fn remote(&mut self, domain: &str) -> &mut Remote {
         self.remotes.entry(domain.to_string()).or_default()
+    }
+}
+
+/// Remote addresses by when they were last seen, so the state kept for remote senders
+/// stays bounded ([`super::FederationConfig::max_remote_senders`]): the least recently
+/// seen is forgotten first.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Seen {
+    by_time: BTreeSet<(Timestamp, Address)>,
+    last: BTreeMap<Address, Timestamp>,
+}
+
+impl Seen {
+    /// `address` was seen at `now`.
+    pub(super) fn touch(&mut self, address: &Address, now: Timestamp) {
+        match self.last.get_mut(address) {
+            Some(t) if *t == now => {}
+            Some(t) => {
+                self.by_time.remove(&(*t, address.clone()));
+                *t = now;
+                self.by_time.insert((now, address.clone()));
+            }
+            None => {
+                self.last.insert(address.clone(), now);
+                self.by_time.insert((now, address.clone()));
+            }
+        }
+    }
+
+    /// How many addresses are tracked.
+    pub(super) fn len(&self) -> usize {
+        self.last.len()
+    }
+
+    /// Removes and returns the least recently seen address.
+    pub(super) fn pop_oldest(&mut self) -> Option<Address> {
+        let (_, a) = self.by_time.pop_first()?;
+        self.last.remove(&a);
+        Some(a)
     }
 }

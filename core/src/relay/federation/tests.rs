@@ -843,3 +843,57 @@ fn the_same_inputs_give_the_same_outputs() {
     let _ = domain_of(0);
     let _: Option<RelayOutput> = None;
 }
+
+#[test]
+fn the_state_kept_for_remote_senders_is_bounded() {
+    let mut net = Net::with(2, |_, c| {
+        if let Some(f) = c.federation.as_mut() {
+            f.max_remote_senders = 2;
+        }
+    });
+    let b = id(2);
+    net.register(1, 2, "bob", &b);
+    let users = ["s1", "s2", "s3"];
+    let keys: Vec<IdentityKey> = (10..13).map(id).collect();
+    for (k, (u, key)) in users.iter().zip(&keys).enumerate() {
+        net.register(0, 10 + k as u64, u, key);
+        send(
+            &mut net,
+            0,
+            10 + k as u64,
+            1,
+            packet(key, (*u, 0), &b, ("bob", 1), u, 1),
+        );
+        net.advance(Duration::from_secs(1), Duration::from_millis(100));
+    }
+    let got = net.take(1, 2);
+    assert_eq!(net.ack_all(1, 2, &got).len(), 3);
+    let pins = |net: &Net| -> Vec<String> {
+        net.nodes[1]
+            .store
+            .keys()
+            .filter(|k| k.starts_with("fed/pin/"))
+            .cloned()
+            .collect()
+    };
+    assert_eq!(
+        pins(&net),
+        vec![
+            "fed/pin/agent:s2@a.example".to_string(),
+            "fed/pin/agent:s3@a.example".to_string()
+        ],
+        "the least recently seen sender is forgotten"
+    );
+    // Forgotten is not refused: its next packet is delivered and its key pinned again.
+    send(
+        &mut net,
+        0,
+        10,
+        2,
+        packet(&keys[0], ("s1", 0), &b, ("bob", 1), "s1", 2),
+    );
+    let got = net.take(1, 2);
+    assert_eq!(net.ack_all(1, 2, &got).len(), 1);
+    assert_eq!(pins(&net).len(), 2);
+    assert!(pins(&net).contains(&"fed/pin/agent:s1@a.example".to_string()));
+}
