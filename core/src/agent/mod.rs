@@ -103,6 +103,7 @@ pub use introductions::Introduction;
 pub use io::*;
 pub use link::records::RestoreError;
 pub use link::{FirstPacket, LinkRefusal, REGISTRATION_RETRY};
+pub use memory::reputation::Reputation;
 pub use permissions::{IntentTiers, PermissionTiers, RelationshipOverride, Tier};
 pub use security::refusals::Refusals;
 pub use space::{FieldChange, Space, SpaceChange, SpaceEvent, SpacePacket};

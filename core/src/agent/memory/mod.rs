@@ -18,6 +18,8 @@ use super::*;
 use crate::memory::ndjson::ImportSummary;
 use crate::memory::{Actor, AssertOptions, Confidence, MemoryError, MemoryStore, ThreadSummary};
 
+pub mod reputation;
+
 /// The record key prefix of a peer's memory.
 pub(super) const MEMORY_PREFIX: &str = "memory/";
 
