@@ -1,7 +1,7 @@
 //! Relationship memory (§11) over real sockets, on tokio and on smol: after the dinner
-//! completes, Alice's agent remembers Bob (`memory show`), keeps it across a restart, lets
-//! her edit and forget a field, exports and re-imports it as NDJSON, and forgets
-//! everything about Bob when she blocks him.
+//! completes, Alice's agent remembers Bob (`memory show`, with his reputation), keeps it
+//! across a restart, lets her edit and forget a field, exports and re-imports it as
+//! NDJSON, and forgets everything about Bob when she blocks him.
 
 use a2acp_runtime::control::{PeerMemory, Request};
 use a2acp_runtime::home::Home;
@@ -53,6 +53,11 @@ async fn memory_is_recorded_shown_edited_forgotten_and_purged_by_a_block(rt: Run
         m.remembered.is_some().then_some(m)
     })
     .await;
+    // Its reputation from Alice's own observations: one completed thread, nothing held
+    // against it.
+    assert_eq!(m.reputation.completed, 1, "{:?}", m.reputation);
+    assert_eq!(m.reputation.score, 2);
+    assert_eq!((m.reputation.malformed, m.reputation.refused), (0, 0));
     let r = m.remembered.unwrap();
     assert_eq!(r["interaction_count"], 1, "{r}");
     assert_eq!(r["typical_intents"][0], "scheduling");

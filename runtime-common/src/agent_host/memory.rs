@@ -27,6 +27,7 @@ impl AgentHost {
                 they_shared: Context::new(),
                 we_shared: Vec::new(),
                 remembered: a.relationship_json(p),
+                reputation: a.reputation(p),
             }
         };
         let mut known: Vec<Address> = a.threads().values().map(|t| t.peer.clone()).collect();

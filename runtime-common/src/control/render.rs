@@ -352,6 +352,23 @@ pub fn render_memory(peers: &[PeerMemory]) -> String {
         if p.flagged {
             out += "  flagged: sends malformed packets\n";
         }
+        let r = &p.reputation;
+        let mut seen = vec![format!("{} completed thread(s)", r.completed)];
+        if r.malformed > 0 {
+            seen.push(format!("{} malformed packet(s)", r.malformed));
+        }
+        if r.refused > 0 {
+            seen.push(format!("{} refused past your limits", r.refused));
+        }
+        if r.key_changed {
+            seen.push("a changed key you have not accepted".into());
+        }
+        out += &format!(
+            "  reputation: {:+} {} ({})\n",
+            r.score,
+            r.word(),
+            seen.join(", ")
+        );
         let th: Vec<String> = p.threads.iter().map(|(s, n)| format!("{n} {s}")).collect();
         out += &format!(
             "  threads: {}\n",

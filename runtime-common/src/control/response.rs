@@ -261,6 +261,10 @@ pub struct PeerMemory {
     /// the spec's JSON; `None` when it remembers nothing.
     #[serde(default)]
     pub remembered: Option<serde_json::Value>,
+    /// Its reputation from this agent's own observations (§16; the rule in
+    /// `a2acp_core::agent::Reputation`).
+    #[serde(default)]
+    pub reputation: a2acp_core::agent::Reputation,
 }
 
 /// `permissions show`.
