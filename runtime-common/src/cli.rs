@@ -171,6 +171,64 @@ impl RelayKeyCmd {
     }
 }
 
+/// `dev-ca`: a private CA and a relay certificate signed by it ([`crate::dev_ca`]).
+#[derive(Debug, Clone, Args)]
+pub struct DevCaArgs {
+    /// Where to write ca.pem, relay.pem, relay.key and ca.key.
+    #[arg(long, default_value = "./pki")]
+    pub out: PathBuf,
+    /// A name or IP address the relay certificate is valid for (repeatable).
+    #[arg(long = "host", default_values = ["127.0.0.1", "localhost"])]
+    pub hosts: Vec<String>,
+}
+
+impl DevCaArgs {
+    /// Runs the command: what to print.
+    pub fn run(&self) -> Result<String, String> {
+        let f = crate::dev_ca::make(&self.out, &self.hosts).map_err(|e| e.to_string())?;
+        Ok(format!(
+            "a private CA (not for the public Internet), and a relay certificate for {}:\n  \
+             relay:  --tls-cert {} --tls-key {}\n  trust:  --ca {} (relays and `agent init`)",
+            self.hosts.join(", "),
+            f.cert.display(),
+            f.key.display(),
+            f.ca.display()
+        ))
+    }
+}
+
+/// `relay-status`: a running relay's figures, federation included.
+#[derive(Debug, Clone, Args)]
+pub struct RelayStatusArgs {
+    /// The relay's URL (`http://HOST:PORT`, or `https://…` when it serves TLS; a
+    /// `ws://`/`wss://` URL is read as the same host and port).
+    #[arg(default_value = "http://127.0.0.1:7447")]
+    pub url: String,
+    /// Trust this CA (PEM) for an https:// relay, besides the web PKI.
+    #[arg(long)]
+    pub ca: Option<PathBuf>,
+    /// Machine-readable output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl RelayStatusArgs {
+    /// Runs the command: what to print.
+    pub fn run(&self) -> Result<String, String> {
+        let url = match self.url.split_once("://") {
+            Some(("ws", rest)) => format!("http://{rest}"),
+            Some(("wss", rest)) => format!("https://{rest}"),
+            _ => self.url.clone(),
+        };
+        let s = crate::relay_status::fetch(&url, self.ca.as_deref()).map_err(|e| e.to_string())?;
+        Ok(if self.json {
+            serde_json::to_string_pretty(&s).map_err(|e| e.to_string())?
+        } else {
+            crate::relay_status::render(&url, &s).trim_end().to_string()
+        })
+    }
+}
+
 /// A duration flag: a whole number followed by `ms`, `s` or `m` (`10s`, `500ms`, `2m`).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use a2acp_runtime::cli::{init_tracing, prepare_agent_run, RelayArgs, RelayKeyCmd, RunArgs};
+use a2acp_runtime::cli::{
+    init_tracing, prepare_agent_run, RelayArgs, RelayKeyCmd, RelayStatusArgs, RunArgs,
+};
 use a2acp_runtime::home::Home;
 use async_signal::{Signal, Signals};
 use clap::{Parser, Subcommand};
@@ -44,6 +46,9 @@ enum Cmd {
     /// The federating relay's signing key: show it, or rotate it (the old key signs the new).
     #[command(subcommand)]
     RelayKey(RelayKeyCmd),
+    /// A running relay's figures: connections, queues, refusals and each federated
+    /// domain's links, queue, traffic and reputation (read from its /metrics).
+    RelayStatus(RelayStatusArgs),
     /// Run your agent (create it with `a2acp agent init`).
     #[command(subcommand)]
     Agent(AgentCmd),
@@ -95,6 +100,10 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
         }
         Cmd::RelayKey(k) => {
             println!("{}", k.run()?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::RelayStatus(s) => {
+            println!("{}", s.run()?);
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Agent(AgentCmd::Run(a)) => agent_run(&home, &a).await,

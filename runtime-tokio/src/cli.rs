@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use a2acp_runtime::cli::{RelayArgs, RelayKeyCmd, RunArgs};
+use a2acp_runtime::cli::{DevCaArgs, RelayArgs, RelayKeyCmd, RelayStatusArgs, RunArgs};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -36,6 +36,12 @@ pub(crate) enum Cmd {
     /// The federating relay's signing key: show it, or rotate it (the old key signs the new).
     #[command(subcommand)]
     RelayKey(RelayKeyCmd),
+    /// A running relay's figures: connections, queues, refusals and each federated
+    /// domain's links, queue, traffic and reputation (read from its /metrics).
+    RelayStatus(RelayStatusArgs),
+    /// A private CA and a relay certificate signed by it, to run TLS relays (and
+    /// federation) on one machine or a private network.
+    DevCa(DevCaArgs),
     /// Create or run your agent.
     #[command(subcommand)]
     Agent(AgentCmd),

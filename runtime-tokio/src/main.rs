@@ -74,6 +74,14 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
             println!("{}", k.run()?);
             Ok(ExitCode::SUCCESS)
         }
+        Cmd::RelayStatus(s) => {
+            println!("{}", s.run()?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::DevCa(d) => {
+            println!("{}", d.run()?);
+            Ok(ExitCode::SUCCESS)
+        }
         Cmd::Agent(AgentCmd::Init {
             address,
             relay,

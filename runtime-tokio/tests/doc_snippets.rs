@@ -1,5 +1,5 @@
 //! The snippets of README.md and docs/ run as written, with the real `a2acp` binary as
-//! subprocesses (the by-hand section of the README is `walkthrough.rs`'s):
+//! subprocesses (the README's by-hand and federation sections are `walkthrough.rs`'s):
 //! - every code block of README.md is one this suite or the walkthrough runs (a new block
 //!   fails `every_readme_block_is_run` until a test runs it), and the demo it shows
 //!   books the dinner;
@@ -376,6 +376,7 @@ fn every_readme_block_is_run() {
                 // `walkthrough.rs` runs every one of them, in order.
                 l if l.starts_with("a2acp ") => {
                     b.section == "Running a relay and two agents by hand"
+                        || b.section == "Two relays that federate"
                 }
                 _ => false,
             };

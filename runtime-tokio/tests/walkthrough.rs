@@ -6,6 +6,9 @@
 //! works. Then the newcomer's error paths: a missing home, a typo in a field name, an
 //! address another key holds (at `agent init` and for a running agent), an address in
 //! upper case, a thread to an address the relay does not know.
+//!
+//! And the README's "Two relays that federate" the same way: a private CA, two relays of
+//! two domains linked over TLS, an agent on each, a thread across them, `relay-status`.
 #![cfg(unix)]
 
 use std::fs;
@@ -51,13 +54,30 @@ impl Drop for Proc {
     }
 }
 
+/// The commands of the README's "Two relays that federate", in its order.
+const README_FEDERATION: &[&str] = &[
+    "a2acp dev-ca --out ./pki",
+    "a2acp relay --listen 127.0.0.1:7448 --domain a.example --data ./relay-a --tls-cert ./pki/relay.pem --tls-key ./pki/relay.key --ca ./pki/ca.pem --federate b.example=wss://127.0.0.1:7449",
+    "a2acp relay --listen 127.0.0.1:7449 --domain b.example --data ./relay-b --tls-cert ./pki/relay.pem --tls-key ./pki/relay.key --ca ./pki/ca.pem --federate a.example=wss://127.0.0.1:7448",
+    "a2acp agent init --address agent:carol@a.example --relay wss://127.0.0.1:7448 --ca ./pki/ca.pem --home ./carol --name Carol --timezone Europe/London",
+    "a2acp agent run --home ./carol",
+    "a2acp agent init --address agent:dave@b.example --relay wss://127.0.0.1:7449 --ca ./pki/ca.pem --home ./dave --name Dave --timezone Europe/London",
+    "a2acp agent run --home ./dave",
+    "a2acp --home ./carol thread start --to agent:dave@b.example --category scheduling --summary \"Dinner on Friday\" --context examples/dinner.json",
+    "a2acp --home ./dave prompts",
+    "a2acp relay-status https://127.0.0.1:7448 --ca ./pki/ca.pem",
+];
+
 /// The `a2acp` lines of the README's by-hand section (comments after `#` removed).
 fn readme_commands() -> Vec<String> {
+    section_commands("## Running a relay and two agents by hand")
+}
+
+/// The `a2acp` lines of the README's section under `heading` (comments after `#` removed).
+fn section_commands(heading: &str) -> Vec<String> {
     let readme = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
         .expect("README.md");
-    let start = readme
-        .find("## Running a relay and two agents by hand")
-        .expect("the by-hand section");
+    let start = readme.find(heading).expect("the section");
     let section = &readme[start..];
     let end = section[3..].find("\n## ").map_or(section.len(), |e| e + 3);
     section[..end]
@@ -102,6 +122,8 @@ fn words(line: &str) -> Vec<String> {
 struct Walk {
     dir: tempfile::TempDir,
     port: u16,
+    /// More ports of the README replaced by free ones: (as written, this run's).
+    more_ports: Vec<(&'static str, u16)>,
     thread: String,
 }
 
@@ -112,9 +134,12 @@ impl Walk {
 
     /// The README line with this run's port and thread id, as arguments (without `a2acp`).
     fn args(&self, line: &str) -> Vec<String> {
-        let line = line
+        let mut line = line
             .replace("7447", &self.port.to_string())
             .replace("thr_…", &self.thread);
+        for (written, port) in &self.more_ports {
+            line = line.replace(written, &port.to_string());
+        }
         let mut w = words(&line);
         assert_eq!(w.remove(0), "a2acp");
         w
@@ -246,6 +271,7 @@ fn the_readme_by_hand_section_runs_as_written() {
     let w = Walk {
         dir: tempfile::tempdir().unwrap(),
         port: free_port(),
+        more_ports: Vec::new(),
         thread: String::new(),
     };
     let mut w = w;
@@ -430,4 +456,102 @@ fn the_readme_by_hand_section_runs_as_written() {
             assert!(!text.contains('\u{1b}'), "escape sequence in {name}.{ext}");
         }
     }
+}
+
+#[test]
+fn the_readme_federation_section_runs_as_written() {
+    assert_eq!(
+        section_commands("## Two relays that federate"),
+        README_FEDERATION.to_vec(),
+        "README.md's federation section and this test must list the same commands"
+    );
+    let (pa, pb) = (free_port(), free_port());
+    let w = Walk {
+        dir: tempfile::tempdir().unwrap(),
+        port: free_port(),
+        more_ports: vec![("7448", pa), ("7449", pb)],
+        thread: String::new(),
+    };
+    fs::create_dir_all(w.cwd().join("examples")).unwrap();
+    fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/dinner.json"),
+        w.cwd().join("examples/dinner.json"),
+    )
+    .unwrap();
+    let c = README_FEDERATION;
+
+    let out = w.ok(c[0]);
+    assert!(out.contains("--tls-cert") && out.contains("--ca"), "{out}");
+    // Run twice, it replaces nothing.
+    let e = w.fails(c[0]);
+    assert!(e.contains("already exists"), "{e}");
+
+    let _ra = w.spawn(c[1], "relay-a");
+    let _rb = w.spawn(c[2], "relay-b");
+    w.until(15, "both relays", || {
+        [pa, pb]
+            .iter()
+            .all(|p| std::net::TcpStream::connect(("127.0.0.1", *p)).is_ok())
+    });
+    let out = w.ok(c[3]);
+    assert!(out.contains("registered"), "{out}");
+    let _carol = w.spawn(c[4], "carol");
+    let out = w.ok(c[5]);
+    assert!(out.contains("registered"), "{out}");
+    let _dave = w.spawn(c[6], "dave");
+    w.until(20, "both agents online", || {
+        w.online("./carol") && w.online("./dave")
+    });
+
+    let out = w.ok(c[7]);
+    assert!(
+        out.contains("started") && out.contains("relay accepted"),
+        "{out}"
+    );
+    // Dave's agent, on the other domain, asks him as Bob's did.
+    w.until(30, "Dave's consent prompt #1", || {
+        w.prompt_open("./dave", 1)
+    });
+    let out = w.ok(c[8]);
+    assert!(
+        out.contains("Prompt #1") && out.contains("time_windows"),
+        "{out}"
+    );
+    let out = w.ok(c[9]);
+    println!("{out}");
+    let row = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("b.example"))
+        .unwrap_or_else(|| panic!("no b.example row: {out}"));
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    // domain, link out, links in, queued, forwarded…
+    assert_eq!(cols[1], "up", "{out}");
+    assert_eq!(cols[3], "0", "nothing left queued: {out}");
+    assert!(cols[4].parse::<u64>().unwrap() >= 1, "handed over: {out}");
+    // No relay may read what it carried.
+    for data in ["relay-a", "relay-b"] {
+        let mut bytes = Vec::new();
+        for e in walk_files(&w.cwd().join(data)) {
+            bytes.extend(fs::read(e).unwrap_or_default());
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(!text.contains("Dinner on Friday"), "{data} holds plaintext");
+    }
+}
+
+/// Every file under `dir`.
+fn walk_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(rd) = fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk_files(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }

@@ -54,6 +54,32 @@ async fn dinner_across_domains(rt: Runtime) {
         assert_eq!((d.forwarded, d.received, d.queued), (4, 4, 0), "{d:?}");
         assert!(d.link_out, "{d:?}");
     }
+    // What the operator sees (`a2acp relay-status wss://… --ca …`): the same figures,
+    // read from /metrics over TLS.
+    let (url, ca) = (ea.clone(), p.ca.clone());
+    let text = tokio::task::spawn_blocking(move || {
+        a2acp_runtime::cli::RelayStatusArgs {
+            url,
+            ca: Some(ca),
+            json: false,
+        }
+        .run()
+    })
+    .await
+    .unwrap()
+    .expect("relay-status");
+    println!("{text}");
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("b.example"))
+        .unwrap_or_else(|| panic!("no b.example row: {text}"));
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    // domain, link out, links in, queued, forwarded, received…
+    assert_eq!(
+        [cols[1], cols[3], cols[4], cols[5]],
+        ["up", "0", "4", "4"],
+        "{text}"
+    );
 
     alice.stop().await;
     bob.stop().await;
