@@ -522,6 +522,10 @@ pub(crate) enum BenchCmd {
     /// process under a low open-files limit: its fds, memory and CPU before, during and
     /// after, and an honest negotiation's time during the attack against its baseline.
     Attack(a2acp_tokio::bench::attack::AttackArgs),
+    /// Two federating relays on loopback (child processes): cross-domain against
+    /// same-domain latency and CPU per packet at a fixed rate, and the time to deliver a
+    /// backlog after a partition between the relays.
+    Federation(a2acp_tokio::bench::federation::FederationBenchArgs),
     /// The bare WebSocket forwarder the relay benchmark compares with (started by it).
     #[command(hide = true)]
     Forwarder(a2acp_tokio::bench::ForwarderArgs),

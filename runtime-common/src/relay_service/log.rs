@@ -63,7 +63,7 @@ impl Core {
                     info!(conn = conn.0, "connection silent too long: closed")
                 }
             }
-            RelayEvent::Federation(e) => debug!(?e, "federation"),
+            RelayEvent::Federation(e) => log_federation(e),
             RelayEvent::Routed { from, to, id } => debug!(%from, %to, id, "routed"),
             RelayEvent::Delivered { id, to } => debug!(id, %to, "delivered"),
             RelayEvent::Acked { id } => debug!(id, "acknowledged"),
@@ -169,5 +169,32 @@ impl ClientLog {
                 "log lines about clients held back by the log's rate limit"
             );
         }
+    }
+}
+
+/// Logs a federation event: a remote relay's lies and the refusals on relay links as
+/// warnings (the state machine emits them at a bounded rate per remote domain, counting
+/// the rest in `suppressed`), links coming up (authenticated both ways) as information, the
+/// rest (per packet, or caused by any connection) at debug level.
+fn log_federation(e: a2acp_core::relay::federation::FederationEvent) {
+    use a2acp_core::relay::federation::FederationEvent as F;
+    match e {
+        F::Lie { domain, what } => warn!(%domain, what = what.as_str(), "remote relay lied"),
+        F::LinkRefused {
+            domain,
+            conn,
+            code,
+            message,
+            suppressed,
+        } => warn!(
+            domain = domain.as_deref().unwrap_or("-"),
+            conn = conn.0,
+            code = code.as_str(),
+            message = message.as_str(),
+            suppressed,
+            "relay link refused"
+        ),
+        F::LinkUp { domain, conn, side } => info!(%domain, conn = conn.0, ?side, "relay link up"),
+        e => debug!(?e, "federation"),
     }
 }

@@ -1,8 +1,10 @@
 //! `a2acp bench`: the relay benchmark ([`relay`], with its baseline, a bare WebSocket
-//! [`forwarder`]), the CPU and memory a process uses ([`usage`]), and the attack bench
-//! ([`attack`]: hostile clients against a relay process).
+//! [`forwarder`]), the CPU and memory a process uses ([`usage`]), the attack bench
+//! ([`attack`]: hostile clients against a relay process), and the federation bench
+//! ([`federation`]: cross-domain routing against same-domain, a partition's backlog).
 
 pub mod attack;
+pub mod federation;
 pub mod forwarder;
 pub mod relay;
 pub mod usage;

@@ -197,6 +197,12 @@ impl Relay {
             let r = f.remote(domain);
             r.counts.link_refusals = r.counts.link_refusals.saturating_add(1);
         }
+        // A frame beyond the link's budget (refused `rate_limited`, then closing it) is
+        // the domain's doing as garbage is (SPEC-NOTES "Federation: reputation").
+        let over_budget = self.conns.get(&conn).is_some_and(|c| c.over_budget);
+        if over_budget && matches!(code, ErrorCode::RateLimited | ErrorCode::TooManyRefusals) {
+            self.fed_observe_domain(now, domain, Observation::Malformed);
+        }
         if self.fed_log_allowed(now, domain) {
             let suppressed = self.take_suppressed(domain);
             self.fed_event(FederationEvent::LinkRefused {
