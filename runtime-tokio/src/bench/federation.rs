@@ -64,30 +64,13 @@ pub struct FederationBenchArgs {
     pub partition: u64,
 }
 
-/// The throwaway PKI of a run: the CA and a leaf for 127.0.0.1, as PEM files in `dir`.
+/// The throwaway PKI of a run ([`a2acp_runtime::dev_ca`]): the CA and a relay certificate
+/// for 127.0.0.1, as PEM files in `dir`.
 fn pki(dir: &Path) -> Result<(String, String, String), BenchError> {
-    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
-    let e = |e: rcgen::Error| e.to_string();
-    let ca_key = KeyPair::generate().map_err(e)?;
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(e)?;
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = CertifiedIssuer::self_signed(ca_params, ca_key).map_err(e)?;
-    let leaf_key = KeyPair::generate().map_err(e)?;
-    let leaf = CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()])
-        .map_err(e)?
-        .signed_by(&leaf_key, &ca)
-        .map_err(e)?;
-    let (ca_p, cert_p, key_p) = (
-        dir.join("ca.pem"),
-        dir.join("leaf.pem"),
-        dir.join("leaf.key"),
-    );
-    let w = |p: &Path, s: String| std::fs::write(p, s).map_err(|e| e.to_string());
-    w(&ca_p, ca.pem())?;
-    w(&cert_p, leaf.pem())?;
-    w(&key_p, leaf_key.serialize_pem())?;
+    let hosts = ["127.0.0.1".to_string(), "localhost".to_string()];
+    let f = a2acp_runtime::dev_ca::make(dir, &hosts).map_err(|e| e.to_string())?;
     let s = |p: &Path| p.display().to_string();
-    Ok((s(&ca_p), s(&cert_p), s(&key_p)))
+    Ok((s(&f.ca), s(&f.cert), s(&f.key)))
 }
 
 /// Starts `a2acp relay` with `args`: the child and the URL its banner prints.
