@@ -879,6 +879,7 @@ fn resolve(raw: RawScenario, file: &str) -> Result<Spec, SimError> {
             config: relay_config,
             crashes: relay_crashes,
         },
+        federation: None,
         agents,
         partitions,
         threads,
