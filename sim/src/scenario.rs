@@ -181,8 +181,6 @@ pub struct FederationSpec {
     /// `config.federation` is set (its signing key is replaced by one derived from the
     /// run's seed and its domain).
     pub relays: Vec<RelaySpec>,
-    /// Domains whose discovery answers that they have no relay.
-    pub unserved: Vec<String>,
     /// The network between two relays (latency, loss: a link drop, duplication).
     pub link: LinkModel,
     /// Partitions between two relays.

@@ -292,12 +292,8 @@ pub(super) fn describe(e: &FederationEvent) -> Option<String> {
         FederationEvent::LinkDown { domain, reason, .. } => {
             format!("relay link with {domain} down ({reason})")
         }
-        FederationEvent::RetryScheduled { .. } => return None,
-        FederationEvent::Queued { from, to, id, .. } => format!(
-            "queued #{id} {} -> {} for its domain's relay",
-            short(from.as_str()),
-            short(to.as_str())
-        ),
+        // The relay's `Routed` event already says it was queued.
+        FederationEvent::RetryScheduled { .. } | FederationEvent::Queued { .. } => return None,
         FederationEvent::Forwarded { to, id, .. } => {
             format!("handed #{id} for {} over", short(to.as_str()))
         }
