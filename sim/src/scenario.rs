@@ -24,6 +24,10 @@ use crate::model::{ActionModel, LinkModel, LlmModel, UserModel};
 pub const SHIPPED: &[(&str, &str)] = &[
     ("dinner", include_str!("../scenarios/dinner.toml")),
     (
+        "dinner_federated",
+        include_str!("../scenarios/dinner_federated.toml"),
+    ),
+    (
         "intent_update",
         include_str!("../scenarios/intent_update.toml"),
     ),

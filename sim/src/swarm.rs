@@ -8,7 +8,6 @@
 use std::time::Duration;
 
 use a2acp_core::agent::{AgentConfig, GroupConfirmation, RelationshipOverride};
-use a2acp_core::crypto::IdentityKey;
 use a2acp_core::packet::{Context, Intent};
 use a2acp_core::relay::federation::FederationConfig;
 use a2acp_core::relay::RelayConfig;
@@ -23,7 +22,7 @@ use crate::scenario::{
     AgentSpec, CommandSpec, Direction, FederationSpec, GroupSpec, Outage, Partition,
     RelayPartition, RelaySpec, ScriptAction, SpaceSpec, Spec, ThreadSpec,
 };
-use crate::util::{derive_seed, Rng};
+use crate::util::Rng;
 
 /// The size of a swarm and whether faults are injected.
 #[derive(Debug, Clone, Copy)]
@@ -355,10 +354,9 @@ fn agent_address(i: usize, domains: usize) -> Address {
 /// A federating relay's configuration for `domain`, with a signing key derived from the
 /// world's seed.
 pub(crate) fn federating_relay(seed: u64, domain: &str) -> RelayConfig {
-    let key = IdentityKey::from_seed(derive_seed(seed, &format!("relay-key/{domain}")));
     RelayConfig {
         domain: domain.to_string(),
-        federation: Some(FederationConfig::new(key)),
+        federation: Some(FederationConfig::new(crate::world::relay_key(seed, domain))),
         ..RelayConfig::default()
     }
 }

@@ -513,7 +513,7 @@ impl Sim {
                 inc,
                 conn,
                 bytes,
-            } => self.to_dialer(relay, inc, conn, bytes),
+            } => self.frame_to_dialer(relay, inc, conn, bytes),
             Ev::DialerSeesClose { relay, inc, conn } => self.dialer_sees_close(relay, inc, conn),
             Ev::Discovered { relay, inc, domain } => self.discovered(relay, inc, domain),
             Ev::LinkOpen {

@@ -202,7 +202,7 @@ impl Sim {
     }
 
     /// A frame on a relay link reaches its dialer.
-    pub(super) fn to_dialer(&mut self, r: usize, inc: u32, conn: ConnId, bytes: Vec<u8>) {
+    pub(super) fn frame_to_dialer(&mut self, r: usize, inc: u32, conn: ConnId, bytes: Vec<u8>) {
         if self.relays[r].inc != inc || self.relays[r].relay.is_none() {
             return;
         }

@@ -55,6 +55,7 @@ use crate::util::{derive_seed, Rng};
 use self::agent_node::Node;
 use self::events::Ev;
 use self::network::Conn;
+pub(crate) use self::relay_node::relay_key;
 use self::relay_node::RelayNode;
 
 /// Measures time spent inside the core's state machines (for `bench`). The simulation

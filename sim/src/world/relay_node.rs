@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use a2acp_core::crypto::PublicKey;
+use a2acp_core::crypto::{IdentityKey, PublicKey};
 use a2acp_core::link::ErrorCode;
 use a2acp_core::persist::PersistOp;
 use a2acp_core::relay::federation::FederationEvent;
@@ -90,6 +90,11 @@ impl RelayNode {
     pub(super) fn public_key(&self) -> Option<PublicKey> {
         self.config.federation.as_ref().map(|f| f.key.public())
     }
+}
+
+/// The signing key of the relay of `domain` in a run of `seed`.
+pub(crate) fn relay_key(seed: u64, domain: &str) -> IdentityKey {
+    IdentityKey::from_seed(derive_seed(seed, &format!("relay-key/{domain}")))
 }
 
 /// The seed label of relay `k`'s incarnation `inc` (relay 0's labels are those of the
