@@ -276,10 +276,14 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
             let t0 = Instant::now();
             let mut failed = Vec::new();
             let mut events = 0u64;
+            let (mut handed_over, mut links, mut relay_crashes) = (0u64, 0u64, 0u64);
             for seed in range.clone() {
                 let spec = swarm::generate(seed, p);
                 let (report, _, _) = Sim::new(spec, seed).run();
                 events += report.stats.events;
+                handed_over += report.stats.handed_over;
+                links += report.stats.relay_links;
+                relay_crashes += report.stats.relay_crashes;
                 if !report.passed() {
                     bar.suspend(|| {
                         eprintln!("seed {seed} FAILED:");
@@ -301,6 +305,11 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
                 n - failed.len() as u64,
                 failed.len()
             );
+            if p.domains > 1 {
+                println!(
+                    "federation: {handed_over} packets handed over between relays, {links} relay links up, {relay_crashes} relay crashes"
+                );
+            }
             if failed.is_empty() {
                 Ok(ExitCode::SUCCESS)
             } else {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use a2acp_core::crypto::{IdentityKey, PublicKey};
 use a2acp_core::link::ErrorCode;
 use a2acp_core::persist::PersistOp;
-use a2acp_core::relay::federation::FederationEvent;
+use a2acp_core::relay::federation::{FederationEvent, LinkSide};
 use a2acp_core::relay::{ConnId, Relay, RelayConfig, RelayEvent, RelayInput, RelayOutput};
 use a2acp_core::{Address, Timestamp};
 
@@ -224,7 +224,10 @@ impl Sim {
                     self.stats.handed_over += 1;
                     self.relays[r].outbound.remove(id);
                 }
-                FederationEvent::LinkUp { .. } => self.stats.relay_links += 1,
+                FederationEvent::LinkUp {
+                    side: LinkSide::Dialed,
+                    ..
+                } => self.stats.relay_links += 1,
                 FederationEvent::Undeliverable { id, .. } => {
                     // The sender is told: the packet is refused, not lost.
                     if let Some((rcpt, pid)) = self.relays[r].outbound.remove(id) {
