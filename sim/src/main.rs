@@ -58,6 +58,9 @@ enum Cmd {
         /// For `swarm`: shared context spaces too (see `swarm --spaces`).
         #[arg(long)]
         spaces: bool,
+        /// For `swarm`: domains, one federating relay each (see `swarm --domains`).
+        #[arg(long, default_value_t = 1)]
+        domains: usize,
         /// Print only the result line and violations.
         #[arg(long, short)]
         quiet: bool,
@@ -92,6 +95,13 @@ enum Cmd {
         /// spaces among their agents and writes to them.
         #[arg(long)]
         spaces: bool,
+        /// Domains: 1, one relay; more, one federating relay per domain (`a.example`,
+        /// `b.example`, …), agent `i` on domain `i mod N`, threads and groups mixing
+        /// same-domain and cross-domain peers, faults between relays drawn from a stream of
+        /// their own (link drops, partitions between two relays, relay crashes, some in the
+        /// middle of a hand-over).
+        #[arg(long, default_value_t = 1)]
+        domains: usize,
         /// Hide the progress bar.
         #[arg(long)]
         no_progress: bool,
@@ -171,6 +181,7 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
             short_offline,
             groups,
             spaces,
+            domains,
             quiet,
         } => {
             let mut spec = if name == "swarm" {
@@ -187,6 +198,7 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
                         calm,
                         groups,
                         spaces,
+                        domains: domains.max(1),
                     },
                 )
             } else if name == "relationship" {
@@ -229,6 +241,7 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
             short_offline,
             groups,
             spaces,
+            domains,
             no_progress,
         } => {
             let range = swarm::parse_seeds(&seeds).ok_or_else(|| {
@@ -247,6 +260,7 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
                 calm,
                 groups,
                 spaces,
+                domains: domains.max(1),
             };
             let bar = if no_progress {
                 indicatif::ProgressBar::hidden()
@@ -262,10 +276,14 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
             let t0 = Instant::now();
             let mut failed = Vec::new();
             let mut events = 0u64;
+            let (mut handed_over, mut links, mut relay_crashes) = (0u64, 0u64, 0u64);
             for seed in range.clone() {
                 let spec = swarm::generate(seed, p);
                 let (report, _, _) = Sim::new(spec, seed).run();
                 events += report.stats.events;
+                handed_over += report.stats.handed_over;
+                links += report.stats.relay_links;
+                relay_crashes += report.stats.relay_crashes;
                 if !report.passed() {
                     bar.suspend(|| {
                         eprintln!("seed {seed} FAILED:");
@@ -287,6 +305,11 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
                 n - failed.len() as u64,
                 failed.len()
             );
+            if p.domains > 1 {
+                println!(
+                    "federation: {handed_over} packets handed over between relays, {links} relay links up, {relay_crashes} relay crashes"
+                );
+            }
             if failed.is_empty() {
                 Ok(ExitCode::SUCCESS)
             } else {
@@ -425,6 +448,7 @@ fn bench(agents: usize, threads: usize, seed: u64) -> Result<(), SimError> {
         calm: false,
         groups: false,
         spaces: false,
+        domains: 1,
     };
     Measured::run(p, seed).print("swarm 50 agents / 500 threads");
     // 2. The large swarm.
@@ -436,6 +460,7 @@ fn bench(agents: usize, threads: usize, seed: u64) -> Result<(), SimError> {
         calm: false,
         groups: false,
         spaces: false,
+        domains: 1,
     };
     Measured::run(p, seed).print(&format!("swarm {agents} agents / {threads} threads"));
     // 3. §11.2: first contact vs established relationship.

@@ -135,6 +135,7 @@ pub fn world(seed: u64, dinners: usize) -> Spec {
             },
             crashes: Vec::new(),
         },
+        federation: None,
         agents: vec![
             clean_agent("alice".into(), alice, alice_user),
             clean_agent("bob".into(), bob, bob_user),

@@ -24,6 +24,10 @@ use crate::model::{ActionModel, LinkModel, LlmModel, UserModel};
 pub const SHIPPED: &[(&str, &str)] = &[
     ("dinner", include_str!("../scenarios/dinner.toml")),
     (
+        "dinner_federated",
+        include_str!("../scenarios/dinner_federated.toml"),
+    ),
+    (
         "intent_update",
         include_str!("../scenarios/intent_update.toml"),
     ),
@@ -126,8 +130,11 @@ pub struct Spec {
     pub summary: String,
     /// Simulated wall-clock time at the start.
     pub start: Timestamp,
-    /// The relay.
+    /// The relay (of the first domain, when the world federates).
     pub relay: RelaySpec,
+    /// Relays of other domains and the network between relays (§16); `None`: the world
+    /// has one relay and it does not federate.
+    pub federation: Option<FederationSpec>,
     /// The agents.
     pub agents: Vec<AgentSpec>,
     /// Network partitions.
@@ -168,6 +175,40 @@ pub struct RelaySpec {
     pub config: RelayConfig,
     /// When it crashes and for how long.
     pub crashes: Vec<Outage>,
+}
+
+/// A federated world (§16): relays of several domains, each with its own agents (an agent's
+/// relay is the one of its address's domain), linked over a simulated network.
+#[derive(Debug, Clone)]
+pub struct FederationSpec {
+    /// The relays of the other domains, after [`Spec::relay`] (relay 0). Each one's
+    /// `config.federation` is set (its signing key is replaced by one derived from the
+    /// run's seed and its domain).
+    pub relays: Vec<RelaySpec>,
+    /// The network between two relays (latency, loss: a link drop, duplication).
+    pub link: LinkModel,
+    /// Partitions between two relays.
+    pub partitions: Vec<RelayPartition>,
+    /// Relay crashes aimed at a hand-over: armed at `at`, the relay crashes in the middle
+    /// of the first step that hands a packet over (a push sent, or one settled), or
+    /// idle after a minute if none comes.
+    pub handover_crashes: Vec<(usize, Outage)>,
+}
+
+/// A partition between two relays (both ways).
+#[derive(Debug, Clone, Copy)]
+pub struct RelayPartition {
+    /// The two relays (indices: 0 is [`Spec::relay`], `k` is `federation.relays[k - 1]`).
+    pub relays: (usize, usize),
+    /// When and how long.
+    pub when: Outage,
+}
+
+impl FederationSpec {
+    /// Every relay's spec, relay 0 first.
+    pub fn all<'a>(&'a self, first: &'a RelaySpec) -> impl Iterator<Item = &'a RelaySpec> {
+        std::iter::once(first).chain(self.relays.iter())
+    }
 }
 
 /// A crash (or an offline period): when, and how long until restart.
@@ -384,6 +425,21 @@ impl Spec {
         }
         for p in &self.partitions {
             see(&p.when);
+        }
+        if let Some(f) = &self.federation {
+            for r in &f.relays {
+                r.crashes.iter().for_each(&mut see);
+            }
+            for p in &f.partitions {
+                see(&p.when);
+            }
+            for (_, c) in &f.handover_crashes {
+                // Armed at `at`, it may wait a minute for a hand-over.
+                see(&Outage {
+                    at: c.at + Duration::from_secs(60),
+                    length: c.length,
+                });
+            }
         }
         for k in &self.key_changes {
             end = end.max(k.at);

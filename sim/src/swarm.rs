@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use a2acp_core::agent::{AgentConfig, GroupConfirmation, RelationshipOverride};
 use a2acp_core::packet::{Context, Intent};
+use a2acp_core::relay::federation::FederationConfig;
 use a2acp_core::relay::RelayConfig;
 use a2acp_core::{Address, Timestamp};
 use serde_json::{json, Value};
@@ -18,8 +19,8 @@ use crate::model::{
     SuggestionPolicy, UserModel,
 };
 use crate::scenario::{
-    AgentSpec, CommandSpec, Direction, GroupSpec, Outage, Partition, RelaySpec, ScriptAction,
-    SpaceSpec, Spec, ThreadSpec,
+    AgentSpec, CommandSpec, Direction, FederationSpec, GroupSpec, Outage, Partition,
+    RelayPartition, RelaySpec, ScriptAction, SpaceSpec, Spec, ThreadSpec,
 };
 use crate::util::Rng;
 
@@ -51,6 +52,13 @@ pub struct Params {
     /// them (own fields, shared fields, the same field at once, writes beyond the
     /// writer's permission and of never_share fields, which must be refused).
     pub spaces: bool,
+    /// Domains (§16): 1, one relay that does not federate; more, one federating relay per
+    /// domain (`a.example`, `b.example`, …), agent `i` on domain `i mod domains`, with
+    /// faults between relays drawn from a stream of their own ("swarm-domains"): link
+    /// drops, duplicated frames, partitions between two relays, relay crashes (some aimed
+    /// at a hand-over). Threads and groups are drawn as in a world of one domain, so
+    /// they mix same-domain and cross-domain peers.
+    pub domains: usize,
 }
 
 impl Default for Params {
@@ -63,6 +71,7 @@ impl Default for Params {
             calm: false,
             groups: false,
             spaces: false,
+            domains: 1,
         }
     }
 }
@@ -110,7 +119,7 @@ pub(crate) fn ctx(v: Value) -> Context {
 fn agent(r: &mut Rng, seed: u64, i: usize, n: usize, p: Params) -> AgentSpec {
     let faults = p.faults;
     let name = name_of(i);
-    let addr = |i: usize| address(&name_of(i));
+    let addr = |i: usize| agent_address(i, p.domains);
     let mut config = AgentConfig::new(addr(i));
     let zone = *r.pick(ZONES);
     let mut profile = ctx(json!({
@@ -318,6 +327,115 @@ fn address(name: &str) -> Address {
 
 const DOMAIN: &str = "a2acp.io";
 
+/// The domain of relay `k` of a world of `domains` (one domain: the swarm's own).
+pub fn domain_name(k: usize, domains: usize) -> String {
+    if domains <= 1 {
+        return DOMAIN.to_string();
+    }
+    let letters = b"abcdefghijklmnopqrstuvwxyz";
+    let mut s = String::new();
+    let mut x = k;
+    loop {
+        s.insert(0, letters[x % 26] as char);
+        if x < 26 {
+            break;
+        }
+        x = x / 26 - 1;
+    }
+    format!("{s}.example")
+}
+
+/// The address of agent `i` of a world of `domains`: on domain `i mod domains`.
+fn agent_address(i: usize, domains: usize) -> Address {
+    Address::new(&name_of(i), &domain_name(i % domains.max(1), domains))
+        .expect("generated names and domains are valid addresses")
+}
+
+/// A federating relay's configuration for `domain`, with a signing key derived from the
+/// world's seed.
+pub(crate) fn federating_relay(seed: u64, domain: &str) -> RelayConfig {
+    RelayConfig {
+        domain: domain.to_string(),
+        federation: Some(FederationConfig::new(crate::world::relay_key(seed, domain))),
+        ..RelayConfig::default()
+    }
+}
+
+/// The relays of the other domains and the faults between relays of world `seed`, drawn
+/// from a stream of their own ("swarm-domains"): relay `k` crashes 0–2 times (up to
+/// 10 min), and with faults the links between relays drop frames (half of the worlds,
+/// up to 1 %) and duplicate some, 0–2 partitions between two relays (5 s to 15 min), and
+/// in 60 % of the worlds a relay crashes in the middle of a hand-over.
+fn add_federation(seed: u64, p: Params, first: &RelayConfig) -> FederationSpec {
+    let mut r = Rng::new(seed, "swarm-domains");
+    let n = p.domains;
+    let mut relays = Vec::new();
+    for k in 1..n {
+        let mut config = federating_relay(seed, &domain_name(k, n));
+        config.queue_per_thread = first.queue_per_thread;
+        let mut crashes = Vec::new();
+        if p.faults {
+            for _ in 0..r.below(3) {
+                crashes.push(Outage {
+                    at: ms(r.between(1_000, 3_000_000)),
+                    length: ms(r.between(1_000, 600_000)),
+                });
+            }
+        }
+        relays.push(RelaySpec { config, crashes });
+    }
+    let lo = r.between(5, 40);
+    let link = LinkModel {
+        latency: (lo, lo + r.between(0, 200)),
+        exponential: r.chance(0.5),
+        loss: if p.faults && r.chance(0.5) {
+            r.unit() * 0.01
+        } else {
+            0.0
+        },
+        duplicate: if p.faults && r.chance(0.3) {
+            r.unit() * 0.02
+        } else {
+            0.0
+        },
+        reorder: 0.0,
+        reorder_window: 10,
+    };
+    let mut partitions = Vec::new();
+    let mut handover_crashes = Vec::new();
+    if p.faults {
+        for _ in 0..r.below(3) {
+            let a = r.below(n as u64) as usize;
+            let mut b = r.below(n as u64 - 1) as usize;
+            if b >= a {
+                b += 1;
+            }
+            partitions.push(RelayPartition {
+                relays: (a, b),
+                when: Outage {
+                    at: ms(r.between(0, 3_000_000)),
+                    length: ms(r.between(5_000, 900_000)),
+                },
+            });
+        }
+        if r.chance(0.6) {
+            handover_crashes.push((
+                r.below(n as u64) as usize,
+                Outage {
+                    at: ms(r.between(60_000, 3_000_000)),
+                    length: ms(r.between(1_000, 300_000)),
+                },
+            ));
+        }
+    }
+    FederationSpec {
+        relays,
+        link,
+        partitions,
+        handover_crashes,
+    }
+}
+
 /// The world of `seed`.
 pub fn generate(seed: u64, p: Params) -> Spec {
     let mut r = Rng::new(seed, "swarm");
@@ -325,9 +443,13 @@ pub fn generate(seed: u64, p: Params) -> Spec {
     let run_for = Duration::from_secs(3600);
     let faults = p.faults;
 
-    let mut relay_config = RelayConfig {
-        domain: DOMAIN.into(),
-        ..RelayConfig::default()
+    let mut relay_config = if p.domains > 1 {
+        federating_relay(seed, &domain_name(0, p.domains))
+    } else {
+        RelayConfig {
+            domain: DOMAIN.into(),
+            ..RelayConfig::default()
+        }
     };
     if faults && !p.calm && r.chance(0.2) {
         relay_config.queue_per_thread = *r.pick(&[2, 3, 5]);
@@ -456,10 +578,16 @@ pub fn generate(seed: u64, p: Params) -> Spec {
     } else {
         Vec::new()
     };
+    let federation = (p.domains > 1).then(|| add_federation(seed, p, &relay_config));
     Spec {
         name: "swarm".into(),
         summary: format!(
-            "swarm world of seed {seed}: {} agents, {} threads, {} groups, {}faults {}",
+            "swarm world of seed {seed}: {}{} agents, {} threads, {} groups, {}faults {}",
+            if p.domains > 1 {
+                format!("{} domains, ", p.domains)
+            } else {
+                String::new()
+            },
             agents.len(),
             p.threads,
             groups.len(),
@@ -475,6 +603,7 @@ pub fn generate(seed: u64, p: Params) -> Spec {
             config: relay_config,
             crashes: relay_crashes,
         },
+        federation,
         agents,
         partitions,
         threads,
@@ -835,6 +964,7 @@ pub fn game_night(seed: u64, size: usize) -> Spec {
             },
             crashes: Vec::new(),
         },
+        federation: None,
         agents,
         partitions: Vec::new(),
         threads: Vec::new(),
@@ -871,9 +1001,14 @@ pub fn parse_seeds(s: &str) -> Option<std::ops::Range<u64>> {
 /// The command that reproduces one swarm world with its transcript.
 pub fn reproduce_command(seed: u64, p: Params) -> String {
     format!(
-        "a2acp-sim run swarm --seed {seed} --agents {} --threads {}{}{}{}{}{}",
+        "a2acp-sim run swarm --seed {seed} --agents {} --threads {}{}{}{}{}{}{}",
         p.agents,
         p.threads,
+        if p.domains > 1 {
+            format!(" --domains {}", p.domains)
+        } else {
+            String::new()
+        },
         if p.groups { " --groups" } else { "" },
         if p.spaces { " --spaces" } else { "" },
         if p.faults { "" } else { " --no-faults" },

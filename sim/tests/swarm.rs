@@ -171,6 +171,7 @@ fn swarm_calm() {
         calm: true,
         groups: false,
         spaces: false,
+        domains: 1,
     };
     run_swarm(p, 0..seeds(200));
 }
@@ -208,4 +209,51 @@ fn a_participant_left_out_of_the_group_ends_its_leg() {
     };
     let (r, _, _) = Sim::new(swarm::generate(4, p), 4).run();
     assert!(r.passed(), "{:?}", r.violations);
+}
+
+/// Federated worlds (`--domains 3`): same seed, byte-identical transcript; and over a few
+/// seeds the threads mix same-domain and cross-domain peers and some groups span three
+/// domains.
+#[test]
+fn federated_worlds_are_a_function_of_the_seed_and_mix_domains() {
+    let p = Params {
+        domains: 3,
+        groups: true,
+        ..Params::default()
+    };
+    for seed in [1, 7] {
+        let mut spec = swarm::generate(seed, p);
+        spec.transcript = true;
+        let (_, a) = a2acp_sim::world::run(spec.clone(), seed);
+        let (_, b) = a2acp_sim::world::run(spec, seed);
+        assert_eq!(a, b, "seed {seed}");
+        assert!(
+            a.contains("a.example |") && a.contains("relay link"),
+            "seed {seed}"
+        );
+    }
+    let (mut same, mut cross, mut three) = (0, 0, 0);
+    for seed in 0..30 {
+        let s = swarm::generate(seed, p);
+        let domain = |i: usize| s.agents[i].config.address.domain().to_string();
+        for t in &s.threads {
+            if domain(t.from) == domain(t.to) {
+                same += 1;
+            } else {
+                cross += 1;
+            }
+        }
+        for g in &s.groups {
+            let mut ds: Vec<String> = g.participants.iter().map(|&i| domain(i)).collect();
+            ds.push(domain(g.coordinator));
+            ds.sort();
+            ds.dedup();
+            if ds.len() == 3 {
+                three += 1;
+            }
+        }
+        let f = s.federation.as_ref().expect("a federated world");
+        assert_eq!(f.relays.len(), 2);
+    }
+    assert!(same > 0 && cross > 0 && three > 0, "{same} {cross} {three}");
 }

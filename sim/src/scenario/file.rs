@@ -8,7 +8,9 @@ use std::time::Duration;
 use a2acp_core::agent::{
     AgentConfig, GroupConfirmation, Limits, RelationshipOverride, ThreadState, Tier,
 };
+use a2acp_core::crypto::IdentityKey;
 use a2acp_core::packet::{Context, Intent};
+use a2acp_core::relay::federation::FederationConfig;
 use a2acp_core::relay::RelayConfig;
 use a2acp_core::{Address, Timestamp};
 use serde::Deserialize;
@@ -32,6 +34,7 @@ struct RawScenario {
     crash_mid_step: Option<bool>,
     #[serde(default)]
     relay: RawRelay,
+    federation: Option<RawFederation>,
     #[serde(default)]
     defaults: RawDefaults,
     #[serde(default)]
@@ -80,6 +83,40 @@ struct RawRelay {
     crash: Vec<RawOutage>,
 }
 
+/// `[federation]`: relays of other domains (`[relay]` is the first domain's).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFederation {
+    /// The other domains, one relay each.
+    domains: Vec<String>,
+    /// The network between two relays.
+    link: Option<RawLink>,
+    #[serde(default)]
+    partition: Vec<RawRelayPartition>,
+    #[serde(default)]
+    crash: Vec<RawRelayCrash>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRelayPartition {
+    between: Vec<String>,
+    at: String,
+    #[serde(rename = "for")]
+    length: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRelayCrash {
+    relay: String,
+    at: String,
+    #[serde(rename = "for")]
+    length: String,
+    #[serde(default)]
+    handover: bool,
+}
+
 #[derive(Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
 struct RawOutage {
@@ -92,6 +129,8 @@ struct RawOutage {
 #[serde(deny_unknown_fields)]
 struct RawAgent {
     name: String,
+    /// Its address's domain (default: `[relay]`'s).
+    domain: Option<String>,
     versions: Option<Vec<String>>,
     #[serde(default)]
     use_llm: bool,
@@ -415,8 +454,13 @@ fn resolve(raw: RawScenario, file: &str) -> Result<Spec, SimError> {
             ))
         })
     };
+    let domain_of: BTreeMap<&str, &str> = raw
+        .agent
+        .iter()
+        .filter_map(|a| a.domain.as_deref().map(|d| (a.name.as_str(), d)))
+        .collect();
     let address = |n: &str| -> Result<Address, SimError> {
-        Address::new(n, &domain)
+        Address::new(n, domain_of.get(n).copied().unwrap_or(domain.as_str()))
             .map_err(|e| cx.bad(format!("agent name `{n}` is not a valid address user: {e}")))
     };
 
@@ -871,6 +915,80 @@ fn resolve(raw: RawScenario, file: &str) -> Result<Spec, SimError> {
             .ok_or_else(|| cx.bad(format!("`start`: `{s}` is not an RFC 3339 date-time")))?,
         None => Timestamp::parse_rfc3339("2026-03-21T14:30:00Z").unwrap_or(Timestamp::ZERO),
     };
+    let mut relay_crashes = relay_crashes;
+    let federation = match &raw.federation {
+        None => None,
+        Some(f) => {
+            relay_config.federation = Some(FederationConfig::new(placeholder_key()));
+            let mut all = vec![domain.clone()];
+            all.extend(f.domains.iter().cloned());
+            let which = |field: &str, d: &str| -> Result<usize, SimError> {
+                all.iter().position(|x| x == d).ok_or_else(|| {
+                    cx.bad(format!(
+                        "`{field}`: no relay for `{d}` (domains: {})",
+                        all.join(", ")
+                    ))
+                })
+            };
+            let mut relays: Vec<RelaySpec> = f
+                .domains
+                .iter()
+                .map(|d| RelaySpec {
+                    config: RelayConfig {
+                        domain: d.clone(),
+                        federation: Some(FederationConfig::new(placeholder_key())),
+                        queue_per_thread: relay_config.queue_per_thread,
+                        queue_per_recipient: relay_config.queue_per_recipient,
+                        ping_interval: relay_config.ping_interval,
+                        auth_max_skew: relay_config.auth_max_skew,
+                        ..RelayConfig::default()
+                    },
+                    crashes: Vec::new(),
+                })
+                .collect();
+            let mut partitions = Vec::new();
+            for p in &f.partition {
+                let [a, b] = p.between.as_slice() else {
+                    return Err(cx.bad("`federation.partition.between` names two domains"));
+                };
+                partitions.push(RelayPartition {
+                    relays: (
+                        which("federation.partition.between", a)?,
+                        which("federation.partition.between", b)?,
+                    ),
+                    when: Outage {
+                        at: cx.dur("federation.partition.at", &p.at)?,
+                        length: cx.dur("federation.partition.for", &p.length)?,
+                    },
+                });
+            }
+            let mut handover_crashes = Vec::new();
+            for c in &f.crash {
+                let k = which("federation.crash.relay", &c.relay)?;
+                let o = Outage {
+                    at: cx.dur("federation.crash.at", &c.at)?,
+                    length: cx.dur("federation.crash.for", &c.length)?,
+                };
+                if c.handover {
+                    handover_crashes.push((k, o));
+                } else if k == 0 {
+                    relay_crashes.push(o);
+                } else {
+                    relays[k - 1].crashes.push(o);
+                }
+            }
+            let link = match &f.link {
+                None => LinkModel::default(),
+                Some(l) => resolve_link(&cx, "federation.link", l)?,
+            };
+            Some(FederationSpec {
+                relays,
+                link,
+                partitions,
+                handover_crashes,
+            })
+        }
+    };
     Ok(Spec {
         name: raw.name.unwrap_or_else(|| file.to_string()),
         summary: raw.summary.unwrap_or_default(),
@@ -879,6 +997,7 @@ fn resolve(raw: RawScenario, file: &str) -> Result<Spec, SimError> {
             config: relay_config,
             crashes: relay_crashes,
         },
+        federation,
         agents,
         partitions,
         threads,
@@ -974,6 +1093,12 @@ fn resolve_user(cx: &Ctx, field: &str, u: &RawUser) -> Result<UserModel, SimErro
         };
     }
     Ok(m)
+}
+
+/// A federating relay's key before the world replaces it with one derived from the run's
+/// seed and the relay's domain.
+fn placeholder_key() -> IdentityKey {
+    IdentityKey::from_seed([0; 32])
 }
 
 fn resolve_link(cx: &Ctx, field: &str, l: &RawLink) -> Result<LinkModel, SimError> {

@@ -43,6 +43,7 @@ pub(super) enum Ev {
         inc: u32,
     },
     RelayTimer {
+        relay: usize,
         inc: u32,
     },
     Reconnect {
@@ -96,13 +97,52 @@ pub(super) enum Ev {
         node: usize,
     },
     CrashRelay {
+        relay: usize,
         down_for: Duration,
+        /// Wait for a step that hands a packet over (else crash idle after a minute).
+        handover: bool,
     },
     CrashRelayIdle {
+        relay: usize,
         inc: u32,
     },
-    RestartRelay,
+    RestartRelay {
+        relay: usize,
+    },
     Partition {
+        idx: usize,
+        on: bool,
+    },
+    /// A frame on a relay link reaches the relay that dialed it.
+    ToDialer {
+        relay: usize,
+        inc: u32,
+        conn: ConnId,
+        bytes: Vec<u8>,
+    },
+    DialerSeesClose {
+        relay: usize,
+        inc: u32,
+        conn: ConnId,
+    },
+    /// Discovery's answer reaches a relay.
+    Discovered {
+        relay: usize,
+        inc: u32,
+        domain: String,
+    },
+    /// A dialed relay link reaches the other relay.
+    LinkOpen {
+        conn: ConnId,
+        dialer_inc: u32,
+        acceptor_inc: u32,
+    },
+    DialFailed {
+        relay: usize,
+        inc: u32,
+        domain: String,
+    },
+    RelayPartition {
         idx: usize,
         on: bool,
     },
@@ -144,7 +184,14 @@ impl Sim {
             }
         }
         for c in &self.spec.relay.crashes {
-            evs.push((at(c.at), Ev::CrashRelay { down_for: c.length }));
+            evs.push((
+                at(c.at),
+                Ev::CrashRelay {
+                    relay: 0,
+                    down_for: c.length,
+                    handover: false,
+                },
+            ));
         }
         for (i, p) in self.spec.partitions.iter().enumerate() {
             evs.push((at(p.when.at), Ev::Partition { idx: i, on: true }));
@@ -155,6 +202,37 @@ impl Sim {
         }
         for (i, k) in self.spec.key_changes.iter().enumerate() {
             evs.push((at(k.at), Ev::KeyChange(i)));
+        }
+        if let Some(f) = &self.spec.federation {
+            for (k, r) in f.relays.iter().enumerate() {
+                for c in &r.crashes {
+                    evs.push((
+                        at(c.at),
+                        Ev::CrashRelay {
+                            relay: k + 1,
+                            down_for: c.length,
+                            handover: false,
+                        },
+                    ));
+                }
+            }
+            for (r, c) in &f.handover_crashes {
+                evs.push((
+                    at(c.at),
+                    Ev::CrashRelay {
+                        relay: *r,
+                        down_for: c.length,
+                        handover: true,
+                    },
+                ));
+            }
+            for (i, p) in f.partitions.iter().enumerate() {
+                evs.push((at(p.when.at), Ev::RelayPartition { idx: i, on: true }));
+                evs.push((
+                    at(p.when.at + p.when.length),
+                    Ev::RelayPartition { idx: i, on: false },
+                ));
+            }
         }
         for (t, e) in evs {
             self.push(t, e);
@@ -171,16 +249,20 @@ impl Sim {
     pub(super) fn handle(&mut self, ev: Ev) {
         match ev {
             Ev::ToRelay { conn, inc, bytes } => {
-                if inc != self.relay_inc || self.relay.is_none() {
+                let Some(c) = self.conns.get(&conn) else {
+                    return;
+                };
+                let r = c.relay;
+                if inc != self.relays[r].inc || self.relays[r].relay.is_none() || !c.relay_open {
                     return;
                 }
-                if !self.conns.get(&conn).is_some_and(|c| c.relay_open) {
-                    return;
-                }
-                self.feed_relay(RelayInput::Bytes {
-                    conn,
-                    bytes: &bytes,
-                });
+                self.feed_relay(
+                    r,
+                    RelayInput::Bytes {
+                        conn,
+                        bytes: &bytes,
+                    },
+                );
             }
             Ev::ToAgent {
                 node,
@@ -206,17 +288,15 @@ impl Sim {
                 }
             }
             Ev::RelaySeesClose { conn, inc } => {
-                if inc != self.relay_inc || self.relay.is_none() {
-                    return;
-                }
                 let Some(c) = self.conns.get_mut(&conn) else {
                     return;
                 };
-                if !c.relay_open {
+                let r = c.relay;
+                if inc != self.relays[r].inc || self.relays[r].relay.is_none() || !c.relay_open {
                     return;
                 }
                 c.relay_open = false;
-                self.feed_relay(RelayInput::Disconnected { conn });
+                self.feed_relay(r, RelayInput::Disconnected { conn });
                 self.gc_conn(conn);
             }
             Ev::AgentSeesClose { node, inc, conn } => {
@@ -244,12 +324,12 @@ impl Sim {
                 }
                 self.feed_timeout(node);
             }
-            Ev::RelayTimer { inc } => {
-                if inc != self.relay_inc {
+            Ev::RelayTimer { relay, inc } => {
+                if inc != self.relays[relay].inc {
                     return;
                 }
-                self.relay_timer = None;
-                self.feed_relay(RelayInput::Timeout);
+                self.relays[relay].timer = None;
+                self.feed_relay(relay, RelayInput::Timeout);
             }
             Ev::Reconnect { node, inc } => {
                 if self.nodes[node].inc != inc {
@@ -401,24 +481,48 @@ impl Sim {
             Ev::RestartAgent { node } => self.restart_agent(node),
             Ev::Suspend { node, length } => self.suspend(node, length),
             Ev::Resume { node } => self.resume(node),
-            Ev::CrashRelay { down_for } => {
-                if self.relay.is_none() {
+            Ev::CrashRelay {
+                relay,
+                down_for,
+                handover,
+            } => {
+                if self.relays[relay].relay.is_none() {
                     return;
                 }
-                self.relay_crash_armed = Some(down_for);
-                let inc = self.relay_inc;
-                let window = Duration::from_millis(self.faults.between(0, 3000));
+                self.relays[relay].crash_armed = Some(down_for);
+                self.relays[relay].handover_armed = handover;
+                let inc = self.relays[relay].inc;
+                let window = if handover {
+                    Duration::from_secs(60)
+                } else {
+                    Duration::from_millis(self.faults.between(0, 3000))
+                };
                 let at = self.now.add(window);
-                self.push(at, Ev::CrashRelayIdle { inc });
+                self.push(at, Ev::CrashRelayIdle { relay, inc });
             }
-            Ev::CrashRelayIdle { inc } => {
-                if inc == self.relay_inc {
-                    if let Some(d) = self.relay_crash_armed.take() {
-                        self.crash_relay(d, None);
+            Ev::CrashRelayIdle { relay, inc } => {
+                if inc == self.relays[relay].inc {
+                    if let Some(d) = self.relays[relay].crash_armed.take() {
+                        self.crash_relay(relay, d, None);
                     }
                 }
             }
-            Ev::RestartRelay => self.restart_relay(),
+            Ev::RestartRelay { relay } => self.restart_relay(relay),
+            Ev::ToDialer {
+                relay,
+                inc,
+                conn,
+                bytes,
+            } => self.frame_to_dialer(relay, inc, conn, bytes),
+            Ev::DialerSeesClose { relay, inc, conn } => self.dialer_sees_close(relay, inc, conn),
+            Ev::Discovered { relay, inc, domain } => self.discovered(relay, inc, domain),
+            Ev::LinkOpen {
+                conn,
+                dialer_inc,
+                acceptor_inc,
+            } => self.link_open(conn, dialer_inc, acceptor_inc),
+            Ev::DialFailed { relay, inc, domain } => self.dial_failed(relay, inc, domain),
+            Ev::RelayPartition { idx, on } => self.relay_partition(idx, on),
             Ev::Partition { idx, on } => {
                 let p = self.spec.partitions[idx];
                 let name = self.nodes[p.agent].name.clone();

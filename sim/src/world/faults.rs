@@ -8,6 +8,7 @@ use a2acp_core::crypto::IdentityKey;
 use a2acp_core::relay::{ConnId, Relay};
 
 use super::events::Ev;
+use super::relay_node::seed_label;
 use super::Sim;
 use crate::transcript::Tag;
 use crate::util::{derive_seed, fmt_duration};
@@ -134,8 +135,13 @@ impl Sim {
         self.replay_deferred(i);
     }
 
-    pub(super) fn crash_relay(&mut self, down_for: Duration, point: Option<(usize, usize)>) {
-        if self.relay.is_none() {
+    pub(super) fn crash_relay(
+        &mut self,
+        r: usize,
+        down_for: Duration,
+        point: Option<(usize, usize)>,
+    ) {
+        if self.relays[r].relay.is_none() {
             return;
         }
         self.stats.relay_crashes += 1;
@@ -143,15 +149,18 @@ impl Sim {
             Some((k, n)) => format!("after {k} of {n} outputs of a step"),
             None => "while idle".to_string(),
         };
+        let name = self.relays[r].name.clone();
         self.line(
-            "relay",
+            &name,
             '|',
             format!("CRASH ({how}); restarts in {}", fmt_duration(down_for)),
             Tag::Fault,
         );
-        self.relay = None;
-        self.relay_inc += 1;
-        if let Some(k) = self.relay_timer.take() {
+        let n = &mut self.relays[r];
+        n.relay = None;
+        n.inc += 1;
+        n.outbound.clear();
+        if let Some(k) = n.timer.take() {
             self.queue.remove(&k);
         }
         let conns: Vec<ConnId> = self.conns.keys().copied().collect();
@@ -159,46 +168,88 @@ impl Sim {
             let Some(c) = self.conns.get_mut(&conn) else {
                 continue;
             };
-            c.relay_open = false;
-            let node = c.node;
-            if c.agent_open && !self.blocked(node, false) {
-                let l = self.latency(node);
-                let at = self.now.add(l);
-                let inc = self.nodes[node].inc;
-                self.push(at, Ev::AgentSeesClose { node, inc, conn });
+            match c.link {
+                // Relay links: the other relay sees the connection end.
+                Some(d) if d == r => {
+                    c.agent_open = false;
+                    let j = c.relay;
+                    if c.relay_open && !self.link_blocked(d, j) {
+                        let l = self.link_latency();
+                        let at = self.now.add(l);
+                        let inc = self.relays[j].inc;
+                        self.push(at, Ev::RelaySeesClose { conn, inc });
+                    }
+                }
+                Some(d) if c.relay == r => {
+                    c.relay_open = false;
+                    if c.agent_open && !self.link_blocked(d, r) {
+                        let l = self.link_latency();
+                        let at = self.now.add(l);
+                        let inc = self.relays[d].inc;
+                        self.push(
+                            at,
+                            Ev::DialerSeesClose {
+                                relay: d,
+                                inc,
+                                conn,
+                            },
+                        );
+                    }
+                }
+                None if c.relay == r => {
+                    c.relay_open = false;
+                    let node = c.node;
+                    if c.agent_open && !self.blocked(node, false) {
+                        let l = self.latency(node);
+                        let at = self.now.add(l);
+                        let inc = self.nodes[node].inc;
+                        self.push(at, Ev::AgentSeesClose { node, inc, conn });
+                    }
+                }
+                _ => continue,
             }
             self.gc_conn(conn);
         }
         let at = self.now.add(down_for);
-        self.push(at, Ev::RestartRelay);
+        self.push(at, Ev::RestartRelay { relay: r });
     }
 
-    pub(super) fn restart_relay(&mut self) {
-        if self.relay.is_some() || self.relay_broken {
+    pub(super) fn restart_relay(&mut self, r: usize) {
+        if self.relays[r].relay.is_some() || self.relays[r].broken {
             return;
         }
-        let seed = derive_seed(self.seed, &format!("relay#{}", self.relay_inc));
+        let seed = derive_seed(self.seed, &seed_label(r, self.relays[r].inc));
         let t0 = self.tick();
-        let r = Relay::restore(
-            self.spec.relay.config.clone(),
+        let restored = Relay::restore(
+            self.relays[r].config.clone(),
             seed,
-            self.relay_store.clone(),
+            self.relays[r].store.clone(),
         );
         self.tock(t0);
-        match r {
-            Ok(r) => {
-                self.relay = Some(r);
+        let name = self.relays[r].name.clone();
+        match restored {
+            Ok(relay) => {
+                self.relays[r].relay = Some(relay);
                 self.line(
-                    "relay",
+                    &name,
                     '|',
                     "restarted from its persisted state".into(),
                     Tag::Fault,
                 );
+                // What it restored may be due now (federation retries): arm its timer.
+                if self.spec.federation.is_some() {
+                    self.drain_relay(r);
+                }
             }
             Err(e) => {
-                self.relay_broken = true;
+                self.relays[r].broken = true;
                 let at = self.elapsed();
-                self.checker.restore_failed(at, "the relay", &e);
+                let who = if self.relays.len() == 1 {
+                    "the relay".to_string()
+                } else {
+                    format!("the relay of {name}")
+                };
+                self.checker.restore_failed(at, &who, &e);
             }
         }
     }
@@ -223,15 +274,19 @@ impl Sim {
             Tag::Fault,
         );
         // The operator: relay down, registration edited, relay up.
-        if self.relay.is_some() {
-            self.crash_relay(Duration::ZERO, None);
+        let Some(r) = self.agent_relay[i] else {
+            return;
+        };
+        if self.relays[r].relay.is_some() {
+            self.crash_relay(r, Duration::ZERO, None);
         }
         let reg = format!("reg/{}", self.nodes[i].address);
-        if let Some(v) = self.relay_store.get(&reg) {
+        let store = &mut self.relays[r].store;
+        if let Some(v) = store.get(&reg) {
             if let Ok(mut rec) = serde_json::from_slice::<serde_json::Value>(v) {
                 rec["key"] = serde_json::Value::String(b64url(&key));
                 if let Ok(bytes) = serde_json::to_vec(&rec) {
-                    self.relay_store.insert(reg, bytes);
+                    store.insert(reg, bytes);
                 }
             }
         }

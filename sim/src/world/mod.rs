@@ -20,7 +20,10 @@
 //!   user's answers and scripted commands;
 //! - `audit.rs`: what the simulator learns from the agent's typed events (a match on
 //!   [`a2acp_core::agent::AgentEvent`]);
-//! - `relay_node.rs`: the relay node — feeding the relay and executing its outputs;
+//! - `relay_node.rs`: the relay nodes — feeding a relay and executing its outputs;
+//! - `federation.rs`: several relays, one per domain (§16) — discovery answered from the
+//!   world's table of relays, relay links dialed over the simulated network, partitions
+//!   between two relays;
 //! - `network.rs`: the network model — connections, latency, loss, duplication,
 //!   reordering, partitions and reconnection;
 //! - `faults.rs`: the fault model — crashes, restarts, devices shut, key changes.
@@ -31,6 +34,7 @@ mod agent_node;
 mod audit;
 mod events;
 mod faults;
+mod federation;
 mod network;
 mod relay_node;
 
@@ -40,7 +44,7 @@ use std::time::Duration;
 use a2acp_core::agent::{Agent, ThreadState};
 use a2acp_core::crypto::IdentityKey;
 use a2acp_core::persist::PersistOp;
-use a2acp_core::relay::{ConnId, Relay};
+use a2acp_core::relay::ConnId;
 use a2acp_core::{Address, Timestamp};
 
 use crate::check::{plaintext_markers, Audit, Checker, End, Violation};
@@ -51,6 +55,8 @@ use crate::util::{derive_seed, Rng};
 use self::agent_node::Node;
 use self::events::Ev;
 use self::network::Conn;
+pub(crate) use self::relay_node::relay_key;
+use self::relay_node::RelayNode;
 
 /// Measures time spent inside the core's state machines (for `bench`). The simulation
 /// never reads a clock itself: a stopwatch is handed in from outside and only counted.
@@ -76,6 +82,10 @@ pub struct Stats {
     pub agent_crashes: u64,
     /// Relay crashes.
     pub relay_crashes: u64,
+    /// Relay links that came up (both sides authenticated; federated worlds).
+    pub relay_links: u64,
+    /// Packets handed over from one relay to another (settled by the receiving relay).
+    pub handed_over: u64,
     /// Prompts shown (reminders and re-shows included).
     pub prompts: u64,
     /// Packets sent by agents' logic.
@@ -169,12 +179,12 @@ pub struct Sim {
     llm: Rng,
     acts: Rng,
     faults: Rng,
-    relay: Option<Relay>,
-    relay_store: BTreeMap<String, Vec<u8>>,
-    relay_inc: u32,
-    relay_timer: Option<(Timestamp, u64)>,
-    relay_crash_armed: Option<Duration>,
-    relay_broken: bool,
+    /// The relays: one, or one per domain when the world federates.
+    relays: Vec<RelayNode>,
+    /// Each agent's relay (the one of its address's domain; `None`: no relay serves it).
+    agent_relay: Vec<Option<usize>>,
+    /// The relay partitions in force (indices in the federation's list).
+    active_relay_partitions: BTreeSet<usize>,
     nodes: Vec<Node>,
     by_address: BTreeMap<Address, usize>,
     conns: BTreeMap<ConnId, Conn>,
@@ -198,7 +208,12 @@ impl Sim {
     pub fn new(spec: Spec, seed: u64) -> Self {
         let markers = plaintext_markers(&spec);
         let start = spec.start;
-        let relay = Relay::new(spec.relay.config.clone(), derive_seed(seed, "relay#0"));
+        let relays = RelayNode::all(&spec, seed);
+        let agent_relay = spec
+            .agents
+            .iter()
+            .map(|a| RelayNode::serving(&relays, &a.config.address))
+            .collect();
         let mut nodes = Vec::new();
         let mut by_address = BTreeMap::new();
         let addresses: Vec<a2acp_core::Address> = spec
@@ -240,12 +255,9 @@ impl Sim {
             llm: Rng::new(seed, "llm"),
             acts: Rng::new(seed, "actions"),
             faults: Rng::new(seed, "faults"),
-            relay: Some(relay),
-            relay_store: BTreeMap::new(),
-            relay_inc: 0,
-            relay_timer: None,
-            relay_crash_armed: None,
-            relay_broken: false,
+            relays,
+            agent_relay,
+            active_relay_partitions: BTreeSet::new(),
             nodes,
             by_address,
             conns: BTreeMap::new(),

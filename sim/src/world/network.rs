@@ -1,5 +1,6 @@
-//! The network model: connections between agents and the relay, per-link latency, loss,
-//! duplication and reordering, partitions, resets, and reconnection with backoff.
+//! The network model: connections between agents and their relay (and between relays,
+//! `federation.rs`), per-link latency, loss, duplication and reordering, partitions,
+//! resets, and reconnection with backoff.
 
 use std::time::Duration;
 
@@ -12,15 +13,21 @@ use super::Sim;
 use crate::scenario::Direction;
 use crate::transcript::Tag;
 
-/// The sim's view of one connection (a socket between an agent and the relay).
+/// The sim's view of one connection: a socket between an agent and its relay, or a relay
+/// link between two relays (`link`: the dialing relay, which plays the agent's end).
 #[derive(Debug)]
 pub(super) struct Conn {
+    /// The agent (unused on a relay link).
     pub(super) node: usize,
-    /// The agent still uses it.
+    /// The relay that accepted it.
+    pub(super) relay: usize,
+    /// On a relay link, the relay that dialed it.
+    pub(super) link: Option<usize>,
+    /// The agent (the dialing relay) still uses it.
     pub(super) agent_open: bool,
     /// The relay still knows it.
     pub(super) relay_open: bool,
-    /// Agent → relay stream is broken (a frame was lost).
+    /// Agent (dialer) → relay stream is broken (a frame was lost).
     pub(super) up_broken: bool,
     /// Relay → agent stream is broken.
     pub(super) down_broken: bool,
@@ -66,7 +73,11 @@ impl Sim {
         if n.conn.is_some() || n.agent.is_none() || n.suspended {
             return;
         }
-        if self.relay.is_none() || self.blocked(i, true) || self.blocked(i, false) {
+        let Some(r) = self.agent_relay[i].filter(|&r| self.relays[r].relay.is_some()) else {
+            self.schedule_reconnect(i);
+            return;
+        };
+        if self.blocked(i, true) || self.blocked(i, false) {
             self.schedule_reconnect(i);
             return;
         }
@@ -77,6 +88,8 @@ impl Sim {
             conn,
             Conn {
                 node: i,
+                relay: r,
+                link: None,
                 agent_open: true,
                 relay_open: true,
                 up_broken: false,
@@ -87,10 +100,13 @@ impl Sim {
         );
         self.nodes[i].conn = Some(conn);
         self.feed(i, Input::Connected);
-        self.feed_relay(RelayInput::Connected {
-            conn,
-            source: a2acp_core::relay::Source(i as u128),
-        });
+        self.feed_relay(
+            r,
+            RelayInput::Connected {
+                conn,
+                source: a2acp_core::relay::Source(i as u128),
+            },
+        );
     }
 
     /// Agent `i` closes its connection, if it has one: the relay sees the close one
@@ -99,13 +115,15 @@ impl Sim {
         let Some(conn) = self.nodes[i].conn.take() else {
             return false;
         };
+        let mut relay = 0;
         if let Some(c) = self.conns.get_mut(&conn) {
             c.agent_open = false;
+            relay = c.relay;
         }
         if !self.blocked(i, true) {
             let l = self.latency(i);
             let at = self.now.add(l);
-            let inc = self.relay_inc;
+            let inc = self.relays[relay].inc;
             self.push(at, Ev::RelaySeesClose { conn, inc });
         }
         self.gc_conn(conn);
@@ -127,21 +145,28 @@ impl Sim {
         let Some(c) = self.conns.get(&conn) else {
             return;
         };
-        let node = c.node;
+        let (node, relay, dialer) = (c.node, c.relay, c.link);
         self.stats.frames += 1;
         let broken = if up { c.up_broken } else { c.down_broken };
         if broken {
             self.stats.frames_lost += 1;
             return;
         }
-        let mut link = self.spec.agents[node].link.clone();
+        let mut link = match (dialer, &self.spec.federation) {
+            (Some(_), Some(f)) => f.link.clone(),
+            _ => self.spec.agents[node].link.clone(),
+        };
         if self.now >= self.heal {
             // The network has healed: latency stays, random faults stop.
             link.loss = 0.0;
             link.duplicate = 0.0;
             link.reorder = 0.0;
         }
-        if self.blocked(node, up) || self.net.chance(link.loss) {
+        let blocked = match dialer {
+            Some(d) => self.link_blocked(d, relay),
+            None => self.blocked(node, up),
+        };
+        if blocked || self.net.chance(link.loss) {
             self.lose(conn, up);
             return;
         }
@@ -157,13 +182,23 @@ impl Sim {
             *last = at;
         }
         let dup = self.net.chance(link.duplicate);
-        let inc = self.nodes[node].inc;
-        let relay_inc = self.relay_inc;
+        let inc = match dialer {
+            Some(d) => self.relays[d].inc,
+            None => self.nodes[node].inc,
+        };
+        let relay_inc = self.relays[relay].inc;
         let mk = |b: Vec<u8>| {
             if up {
                 Ev::ToRelay {
                     conn,
                     inc: relay_inc,
+                    bytes: b,
+                }
+            } else if let Some(d) = dialer {
+                Ev::ToDialer {
+                    relay: d,
+                    inc,
+                    conn,
                     bytes: b,
                 }
             } else {
@@ -197,7 +232,11 @@ impl Sim {
         } else {
             c.down_broken = true;
         }
-        let node = c.node;
+        let (node, relay) = (c.node, c.relay);
+        if c.link.is_some() {
+            self.lose_link(conn);
+            return;
+        }
         let name = self.nodes[node].name.clone();
         let dir = if up { "to the relay" } else { "from the relay" };
         if self.net.chance(0.5) {
@@ -210,7 +249,7 @@ impl Sim {
             let l = self.latency(node);
             let at = self.now.add(l);
             let inc = self.nodes[node].inc;
-            let rinc = self.relay_inc;
+            let rinc = self.relays[relay].inc;
             self.push(at, Ev::AgentSeesClose { node, inc, conn });
             self.push(at, Ev::RelaySeesClose { conn, inc: rinc });
         } else {
@@ -218,6 +257,43 @@ impl Sim {
                 "net",
                 '|',
                 format!("frame {dir} of {name} lost: connection silently broken"),
+                Tag::Fault,
+            );
+        }
+    }
+
+    /// A frame on a relay link is lost (a link drop): as for an agent's link, half the
+    /// time both relays get a reset, otherwise their heartbeat deadlines find out.
+    fn lose_link(&mut self, conn: ConnId) {
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        let (d, j) = (c.link.unwrap_or_default(), c.relay);
+        let (a, b) = self.link_names(c);
+        if self.net.chance(0.5) {
+            self.line(
+                "net",
+                '|',
+                format!("frame on the relay link {a} → {b} lost: connection reset"),
+                Tag::Fault,
+            );
+            let l = self.link_latency();
+            let at = self.now.add(l);
+            let (dinc, jinc) = (self.relays[d].inc, self.relays[j].inc);
+            self.push(
+                at,
+                Ev::DialerSeesClose {
+                    relay: d,
+                    inc: dinc,
+                    conn,
+                },
+            );
+            self.push(at, Ev::RelaySeesClose { conn, inc: jinc });
+        } else {
+            self.line(
+                "net",
+                '|',
+                format!("frame on the relay link {a} → {b} lost: connection silently broken"),
                 Tag::Fault,
             );
         }

@@ -278,9 +278,16 @@ impl Relay {
                 at(since.add(cfg.connect_timeout));
             }
             match r.link {
-                // After a restore (or a link lost with no retry due): at once.
+                // After a restore (or a link lost with no retry due): at once — unless
+                // there is nothing to dial yet: discovery's answer (its deadline is
+                // above) or the end of a remembered failure wakes the relay then.
                 OutLink::Down { retry_at, .. } if !r.out.is_empty() || !r.lookups.is_empty() => {
-                    at(retry_at.unwrap_or(f.now))
+                    let due = retry_at.unwrap_or(f.now);
+                    match &r.discovery {
+                        Discovery::Pending { known: None, .. } => {}
+                        Discovery::Failed { until, .. } => at(due.max(*until)),
+                        _ => at(due),
+                    }
                 }
                 OutLink::Dialing { until, .. } => at(until),
                 _ => {}

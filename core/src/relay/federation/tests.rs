@@ -60,6 +60,36 @@ fn pair() -> (Net, IdentityKey, IdentityKey) {
     (net, a, b)
 }
 
+/// A lookup of a remote address waits for discovery: the relay's next timer is
+/// discovery's deadline, never "now" again and again (a runtime that fires due timers at
+/// once would spin).
+#[test]
+fn waiting_for_discovery_does_not_keep_the_timer_due() {
+    let (mut net, _, _) = pair();
+    let now = net.now;
+    let relay = net.nodes[0].relay.as_mut().unwrap();
+    let f = ClientFrame::Lookup {
+        address: addr("bob", 1),
+    };
+    relay.handle(
+        now,
+        RelayInput::Bytes {
+            conn: crate::relay::ConnId(1),
+            bytes: &f.to_bytes(),
+        },
+    );
+    let mut asked = false;
+    while let Some(o) = relay.poll_output() {
+        asked |= matches!(o, RelayOutput::Discover { .. });
+    }
+    assert!(asked, "discovery asked");
+    let due = relay.poll_timeout().expect("discovery's deadline");
+    assert!(
+        due > now,
+        "a timer due at once while nothing can be done: {due:?}"
+    );
+}
+
 #[test]
 fn a_packet_crosses_domains_exactly_once() {
     let (mut net, a, b) = pair();
