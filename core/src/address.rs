@@ -14,6 +14,10 @@ pub const MAX_DOMAIN_LEN: usize = 253;
 /// is reserved (RFC 2606), so no relay can ever serve it: such a peer is reached only
 /// through the listener it came from (SPEC-NOTES "The A2A v1.0 bridge").
 pub const A2A_DOMAIN: &str = "a2a.invalid";
+/// The domains reserved for bridged peers (SPEC-NOTES "Adding a bridge"): peers of
+/// another protocol, reached only through their bridge, never through a relay. Each is
+/// under `.invalid` (RFC 2606), which no relay can serve.
+pub const BRIDGE_DOMAINS: &[&str] = &[A2A_DOMAIN];
 
 /// A validated agent address such as `agent:alice@a2acp.io`.
 ///
@@ -97,6 +101,12 @@ impl Address {
     /// come from the A2A listener and go back to it, never through the relay.
     pub fn is_a2a(&self) -> bool {
         self.domain() == A2A_DOMAIN
+    }
+
+    /// Whether this is a bridged peer's address (a domain of [`BRIDGE_DOMAINS`]): its
+    /// packets come from its bridge and go back to it, never through the relay.
+    pub fn is_bridged(&self) -> bool {
+        BRIDGE_DOMAINS.contains(&self.domain())
     }
 }
 

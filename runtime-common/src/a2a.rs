@@ -1,7 +1,7 @@
 //! What the A2A listener (`agent run --a2a-listen`) needs besides its executor: its
 //! options and limits, who a request is from (the bearer token, or a loopback client),
 //! and the calls it hands the agent loop. The protocol is the core's
-//! (`a2acp_core::bridge::a2a::task`, `Agent::handle_a2a`); the HTTP server is the binding's.
+//! (`a2acp_core::bridge::a2a::task`, `a2acp_core::bridge::a2a::Server`); the HTTP server is the binding's.
 //! SPEC-NOTES "The A2A v1.0 bridge (seed 003, §18)".
 
 use std::net::SocketAddr;
@@ -104,12 +104,12 @@ pub fn read_token(path: &std::path::Path) -> Result<String, String> {
 /// The A2A peer a request is from, by its `Authorization` header: with a token
 /// configured, the token's holder (`agent:a2a-bearer@a2a.invalid`) or nobody (401); with
 /// none, every (loopback) client is `agent:a2a-local@a2a.invalid`
-/// ([`a2acp_core::agent::ANONYMOUS_CLIENT`]; the core makes each of its contexts a peer
+/// ([`a2acp_core::bridge::a2a::ANONYMOUS_CLIENT`]; the core makes each of its contexts a peer
 /// of its own). The tokens are
 /// compared in constant time.
 pub fn client_for(authorization: Option<&[u8]>, token: Option<&str>) -> Option<Address> {
     let name = match token {
-        None => a2acp_core::agent::ANONYMOUS_CLIENT,
+        None => a2acp_core::bridge::a2a::ANONYMOUS_CLIENT,
         Some(t) => {
             let given = authorization?.strip_prefix(b"Bearer ")?;
             if !constant_time_eq(given, t.as_bytes()) {

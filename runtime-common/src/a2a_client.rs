@@ -1,5 +1,5 @@
 //! The HTTP side of the A2A client (seed 003, §18): the calls the agent asks for
-//! ([`a2acp_core::agent::Agent::take_a2a_calls`]), each on a thread of its own with
+//! ([`a2acp_core::bridge::a2a::Client::take_calls`]), each on a thread of its own with
 //! `ureq`, their outcomes back on a channel. No protocol decision here: what to send and
 //! what an answer means are the core's (`a2acp_core::bridge::a2a::client`).
 //!
@@ -11,7 +11,7 @@
 use std::io::Read;
 use std::time::Duration;
 
-use a2acp_core::agent::{A2aCallKind, A2aClientCall, A2aOutcome};
+use a2acp_core::bridge::a2a::{A2aCallKind, A2aClientCall, A2aOutcome};
 
 /// The longest wait for a connection.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

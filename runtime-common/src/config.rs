@@ -265,7 +265,13 @@ impl AgentFile {
                 Address::parse(addr).map_err(|e| invalid(format!("a2a_cards: `{addr}`: {e}")))?;
             let card = a2acp_core::bridge::a2a::client::card_url(url)
                 .map_err(|e| invalid(format!("a2a_cards: `{addr}` = `{url}`: {e}")))?;
-            c.a2a_cards.insert(a, card);
+            c.bridged_fallbacks.insert(
+                a,
+                a2acp_core::agent::BridgedFallback {
+                    bridge: a2acp_core::bridge::a2a::remote::NAME.into(),
+                    to: card,
+                },
+            );
         }
         c.limits = self.limits.apply(Limits::default());
         Ok(c)
@@ -454,7 +460,7 @@ mod tests {
         let c = f.agent_config(Path::new("c.toml")).unwrap();
         let chez = Address::parse("agent:chez@localhost").unwrap();
         assert_eq!(
-            c.a2a_cards[&chez],
+            c.bridged_fallbacks[&chez].to,
             "https://chez.example/.well-known/agent-card.json"
         );
         let g = AgentFile::parse(&f.to_toml(), Path::new("c.toml")).unwrap();

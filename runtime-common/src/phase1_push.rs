@@ -1,4 +1,4 @@
-//! The agent's messages to Phase-1 senders ([`Output::Phase1`]): a task's
+//! The Phase-1 bridge's messages to its senders ([`Bridged::Message`]): a task's
 //! `status_update`s and its `task_completion`, sent to the endpoint its assignment named,
 //! off the agent's loop. One worker thread sends them in the order the agent put them
 //! out, each with the seed's retry rule (the core's
@@ -7,9 +7,9 @@
 //! message not delivered is logged, and the sender can still ask where its task stands.
 //! No protocol decision here.
 //!
-//! [`Output::Phase1`]: a2acp_core::agent::Output::Phase1
+//! [`Bridged::Message`]: a2acp_core::agent::Bridged::Message
 
-use a2acp_core::agent::Phase1Push;
+use a2acp_core::agent::BridgeMessage as Phase1Push;
 use a2acp_core::bridge::phase1::sender::{Outcome, Sender, SenderConfig};
 
 use crate::phase1_sender::{send, SendOptions};

@@ -22,7 +22,7 @@ pub fn describe(agent: &Agent, e: &Effect) -> Option<(char, String)> {
 
 fn describe_raw(agent: &Agent, e: &Effect) -> Option<(char, String)> {
     Some(match e {
-        Effect::Send(_) | Effect::CloseConnection | Effect::A2a(_) => return None,
+        Effect::Send(_) | Effect::CloseConnection | Effect::Bridged(_) => return None,
         Effect::Prompt(p) => {
             // A group thread (§10): the coordinator's prompt for the group's proposal,
             // or a prompt on a leg.

@@ -3,7 +3,7 @@
 //! its HTTP+JSON binding on the REST routes (`/message:send`, `/tasks/{id}`, …; streaming
 //! methods as Server-Sent Events). Every request goes to the agent loop as an
 //! [`A2aCall`] (a REST one translated to JSON-RPC by `a2acp_core::bridge::a2a::rest`); the
-//! protocol is the core's (`Agent::handle_a2a`). Hostile input: the
+//! protocol is the core's (`a2acp_core::bridge::a2a::Server`). Hostile input: the
 //! request head must arrive within the header deadline and the body within the body
 //! deadline, a body over the cap is refused with 413 before it is read whole, connections
 //! and streams are capped (in all and per client), a stream lives at most

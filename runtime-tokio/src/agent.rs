@@ -108,7 +108,10 @@ pub fn spawn(
         None => None,
     };
     let a2a_addr = a2a.as_ref().and_then(|(_, _, a)| *a);
-    let address = (host.agent().address().clone(), host.agent().phase1_id());
+    let address = (
+        host.agent().address().clone(),
+        a2acp_core::bridge::phase1::Tasks::id(host.agent()),
+    );
     let ev = events.clone();
     let ctl2 = ctl_tx.clone();
     let ctl3 = ctl_tx.clone();

@@ -10,8 +10,8 @@
 //! The outputs of one input are released in this order:
 //!
 //! 1. [`Output::Persist`] — every record the following outputs depend on;
-//! 2. [`Output::Send`] — frames to the relay (and, in their place, [`Output::A2a`] and
-//!    [`Output::Phase1`] for the A2A clients and Phase-1 senders of threads);
+//! 2. [`Output::Send`] — frames to the relay (and, in their place, [`Output::Bridged`]
+//!    for the bridged peers of threads);
 //! 3. [`Output::Prompt`] / [`Output::ClosePrompt`] — consent and resolution prompts;
 //! 4. [`Output::CallLlm`];
 //! 5. [`Output::ExecuteAction`];
@@ -39,7 +39,8 @@
 //!
 //! - `io/`: what goes in and comes out — inputs, outputs and prompts (`mod.rs`), the typed
 //!   events (`events.rs`), the user's commands (`commands.rs`), notifications and the
-//!   audit trail (`notify.rs`);
+//!   audit trail (`notify.rs`), and the one interface of the bridges to other protocols
+//!   (`bridge.rs`: the bridges themselves are beside the agent, not in it);
 //! - `thread/`: a thread and its lifecycle (§9): the thread (`mod.rs`), its step
 //!   (`step.rs`), state changes and ending (`lifecycle.rs`), sending and receiving its
 //!   packets (§4, §15, `packets.rs`);
@@ -55,16 +56,8 @@
 //! - `security/`: peer keys (§16) and what is refused of a malformed or hostile peer
 //!   (§13.4);
 //! - `link/`: the relay link (§3, §13.1), the persisted records and recovery (§13.2);
-//! - `bridges/`: the agent's side of the bridges to other protocols (the protocols
-//!   themselves are [`crate::bridge`]'s);
 //! - `tests/`: the agent's behaviour end to end, and what its tests share.
 
-mod bridges;
-pub use bridges::a2a::{
-    anonymous_peer, A2aReply, A2aStream, A2aWait, A2A_MAX_REQUEST, ANONYMOUS_CLIENT,
-    ANONYMOUS_SHARE,
-};
-pub use bridges::a2a_client::{A2aCallKind, A2aClientCall, A2aOutcome};
 pub mod group;
 pub mod introductions;
 pub mod io;
@@ -76,10 +69,6 @@ pub use llm::{
     layer_json, prompt_thread, LLM_QUEUE_FIRST, LLM_QUEUE_MAX, LOW_CONFIDENCE, PEER_DATA_LAYER,
 };
 mod negotiation;
-pub use bridges::phase1::{Phase1Reply, PHASE1_TASK_TYPES};
-pub use bridges::phase1_task::{
-    phase1_deadline, phase1_reply_to, Phase1Task, PHASE1_DEFAULT_BOUND, PHASE1_MAX_BOUND,
-};
 pub use negotiation::drift::may_fork;
 pub use negotiation::permissions;
 mod security;
@@ -207,12 +196,12 @@ pub struct AgentConfig {
     /// earlier threads): used to fill gaps before asking (§5.2). Never sent.
     #[serde(default)]
     pub contacts: BTreeMap<Address, Context>,
-    /// A2A agent cards (their URLs) of addresses that may have no a2acp agent (§18
-    /// graceful degradation): a thread started to one of them that the relay does not
-    /// know continues, with the same intent and context, as a thread with the A2A agent
-    /// at that URL.
+    /// Bridged peers of addresses that may have no a2acp agent (§18 graceful
+    /// degradation; for the A2A bridge, agent cards): a thread started to one of them
+    /// that the relay does not know continues, with the same intent and context, as a
+    /// thread the bridge opens with its peer there ([`Bridge::open`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub a2a_cards: BTreeMap<Address, String>,
+    pub bridged_fallbacks: BTreeMap<Address, BridgedFallback>,
     /// Decide with the LLM ([`Output::CallLlm`]) instead of the deterministic negotiator.
     pub use_llm: bool,
     /// Limits and timeouts.
@@ -232,7 +221,7 @@ impl AgentConfig {
             permissions: PermissionTiers::onboarding_defaults(),
             overrides: BTreeMap::new(),
             contacts: BTreeMap::new(),
-            a2a_cards: BTreeMap::new(),
+            bridged_fallbacks: BTreeMap::new(),
             use_llm: false,
             limits: Limits::default(),
         }
@@ -254,6 +243,8 @@ struct Buffers {
 pub struct Agent {
     threads: BTreeMap<String, Thread>,
     shared: Shared,
+    /// The bridges to other protocols registered with this agent ([`Agent::add_bridge`]).
+    bridges: Vec<Box<dyn Bridge>>,
 }
 
 /// Everything of an agent but its threads: configuration, keys, the relay link and its
@@ -289,6 +280,8 @@ struct Shared {
     /// Relationship memory (§11), persisted per peer as `memory/<address>`.
     memory: crate::memory::MemoryStore,
     buf: Buffers,
+    /// The packets addressed to bridged peers in this input, for the bridges' step.
+    bridged: Vec<BridgedPacket>,
     dirty: Dirty,
     out: VecDeque<Output>,
 }
@@ -337,9 +330,11 @@ impl Agent {
                 drops: 0,
                 memory: crate::memory::MemoryStore::new(),
                 buf: Buffers::default(),
+                bridged: Vec::new(),
                 dirty: Dirty::default(),
                 out: VecDeque::new(),
             },
+            bridges: Vec::new(),
         };
         a.shared.dirty.meta = true;
         a.shared.dirty.settings = true;
@@ -498,7 +493,7 @@ impl Agent {
             Input::ActionResult { action_id, result } => self.on_action_result(action_id, result),
         }
         self.step_forks();
-        self.step_phase1();
+        self.step_bridges();
         self.step_groups();
         self.flush();
     }
@@ -514,9 +509,9 @@ impl Agent {
     pub fn handle_timeout(&mut self, now: Timestamp) {
         self.shared.now = self.shared.now.max(now);
         self.on_timeout();
-        self.phase1_timeouts();
+        self.bridges_timeout();
         self.step_forks();
-        self.step_phase1();
+        self.step_bridges();
         self.step_groups();
         self.flush();
     }
@@ -551,10 +546,7 @@ impl Agent {
                 at(x);
             }
         }
-        if let Some(x) = self.a2a_client_wake() {
-            at(x);
-        }
-        if let Some(x) = self.phase1_wake() {
+        if let Some(x) = self.bridges_wake() {
             at(x);
         }
         for g in self.shared.groups.values() {

@@ -8,12 +8,22 @@
 //! - [`phase1`]: the A2A Phase-1 HTTP envelope (seed 001): its messages, validation, error
 //!   codes, HTTP statuses, retry rule and sender.
 //!
-//! No bridge imports the agent: a bridge reads a thread through the narrow view it
-//! declares itself ([`a2a::task::TaskThread`]) and the thread's lifecycle state from
-//! [`crate::thread_state`]; the agent depends on the bridges, never the other way round.
-//! The agent's side of each bridge (where its requests meet the threads, and where the
-//! agent's threads implement the bridges' views) is `agent/bridges/`. SPEC-NOTES "Adding
-//! a bridge" describes the shape a new bridge takes.
+//! Each bridge meets the agent through the agent's one bridge interface
+//! ([`crate::agent::Bridge`] and the agent's public bridge calls, `agent/io/bridge.rs`):
+//! what its peer says goes in as packet bodies from a bridged peer, what the agent
+//! addresses to that peer comes out as [`crate::agent::Output::Bridged`], threads are
+//! read through [`crate::agent::ThreadView`], and a bridge's own state of a thread is
+//! kept in the thread's record without the agent knowing its type. No bridge reaches into
+//! the agent's threads, and the agent names no bridge. SPEC-NOTES "Adding a bridge"
+//! describes the shape a new bridge takes.
 
 pub mod a2a;
 pub mod phase1;
+
+/// Registers with `agent` the bridges that act on its inputs ([`crate::agent::Bridge`]):
+/// the A2A client direction ([`a2a::Client`]) and the Phase-1 task lifecycle
+/// ([`phase1::Tasks`]). The A2A server needs no registration: its listener calls it.
+pub fn install(agent: &mut crate::agent::Agent) {
+    agent.add_bridge(Box::new(a2a::Client));
+    agent.add_bridge(Box::new(phase1::Tasks));
+}

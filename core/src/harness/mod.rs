@@ -219,7 +219,8 @@ impl Net {
         seed: [u8; 32],
     ) -> usize {
         let name = config.address.user().to_string();
-        let agent = Agent::new(config.clone(), IdentityKey::from_seed(identity_seed), seed);
+        let mut agent = Agent::new(config.clone(), IdentityKey::from_seed(identity_seed), seed);
+        crate::bridge::install(&mut agent);
         self.nodes.push(Node {
             agent,
             name,
@@ -334,6 +335,7 @@ impl Net {
             Ok(a) => a,
             Err(e) => panic!("agent restore failed: {e}"),
         };
+        crate::bridge::install(&mut n.agent);
         let name = n.name.clone();
         self.line(&name, '|', "restarted from its persisted state".into());
         self.drain_agent(i);
@@ -703,11 +705,10 @@ impl Net {
                         self.push(Hop::ClosedByAgent(conn));
                     }
                 }
-                // The in-memory network has no A2A listener: its tasks are read from
-                // the threads by whoever drives an A2A client in a test.
-                Output::A2a(_) => {}
-                // Nor Phase-1 senders' endpoints.
-                Output::Phase1(_) => {}
+                // The in-memory network has no bridge listeners: a bridged peer's
+                // threads are read through the agent by whoever drives it in a test,
+                // and no bridge's endpoint is reached.
+                Output::Bridged(_) => {}
             }
             cats.extend(std::iter::repeat_n(cat, self.transcript.len() - before));
         }
@@ -776,4 +777,61 @@ impl LowerKind for String {
             None => self,
         }
     }
+}
+
+/// Drains `agent`'s outputs into `outputs`, keeping `records` as its store would and
+/// answering every action it asks for as done, until it asks for no more.
+pub fn drain_answering_actions(
+    agent: &mut crate::agent::Agent,
+    now: crate::time::Timestamp,
+    outputs: &mut Vec<crate::agent::Output>,
+    records: &mut std::collections::BTreeMap<String, Vec<u8>>,
+) {
+    loop {
+        let mut results = Vec::new();
+        while let Some(o) = agent.poll_output() {
+            match &o {
+                crate::agent::Output::Persist(crate::persist::PersistOp::Put { key, value }) => {
+                    records.insert(key.clone(), value.clone());
+                }
+                crate::agent::Output::Persist(crate::persist::PersistOp::Delete { key }) => {
+                    records.remove(key);
+                }
+                crate::agent::Output::ExecuteAction(a) => results.push(a.id),
+                _ => {}
+            }
+            outputs.push(o);
+        }
+        if results.is_empty() {
+            return;
+        }
+        for id in results {
+            agent.handle(
+                now,
+                crate::agent::Input::ActionResult {
+                    action_id: id,
+                    result: Ok(crate::packet::Context::new()),
+                },
+            );
+        }
+    }
+}
+
+/// The prompts `outputs` opened and did not close again, in id order.
+pub fn open_prompts(outputs: &[crate::agent::Output]) -> Vec<crate::agent::Prompt> {
+    use crate::agent::Output;
+    let mut open: std::collections::BTreeMap<u64, crate::agent::Prompt> =
+        std::collections::BTreeMap::new();
+    for o in outputs {
+        match o {
+            Output::Prompt(p) => {
+                open.insert(p.id, p.clone());
+            }
+            Output::ClosePrompt(id) => {
+                open.remove(id);
+            }
+            _ => {}
+        }
+    }
+    open.into_values().collect()
 }

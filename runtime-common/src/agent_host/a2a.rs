@@ -2,8 +2,9 @@
 //! client, one Phase-1 message; the agent answers, the host commits, then the listener
 //! writes the answer.
 
-use a2acp_core::agent::{A2aClientCall, A2aOutcome, A2aReply, Phase1Reply};
-use a2acp_core::agent::{Command, Input};
+use a2acp_core::agent::Input;
+use a2acp_core::bridge::a2a::{A2aClientCall, A2aOutcome, A2aReply, Client, Server};
+use a2acp_core::bridge::phase1::{Phase1Reply, Tasks};
 use a2acp_core::packet::{Context, Intent};
 use a2acp_core::{Address, Timestamp};
 
@@ -12,7 +13,7 @@ use crate::control::{Recipients, Response};
 use super::{AgentHost, Effect, HostError};
 
 impl AgentHost {
-    /// One JSON-RPC request of an A2A client ([`a2acp_core::agent::Agent::handle_a2a`]); its records are
+    /// One JSON-RPC request of an A2A client ([`Server::handle`]); its records are
     /// committed before this returns, so the answer never shows what a crash would lose.
     pub fn a2a(
         &mut self,
@@ -21,11 +22,11 @@ impl AgentHost {
         body: &[u8],
     ) -> Result<(A2aReply, Vec<Effect>), HostError> {
         self.now = self.now.max(now);
-        let reply = self.agent.handle_a2a(self.now, client, body);
+        let reply = Server::handle(&mut self.agent, self.now, client, body);
         Ok((reply, self.drain()?))
     }
 
-    /// One Phase-1 message of `POST /a2a/messages` ([`a2acp_core::agent::Agent::handle_phase1`]); its
+    /// One Phase-1 message of `POST /a2a/messages` ([`Tasks::handle`]); its
     /// records are committed before this returns.
     pub fn phase1(
         &mut self,
@@ -33,7 +34,7 @@ impl AgentHost {
         body: &[u8],
     ) -> Result<(Phase1Reply, Vec<Effect>), HostError> {
         self.now = self.now.max(now);
-        let reply = self.agent.handle_phase1(self.now, body);
+        let reply = Tasks::handle(&mut self.agent, self.now, body);
         Ok((reply, self.drain()?))
     }
 
@@ -44,7 +45,7 @@ impl AgentHost {
         now: Timestamp,
     ) -> Result<(Vec<A2aClientCall>, Vec<Effect>), HostError> {
         self.now = self.now.max(now);
-        let calls = self.agent.take_a2a_calls(self.now);
+        let calls = Client::take_calls(&mut self.agent, self.now);
         Ok((calls, self.drain()?))
     }
 
@@ -86,11 +87,7 @@ impl AgentHost {
         let before: Vec<String> = self.agent.threads().keys().cloned().collect();
         let e = self.handle(
             now,
-            Input::Command(Command::StartA2aThread {
-                to: url,
-                intent,
-                context: context.unwrap_or_default(),
-            }),
+            Input::Command(Client::start(url, intent, context.unwrap_or_default())),
         )?;
         let new = self
             .agent
@@ -117,7 +114,7 @@ impl AgentHost {
         })
     }
 
-    /// A call of the A2A client ended ([`a2acp_core::agent::Agent::handle_a2a_client`]).
+    /// A call of the A2A client ended ([`Client::handle_outcome`]).
     pub fn a2a_client(
         &mut self,
         now: Timestamp,
@@ -125,7 +122,7 @@ impl AgentHost {
         outcome: A2aOutcome,
     ) -> Result<Vec<Effect>, HostError> {
         self.now = self.now.max(now);
-        self.agent.handle_a2a_client(self.now, call, outcome);
+        Client::handle_outcome(&mut self.agent, self.now, call, outcome);
         self.drain()
     }
 }

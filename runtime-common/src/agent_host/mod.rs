@@ -19,8 +19,8 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use a2acp_core::agent::{
-    ActionRequest, Agent, AgentConfig, AuditRecord, Command, Input, Notification, Output, Prompt,
-    RestoreError,
+    ActionRequest, Agent, AgentConfig, AuditRecord, Bridged, Command, Input, Notification, Output,
+    Prompt, RestoreError,
 };
 use a2acp_core::crypto::IdentityKey;
 use a2acp_core::packet::Context;
@@ -90,9 +90,9 @@ pub enum Effect {
     Action(ActionRequest),
     /// An audit record (already stored; for the transcript and logs).
     Audit(AuditRecord),
-    /// A packet went to an A2A client: its task changed (the A2A listener tells the
-    /// task's subscribers).
-    A2a(a2acp_core::agent::A2aUpdate),
+    /// A packet went to a bridged peer (an A2A client): its task changed (the A2A
+    /// listener tells the task's subscribers).
+    Bridged(a2acp_core::agent::BridgedPacket),
 }
 
 /// Counters of one host.
@@ -189,11 +189,12 @@ impl AgentHost {
         let seed = crate::clock::os_seed()?;
         let records = store.load_all()?;
         let restored = !records.is_empty();
-        let agent = if restored {
+        let mut agent = if restored {
             Agent::restore(config, identity, seed, records)?
         } else {
             Agent::new(config, identity, seed)
         };
+        a2acp_core::bridge::install(&mut agent);
         let mut host = AgentHost {
             agent,
             store,
@@ -433,11 +434,18 @@ impl AgentHost {
             }
             Output::Audit(a) => effects.push(Effect::Audit(a)),
             Output::CloseConnection => effects.push(Effect::CloseConnection),
-            Output::A2a(u) => effects.push(Effect::A2a(u)),
-            Output::Phase1(p) => self
-                .phase1
-                .get_or_insert_with(crate::phase1_push::Phase1Pusher::new)
-                .submit(p),
+            Output::Bridged(Bridged::Packet(p)) => effects.push(Effect::Bridged(p)),
+            // A message of the Phase-1 bridge for a sender's endpoint: sent with the
+            // seed's retry rule.
+            Output::Bridged(Bridged::Message(m))
+                if m.bridge == a2acp_core::bridge::phase1::tasks::NAME =>
+            {
+                self.phase1
+                    .get_or_insert_with(crate::phase1_push::Phase1Pusher::new)
+                    .submit(m)
+            }
+            // No other bridge sends to endpoints of its own.
+            Output::Bridged(Bridged::Message(_)) => {}
         }
         Ok(())
     }

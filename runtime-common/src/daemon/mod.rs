@@ -142,7 +142,10 @@ pub enum Ctl {
     A2a(crate::a2a::A2aCall, flume::Sender<crate::a2a::A2aAnswer>),
     /// A Phase-1 message (`POST /a2a/messages`, seed 001), answered once its records are
     /// committed.
-    Phase1(Vec<u8>, flume::Sender<a2acp_core::agent::Phase1Reply>),
+    Phase1(
+        Vec<u8>,
+        flume::Sender<a2acp_core::bridge::phase1::Phase1Reply>,
+    ),
     /// Stop (state is already committed).
     Stop,
 }

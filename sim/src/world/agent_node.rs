@@ -350,10 +350,8 @@ impl Sim {
                 }
                 2
             }
-            // The simulated world has no A2A clients.
-            Output::A2a(_) => 2,
-            // Nor Phase-1 senders.
-            Output::Phase1(_) => 2,
+            // The simulated world has no bridged peers (A2A clients, Phase-1 senders).
+            Output::Bridged(_) => 2,
         }
     }
 

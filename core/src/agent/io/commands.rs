@@ -15,12 +15,13 @@ impl Agent {
                 intent,
                 context,
             } => self.open_thread(to, intent, context),
-            Command::StartA2aThread {
+            Command::StartBridgedThread {
+                bridge,
                 to,
                 intent,
                 context,
             } => {
-                self.open_a2a_thread(to, intent, context);
+                self.open_bridged(&bridge, &to, intent, context);
             }
             Command::StartGroupThread {
                 participants,

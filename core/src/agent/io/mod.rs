@@ -1,8 +1,11 @@
 //! What goes into an [`Agent`](super::Agent) and what comes out of it.
 
+pub mod bridge;
 pub(super) mod commands;
 pub mod events;
 pub(super) mod notify;
+
+pub use bridge::*;
 
 use std::collections::BTreeMap;
 
@@ -59,12 +62,14 @@ pub enum Command {
         /// What the user said about it.
         context: Context,
     },
-    /// Start a thread with a plain A2A agent (§18, seed 003): `to` is its agent card's
-    /// URL, or its base URL. The same thread, tiers and prompts as with an a2acp peer;
-    /// its packets travel as an A2A task (SPEC-NOTES "The A2A v1.0 bridge: the client
-    /// direction").
-    StartA2aThread {
-        /// The card URL or base URL (`https://…`).
+    /// Start a thread with a bridged peer (SPEC-NOTES "Adding a bridge"): the bridge
+    /// `bridge` opens it with `to`, its own kind of destination (for the A2A bridge an
+    /// agent card's URL, or its base URL). The same thread, tiers and prompts as with an
+    /// a2acp peer.
+    StartBridgedThread {
+        /// The bridge ([`Bridge::name`]).
+        bridge: String,
+        /// Where, in the bridge's terms.
         to: String,
         /// What it is about.
         intent: Intent,
@@ -286,41 +291,11 @@ pub enum Output {
     Audit(AuditRecord),
     /// Drop the relay connection (heartbeat lost); reconnect later.
     CloseConnection,
-    /// A packet for an A2A client went out in a thread (in place of a sealed frame for
-    /// the relay): the task of that thread changed. Released with the sends, after the
-    /// records it depends on; the listener reads the task again
-    /// ([`crate::bridge::a2a::task::task_json`]) and tells its subscribers.
-    A2a(A2aUpdate),
-    /// A seed-001 message for the sender of a Phase-1 task, at the endpoint its
-    /// assignment named (`metadata.reply_to`): the task's `status_update` when it moved,
-    /// its `task_completion` when it ended. Released with the sends, after the records it
-    /// depends on; the runtime sends it with the seed's retry rule
-    /// ([`crate::bridge::phase1::sender::Sender`]), in order, and nothing comes back to the agent
-    /// (the sender can also ask: a `status_update` about its task is answered with
-    /// where it stands).
-    Phase1(Phase1Push),
-}
-
-/// A message to a Phase-1 sender's endpoint ([`Output::Phase1`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Phase1Push {
-    /// The thread carrying out the task.
-    pub thread_id: String,
-    /// The sender's `/a2a/messages` endpoint.
-    pub endpoint: String,
-    /// The whole message (a valid seed-001 envelope, JSON).
-    pub body: String,
-}
-
-/// A packet the agent addressed to an A2A client ([`Output::A2a`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct A2aUpdate {
-    /// The thread (the A2A task id).
-    pub thread_id: String,
-    /// The packet.
-    pub packet_id: String,
-    /// The A2A client (`agent:…@a2a.invalid`).
-    pub peer: Address,
+    /// Something for a bridged peer, in place of a sealed frame for the relay: a packet
+    /// the agent addressed to it, or a message its bridge made for the peer's endpoint
+    /// (SPEC-NOTES "Adding a bridge"). Released with the sends, after the records it
+    /// depends on.
+    Bridged(Bridged),
 }
 
 /// A prompt for the user.

@@ -430,25 +430,28 @@ impl Agent {
 
 impl Agent {
     /// The relay knows no agent at `address`, to which this user started thread `id`:
-    /// the thread is declined. When the configuration names an A2A agent card for that
-    /// address (`a2a_cards`, §18 graceful degradation), the same intent and context go
-    /// on to that A2A agent in a new thread (a group's leg does not: a group's
-    /// participants are a2acp agents).
+    /// the thread is declined. When the configuration names a bridged peer for that
+    /// address (`bridged_fallbacks`, §18 graceful degradation), the same intent and
+    /// context go on to it in a new thread its bridge opens (a group's leg does not: a
+    /// group's participants are a2acp agents).
     pub(super) fn recipient_unknown(&mut self, id: &str, address: &Address) {
         let fallback = self
             .threads
             .get(id)
             .filter(|t| !t.state.is_terminal() && t.initiator && t.group.is_none())
             .and_then(|t| {
-                let url = self.shared.config.a2a_cards.get(address)?;
-                Some((url.clone(), t.intent.clone(), t.local.clone()))
+                let f = self.shared.config.bridged_fallbacks.get(address)?;
+                Some((f.clone(), t.intent.clone(), t.local.clone()))
             });
-        let Some((url, intent, context)) = fallback else {
+        let Some((f, intent, context)) = fallback else {
             self.in_thread(id, |step| step.recipient_unknown(address, None));
             return;
         };
-        self.in_thread(id, |step| step.recipient_unknown(address, Some(&url)));
-        let next = self.open_a2a_thread(url, intent, context);
+        let kind = self.bridged_peer_kind(&f.bridge);
+        self.in_thread(id, |step| {
+            step.recipient_unknown(address, Some((kind, &f.to)))
+        });
+        let next = self.open_bridged(&f.bridge, &f.to, intent, context);
         if let Some(t) = self.threads.get_mut(id) {
             t.continued_as = next;
             self.shared.dirty.threads.insert(id.to_string());
@@ -459,8 +462,9 @@ impl Agent {
 impl ThreadStep<'_> {
     /// The relay does not know the recipient of thread `id`: the thread is declined and
     /// the user told, with the thread (SPEC-NOTES "Failure handling", unknown recipient),
-    /// and with where it goes on if it goes on with an A2A agent (`a2a_card`).
-    pub(super) fn recipient_unknown(&mut self, address: &Address, a2a_card: Option<&str>) {
+    /// and with where it goes on if it goes on with a bridged peer (what its bridge calls
+    /// it, and where).
+    pub(super) fn recipient_unknown(&mut self, address: &Address, fallback: Option<(&str, &str)>) {
         let id = self.id;
         use crate::link::ErrorCode;
         let t = &mut *self.t;
@@ -471,9 +475,9 @@ impl ThreadStep<'_> {
         let about = format!("{}: “{}”", t.intent.category, t.intent.summary);
         self.mark_changed();
         self.set_state(ThreadState::Declined, "recipient unknown to the relay");
-        let text = match a2a_card {
-            Some(url) => format!(
-                "No agent is registered as {address}: thread {id} ({about}) is declined and goes on in a new thread with its A2A agent at {url}."
+        let text = match fallback {
+            Some((kind, to)) => format!(
+                "No agent is registered as {address}: thread {id} ({about}) is declined and goes on in a new thread with {kind} at {to}."
             ),
             None => format!(
                 "No agent is registered as {address}: thread {id} ({about}) is declined. Check the address (agent:NAME@RELAY-DOMAIN)."
@@ -487,19 +491,19 @@ impl ThreadStep<'_> {
         let thread_id = self.id;
         let t = &mut *self.t;
         let peer = t.peer.clone();
-        if t.a2a_remote.is_some() {
-            // A plain A2A agent this agent drives: the packet goes as an A2A message.
-            self.a2a_queue(plain);
-            return;
-        }
-        if peer.is_a2a() {
-            // An A2A client: no relay, no envelope; its listener's transport is the
-            // channel, and the task it reads is derived from the thread (`a2a::task`).
-            self.shared.buf.send.push(Output::A2a(A2aUpdate {
+        if peer.is_bridged() {
+            // A bridged peer: no relay, no envelope; its bridge is the channel.
+            let packet = BridgedPacket {
                 thread_id: thread_id.to_string(),
                 packet_id: packet_id.to_string(),
                 peer,
-            }));
+                json: String::from_utf8_lossy(plain).into_owned(),
+            };
+            self.shared.bridged.push(packet.clone());
+            self.shared
+                .buf
+                .send
+                .push(Output::Bridged(Bridged::Packet(packet)));
             return;
         }
         let Some(key) = self.shared.keys.get(&peer) else {

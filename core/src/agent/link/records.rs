@@ -182,7 +182,9 @@ impl Agent {
                 let rec: PeerRecord = de(&key, &value)?;
                 a.shared.peers.insert(addr, rec);
             } else if key.starts_with("thread/") {
-                let t: Thread = de(&key, &value)?;
+                let mut t: Thread = de(&key, &value)?;
+                // The record's own member, not a bridge's state of the thread.
+                t.bridge.remove("history_len");
                 if let Some(n) = de::<HistoryLen>(&key, &value)?.history_len {
                     lens.insert(t.id.clone(), (key.clone(), n));
                 }

@@ -416,22 +416,9 @@ pub struct Thread {
     /// [`MAX_RESPONSE_TIMES`] kept): recorded in relationship memory on completion.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub peer_response_ms: Vec<u64>,
-    /// The A2A `contextId` this thread belongs to, when its peer is an A2A client
-    /// (SPEC-NOTES "The A2A v1.0 bridge"); the task id is the thread id.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub a2a_context: Option<String>,
-    /// The A2A client's messages as it sent them, by the id of the first packet each
-    /// became (its `messageId`, every part, its metadata): a task's history shows these,
-    /// not the packets. A message that became several packets maps the others to
-    /// `null` (shown once, as the first).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub a2a_sent: BTreeMap<String, serde_json::Value>,
-    /// The remote A2A task, when this thread's peer is a plain A2A agent this agent
-    /// drives (SPEC-NOTES "The A2A v1.0 bridge: the client direction").
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub a2a_remote: Option<crate::bridge::a2a::client::RemoteTask>,
-    /// The thread this one goes on as: its recipient had no a2acp agent, and the A2A
-    /// agent the configuration names for that address (`a2a_cards`, §18) took it up.
+    /// The thread this one goes on as: its recipient had no a2acp agent, and the bridged
+    /// peer the configuration names for that address (`bridged_fallbacks`, §18) took it
+    /// up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continued_as: Option<String>,
     /// The intent the thread had before its first intent update (§6.5): what sharing
@@ -443,11 +430,16 @@ pub struct Thread {
     /// slots, taken out of this thread's availability (SPEC-NOTES "Drift and forks").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sibling_holds: Vec<SiblingHold>,
-    /// The Phase-1 task this thread carries out, when its peer assigned it with a
-    /// seed-001 `task_assignment` (SPEC-NOTES "The A2A Phase-1 envelope": the task
-    /// lifecycle).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase1: Option<super::bridges::phase1_task::Phase1Task>,
+    /// The bridges' own state of the thread ([`crate::agent::Agent::set_bridge_state`]),
+    /// by key (each key starts with its bridge's name): members of the thread's record
+    /// beside its own, so records written before the bridges moved out of the agent
+    /// restore as they were. The agent does not know their types.
+    #[serde(flatten)]
+    pub bridge: BTreeMap<String, serde_json::Value>,
+    /// The bridges' marks on the thread ([`crate::agent::Agent::bridge_mark`]): never
+    /// persisted.
+    #[serde(skip)]
+    pub bridge_marks: BTreeSet<String>,
 }
 
 /// A slot a sibling thread of a fork holds (§6.5).

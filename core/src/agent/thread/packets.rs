@@ -34,9 +34,9 @@ impl Agent {
             self.shared.dropped(None, DropReason::OwnName);
             return;
         }
-        if peer.is_a2a() {
-            // A2A clients speak only through the A2A listener; an envelope in such a
-            // name came through the relay from someone else.
+        if peer.is_bridged() {
+            // Bridged peers speak only through their bridge; an envelope in such a name
+            // came through the relay from someone else.
             self.shared.dropped(
                 None,
                 DropReason::Refused {
@@ -777,11 +777,9 @@ pub(in crate::agent) fn blank_thread(
         group: None,
         awaiting_peer_since: None,
         peer_response_ms: Vec::new(),
-        a2a_context: None,
-        a2a_sent: BTreeMap::new(),
-        a2a_remote: None,
         continued_as: None,
-        phase1: None,
+        bridge: BTreeMap::new(),
+        bridge_marks: BTreeSet::new(),
         scope_intent: None,
         sibling_holds: Vec::new(),
     }

@@ -1,7 +1,7 @@
 //! The A2A v1.0 HTTP+JSON binding (the REST routes of the protocol's `google.api.http`
 //! annotations, A2A v1.0 §11) as a translation, not a second implementation: a REST
 //! request (HTTP method, path, query string, body) becomes the JSON-RPC request
-//! [`crate::agent::Agent::handle_a2a`] takes, and its JSON-RPC response becomes the REST
+//! [`crate::bridge::a2a::Server::handle`] takes, and its JSON-RPC response becomes the REST
 //! response (an HTTP status and the bare result, or a `google.rpc.Status` error body with
 //! an `ErrorInfo` naming the A2A error). Pure: bytes and strings in, values out.
 //!
@@ -459,7 +459,7 @@ fn percent_decode(s: &str, plus_is_space: bool) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-/// The REST response for a JSON-RPC response of [`crate::agent::Agent::handle_a2a`]: 200
+/// The REST response for a JSON-RPC response of [`crate::bridge::a2a::Server::handle`]: 200
 /// and the bare `result`, or the error's HTTP status ([`mapping`]) and its
 /// `google.rpc.Status` body (a `params.` prefix of the message dropped: the REST request
 /// has no `params`, the parameter's name is what it sent).

@@ -17,11 +17,12 @@
 use serde_json::{json, Map, Value};
 
 use crate::address::Address;
+use crate::agent::ThreadView;
 use crate::packet::{
     Body, ContextBody, ContextResponseBody, ExecutionReport, Intent, Need, Packet,
     ResolutionStatus, Unavailable,
 };
-use crate::packet::{Context, ResolutionBody, ResolutionResponseBody};
+use crate::packet::{Context, ResolutionResponseBody};
 use crate::thread_state::ThreadState;
 use crate::time::Timestamp;
 
@@ -371,9 +372,8 @@ pub fn first_body(m: &Inbound) -> Result<Body, RpcError> {
     }))
 }
 
-/// What the A2A mapping reads of a thread — the bridge's narrow view of it, and all the
-/// bridge knows of the agent's threads (SPEC-NOTES "Adding a bridge"). The agent's
-/// threads implement it.
+/// What the A2A mapping reads of a thread: the agent's [`ThreadView`] and the bridge's
+/// own state in it (SPEC-NOTES "Adding a bridge").
 pub trait TaskThread {
     /// The thread id, which is the task id.
     fn id(&self) -> &str;
@@ -402,27 +402,58 @@ pub trait TaskThread {
     fn a2a_sent(&self, packet_id: &str) -> Option<&Value>;
 }
 
-/// One packet of a thread, as [`TaskThread::packets`] gives it.
-#[derive(Debug, Clone, Copy)]
-pub struct Logged<'a> {
-    /// The packet id.
-    pub packet_id: &'a str,
-    /// The packet's JSON, as sent or received.
-    pub json: &'a str,
-    /// Whether this agent sent it.
-    pub outgoing: bool,
+pub use crate::agent::{Logged, OpenProposal};
+
+/// The A2A bridge's view of a thread: the agent's [`ThreadView`], and the bridge's own
+/// state of the thread in it (the client's context and its messages as sent).
+impl TaskThread for ThreadView<'_> {
+    fn id(&self) -> &str {
+        ThreadView::id(self)
+    }
+    fn peer(&self) -> &Address {
+        ThreadView::peer(self)
+    }
+    fn state(&self) -> ThreadState {
+        ThreadView::state(self)
+    }
+    fn halted(&self) -> bool {
+        ThreadView::halted(self)
+    }
+    fn packets(&self) -> impl DoubleEndedIterator<Item = Logged<'_>> + ExactSizeIterator {
+        ThreadView::packets(self)
+    }
+    fn answered(&self, field: &str) -> bool {
+        ThreadView::answered(self, field)
+    }
+    fn resolution(&self) -> Option<OpenProposal<'_>> {
+        ThreadView::resolution(self)
+    }
+    fn consent_open(&self) -> bool {
+        ThreadView::consent_open(self)
+    }
+    fn escalated(&self) -> bool {
+        ThreadView::escalated(self)
+    }
+    fn last_activity(&self) -> Timestamp {
+        ThreadView::last_activity(self)
+    }
+    fn a2a_context(&self) -> Option<&str> {
+        self.bridge_state(CONTEXT_KEY).and_then(Value::as_str)
+    }
+    fn a2a_sent(&self, packet_id: &str) -> Option<&Value> {
+        self.bridge_state(SENT_KEY).and_then(|m| m.get(packet_id))
+    }
 }
 
-/// A thread's open resolution, as [`TaskThread::resolution`] gives it.
-#[derive(Debug, Clone, Copy)]
-pub struct OpenProposal<'a> {
-    /// The id of the `resolution` packet.
-    pub packet_id: &'a str,
-    /// The resolution.
-    pub body: &'a ResolutionBody,
-    /// The answers received so far, by whom.
-    pub answers: &'a [(Address, ResolutionStatus)],
-}
+/// The key of a thread's A2A `contextId` in its record (the bridge's state): when its
+/// peer is an A2A client, or a plain A2A agent this agent drives. The task id is the
+/// thread id.
+pub const CONTEXT_KEY: &str = "a2a_context";
+/// The key of the A2A client's messages as it sent them, by the id of the first packet
+/// each became (its `messageId`, every part, its metadata): a task's history shows
+/// these, not the packets. A message that became several packets maps the others to
+/// `null` (shown once, as the first).
+pub const SENT_KEY: &str = "a2a_sent";
 
 /// The fields the agent asked the client for that are neither given nor declined, with
 /// the need as the agent sent it (the latest ask of each field).

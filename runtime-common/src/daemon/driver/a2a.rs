@@ -17,7 +17,7 @@ impl Driver {
             if reply.is_disconnected() {
                 return false;
             }
-            match agent.a2a_waited(w, now >= *deadline) {
+            match a2acp_core::bridge::a2a::Server::waited(agent, w, now >= *deadline) {
                 Some(response) => {
                     let _ = reply.send(crate::a2a::A2aAnswer {
                         response,
@@ -44,17 +44,17 @@ impl Driver {
             if tx.is_disconnected() {
                 return false;
             }
-            let Some(t) = agent.thread(&s.task_id) else {
+            let Some(t) = agent.thread_view(&s.task_id) else {
                 return false;
             };
-            for ev in task::update_events(t, Some(s.state), s.artifact.as_deref()) {
+            for ev in task::update_events(&t, Some(s.state), s.artifact.as_deref()) {
                 let msg = serde_json::json!({ "jsonrpc": "2.0", "id": id, "result": ev });
                 if tx.try_send(msg).is_err() {
                     return false;
                 }
             }
-            s.state = task::task_state(t);
-            s.artifact = task::artifact_id(t);
+            s.state = task::task_state(&t);
+            s.artifact = task::artifact_id(&t);
             !s.ends_at(s.state)
         });
     }

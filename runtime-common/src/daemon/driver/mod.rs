@@ -30,8 +30,8 @@ enum Ev {
     /// A call of the A2A client ended.
     A2aClient(
         Option<(
-            a2acp_core::agent::A2aClientCall,
-            a2acp_core::agent::A2aOutcome,
+            a2acp_core::bridge::a2a::A2aClientCall,
+            a2acp_core::bridge::a2a::A2aOutcome,
         )>,
     ),
     Timer,
@@ -50,11 +50,15 @@ pub(super) struct Driver {
     pub(super) starting: Vec<(Starting, Instant, flume::Sender<Response>)>,
     /// Open A2A streams: what the subscriber saw, the JSON-RPC id to answer with, and
     /// where its events go (dropped, the stream ends).
-    pub(super) streams: Vec<(a2acp_core::agent::A2aStream, Value, flume::Sender<Value>)>,
+    pub(super) streams: Vec<(
+        a2acp_core::bridge::a2a::A2aStream,
+        Value,
+        flume::Sender<Value>,
+    )>,
     /// Blocking `SendMessage`s held until their task is terminal or interrupted, or
     /// their deadline ([`BLOCKING_WAIT`](crate::a2a::BLOCKING_WAIT)).
     pub(super) waiting: Vec<(
-        a2acp_core::agent::A2aWait,
+        a2acp_core::bridge::a2a::A2aWait,
         Instant,
         flume::Sender<crate::a2a::A2aAnswer>,
     )>,
@@ -393,7 +397,7 @@ impl Driver {
                     thread = a.thread_id.as_deref().unwrap_or("-"),
                     "{}", a.event
                 ),
-                Effect::Action(_) | Effect::A2a(_) => {}
+                Effect::Action(_) | Effect::Bridged(_) => {}
             }
             (self.emit)(AgentEvent::Effect(e));
         }

@@ -1,15 +1,19 @@
 //! The A2A v1.0 binding on the agent: a client negotiates the dinner with Bob's agent
-//! through `handle_a2a` alone — input-required for what Bob's agent needs, Bob's consent
+//! through `Server::handle` alone — input-required for what Bob's agent needs, Bob's consent
 //! prompt as for any thread, the proposal as an artifact, both confirm, COMPLETED — and
 //! the refusals, the cancel, the list, never_share, and a restore that loses nothing.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use serde_json::{json, Value};
 
-use crate::address::A2A_DOMAIN;
+use crate::address::{Address, A2A_DOMAIN};
 use crate::agent::*;
-use crate::bridge::a2a::task::{self, code, TaskState};
+use crate::bridge::a2a::task::{self, code, Logged, OpenProposal, TaskState, TaskThread};
+use crate::bridge::a2a::*;
 use crate::crypto::IdentityKey;
 use crate::harness::dinner;
+use crate::time::Timestamp;
 
 fn client() -> Address {
     Address::new("a2a-local", A2A_DOMAIN).unwrap()
@@ -34,7 +38,11 @@ impl Bob {
 
     fn with(config: AgentConfig) -> Self {
         let mut b = Bob {
-            agent: Agent::new(config, IdentityKey::from_seed([2; 32]), [22; 32]),
+            agent: {
+                let mut agent = Agent::new(config, IdentityKey::from_seed([2; 32]), [22; 32]);
+                crate::bridge::install(&mut agent);
+                agent
+            },
             now: start(),
             outputs: Vec::new(),
             records: BTreeMap::new(),
@@ -45,7 +53,7 @@ impl Bob {
 
     /// Drains outputs: records kept, actions answered as done.
     fn drain(&mut self) {
-        crate::agent::tests::support::drain_answering_actions(
+        crate::harness::drain_answering_actions(
             &mut self.agent,
             self.now,
             &mut self.outputs,
@@ -56,9 +64,12 @@ impl Bob {
     fn rpc(&mut self, method: &str, params: Value) -> Value {
         self.now = self.now.add(std::time::Duration::from_secs(1));
         let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
-        let r = self
-            .agent
-            .handle_a2a(self.now, &client(), body.to_string().as_bytes());
+        let r = Server::handle(
+            &mut self.agent,
+            self.now,
+            &client(),
+            body.to_string().as_bytes(),
+        );
         self.drain();
         assert_eq!(r.response["id"], 7, "{}", r.response);
         r.response
@@ -82,7 +93,7 @@ impl Bob {
     }
 
     fn prompts(&self) -> Vec<Prompt> {
-        crate::agent::tests::support::open_prompts(&self.outputs)
+        crate::harness::open_prompts(&self.outputs)
     }
 
     fn answer_consent_all(&mut self) {
@@ -114,7 +125,7 @@ impl Bob {
     }
 
     fn state(&self, id: &str) -> TaskState {
-        task::task_state(self.agent.thread(id).unwrap())
+        task::task_state(&self.agent.thread_view(id).unwrap())
     }
 }
 
@@ -133,13 +144,13 @@ fn a_client_negotiates_a_dinner_to_completion() {
     let id = task["id"].as_str().unwrap().to_string();
     assert!(id.starts_with("thr_"), "{task}");
     assert!(task["contextId"].as_str().unwrap().starts_with("ctx_"));
-    let thread = bob.agent.thread(&id).unwrap();
+    let thread = bob.agent.thread_view(&id).unwrap();
     // A client without a token: its context is its peer.
     let peer = anonymous_peer(&client(), task["contextId"].as_str().unwrap());
-    assert_eq!(thread.peer, peer);
+    assert_eq!(*thread.peer(), peer);
     assert_ne!(peer, client());
-    assert_eq!(thread.intent.category, "scheduling");
-    assert_eq!(thread.intent.summary, "Dinner with Bob on Friday?");
+    assert_eq!(thread.intent().category, "scheduling");
+    assert_eq!(thread.intent().summary, "Dinner with Bob on Friday?");
     // An unknown peer: ask_first applies, so Bob is asked before his availability goes.
     assert!(
         bob.prompts()
@@ -163,10 +174,9 @@ fn a_client_negotiates_a_dinner_to_completion() {
     );
     // No packet went to the relay: the client's packets are A2A outputs.
     assert!(!bob.outputs.iter().any(|o| matches!(o, Output::Send(_))));
-    assert!(bob
-        .outputs
-        .iter()
-        .any(|o| matches!(o, Output::A2a(u) if u.thread_id == id && u.peer == peer)));
+    assert!(bob.outputs.iter().any(
+        |o| matches!(o, Output::Bridged(Bridged::Packet(u)) if u.thread_id == id && u.peer == peer)
+    ));
     let task = bob.send(
         Some(&id),
         "",
@@ -174,7 +184,7 @@ fn a_client_negotiates_a_dinner_to_completion() {
     );
     // Bob's agent proposes (or asks the refining fields first, once).
     let task = if state_of(&task) == "TASK_STATE_INPUT_REQUIRED"
-        && !task::awaiting_decision(bob.agent.thread(&id).unwrap())
+        && !task::awaiting_decision(&bob.agent.thread_view(&id).unwrap())
     {
         bob.send(Some(&id), "", json!({"transport_mode": "walking"}))
     } else {
@@ -182,7 +192,7 @@ fn a_client_negotiates_a_dinner_to_completion() {
     };
     assert_eq!(state_of(&task), "TASK_STATE_INPUT_REQUIRED", "{task}");
     assert!(
-        task::awaiting_decision(bob.agent.thread(&id).unwrap()),
+        task::awaiting_decision(&bob.agent.thread_view(&id).unwrap()),
         "{task}"
     );
     let art = &task["artifacts"][0];
@@ -214,7 +224,10 @@ fn a_client_negotiates_a_dinner_to_completion() {
         task["artifacts"][0]["description"],
         "agreed and carried out"
     );
-    assert_eq!(bob.agent.thread(&id).unwrap().state, ThreadState::Completed);
+    assert_eq!(
+        bob.agent.thread_view(&id).unwrap().state(),
+        ThreadState::Completed
+    );
     // A terminal task takes no more messages and cannot be cancelled.
     let m = json!({"messageId": "late", "role": "ROLE_USER", "taskId": id, "parts": [{"text": "hello?"}]});
     let r = bob.rpc("SendMessage", json!({"message": m}));
@@ -222,7 +235,7 @@ fn a_client_negotiates_a_dinner_to_completion() {
     let r = bob.rpc("CancelTask", json!({"id": id}));
     assert_eq!(r["error"]["code"], code::TASK_NOT_CANCELABLE, "{r}");
     // Kill -9: a restore from the records holds the same task.
-    let before = task::task_json(bob.agent.thread(&id).unwrap(), None, true);
+    let before = task::task_json(&bob.agent.thread_view(&id).unwrap(), None, true);
     let restored = Agent::restore(
         dinner::bob("a2acp.io"),
         IdentityKey::from_seed([2; 32]),
@@ -231,7 +244,7 @@ fn a_client_negotiates_a_dinner_to_completion() {
     )
     .expect("restore");
     assert_eq!(
-        task::task_json(restored.thread(&id).unwrap(), None, true),
+        task::task_json(&restored.thread_view(&id).unwrap(), None, true),
         before
     );
 }
@@ -251,7 +264,10 @@ fn a_client_cancels_and_lists_its_tasks() {
     );
     let r = bob.rpc("CancelTask", json!({"id": b}));
     assert_eq!(state_of(&r["result"]), "TASK_STATE_CANCELED", "{r}");
-    assert_eq!(bob.agent.thread(&b).unwrap().state, ThreadState::Declined);
+    assert_eq!(
+        bob.agent.thread_view(&b).unwrap().state(),
+        ThreadState::Declined
+    );
     assert_eq!(bob.state(&b), TaskState::Canceled);
     // Bob's open consent prompt of the cancelled task is withdrawn.
     assert!(bob.prompts().iter().all(|p| p.thread_id != b));
@@ -272,9 +288,7 @@ fn a_client_cancels_and_lists_its_tasks() {
     // Another client sees none of them.
     let other = Address::new("a2a-bearer", A2A_DOMAIN).unwrap();
     let body = json!({"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id": a}});
-    let r = bob
-        .agent
-        .handle_a2a(bob.now, &other, body.to_string().as_bytes());
+    let r = Server::handle(&mut bob.agent, bob.now, &other, body.to_string().as_bytes());
     assert_eq!(r.response["error"]["code"], code::TASK_NOT_FOUND);
 }
 
@@ -463,9 +477,9 @@ fn malformed_requests_get_the_error_the_spec_names() {
             code::INVALID_PARAMS,
         ),
     ];
-    let threads = bob.agent.threads().len();
+    let threads = bob.agent.thread_views().count();
     for (what, body, want) in cases {
-        let r = bob.agent.handle_a2a(bob.now, &client(), &body);
+        let r = Server::handle(&mut bob.agent, bob.now, &client(), &body);
         assert_eq!(r.response["error"]["code"], want, "{what}: {}", r.response);
         assert!(r.stream.is_none());
     }
@@ -475,7 +489,7 @@ fn malformed_requests_get_the_error_the_spec_names() {
     }
     bob.drain();
     assert_eq!(
-        bob.agent.threads().len(),
+        bob.agent.thread_views().count(),
         threads,
         "a refused request opened a thread"
     );
@@ -499,9 +513,7 @@ fn open_until_refused(
     loop {
         bob.now = bob.now.add(std::time::Duration::from_secs(1));
         let body = json!({"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": coffee(opened, context(opened).as_deref())});
-        let r = bob
-            .agent
-            .handle_a2a(bob.now, client, body.to_string().as_bytes());
+        let r = Server::handle(&mut bob.agent, bob.now, client, body.to_string().as_bytes());
         bob.drain();
         if r.response.get("error").is_some() {
             return (opened, r.response);
@@ -544,7 +556,7 @@ fn too_many_tasks_from_one_client_are_refused_for_now() {
     let (opened, refusal) = open_until_refused(&mut bob, &holder, |_| None);
     assert_temporary(&refusal);
     assert_eq!(opened, limits.max_prompts_per_peer as usize, "{refusal}");
-    assert_eq!(bob.agent.threads().len(), opened);
+    assert_eq!(bob.agent.thread_views().count(), opened);
     // Clients without a token in one context are one peer too.
     let (opened, refusal) = open_until_refused(&mut bob, &client(), |_| Some("ctx-one".into()));
     assert_temporary(&refusal);
@@ -572,16 +584,11 @@ fn clients_without_a_token_are_told_apart_by_context() {
         limits.max_prompts_per_peer as usize * ANONYMOUS_SHARE,
         "{refusal}"
     );
-    let peers: BTreeSet<Address> = bob
-        .agent
-        .threads()
-        .values()
-        .map(|t| t.peer.clone())
-        .collect();
+    let peers: BTreeSet<Address> = bob.agent.thread_views().map(|t| t.peer().clone()).collect();
     assert_eq!(peers.len(), opened, "one peer per context");
     assert!(!peers.contains(&client()));
     // Any of them follows any such task (they are not told apart by who they are) …
-    let id = bob.agent.threads().keys().next().unwrap().clone();
+    let id = bob.agent.thread_views().next().unwrap().id().to_string();
     let got = bob.rpc("GetTask", json!({"id": id}));
     assert_eq!(got["result"]["id"], json!(id), "{got}");
     assert_eq!(
@@ -591,9 +598,12 @@ fn clients_without_a_token_are_told_apart_by_context() {
     // … and a client with a token sees none of them.
     let holder = Address::new("a2a-bearer", A2A_DOMAIN).unwrap();
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": id}});
-    let r = bob
-        .agent
-        .handle_a2a(bob.now, &holder, body.to_string().as_bytes());
+    let r = Server::handle(
+        &mut bob.agent,
+        bob.now,
+        &holder,
+        body.to_string().as_bytes(),
+    );
     assert_eq!(
         r.response["error"]["code"],
         code::TASK_NOT_FOUND,
@@ -630,7 +640,7 @@ fn json_rpc_errors_carry_an_error_info() {
         assert_eq!(data[0]["reason"], reason, "{r}");
         assert_eq!(data[0]["domain"], "a2a-protocol.org", "{r}");
     }
-    let r = bob.agent.handle_a2a(bob.now, &client(), b"{not json");
+    let r = Server::handle(&mut bob.agent, bob.now, &client(), b"{not json");
     assert_eq!(
         r.response["error"]["data"][0]["reason"], "INVALID_REQUEST",
         "{}",
@@ -680,7 +690,7 @@ fn a_tasks_history_keeps_the_clients_message_as_sent() {
         bob.records.clone(),
     )
     .expect("restore");
-    let task = task::task_json(restored.thread(id).unwrap(), None, true);
+    let task = task::task_json(&restored.thread_view(id).unwrap(), None, true);
     let mine: Vec<&Value> = task["history"]
         .as_array()
         .unwrap()
@@ -704,9 +714,12 @@ fn a_blocking_send_is_held_until_the_task_waits_for_the_client() {
     bob.now = bob.now.add(std::time::Duration::from_secs(1));
     let body =
         json!({"jsonrpc": "2.0", "id": 3, "method": "SendMessage", "params": {"message": m}});
-    let r = bob
-        .agent
-        .handle_a2a(bob.now, &client(), body.to_string().as_bytes());
+    let r = Server::handle(
+        &mut bob.agent,
+        bob.now,
+        &client(),
+        body.to_string().as_bytes(),
+    );
     bob.drain();
     // Bob's consent prompt is open: the task works, so the answer is held.
     let w = r
@@ -715,9 +728,9 @@ fn a_blocking_send_is_held_until_the_task_waits_for_the_client() {
         .expect("a blocking send is held while the task works");
     assert_eq!(w.rpc_id, json!(3));
     assert_eq!(bob.state(&w.task_id), TaskState::Working);
-    assert!(bob.agent.a2a_waited(&w, false).is_none());
+    assert!(Server::waited(&bob.agent, &w, false).is_none());
     // At the deadline: the task as it stands.
-    let late = bob.agent.a2a_waited(&w, true).unwrap();
+    let late = Server::waited(&bob.agent, &w, true).unwrap();
     assert_eq!(late["id"], 3);
     assert_eq!(
         state_of(&late["result"]["task"]),
@@ -726,10 +739,7 @@ fn a_blocking_send_is_held_until_the_task_waits_for_the_client() {
     );
     // Bob consents: the agent needs the client's availability — interrupted, answered.
     bob.answer_consent_all();
-    let done = bob
-        .agent
-        .a2a_waited(&w, false)
-        .expect("answered once input is required");
+    let done = Server::waited(&bob.agent, &w, false).expect("answered once input is required");
     assert_eq!(
         state_of(&done["result"]["task"]),
         "TASK_STATE_INPUT_REQUIRED",
@@ -737,11 +747,14 @@ fn a_blocking_send_is_held_until_the_task_waits_for_the_client() {
     );
     // With returnImmediately, or when the task already waits for the client: not held.
     let body = json!({"jsonrpc": "2.0", "id": 4, "method": "SendMessage", "params": {"message": coffee(1, None)["message"], "configuration": {"returnImmediately": true}}});
-    assert!(bob
-        .agent
-        .handle_a2a(bob.now, &client(), body.to_string().as_bytes())
-        .wait
-        .is_none());
+    assert!(Server::handle(
+        &mut bob.agent,
+        bob.now,
+        &client(),
+        body.to_string().as_bytes()
+    )
+    .wait
+    .is_none());
 }
 
 #[test]
@@ -757,9 +770,12 @@ fn a_subscription_stays_open_through_input_required() {
     assert_eq!(bob.state(&id), TaskState::InputRequired);
     let body =
         json!({"jsonrpc": "2.0", "id": 5, "method": "SubscribeToTask", "params": {"id": id}});
-    let r = bob
-        .agent
-        .handle_a2a(bob.now, &client(), body.to_string().as_bytes());
+    let r = Server::handle(
+        &mut bob.agent,
+        bob.now,
+        &client(),
+        body.to_string().as_bytes(),
+    );
     let s = r.stream.expect("a stream while the task is not terminal");
     assert!(s.until_terminal);
     assert!(!s.ends_at(TaskState::InputRequired));
@@ -767,9 +783,12 @@ fn a_subscription_stays_open_through_input_required() {
     assert!(s.ends_at(TaskState::Completed));
     // A streamed message's stream ends at an interruption (the client answers it).
     let body = json!({"jsonrpc": "2.0", "id": 6, "method": "SendStreamingMessage", "params": coffee(9, None)});
-    let r = bob
-        .agent
-        .handle_a2a(bob.now, &client(), body.to_string().as_bytes());
+    let r = Server::handle(
+        &mut bob.agent,
+        bob.now,
+        &client(),
+        body.to_string().as_bytes(),
+    );
     let s = r.stream.expect("the task works: a stream");
     assert!(!s.until_terminal);
     assert!(s.ends_at(TaskState::InputRequired));
@@ -791,7 +810,12 @@ fn every_thread_state_maps_to_a_task_state() {
         json!({"proposed_date": "2026-03-27"}),
     );
     let id = t["id"].as_str().unwrap().to_string();
-    let base = bob.agent.thread(&id).unwrap().clone();
+    let base = bob.agent.thread_view(&id).unwrap();
+    let at = |state: ThreadState| As {
+        v: base,
+        state,
+        halted: false,
+    };
     let table = [
         (ThreadState::Confirmed, TaskState::Working),
         (ThreadState::Executing, TaskState::Working),
@@ -802,17 +826,14 @@ fn every_thread_state_maps_to_a_task_state() {
         (ThreadState::Expired, TaskState::Failed),
     ];
     for (ts, want) in table {
-        let mut t = base.clone();
-        t.state = ts;
-        assert_eq!(task::task_state(&t), want, "{ts:?}");
+        assert_eq!(task::task_state(&at(ts)), want, "{ts:?}");
     }
     for ts in [
         ThreadState::Initiated,
         ThreadState::Negotiating,
         ThreadState::Stalled,
     ] {
-        let mut t = base.clone();
-        t.state = ts;
+        let t = at(ts);
         let want = if task::open_needs(&t).is_empty() {
             TaskState::Working
         } else {
@@ -820,15 +841,15 @@ fn every_thread_state_maps_to_a_task_state() {
         };
         assert_eq!(task::task_state(&t), want, "{ts:?}");
     }
-    let mut t = base.clone();
-    t.state = ThreadState::Proposed;
     assert_eq!(
-        task::task_state(&t),
+        task::task_state(&at(ThreadState::Proposed)),
         TaskState::Working,
         "no open resolution: Bob's side"
     );
-    let mut t = base;
-    t.halted = true;
+    let t = As {
+        halted: true,
+        ..at(base.state())
+    };
     assert_eq!(task::task_state(&t), TaskState::Failed);
     for s in [
         TaskState::Submitted,
@@ -843,4 +864,50 @@ fn every_thread_state_maps_to_a_task_state() {
         assert_eq!(TaskState::parse(s.as_str()), Some(s));
     }
     assert_eq!(TaskState::parse("TASK_STATE_UNSPECIFIED"), None);
+}
+
+/// A thread as the A2A mapping reads it, in another state (the table above).
+struct As<'a> {
+    v: ThreadView<'a>,
+    state: ThreadState,
+    halted: bool,
+}
+
+impl TaskThread for As<'_> {
+    fn id(&self) -> &str {
+        self.v.id()
+    }
+    fn peer(&self) -> &Address {
+        self.v.peer()
+    }
+    fn state(&self) -> ThreadState {
+        self.state
+    }
+    fn halted(&self) -> bool {
+        self.halted
+    }
+    fn packets(&self) -> impl DoubleEndedIterator<Item = Logged<'_>> + ExactSizeIterator {
+        self.v.packets()
+    }
+    fn answered(&self, field: &str) -> bool {
+        self.v.answered(field)
+    }
+    fn resolution(&self) -> Option<OpenProposal<'_>> {
+        self.v.resolution()
+    }
+    fn consent_open(&self) -> bool {
+        self.v.consent_open()
+    }
+    fn escalated(&self) -> bool {
+        self.v.escalated()
+    }
+    fn last_activity(&self) -> Timestamp {
+        self.v.last_activity()
+    }
+    fn a2a_context(&self) -> Option<&str> {
+        TaskThread::a2a_context(&self.v)
+    }
+    fn a2a_sent(&self, packet_id: &str) -> Option<&Value> {
+        TaskThread::a2a_sent(&self.v, packet_id)
+    }
 }

@@ -3,9 +3,12 @@
 //! gets the proposal, confirms, COMPLETED; and the retry rule on network failures, then
 //! the thread declined.
 
+use std::collections::BTreeMap;
+
 use serde_json::{json, Value};
 
 use super::*;
+use crate::agent::*;
 use crate::crypto::IdentityKey;
 use crate::harness::dinner;
 
@@ -18,11 +21,15 @@ struct Alice {
 impl Alice {
     fn new() -> Self {
         let mut a = Alice {
-            agent: Agent::new(
-                dinner::alice("a2acp.io"),
-                IdentityKey::from_seed([1; 32]),
-                [11; 32],
-            ),
+            agent: {
+                let mut agent = Agent::new(
+                    dinner::alice("a2acp.io"),
+                    IdentityKey::from_seed([1; 32]),
+                    [11; 32],
+                );
+                crate::bridge::install(&mut agent);
+                agent
+            },
             now: Timestamp::parse_rfc3339(dinner::START).unwrap(),
             prompts: Vec::new(),
         };
@@ -40,7 +47,7 @@ impl Alice {
     }
 
     fn calls(&mut self) -> Vec<A2aClientCall> {
-        let c = self.agent.take_a2a_calls(self.now);
+        let c = Client::take_calls(&mut self.agent, self.now);
         self.drain();
         c
     }
@@ -50,12 +57,16 @@ impl Alice {
             status,
             body: body.to_string().into_bytes(),
         };
-        self.agent.handle_a2a_client(self.now, call, outcome);
+        Client::handle_outcome(&mut self.agent, self.now, call, outcome);
         self.drain();
     }
 
-    fn thread(&self) -> &Thread {
-        self.agent.threads().values().next().unwrap()
+    fn thread(&self) -> ThreadView<'_> {
+        self.agent.thread_views().next().unwrap()
+    }
+
+    fn remote(&self) -> RemoteTask {
+        Client::remote_task(&self.agent, self.thread().id()).unwrap()
     }
 }
 
@@ -76,7 +87,8 @@ fn a_task_on_a_plain_a2a_agent_ends_completed() {
     context.insert("health_info".into(), json!("asthma"));
     a.agent.handle_command(
         a.now,
-        Command::StartA2aThread {
+        Command::StartBridgedThread {
+            bridge: NAME.into(),
             to: "http://r.example/".into(),
             intent: crate::packet::Intent {
                 category: "scheduling".into(),
@@ -162,7 +174,7 @@ fn a_task_on_a_plain_a2a_agent_ends_completed() {
             "status": {"state": "TASK_STATE_COMPLETED"},
             "artifacts": [{"artifactId": "a1", "parts": [{"text": "Table at 19:30"}]}]}}),
     );
-    assert_eq!(a.thread().state, ThreadState::Proposed);
+    assert_eq!(a.thread().state(), ThreadState::Proposed);
     let p = a.prompts.last().cloned().unwrap();
     assert!(
         matches!(&p.kind, PromptKind::Resolution { proposal, .. } if proposal.summary == "Table at 19:30")
@@ -175,7 +187,7 @@ fn a_task_on_a_plain_a2a_agent_ends_completed() {
         },
     );
     a.drain();
-    assert_eq!(a.thread().state, ThreadState::Completed);
+    assert_eq!(a.thread().state(), ThreadState::Completed);
     assert!(a.calls().is_empty(), "nothing is sent to a completed task");
     assert_eq!(a.agent.poll_timeout().map(|t| t <= a.now), Some(false));
 }
@@ -185,7 +197,8 @@ fn network_failures_are_retried_then_the_thread_is_declined() {
     let mut a = Alice::new();
     a.agent.handle_command(
         a.now,
-        Command::StartA2aThread {
+        Command::StartBridgedThread {
+            bridge: NAME.into(),
             to: "http://r.example".into(),
             intent: crate::packet::Intent {
                 category: "general".into(),
@@ -200,8 +213,12 @@ fn network_failures_are_retried_then_the_thread_is_declined() {
     for (attempt, wait) in [(1, 1_000), (2, 2_000)] {
         let c = a.calls();
         assert_eq!(c.len(), 1, "attempt {attempt}");
-        a.agent
-            .handle_a2a_client(a.now, &c[0], A2aOutcome::Network("refused".into()));
+        Client::handle_outcome(
+            &mut a.agent,
+            a.now,
+            &c[0],
+            A2aOutcome::Network("refused".into()),
+        );
         a.drain();
         assert!(a.calls().is_empty());
         assert_eq!(
@@ -211,10 +228,14 @@ fn network_failures_are_retried_then_the_thread_is_declined() {
         a.now = a.now.add(std::time::Duration::from_millis(wait));
     }
     let c = a.calls();
-    a.agent
-        .handle_a2a_client(a.now, &c[0], A2aOutcome::Network("refused".into()));
+    Client::handle_outcome(
+        &mut a.agent,
+        a.now,
+        &c[0],
+        A2aOutcome::Network("refused".into()),
+    );
     a.drain();
-    assert_eq!(a.thread().state, ThreadState::Declined);
+    assert_eq!(a.thread().state(), ThreadState::Declined);
     assert!(a.calls().is_empty());
 }
 
@@ -242,7 +263,8 @@ impl Alice {
     fn start(&mut self, summary: &str) {
         self.agent.handle_command(
             self.now,
-            Command::StartA2aThread {
+            Command::StartBridgedThread {
+                bridge: NAME.into(),
                 to: "http://r.example/".into(),
                 intent: crate::packet::Intent {
                     category: "scheduling".into(),
@@ -257,7 +279,7 @@ impl Alice {
     }
 
     fn cancel(&mut self) {
-        let thread_id = self.thread().id.clone();
+        let thread_id = self.thread().id().to_string();
         self.agent
             .handle_command(self.now, Command::CancelThread { thread_id });
         self.drain();
@@ -269,7 +291,7 @@ fn a_cancel_by_this_user_cancels_the_remote_task() {
     let mut a = Alice::with_open_task();
     assert!(!a.prompts.is_empty(), "the consent prompt is open");
     a.cancel();
-    assert_eq!(a.thread().state, ThreadState::Declined);
+    assert_eq!(a.thread().state(), ThreadState::Declined);
     let c = a.calls();
     assert_eq!(c.len(), 1, "{c:?}");
     assert_eq!(c[0].kind, A2aCallKind::Cancel);
@@ -284,8 +306,8 @@ fn a_cancel_by_this_user_cancels_the_remote_task() {
         json!({"jsonrpc": "2.0", "id": 2, "result": {"id": "t1", "contextId": "c1",
             "status": {"state": "TASK_STATE_CANCELED"}}}),
     );
-    assert_eq!(a.thread().state, ThreadState::Declined);
-    let r = a.thread().a2a_remote.clone().unwrap();
+    assert_eq!(a.thread().state(), ThreadState::Declined);
+    let r = a.remote();
     assert!(!r.cancel);
     assert_eq!(r.state.as_deref(), Some("TASK_STATE_CANCELED"));
     assert!(a.calls().is_empty(), "nothing after the cancel");
@@ -303,8 +325,8 @@ fn a_refused_or_failed_cancel_is_noted_and_ends_there() {
         200,
         json!({"jsonrpc": "2.0", "id": 2, "error": {"code": -32002, "message": "Task cannot be canceled"}}),
     );
-    assert_eq!(a.thread().state, ThreadState::Declined);
-    assert!(!a.thread().a2a_remote.as_ref().unwrap().cancel);
+    assert_eq!(a.thread().state(), ThreadState::Declined);
+    assert!(!a.remote().cancel);
     assert!(a.calls().is_empty());
 
     // The network fails: the cancel is retried by the seed-001 rule, then given up.
@@ -313,19 +335,27 @@ fn a_refused_or_failed_cancel_is_noted_and_ends_there() {
     for wait in [1_000, 2_000] {
         let c = a.calls();
         assert_eq!(c[0].kind, A2aCallKind::Cancel);
-        a.agent
-            .handle_a2a_client(a.now, &c[0], A2aOutcome::Network("reset".into()));
+        Client::handle_outcome(
+            &mut a.agent,
+            a.now,
+            &c[0],
+            A2aOutcome::Network("reset".into()),
+        );
         a.drain();
         a.now = a.now.add(std::time::Duration::from_millis(wait));
     }
     let c = a.calls();
     assert_eq!(c[0].kind, A2aCallKind::Cancel, "the third attempt");
-    a.agent
-        .handle_a2a_client(a.now, &c[0], A2aOutcome::Network("reset".into()));
+    Client::handle_outcome(
+        &mut a.agent,
+        a.now,
+        &c[0],
+        A2aOutcome::Network("reset".into()),
+    );
     a.drain();
     assert!(a.calls().is_empty(), "three attempts in all");
-    assert!(!a.thread().a2a_remote.as_ref().unwrap().cancel);
-    assert_eq!(a.thread().state, ThreadState::Declined);
+    assert!(!a.remote().cancel);
+    assert_eq!(a.thread().state(), ThreadState::Declined);
 }
 
 #[test]
@@ -336,10 +366,10 @@ fn a_cancel_before_any_task_sends_nothing() {
     let c = a.calls();
     assert_eq!(c[0].kind, A2aCallKind::Card);
     a.cancel();
-    assert_eq!(a.thread().state, ThreadState::Declined);
+    assert_eq!(a.thread().state(), ThreadState::Declined);
     a.answer(&c[0], 200, card());
     assert!(a.calls().is_empty(), "no message, no CancelTask");
-    let r = a.thread().a2a_remote.clone().unwrap();
+    let r = a.remote();
     assert!(r.unsent.is_empty() && !r.cancel, "{r:?}");
 
     // Called off while the first message is out: its task is cancelled once it answers.
@@ -361,4 +391,93 @@ fn a_cancel_before_any_task_sends_nothing() {
     assert_eq!(c.len(), 1);
     assert_eq!(body(&c[0])["method"], "CancelTask");
     assert_eq!(body(&c[0])["params"]["id"], "t9");
+}
+
+/// §18 graceful degradation: Alice's config names an A2A agent card for an address no
+/// a2acp agent holds. Her thread to it is declined when the relay says so, and the same
+/// intent and context go on in a new thread with that A2A agent (its card read first);
+/// the user is told both. Without the entry nothing goes on.
+#[test]
+fn a_thread_to_an_unknown_address_with_an_a2a_card_goes_on_with_that_agent() {
+    use crate::harness::Net;
+    let start = Timestamp::parse_rfc3339(dinner::START).unwrap();
+    let mut net = Net::new("a2acp.io", start, [7; 32]);
+    let chez = Address::new("chez", "a2acp.io").unwrap();
+    let mut alice = dinner::alice("a2acp.io");
+    alice.bridged_fallbacks.insert(
+        chez.clone(),
+        BridgedFallback {
+            bridge: NAME.into(),
+            to: "https://chez.example/.well-known/agent-card.json".into(),
+        },
+    );
+    let intent = Intent {
+        urgency: Some("normal".into()),
+        ..dinner::intent()
+    };
+    let a = net.add_agent(alice, [1; 32], [11; 32]);
+    net.connect(a);
+    net.settle();
+    net.command(
+        a,
+        Command::StartThread {
+            to: chez.clone(),
+            intent: intent.clone(),
+            context: dinner::context(),
+        },
+    );
+    let first = net.nodes[a]
+        .agent
+        .thread_views()
+        .last()
+        .map(|t| t.id().to_string())
+        .unwrap();
+    net.settle();
+    let agent = &net.nodes[a].agent;
+    assert_eq!(
+        agent.thread_view(&first).unwrap().state(),
+        ThreadState::Declined
+    );
+    let others: Vec<String> = agent
+        .thread_views()
+        .filter(|t| t.id() != first)
+        .map(|t| t.id().to_string())
+        .collect();
+    assert_eq!(others.len(), 1, "one new thread");
+    let id = &others[0];
+    let remote = Client::remote_task(agent, id).expect("a thread with an A2A agent");
+    assert_eq!(
+        remote.card_url,
+        "https://chez.example/.well-known/agent-card.json"
+    );
+    let t = agent.thread_view(id).unwrap();
+    assert!(t.peer().is_a2a(), "{}", t.peer());
+    let first_packet = t.packets().next().expect("the first packet");
+    assert!(
+        first_packet.json.contains(&intent.summary),
+        "the same intent: {}",
+        first_packet.json
+    );
+    assert_eq!(
+        agent.thread(&first).unwrap().continued_as.as_deref(),
+        Some(id.as_str()),
+        "the declined thread says where it goes on"
+    );
+    let n = net.nodes[a]
+        .notifications
+        .iter()
+        .find(|n| n.kind == NotifyKind::Declined)
+        .expect("declined notification");
+    assert_eq!(n.thread_id.as_deref(), Some(first.as_str()));
+    assert!(
+        n.text.contains("agent:chez@a2acp.io") && n.text.contains("https://chez.example/"),
+        "{}",
+        n.text
+    );
+    assert!(n.text.contains("its A2A agent"), "{}", n.text);
+    let now = net.now;
+    let calls = Client::take_calls(&mut net.nodes[a].agent, now);
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].kind, A2aCallKind::Card);
+    assert_eq!(&calls[0].thread_id, id);
 }

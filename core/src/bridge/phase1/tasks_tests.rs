@@ -1,16 +1,20 @@
-//! A Phase-1 task's lifecycle through `handle_phase1` alone (seed 001 "Task lifecycle"):
+//! A Phase-1 task's lifecycle through `Tasks::handle` alone (seed 001 "Task lifecycle"):
 //! a sender that can only assign and read — its task completes once Bob consents and
 //! confirms, fields it did not supply declined on its behalf and named; Bob declining
 //! fails it with the reason; Bob never answering fails it with `TIMEOUT` at the bound;
 //! the stand-in never answers Bob's own prompts; a restore keeps the task.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
 use crate::agent::*;
+use crate::bridge::phase1::tasks::{task_of, NAME};
+use crate::bridge::phase1::*;
 use crate::crypto::IdentityKey;
 use crate::harness::dinner;
+use crate::time::Timestamp;
 
 const SENDER: &str = "0b0b0b0b-0000-4000-8000-00000000a11c";
 
@@ -30,11 +34,15 @@ struct Bob {
 impl Bob {
     fn new() -> Self {
         let mut b = Bob {
-            agent: Agent::new(
-                dinner::bob("a2acp.io"),
-                IdentityKey::from_seed([2; 32]),
-                [22; 32],
-            ),
+            agent: {
+                let mut agent = Agent::new(
+                    dinner::bob("a2acp.io"),
+                    IdentityKey::from_seed([2; 32]),
+                    [22; 32],
+                );
+                crate::bridge::install(&mut agent);
+                agent
+            },
             now: start(),
             outputs: Vec::new(),
             records: BTreeMap::new(),
@@ -45,7 +53,7 @@ impl Bob {
     }
 
     fn drain(&mut self) {
-        crate::agent::tests::support::drain_answering_actions(
+        crate::harness::drain_answering_actions(
             &mut self.agent,
             self.now,
             &mut self.outputs,
@@ -63,13 +71,11 @@ impl Bob {
             "message_id": format!("00000000-0000-4000-8000-{:012x}", self.n),
             "timestamp": self.now.to_rfc3339(),
             "from": SENDER,
-            "to": self.agent.phase1_id().hyphenated().to_string(),
+            "to": Tasks::id(&self.agent).hyphenated().to_string(),
             "type": kind,
             "payload": payload,
         });
-        let r = self
-            .agent
-            .handle_phase1(self.now, body.to_string().as_bytes());
+        let r = Tasks::handle(&mut self.agent, self.now, body.to_string().as_bytes());
         self.drain();
         (r.status, r.body)
     }
@@ -98,7 +104,7 @@ impl Bob {
     }
 
     fn prompts(&self) -> Vec<Prompt> {
-        crate::agent::tests::support::open_prompts(&self.outputs)
+        crate::harness::open_prompts(&self.outputs)
     }
 
     /// Bob answers his open prompts: shares what is asked, and answers a proposal with
@@ -128,8 +134,15 @@ impl Bob {
         prompts.len()
     }
 
-    fn thread(&self) -> &Thread {
-        let mut p1 = self.agent.threads().values().filter(|t| t.phase1.is_some());
+    fn task(&self) -> Phase1Task {
+        task_of(&self.agent, self.thread().id()).expect("a Phase-1 task")
+    }
+
+    fn thread(&self) -> ThreadView<'_> {
+        let mut p1 = self
+            .agent
+            .thread_views()
+            .filter(|t| t.bridge_state(NAME).is_some());
         let t = p1.next().expect("a Phase-1 task");
         assert!(p1.next().is_none());
         t
@@ -152,7 +165,7 @@ fn a_seed_only_sender_gets_its_scheduling_task_completed() {
     assert_eq!(r["type"], "status_update", "{r}");
     assert_eq!(r["to"], SENDER);
     readable(&r);
-    let tid = bob.thread().id.clone();
+    let tid = bob.thread().id().to_string();
     // Bob is asked, as for any thread; the sender's stand-in answers none of his prompts.
     let mut answered = 0;
     let mut seen = Vec::new();
@@ -166,7 +179,7 @@ fn a_seed_only_sender_gets_its_scheduling_task_completed() {
         assert!(
             !bob.prompts().is_empty(),
             "the task waits for Bob only: {r} {:?}",
-            bob.thread().state
+            bob.thread().state()
         );
         answered += bob.answer(ResolutionAnswer::Confirm);
     }
@@ -180,27 +193,33 @@ fn a_seed_only_sender_gets_its_scheduling_task_completed() {
     assert_eq!(p["result"]["summary"], p["result"]["proposal"]["summary"]);
     assert!(p["execution_time_ms"].as_u64().unwrap() > 0, "{r}");
     assert_eq!(
-        bob.agent.thread(&tid).unwrap().state,
+        bob.agent.thread_view(&tid).unwrap().state(),
         ThreadState::Completed
     );
     // Every field the negotiation asked of the sender and the assignment lacked was
     // declined on its behalf, and is named.
-    let t = bob.agent.thread(&tid).unwrap();
-    let asked_not_given: Vec<&String> = t
-        .asked
-        .iter()
-        .filter(|f| !t.theirs.contains_key(*f))
+    let t = bob.agent.thread_view(&tid).unwrap();
+    let asked: BTreeSet<String> = t
+        .packets()
+        .filter(|h| h.outgoing)
+        .filter_map(|h| crate::packet::Packet::parse(h.json.as_bytes()).ok())
+        .flat_map(|p| {
+            p.body
+                .needs()
+                .iter()
+                .map(|n| n.field.clone())
+                .collect::<Vec<_>>()
+        })
         .collect();
-    assert_eq!(
-        p["result"]["not_supplied"]
-            .as_array()
-            .map(|a| a.len())
-            .unwrap_or(0),
-        asked_not_given.len(),
-        "{r}"
-    );
-    for f in asked_not_given {
-        assert!(t.peer_unavailable.contains(f), "{f}");
+    let not_supplied: Vec<&str> = p["result"]["not_supplied"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    for f in &not_supplied {
+        assert!(asked.contains(*f) && t.answered(f), "{f}");
+    }
+    for f in &asked {
+        assert!(t.answered(f), "{f} asked and never answered");
     }
     // The answer is a valid seed-001 message.
     crate::bridge::phase1::envelope::validate(r.to_string().as_bytes()).expect("a valid message");
@@ -212,8 +231,83 @@ fn a_seed_only_sender_gets_its_scheduling_task_completed() {
         bob.records.clone(),
     )
     .expect("restore");
-    assert_eq!(restored.thread(&tid).unwrap().phase1, t.phase1);
-    assert_eq!(restored.phase1_report(&tid), bob.agent.phase1_report(&tid));
+    assert_eq!(task_of(&restored, &tid), task_of(&bob.agent, &tid));
+    assert!(task_of(&restored, &tid).is_some());
+    assert_eq!(
+        Tasks::report(&restored, &tid),
+        Tasks::report(&bob.agent, &tid)
+    );
+}
+
+/// A thread record written before the bridges moved out of the agent held the bridges'
+/// state as members of its own (`a2a_context`, `a2a_sent`, `phase1`, in the places the
+/// thread's fields had): such a record restores with nothing lost, and is written back
+/// with the same members.
+#[test]
+fn a_record_written_before_the_bridges_moved_out_restores_whole() {
+    let mut bob = Bob::new();
+    let (status, r) = bob.assign(
+        "t-old",
+        json!({"metadata": {"reply_to": "http://127.0.0.1:9/"}}),
+    );
+    assert_eq!(status, 200, "{r}");
+    let tid = bob.thread().id().to_string();
+    let key = format!("thread/{tid}");
+    let now: Value = serde_json::from_slice(&bob.records[&key]).unwrap();
+    let members = now.as_object().unwrap();
+    // The record as the agent wrote it before: the thread's members, the bridges' ones
+    // among them where its fields were (after `peer_response_ms`; `phase1` last).
+    let bridged = ["a2a_context", "a2a_sent", "a2a_remote", "phase1"];
+    let mut order: Vec<&str> = Vec::new();
+    for k in members.keys() {
+        if bridged.contains(&k.as_str()) {
+            continue;
+        }
+        order.push(k);
+        if k == "peer_response_ms" {
+            order.extend(&bridged[..3]);
+        }
+    }
+    for b in &bridged {
+        if !order.contains(b) {
+            order.push(b);
+        }
+    }
+    let old = format!(
+        "{{{}}}",
+        order
+            .iter()
+            .filter_map(|k| members.get(*k).map(|v| format!("{}:{v}", json!(k))))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    assert!(old.contains("\"a2a_context\":\"t-old\""), "{old}");
+    assert!(old.contains("\"phase1\":{"), "{old}");
+    let mut records = bob.records.clone();
+    records.insert(key.clone(), old.into_bytes());
+    let mut restored = Agent::restore(
+        dinner::bob("a2acp.io"),
+        IdentityKey::from_seed([2; 32]),
+        [22; 32],
+        records,
+    )
+    .expect("an old record restores");
+    crate::bridge::install(&mut restored);
+    assert!(task_of(&restored, &tid).is_some());
+    assert_eq!(task_of(&restored, &tid), task_of(&bob.agent, &tid));
+    assert_eq!(
+        Tasks::report(&restored, &tid),
+        Tasks::report(&bob.agent, &tid)
+    );
+    let view = restored.thread_view(&tid).unwrap();
+    for b in ["a2a_context", "a2a_sent", "phase1"] {
+        assert_eq!(view.bridge_state(b), members.get(b), "{b}");
+    }
+    // Written back, the thread has the same members with the same values.
+    let back = serde_json::to_value(restored.thread(&tid).unwrap()).unwrap();
+    for b in ["a2a_context", "a2a_sent", "phase1"] {
+        assert_eq!(back.get(b), members.get(b), "{b}");
+    }
 }
 
 #[test]
@@ -235,7 +329,7 @@ fn bob_declining_fails_the_task_with_the_reason_and_nothing_more() {
     assert_eq!(p["result"]["summary"], "Declined by the agent's user.");
     // The proposal Bob declined is not handed over.
     assert!(p["result"].get("proposal").is_none(), "{last}");
-    assert_eq!(bob.thread().state, ThreadState::Declined);
+    assert_eq!(bob.thread().state(), ThreadState::Declined);
     readable(&last);
 }
 
@@ -245,7 +339,7 @@ fn a_task_nobody_answers_fails_with_timeout_at_its_deadline() {
     let deadline = bob.now.add(Duration::from_secs(600));
     let (status, r) = bob.assign("t-late", json!({"deadline": deadline.to_rfc3339()}));
     assert_eq!(status, 200, "{r}");
-    assert_eq!(bob.thread().phase1.as_ref().unwrap().deadline, deadline);
+    assert_eq!(bob.task().deadline, deadline);
     assert!(!bob.prompts().is_empty(), "Bob is asked");
     // The agent wakes by the deadline at the latest; Bob never answers.
     let wake = bob.agent.poll_timeout().expect("a timer");
@@ -259,10 +353,14 @@ fn a_task_nobody_answers_fails_with_timeout_at_its_deadline() {
     assert_eq!(r["payload"]["status"], "failed");
     assert_eq!(r["payload"]["result"]["reason"], "timeout");
     assert_eq!(r["payload"]["result"]["error_code"], "TIMEOUT");
-    assert!(bob.thread().state.is_terminal(), "{:?}", bob.thread().state);
+    assert!(
+        bob.thread().state().is_terminal(),
+        "{:?}",
+        bob.thread().state()
+    );
     // Nothing more is due for it.
-    assert!(bob.thread().phase1.as_ref().unwrap().timed_out);
-    assert_eq!(bob.agent.phase1_wake(), None);
+    assert!(bob.task().timed_out);
+    assert_eq!(Tasks.wake(&bob.agent), None);
 }
 
 #[test]
@@ -295,10 +393,10 @@ fn deadlines_are_bounded_and_one_already_passed_is_refused() {
             .contains("payload.deadline"),
         "{r}"
     );
-    assert!(bob.agent.threads().is_empty());
+    assert!(bob.agent.thread_views().next().is_none());
     // Without a deadline: the default bound.
     bob.assign("t-default", json!({}));
-    let p = bob.thread().phase1.clone().unwrap();
+    let p = bob.task();
     assert_eq!(p.deadline, p.assigned_at.add(PHASE1_DEFAULT_BOUND));
     assert_eq!(p.sender, SENDER);
 }
@@ -311,18 +409,18 @@ fn updates_go_to_the_senders_endpoint_in_order_and_only_when_the_task_moved() {
         json!({"metadata": {"reply_to": "http://127.0.0.1:9/", "source": "test"}}),
     );
     assert_eq!(status, 200, "{ack}");
-    let pushes = |bob: &Bob| -> Vec<Phase1Push> {
+    let pushes = |bob: &Bob| -> Vec<BridgeMessage> {
         bob.outputs
             .iter()
             .filter_map(|o| match o {
-                Output::Phase1(p) => Some(p.clone()),
+                Output::Bridged(Bridged::Message(p)) => Some(p.clone()),
                 _ => None,
             })
             .collect()
     };
     // Bob answers; the sender asks nothing.
     for _ in 0..10 {
-        if bob.thread().state.is_terminal() {
+        if bob.thread().state().is_terminal() {
             break;
         }
         assert!(
@@ -330,16 +428,17 @@ fn updates_go_to_the_senders_endpoint_in_order_and_only_when_the_task_moved() {
             "the task waits for Bob only"
         );
     }
-    assert_eq!(bob.thread().state, ThreadState::Completed);
+    assert_eq!(bob.thread().state(), ThreadState::Completed);
     let sent = pushes(&bob);
     let messages: Vec<Value> = sent
         .iter()
         .map(|p| {
             assert_eq!(p.endpoint, "http://127.0.0.1:9/a2a/messages");
-            assert_eq!(p.thread_id, bob.thread().id);
+            assert_eq!(p.thread_id, bob.thread().id());
+            assert_eq!(p.bridge, NAME);
             let m = crate::bridge::phase1::envelope::validate(p.body.as_bytes()).expect("valid");
             assert_eq!(m.to.hyphenated().to_string(), SENDER);
-            assert_eq!(m.from, bob.agent.phase1_id());
+            assert_eq!(m.from, Tasks::id(&bob.agent));
             serde_json::from_str(&p.body).unwrap()
         })
         .collect();
@@ -384,8 +483,8 @@ fn a_poll_answers_what_was_asked_of_the_sender_before_it_reads_the_task() {
         let r = bob.poll("t-read");
         readable(&r);
         let t = bob.thread();
-        assert!(crate::bridge::a2a::task::open_needs(t).is_empty() || t.state.is_terminal());
-        assert!(!crate::bridge::a2a::task::awaiting_decision(t));
+        assert!(crate::bridge::a2a::task::open_needs(&t).is_empty() || t.state().is_terminal());
+        assert!(!crate::bridge::a2a::task::awaiting_decision(&t));
         if r["type"] == "task_completion" {
             return;
         }
