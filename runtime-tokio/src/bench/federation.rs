@@ -20,7 +20,6 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,9 +30,8 @@ use a2acp_core::Address;
 use async_tungstenite::tungstenite::{Message, Utf8Bytes};
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 use tokio::sync::watch;
 
 use super::relay::percentile;
@@ -75,32 +73,9 @@ fn pki(dir: &Path) -> Result<(String, String, String), BenchError> {
 
 /// Starts `a2acp relay` with `args`: the child and the URL its banner prints.
 async fn spawn_relay(args: &[String]) -> Result<(Child, String), BenchError> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let mut child = Command::new(exe)
-        .arg("relay")
-        .args(args)
-        .env("RUST_LOG", "error")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| format!("cannot start a relay: {e}"))?;
-    let out = child.stdout.take().ok_or("no stdout")?;
-    let mut lines = BufReader::new(out).lines();
-    let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
-        .await
-        .map_err(|_| "the relay did not start in 20 s".to_string())?
-        .map_err(|e| e.to_string())?
-        .ok_or("the relay exited")?;
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("wss://"))
-        .ok_or_else(|| format!("unexpected first line `{line}`"))?
-        .trim_end_matches([',', '.', ')'])
-        .to_string();
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    Ok((child, url))
+    let mut all = vec!["relay"];
+    all.extend(args.iter().map(String::as_str));
+    super::relay::spawn_child(&all).await
 }
 
 /// A TCP proxy in front of b.example's relay: its port, and the switch that cuts it

@@ -102,7 +102,9 @@ pub(super) fn percentile(v: &mut [u64], p: f64) -> f64 {
     v[i] as f64 / 1e6
 }
 
-async fn spawn_child(args: &[&str]) -> Result<(Child, String), BenchError> {
+/// Starts this binary with `args` (a relay, or a bench child that prints like one): the
+/// child and the `ws://` or `wss://` URL its first line names.
+pub(super) async fn spawn_child(args: &[&str]) -> Result<(Child, String), BenchError> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut child = Command::new(exe)
         .args(args)
@@ -122,8 +124,9 @@ async fn spawn_child(args: &[&str]) -> Result<(Child, String), BenchError> {
         .ok_or("the child exited")?;
     let url = line
         .split_whitespace()
-        .find(|w| w.starts_with("ws://"))
+        .find(|w| w.starts_with("ws://") || w.starts_with("wss://"))
         .ok_or_else(|| format!("unexpected first line `{line}`"))?
+        .trim_end_matches([',', '.', ')'])
         .to_string();
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     Ok((child, url))
