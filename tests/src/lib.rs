@@ -585,6 +585,44 @@ pub async fn wait_state(h: &impl Agent, state: &str, secs: u64) -> Vec<ThreadSum
     .await
 }
 
+/// The dinner's end after a crash: Alice (`ha`) confirms the resolution when it is asked,
+/// both threads end COMPLETED, and both sides hold the same 8 packets, each once (the
+/// `thread_state` summaries exchanged after a reconnection, §13.1, left out). Alice's and
+/// Bob's thread as `thread show` answers them.
+pub async fn dinner_ends_once_each(
+    alice: &impl Agent,
+    ha: &Home,
+    bob: &impl Agent,
+    hb: &Home,
+) -> (serde_json::Value, serde_json::Value) {
+    let resolution = eventually(30, "Alice's resolution prompt", || async {
+        prompts(alice).await.into_iter().next()
+    })
+    .await;
+    answer(ha, resolution.id, &["confirm"]).await;
+    let ta = wait_state(alice, "COMPLETED", 30).await;
+    wait_state(bob, "COMPLETED", 30).await;
+    let id = ta[0].id.clone();
+    let pa = ctl(ha, Request::Thread { id: id.clone() }).await.data;
+    let pb = ctl(hb, Request::Thread { id }).await.data;
+    let ids = |v: &serde_json::Value| -> Vec<String> {
+        v["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["kind"] != "thread_state")
+            .map(|p| p["packet_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (ia, ib) = (ids(&pa), ids(&pb));
+    assert_eq!(ia.len(), 8, "{pa}");
+    assert_eq!(ib.len(), 8, "{pb}");
+    let set = |v: &[String]| v.iter().cloned().collect::<std::collections::BTreeSet<_>>();
+    assert_eq!(set(&ia).len(), 8, "a packet handled twice: {ia:?}");
+    assert_eq!(set(&ia), set(&ib));
+    (pa, pb)
+}
+
 /// The agent of `home` (named "bob") on tokio with an A2A listener on a free loopback
 /// port (`token`, `limits`), its control socket, reconnecting within 400 ms; `tune` sets
 /// any other run option.

@@ -13,7 +13,6 @@
 //!   killed with it there, restarted, and b.example's after it.
 //! - The recipient's relay: b.example's relay is killed while Alice answers, and restarted.
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -228,40 +227,8 @@ async fn killed_mid_thread(rt: Runtime, victim: Victim) {
     b.start().await;
     wait_online(&bob).await;
 
-    let resolution = eventually(30, "Alice's resolution prompt", || async {
-        prompts(&alice).await.into_iter().next()
-    })
-    .await;
-    answer(&ha, resolution.id, &["confirm"]).await;
-    let ta = wait_state(&alice, "COMPLETED", 30).await;
-    wait_state(&bob, "COMPLETED", 30).await;
-
-    // Nothing lost, nothing twice: both sides hold the same 8 packets, each once.
-    let id = ta[0].id.clone();
-    let pa = ctl(&ha, Request::Thread { id: id.clone() }).await.data;
-    let pb = ctl(&hb, Request::Thread { id }).await.data;
-    // (After a reconnection both sides also exchange `thread_state` summaries, §13.1.)
-    let ids = |v: &serde_json::Value| -> Vec<String> {
-        v["history"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|p| p["kind"] != "thread_state")
-            .map(|p| p["packet_id"].as_str().unwrap().to_string())
-            .collect()
-    };
-    let (ia, ib) = (ids(&pa), ids(&pb));
-    assert_eq!(ia.len(), 8, "{pa}");
-    assert_eq!(ib.len(), 8, "{pb}");
-    assert_eq!(
-        ia.iter().collect::<BTreeSet<_>>().len(),
-        8,
-        "a packet handled twice: {ia:?}"
-    );
-    assert_eq!(
-        ia.iter().collect::<BTreeSet<_>>(),
-        ib.iter().collect::<BTreeSet<_>>()
-    );
+    // Nothing lost, nothing twice.
+    dinner_ends_once_each(&alice, &ha, &bob, &hb).await;
     for (h, who) in [(&ha, "Alice"), (&hb, "Bob")] {
         assert_eq!(outbox(h).await, 0, "{who}'s outbox");
     }
