@@ -1,5 +1,5 @@
 //! TLS end to end over real loopback sockets, on both runtimes: a private CA and a leaf
-//! certificate for `localhost` and 127.0.0.1 are made here (rcgen); the relay serves TLS
+//! certificate for `localhost` and 127.0.0.1 are made here (as `a2acp dev-ca` makes them); the relay serves TLS
 //! (`--tls-cert`/`--tls-key`); agents trusting the CA (`relay_ca` in config.toml) complete
 //! the dinner over `wss://` and `/healthz` and `/metrics` answer over https; an agent
 //! without the CA refuses the relay with a clear error and keeps retrying; a client that
