@@ -28,19 +28,10 @@ macro_rules! relay_tls_tests {
     };
 }
 
+/// A private CA and a relay certificate for `localhost` in `dir`, as `a2acp dev-ca` makes
+/// them (ca.pem, relay.pem, relay.key).
 fn write_pki(dir: &Path) {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let leaf = rcgen::CertificateParams::new(vec!["localhost".into()])
-        .unwrap()
-        .signed_by(&key, &ca)
-        .unwrap();
-    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
-    std::fs::write(dir.join("relay.pem"), leaf.pem()).unwrap();
-    std::fs::write(dir.join("relay.key"), key.serialize_pem()).unwrap();
+    a2acp_runtime::dev_ca::make(dir, &["localhost".to_string()]).expect("a private CA");
 }
 
 /// Runs `bin relay` with `args` to its end: (exit code, stderr).
