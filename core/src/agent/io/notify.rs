@@ -130,7 +130,7 @@ pub(in crate::agent) fn shown(text: String) -> String {
 /// renewed.
 pub(in crate::agent) fn is_milestone(n: u64) -> bool {
     let mut m = n;
-    while m >= 10 && m % 10 == 0 {
+    while m >= 10 && m.is_multiple_of(10) {
         m /= 10;
     }
     matches!(m, 1 | 2 | 5)

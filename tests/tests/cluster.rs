@@ -1,0 +1,125 @@
+//! The relay cluster's registry against a real NATS cluster: three `nats-server`
+//! processes with JetStream on loopback (`a2acp_tests::nats`), started and stopped by each
+//! test. Registration is first come, first served across relay nodes — two nodes never
+//! accept different keys for one address — and a registration acknowledged survives
+//! kill -9 of a NATS server and a restart of the whole cluster.
+
+use std::sync::{Arc, Barrier};
+
+use a2acp_core::crypto::IdentityKey;
+use a2acp_core::Address;
+use a2acp_runtime::cluster::{Claim, Cluster, ClusterConfig};
+use a2acp_tests::nats::NatsCluster;
+
+fn node(nats: &NatsCluster, i: usize, name: &str) -> Cluster {
+    // Each relay node lists every server but starts from its own (as an operator would
+    // list them; the client moves on when its server goes).
+    let mut urls = vec![nats.url(i)];
+    urls.extend((0..3).filter(|&j| j != i).map(|j| nats.url(j)));
+    let mut config = ClusterConfig::new(urls, name);
+    config.replicas = 3;
+    Cluster::connect(config).expect("connect to the NATS cluster")
+}
+
+fn address(i: usize) -> Address {
+    Address::parse(&format!("agent:user{i}@cluster.example")).unwrap()
+}
+
+#[test]
+#[ignore = "needs nats-server: bash .ci/test-deps"]
+fn two_nodes_racing_for_the_same_addresses_never_both_win() {
+    let dir = a2acp_tests::tmp();
+    let nats = NatsCluster::start(dir.path(), 3);
+    let nodes = [node(&nats, 0, "r1"), node(&nats, 1, "r2")];
+    let keys = [
+        IdentityKey::from_seed([1; 32]).public(),
+        IdentityKey::from_seed([2; 32]).public(),
+    ];
+    const N: usize = 100;
+    let start = Arc::new(Barrier::new(2));
+    let results: Vec<Vec<Claim>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..2)
+            .map(|n| {
+                let (node, key, start) = (&nodes[n], &keys[n], start.clone());
+                s.spawn(move || {
+                    start.wait();
+                    // Every claim in flight at once, then every answer.
+                    let pending: Vec<_> = (0..N).map(|i| node.claim(&address(i), key)).collect();
+                    pending
+                        .into_iter()
+                        .map(|p| p.wait().expect("the claim is answered"))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut won = [0, 0];
+    for (i, (a, b)) in results[0].iter().zip(&results[1]).enumerate() {
+        let winner = match (a, b) {
+            (Claim::Claimed, Claim::Taken) => 0,
+            (Claim::Taken, Claim::Claimed) => 1,
+            other => panic!("address {i}: {other:?}: exactly one node must win"),
+        };
+        won[winner] += 1;
+        // Both nodes read the same key, the winner's, and claiming again is idempotent.
+        for node in &nodes {
+            let held = node.registered(&address(i)).wait().unwrap();
+            assert_eq!(held, Some(keys[winner].to_bytes()), "address {i}");
+        }
+        assert_eq!(
+            nodes[1 - winner].claim(&address(i), &keys[winner]).wait(),
+            Ok(Claim::Same)
+        );
+    }
+    assert_eq!(won[0] + won[1], N);
+}
+
+#[test]
+#[ignore = "needs nats-server: bash .ci/test-deps"]
+fn a_registration_survives_kill_9_of_a_nats_server_and_a_restart_of_all() {
+    let dir = a2acp_tests::tmp();
+    let mut nats = NatsCluster::start(dir.path(), 3);
+    let alice = IdentityKey::from_seed([3; 32]).public();
+    let mallory = IdentityKey::from_seed([4; 32]).public();
+    {
+        // The node talks to server 2, which is then killed: the client moves to another,
+        // and the quorum of two goes on taking claims.
+        let r1 = node(&nats, 2, "r1");
+        assert_eq!(r1.claim(&address(0), &alice).wait(), Ok(Claim::Claimed));
+        nats.kill(2);
+        assert_eq!(r1.claim(&address(1), &alice).wait(), Ok(Claim::Claimed));
+        let r2 = node(&nats, 0, "r2");
+        assert_eq!(r2.claim(&address(0), &mallory).wait(), Ok(Claim::Taken));
+        assert_eq!(r2.claim(&address(1), &mallory).wait(), Ok(Claim::Taken));
+    }
+    // The whole cluster goes down and comes back from its stores.
+    nats.kill(0);
+    nats.kill(1);
+    for i in 0..3 {
+        nats.start_node(i);
+    }
+    nats.wait_ready(std::time::Duration::from_secs(30));
+    let r3 = node(&nats, 1, "r3");
+    for i in 0..2 {
+        assert_eq!(
+            r3.registered(&address(i)).wait().unwrap(),
+            Some(alice.to_bytes()),
+            "address {i} after the restart"
+        );
+        assert_eq!(r3.claim(&address(i), &mallory).wait(), Ok(Claim::Taken));
+    }
+    assert_eq!(r3.claim(&address(2), &mallory).wait(), Ok(Claim::Claimed));
+}
+
+#[test]
+#[ignore = "needs nats-server: bash .ci/test-deps"]
+fn no_reachable_server_is_a_clear_error_not_a_hang() {
+    let port = a2acp_tests::federation::free_port();
+    let mut config = ClusterConfig::new(vec![format!("nats://127.0.0.1:{port}")], "r1");
+    config.request_timeout = std::time::Duration::from_secs(2);
+    let started = std::time::Instant::now();
+    let err = Cluster::connect(config).expect_err("nothing listens there");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert!(err.to_string().contains("NATS"), "{err}");
+}
