@@ -8,7 +8,7 @@ use std::sync::{Arc, Barrier};
 
 use a2acp_core::crypto::IdentityKey;
 use a2acp_core::Address;
-use a2acp_runtime::cluster::{Claim, Cluster, ClusterConfig};
+use a2acp_runtime::cluster::{Claim, Cluster, ClusterConfig, Enqueued};
 use a2acp_tests::nats::NatsCluster;
 
 fn node(nats: &NatsCluster, i: usize, name: &str) -> Cluster {
@@ -122,4 +122,148 @@ fn no_reachable_server_is_a_clear_error_not_a_hang() {
     let err = Cluster::connect(config).expect_err("nothing listens there");
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
     assert!(err.to_string().contains("NATS"), "{err}");
+}
+
+fn recv(watch: &a2acp_runtime::cluster::Watch) -> a2acp_runtime::cluster::Queued {
+    watch
+        .packets()
+        .recv_timeout(std::time::Duration::from_secs(15))
+        .expect("a packet within 15 s")
+        .expect("the watch goes on")
+}
+
+fn queued(e: Enqueued) -> u64 {
+    match e {
+        Enqueued::Queued {
+            id,
+            duplicate: false,
+        } => id,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+#[ignore = "needs nats-server: bash .ci/test-deps"]
+fn a_packet_queued_through_one_node_is_read_in_order_through_another_then_removed() {
+    let dir = a2acp_tests::tmp();
+    let nats = NatsCluster::start(dir.path(), 3);
+    let (r1, r2) = (node(&nats, 0, "r1"), node(&nats, 1, "r2"));
+    let bob = address(7);
+    let mut ids = Vec::new();
+    for (i, thread) in ["t1", "t2", "t1", "t2", "t1"].iter().enumerate() {
+        let e = r1.enqueue(&bob, thread, &format!("p{i}"), format!("env{i}").into());
+        ids.push(queued(e.wait().unwrap()));
+    }
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids grow: {ids:?}");
+    let watch = r2.watch(&bob, 8);
+    for (i, thread) in ["t1", "t2", "t1", "t2", "t1"].iter().enumerate() {
+        let p = recv(&watch);
+        assert_eq!((p.id, p.thread.as_str()), (ids[i], *thread));
+        assert_eq!(&p.payload[..], format!("env{i}").as_bytes());
+    }
+    // Live: a packet queued while the recipient's node watches reaches it.
+    let live = queued(r1.enqueue(&bob, "t3", "p5", "env5".into()).wait().unwrap());
+    assert_eq!(recv(&watch).id, live);
+    drop(watch);
+    // Acknowledged packets are gone for the next watch (a reconnect, on any node).
+    for id in &ids[..3] {
+        r2.remove(*id).wait().unwrap();
+    }
+    r2.remove(ids[0])
+        .wait()
+        .expect("removing twice is not an error");
+    let watch = r1.watch(&bob, 8);
+    let again: Vec<u64> = (0..3).map(|_| recv(&watch).id).collect();
+    assert_eq!(again, vec![ids[3], ids[4], live]);
+    // Nobody else's packets.
+    assert!(watch
+        .packets()
+        .recv_timeout(std::time::Duration::from_millis(300))
+        .is_err());
+}
+
+#[test]
+#[ignore = "needs nats-server: bash .ci/test-deps"]
+fn the_per_thread_cap_and_packet_ids_hold_across_nodes() {
+    let dir = a2acp_tests::tmp();
+    let nats = NatsCluster::start(dir.path(), 3);
+    let config = |i: usize, name: &str| {
+        let mut c = ClusterConfig::new(vec![nats.url(i)], name);
+        c.replicas = 3;
+        c.queue_per_thread = 3;
+        c
+    };
+    let r1 = Cluster::connect(config(0, "r1")).unwrap();
+    let r2 = Cluster::connect(config(1, "r2")).unwrap();
+    let bob = address(8);
+    // Two nodes offer four packets each to one thread at once: three are queued.
+    let offers: Vec<_> = (0..4)
+        .flat_map(|i| {
+            [
+                r1.enqueue(&bob, "t", &format!("a{i}"), "x".into()),
+                r2.enqueue(&bob, "t", &format!("b{i}"), "x".into()),
+            ]
+        })
+        .collect();
+    let answers: Vec<Enqueued> = offers.into_iter().map(|p| p.wait().unwrap()).collect();
+    let queued_n = answers
+        .iter()
+        .filter(|a| matches!(a, Enqueued::Queued { .. }))
+        .count();
+    assert_eq!(queued_n, 3, "{answers:?}");
+    assert_eq!(answers.len() - queued_n, 5);
+    // Another thread of the same recipient is not affected.
+    queued(r2.enqueue(&bob, "u", "c0", "x".into()).wait().unwrap());
+    // A retried publish (same packet id, through the other node) is queued once.
+    let first = r1.enqueue(&bob, "v", "same", "x".into()).wait().unwrap();
+    let retry = r2.enqueue(&bob, "v", "same", "x".into()).wait().unwrap();
+    let Enqueued::Queued {
+        id,
+        duplicate: false,
+    } = first
+    else {
+        panic!("{first:?}")
+    };
+    assert_eq!(
+        retry,
+        Enqueued::Queued {
+            id,
+            duplicate: true
+        }
+    );
+    // An acknowledged packet frees its slot.
+    let watch = r1.watch(&bob, 8);
+    let oldest = recv(&watch);
+    assert_eq!(oldest.thread, "t");
+    assert_eq!(
+        r1.enqueue(&bob, "t", "d0", "x".into()).wait().unwrap(),
+        Enqueued::Overflow
+    );
+    r2.remove(oldest.id).wait().unwrap();
+    queued(r1.enqueue(&bob, "t", "d0", "x".into()).wait().unwrap());
+    // A node configured with another cap is told at start, not silently obeyed.
+    let mut other = config(2, "r3");
+    other.queue_per_thread = 5;
+    let err = Cluster::connect(other).expect_err("the caps differ");
+    assert!(err.to_string().contains("queue_per_thread"), "{err}");
+}
+
+#[test]
+#[ignore = "needs nats-server: bash .ci/test-deps"]
+fn a_packet_acknowledged_by_jetstream_survives_kill_9_of_a_server() {
+    let dir = a2acp_tests::tmp();
+    let mut nats = NatsCluster::start(dir.path(), 3);
+    let r1 = node(&nats, 0, "r1");
+    let bob = address(9);
+    let ids: Vec<u64> = (0..20)
+        .map(|i| r1.enqueue(&bob, "t", &format!("p{i}"), "x".into()))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|p| queued(p.wait().unwrap()))
+        .collect();
+    nats.kill(0);
+    let r2 = node(&nats, 1, "r2");
+    let watch = r2.watch(&bob, 32);
+    let read: Vec<u64> = (0..20).map(|_| recv(&watch).id).collect();
+    assert_eq!(read, ids);
 }

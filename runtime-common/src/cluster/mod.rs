@@ -10,14 +10,21 @@
 //! the relay's state machine never blocks on the network.
 //!
 //! - [`registry`]: the registry of addresses and their keys, first come first served
-//!   across every node (a compare-and-set in a JetStream key-value bucket).
+//!   across every node (a compare-and-set in a JetStream key-value bucket);
+//! - [`queue`]: the packets accepted and not yet acknowledged, in a replicated stream:
+//!   the per-thread cap, deduplication by packet id, delivery ids, reading a recipient's
+//!   packets from any node.
 
+pub mod queue;
 pub mod registry;
 
+use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use thiserror::Error;
 
+pub use queue::{Enqueued, Queued, Watch};
 pub use registry::Claim;
 
 /// Where the cluster is and who this node is.
@@ -32,6 +39,9 @@ pub struct ClusterConfig {
     /// Replicas of each bucket and stream: 3 in a cluster of three NATS servers or more,
     /// so a write acknowledged is on a quorum; fewer only for a smaller cluster.
     pub replicas: usize,
+    /// The most packets queued for one recipient in one thread (the relay's
+    /// `queue_per_thread`; every node of a domain must give the same).
+    pub queue_per_thread: u32,
     /// How long a request to the cluster may take before it fails with
     /// [`ClusterError::Timeout`].
     pub request_timeout: Duration,
@@ -42,6 +52,7 @@ pub struct ClusterConfig {
 
 impl ClusterConfig {
     /// A configuration for `urls` and `node` with the defaults: replicas `min(3, urls)`,
+    /// 100 packets per thread (the relay's default `queue_per_thread`),
     /// requests within 10 s (a stream leader lost is replaced within a few seconds), ready
     /// within 30 s.
     pub fn new(urls: Vec<String>, node: impl Into<String>) -> ClusterConfig {
@@ -50,6 +61,7 @@ impl ClusterConfig {
             urls,
             node: node.into(),
             replicas,
+            queue_per_thread: 100,
             request_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(30),
         }
@@ -73,6 +85,10 @@ pub enum ClusterError {
     /// value).
     #[error("the cluster holds an unreadable value: {0}")]
     Corrupt(String),
+    /// The cluster is set up otherwise than this node (another cap per thread): every
+    /// node of a domain must be configured alike. Not retried.
+    #[error("the cluster is configured otherwise: {0}")]
+    Misconfigured(String),
     /// The cluster's thread has stopped.
     #[error("the cluster link has stopped")]
     Stopped,
@@ -104,14 +120,17 @@ impl<T> Pending<T> {
     }
 }
 
-type Job =
-    Box<dyn FnOnce(&Link) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + '_>> + Send>;
+/// A request for the cluster's thread: it spawns its work there as a task of its own, so
+/// a slow request (a claim waiting out a leader election) never holds up the others.
+type Job = Box<dyn FnOnce(Arc<Link>) + Send>;
 
 /// What the cluster's thread holds: the connection and the JetStream handles.
 pub(crate) struct Link {
     /// How long a request may take ([`ClusterConfig::request_timeout`]).
     pub(crate) request_timeout: Duration,
+    pub(crate) js: async_nats::jetstream::Context,
     pub(crate) registry: registry::Registry,
+    pub(crate) queue: queue::Queue,
 }
 
 /// A relay node's link to the NATS cluster: one thread, one connection.
@@ -162,8 +181,9 @@ impl Cluster {
                             return;
                         }
                     };
+                    let link = Arc::new(link);
                     while let Ok(job) = rx.recv_async().await {
-                        job(&link).await;
+                        job(link.clone());
                     }
                 });
             })
@@ -181,27 +201,24 @@ impl Cluster {
         &self.config
     }
 
-    /// Runs `f` on the cluster's thread; its answer comes on the returned [`Pending`].
-    pub(crate) fn request<T, F>(&self, f: F) -> Pending<T>
+    /// Runs `f` on the cluster's thread, as a task of its own; its answer comes on the
+    /// returned [`Pending`], or [`ClusterError::Timeout`] after `request_timeout`.
+    pub(crate) fn request<T, F, Fut>(&self, f: F) -> Pending<T>
     where
         T: Send + 'static,
-        F: for<'a> FnOnce(
-                &'a Link,
-            ) -> std::pin::Pin<
-                Box<dyn std::future::Future<Output = Result<T, ClusterError>> + 'a>,
-            > + Send
-            + 'static,
+        F: FnOnce(Arc<Link>) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T, ClusterError>> + Send + 'static,
     {
         let (tx, rx) = flume::bounded(1);
         let timeout = self.config.request_timeout;
-        let job: Job = Box::new(move |link: &Link| {
-            Box::pin(async move {
+        let job: Job = Box::new(move |link: Arc<Link>| {
+            tokio::spawn(async move {
                 let answer = match tokio::time::timeout(timeout, f(link)).await {
                     Ok(r) => r,
                     Err(_) => Err(ClusterError::Timeout(timeout)),
                 };
                 let _ = tx.send(answer);
-            })
+            });
         });
         if self.jobs.send(job).is_err() {
             let (tx, rx) = flume::bounded(1);
@@ -209,6 +226,18 @@ impl Cluster {
             return Pending(rx);
         }
         Pending(rx)
+    }
+
+    /// Runs `f` on the cluster's thread as a task that lives until it returns (a watch).
+    pub(crate) fn spawn<F, Fut>(&self, f: F)
+    where
+        F: FnOnce(Arc<Link>) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let job: Job = Box::new(move |link: Arc<Link>| {
+            tokio::spawn(f(link));
+        });
+        let _ = self.jobs.send(job);
     }
 }
 
@@ -239,15 +268,22 @@ impl Link {
         // elect their leaders first. Try again until `connect_timeout`.
         let deadline = tokio::time::Instant::now() + config.connect_timeout;
         loop {
-            let attempt =
-                tokio::time::timeout(config.request_timeout, registry::open(&js, &config)).await;
+            let open = async {
+                let registry = registry::open(&js, &config).await?;
+                let queue = queue::open(&js, &config).await?;
+                Ok::<_, ClusterError>((registry, queue))
+            };
+            let attempt = tokio::time::timeout(config.request_timeout, open).await;
             let error = match attempt {
-                Ok(Ok(registry)) => {
+                Ok(Ok((registry, queue))) => {
                     return Ok(Link {
                         request_timeout: config.request_timeout,
+                        js: js.clone(),
                         registry,
+                        queue,
                     })
                 }
+                Ok(Err(e @ ClusterError::Misconfigured(_))) => return Err(e),
                 Ok(Err(e)) => e,
                 Err(_) => ClusterError::Timeout(config.request_timeout),
             };

@@ -164,44 +164,42 @@ impl Cluster {
         let address = address.clone();
         let wanted = key.to_bytes();
         let value = encode(key, &self.config.node);
-        self.request(move |link| {
-            Box::pin(async move {
-                // Transient refusals (a stream just created whose subjects the server
-                // does not know yet, a leader being elected) are tried again until just
-                // before the request's deadline, then reported as they are.
-                let deadline = tokio::time::Instant::now() + link.request_timeout * 9 / 10;
-                let mut attempt: u32 = 0;
-                let mut pause = || {
-                    attempt = attempt.saturating_add(1);
-                    tokio::time::sleep(std::time::Duration::from_millis(
-                        u64::from(attempt.min(20)) * 5,
-                    ))
-                };
-                loop {
-                    match link
-                        .registry
-                        .store
-                        .update(bucket_key(&address), value.clone(), 0)
-                        .await
-                    {
-                        Ok(_) => return Ok(Claim::Claimed),
-                        Err(e) if lost_the_race(&e) => match lookup(link, &address).await? {
-                            Some(held) if held == wanted => return Ok(Claim::Same),
-                            Some(_) => return Ok(Claim::Taken),
-                            // Another node's write to this key is in flight (the leader
-                            // refuses an expectation on a key with a write not yet applied):
-                            // it is applied or fails shortly; ask again. The request's
-                            // deadline bounds the wait.
-                            None => pause().await,
-                        },
-                        Err(e) if tokio::time::Instant::now() < deadline => {
-                            tracing::debug!("registry claim of {address}: {e}; trying again");
-                            pause().await;
-                        }
-                        Err(e) => return Err(ClusterError::JetStream(e.to_string())),
+        self.request(move |link| async move {
+            // Transient refusals (a stream just created whose subjects the server
+            // does not know yet, a leader being elected) are tried again until just
+            // before the request's deadline, then reported as they are.
+            let deadline = tokio::time::Instant::now() + link.request_timeout * 9 / 10;
+            let mut attempt: u32 = 0;
+            let mut pause = || {
+                attempt = attempt.saturating_add(1);
+                tokio::time::sleep(std::time::Duration::from_millis(
+                    u64::from(attempt.min(20)) * 5,
+                ))
+            };
+            loop {
+                match link
+                    .registry
+                    .store
+                    .update(bucket_key(&address), value.clone(), 0)
+                    .await
+                {
+                    Ok(_) => return Ok(Claim::Claimed),
+                    Err(e) if lost_the_race(&e) => match lookup(&link, &address).await? {
+                        Some(held) if held == wanted => return Ok(Claim::Same),
+                        Some(_) => return Ok(Claim::Taken),
+                        // Another node's write to this key is in flight (the leader
+                        // refuses an expectation on a key with a write not yet applied):
+                        // it is applied or fails shortly; ask again. The request's
+                        // deadline bounds the wait.
+                        None => pause().await,
+                    },
+                    Err(e) if tokio::time::Instant::now() < deadline => {
+                        tracing::debug!("registry claim of {address}: {e}; trying again");
+                        pause().await;
                     }
+                    Err(e) => return Err(ClusterError::JetStream(e.to_string())),
                 }
-            })
+            }
         })
     }
 
@@ -209,7 +207,7 @@ impl Cluster {
     /// keys it has not yet checked as a point).
     pub fn registered(&self, address: &Address) -> Pending<Option<[u8; 32]>> {
         let address = address.clone();
-        self.request(move |link| Box::pin(async move { lookup(link, &address).await }))
+        self.request(move |link| async move { lookup(&link, &address).await })
     }
 }
 
