@@ -267,3 +267,45 @@ fn a_packet_acknowledged_by_jetstream_survives_kill_9_of_a_server() {
     let read: Vec<u64> = (0..20).map(|_| recv(&watch).id).collect();
     assert_eq!(read, ids);
 }
+
+#[test]
+#[ignore = "needs nats-server: bash .ci/test-deps"]
+fn the_last_connection_wins_across_nodes_by_revision() {
+    let dir = a2acp_tests::tmp();
+    let nats = NatsCluster::start(dir.path(), 3);
+    let (r1, r2) = (node(&nats, 0, "r1"), node(&nats, 1, "r2"));
+    let (w1, w2) = (r1.presence().unwrap(), r2.presence().unwrap());
+    let alice = address(11);
+    let first = r1.announce(&alice, 1).wait().unwrap();
+    let second = r2.announce(&alice, 7).wait().unwrap();
+    assert!(second > first, "a later announcement has a later revision");
+    let next = |w: &a2acp_runtime::cluster::PresenceWatch| {
+        w.updates()
+            .recv_timeout(std::time::Duration::from_secs(15))
+            .expect("an announcement within 15 s")
+            .expect("the watch goes on")
+    };
+    // Both nodes see both announcements, in the same order: r1 learns that its
+    // connection 1 was replaced by r2's connection 7 (a higher revision than its own).
+    for w in [&w1, &w2] {
+        let (a, b) = (next(w), next(w));
+        assert_eq!(
+            (
+                a.address.as_str(),
+                a.node.as_str(),
+                a.connection,
+                a.revision
+            ),
+            (alice.as_str(), "r1", 1, first)
+        );
+        assert_eq!(
+            (
+                b.address.as_str(),
+                b.node.as_str(),
+                b.connection,
+                b.revision
+            ),
+            (alice.as_str(), "r2", 7, second)
+        );
+    }
+}

@@ -11,10 +11,13 @@
 //!
 //! - [`registry`]: the registry of addresses and their keys, first come first served
 //!   across every node (a compare-and-set in a JetStream key-value bucket);
+//! - [`presence`]: where each address is connected, so the last connection wins across
+//!   nodes;
 //! - [`queue`]: the packets accepted and not yet acknowledged, in a replicated stream:
 //!   the per-thread cap, deduplication by packet id, delivery ids, reading a recipient's
 //!   packets from any node.
 
+pub mod presence;
 pub mod queue;
 pub mod registry;
 
@@ -24,6 +27,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+pub use presence::{Presence, PresenceWatch};
 pub use queue::{Enqueued, Queued, Watch};
 pub use registry::Claim;
 
@@ -130,6 +134,7 @@ pub(crate) struct Link {
     pub(crate) request_timeout: Duration,
     pub(crate) js: async_nats::jetstream::Context,
     pub(crate) registry: registry::Registry,
+    pub(crate) presence: async_nats::jetstream::kv::Store,
     pub(crate) queue: queue::Queue,
 }
 
@@ -270,16 +275,18 @@ impl Link {
         loop {
             let open = async {
                 let registry = registry::open(&js, &config).await?;
+                let presence = presence::open(&js, &config).await?;
                 let queue = queue::open(&js, &config).await?;
-                Ok::<_, ClusterError>((registry, queue))
+                Ok::<_, ClusterError>((registry, presence, queue))
             };
             let attempt = tokio::time::timeout(config.request_timeout, open).await;
             let error = match attempt {
-                Ok(Ok((registry, queue))) => {
+                Ok(Ok((registry, presence, queue))) => {
                     return Ok(Link {
                         request_timeout: config.request_timeout,
                         js: js.clone(),
                         registry,
+                        presence,
                         queue,
                     })
                 }

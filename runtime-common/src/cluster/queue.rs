@@ -225,59 +225,35 @@ impl Cluster {
     }
 
     /// Everything queued for `recipient`, oldest first, then each packet as it is queued;
-    /// at most `window` read ahead of the caller. Dropping the [`Watch`] ends it.
+    /// at most `window` read ahead of the caller. A consumer lost with its server (or a
+    /// leader being elected) is made again from the packet after the last one read, so
+    /// the watch goes on through the cluster's faults. Dropping the [`Watch`] ends it.
     pub fn watch(&self, recipient: &Address, window: usize) -> Watch {
         let (tx, packets) = flume::bounded(window.max(1));
         let (stop, stopped) = flume::bounded::<()>(0);
         let filter = recipient_subjects(recipient);
         self.spawn(move |link| async move {
             let run = async {
-                let consumer = link
-                    .queue
-                    .stream
-                    .create_consumer(consumer::pull::OrderedConfig {
-                        filter_subject: filter,
-                        deliver_policy: consumer::DeliverPolicy::All,
-                        ..Default::default()
-                    })
-                    .await
-                    .map_err(|e| ClusterError::JetStream(e.to_string()))?;
-                let mut messages = consumer
-                    .messages()
-                    .await
-                    .map_err(|e| ClusterError::JetStream(e.to_string()))?;
-                while let Some(message) = messages.next().await {
-                    let message = message.map_err(|e| ClusterError::JetStream(e.to_string()))?;
-                    let id = message
-                        .info()
-                        .map_err(|e| ClusterError::JetStream(e.to_string()))?
-                        .stream_sequence;
-                    let thread = message
-                        .subject
-                        .as_str()
-                        .rsplit('.')
-                        .next()
-                        .and_then(unhex)
-                        .ok_or_else(|| {
-                            ClusterError::Corrupt(format!("subject {}", message.subject))
-                        })?;
-                    let packet = Queued {
-                        id,
-                        thread,
-                        payload: message.payload.clone(),
+                let mut next: Option<u64> = None;
+                loop {
+                    let (last, why) = match read_from(&link, &filter, next, &tx).await {
+                        Ok(last) => (last, None),
+                        Err((last, e)) => (last, Some(e)),
                     };
-                    if tx.send_async(Ok(packet)).await.is_err() {
-                        return Ok(());
+                    if tx.is_disconnected() {
+                        return;
                     }
+                    if let Some(last) = last {
+                        next = Some(last + 1);
+                    }
+                    if let Some(e) = why {
+                        tracing::debug!("queue watch of {filter}: {e}; reading again");
+                    }
+                    tokio::time::sleep(Duration::from_millis(250)).await;
                 }
-                Ok(())
             };
             tokio::select! {
-                result = run => {
-                    if let Err(e) = result {
-                        let _ = tx.send_async(Err(e)).await;
-                    }
-                }
+                _ = run => {}
                 _ = stopped.recv_async() => {}
             }
         });
@@ -286,6 +262,57 @@ impl Cluster {
             _stop: stop,
         }
     }
+}
+
+/// Reads `filter`'s packets from `from` (the oldest if `None`) into `tx` until the
+/// consumer ends or fails, or the caller has gone: the last sequence read (to go on
+/// from), with why it stopped if it failed.
+async fn read_from(
+    link: &super::Link,
+    filter: &str,
+    from: Option<u64>,
+    tx: &flume::Sender<Result<Queued, ClusterError>>,
+) -> Result<Option<u64>, (Option<u64>, ClusterError)> {
+    let js = |e: &dyn std::fmt::Display| ClusterError::JetStream(e.to_string());
+    let deliver_policy = match from {
+        None => consumer::DeliverPolicy::All,
+        Some(start_sequence) => consumer::DeliverPolicy::ByStartSequence { start_sequence },
+    };
+    let consumer = link
+        .queue
+        .stream
+        .create_consumer(consumer::pull::OrderedConfig {
+            filter_subject: filter.to_string(),
+            deliver_policy,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| (from.map(|f| f - 1), js(&e)))?;
+    let mut messages = consumer
+        .messages()
+        .await
+        .map_err(|e| (from.map(|f| f - 1), js(&e)))?;
+    let mut last = from.map(|f| f - 1);
+    while let Some(message) = messages.next().await {
+        let message = message.map_err(|e| (last, js(&e)))?;
+        let id = message.info().map_err(|e| (last, js(&e)))?.stream_sequence;
+        let Some(thread) = message.subject.as_str().rsplit('.').next().and_then(unhex) else {
+            // Not a subject this relay writes: skip it rather than stop the recipient.
+            tracing::warn!("queue: a message on {} is not the relay's", message.subject);
+            last = Some(id);
+            continue;
+        };
+        let packet = Queued {
+            id,
+            thread,
+            payload: message.payload.clone(),
+        };
+        if tx.send_async(Ok(packet)).await.is_err() {
+            return Ok(last);
+        }
+        last = Some(id);
+    }
+    Ok(last)
 }
 
 #[cfg(test)]
