@@ -58,6 +58,8 @@
 //! - `link/`: the relay link (§3, §13.1), the persisted records and recovery (§13.2);
 //! - `tests/`: the agent's behaviour end to end, and what its tests share.
 
+mod bridge;
+mod commands;
 pub mod group;
 pub mod introductions;
 pub mod io;
@@ -69,8 +71,8 @@ pub use llm::{
     layer_json, prompt_thread, LLM_QUEUE_FIRST, LLM_QUEUE_MAX, LOW_CONFIDENCE, PEER_DATA_LAYER,
 };
 mod negotiation;
+pub mod permissions;
 pub use negotiation::drift::may_fork;
-pub use negotiation::permissions;
 mod security;
 pub mod space;
 pub mod thread;
@@ -86,6 +88,7 @@ use crate::packet::Context;
 use crate::rng::DetRng;
 use crate::time::Timestamp;
 
+pub use bridge::*;
 pub use events::{AgentEvent, Bug, DropReason, LlmFallbackTo};
 pub use group::{Group, GroupMember, GroupProposal, Sequence};
 pub use introductions::Introduction;
@@ -206,6 +209,16 @@ pub struct AgentConfig {
     pub use_llm: bool,
     /// Limits and timeouts.
     pub limits: Limits,
+}
+
+/// Where a thread to an address the relay does not know goes on
+/// ([`AgentConfig::bridged_fallbacks`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BridgedFallback {
+    /// The bridge ([`Bridge::name`]).
+    pub bridge: String,
+    /// Its destination for that address (e.g. an agent card's URL).
+    pub to: String,
 }
 
 impl AgentConfig {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::link::records::parse_history;
+use super::thread::parse_history;
 use super::tests::support::*;
 use super::*;
 use crate::crypto::{Direction, IdentityKey, ThreadSession};
