@@ -1,4 +1,8 @@
-//! What goes into an [`Agent`](super::Agent) and what comes out of it.
+//! What goes into an [`Agent`](super::Agent) and what comes out of it: inputs, the user's
+//! commands, outputs, prompts, notifications with their typed payloads (a space's change,
+//! an introduction, a memory change) and what is released for bridged peers. Every
+//! capability names these types, so they sit under them all: this folder imports only
+//! `agent::permissions` (see the layers in `agent/mod.rs`).
 
 pub mod events;
 pub(super) mod notify;

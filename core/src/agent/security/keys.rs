@@ -1,4 +1,5 @@
-//! Peer keys (§16): pinning on first contact, key changes and the user accepting a new key.
+//! Peer keys (§16): pinning on first contact, key changes and the user accepting a new key,
+//! and the packets that wait for a peer's key ([`PendingPlain`]).
 
 use serde::{Deserialize, Serialize};
 

@@ -1,5 +1,6 @@
 //! Sending and receiving context packets (§4): sealing, the first packet, opening
-//! envelopes, admitting new threads, the version handshake (§15).
+//! envelopes (a thread's packet, or a space packet for `agent::space`), admitting new
+//! threads, the version handshake (§15), and what a packet's body provides.
 
 use std::collections::BTreeSet;
 
