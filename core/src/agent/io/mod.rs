@@ -68,7 +68,7 @@ pub enum Command {
     /// agent card's URL, or its base URL). The same thread, tiers and prompts as with an
     /// a2acp peer.
     StartBridgedThread {
-        /// The bridge ([`Bridge::name`]).
+        /// The bridge ([`Bridge::name`](crate::agent::Bridge::name)).
         bridge: String,
         /// Where, in the bridge's terms.
         to: String,
@@ -304,7 +304,7 @@ pub enum Output {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Bridged {
     /// A packet the agent addressed to a bridged peer in a thread: the bridge's listener
-    /// reads the thread again ([`ThreadView`]) and tells its clients.
+    /// reads the thread again ([`ThreadView`](crate::agent::ThreadView)) and tells its clients.
     Packet(BridgedPacket),
     /// A message a bridge made for its peer's own endpoint in its step (for example a
     /// seed-001 `status_update`): the runtime delivers it with the bridge's transport.
@@ -327,7 +327,7 @@ pub struct BridgedPacket {
 /// A bridge's message for its peer's endpoint ([`Bridged::Message`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BridgeMessage {
-    /// The bridge that made it ([`Bridge::name`]).
+    /// The bridge that made it ([`Bridge::name`](crate::agent::Bridge::name)).
     pub bridge: String,
     /// The thread it is about.
     pub thread_id: String,
