@@ -12,6 +12,9 @@ folders of agent/ against that list: a folder may import only folders listed bef
 (and the files directly in agent/, the façade on top of them all). With --check only that
 section is printed, and the exit status is 1 when an import goes against the list, a
 folder of agent/ is missing from it, or folders of agent/ import each other in a circle.
+An import there is a path, as above, or a name used bare in a module that imports
+`crate::agent::*`: the façade's imports and re-exports, each counted for the module
+that defines it.
 
 A file counts as tests when it is tests.rs, *_tests.rs, test_support.rs or under a
 tests/ folder; in other files a `#[cfg(test)]` module counts as tests. Cycles are
@@ -358,6 +361,77 @@ def agent_layers():
     return order
 
 
+def without_tests(text):
+    """The text of a file without its `#[cfg(test)]` inline modules."""
+    out, skip = [], False
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if skip:
+            skip = line != "}"
+            continue
+        if line.strip() == "#[cfg(test)]" and i + 1 < len(lines) and re.match(r"(pub(\(\w+\))? )?mod \w+ \{", lines[i + 1]):
+            skip = True
+            continue
+        out.append(line)
+    return "\n".join(out)
+
+
+def item_names(m):
+    """The items (not modules) a module defines at its top level."""
+    text = without_tests(strip_comments(open(mods[m], encoding="utf-8").read()))
+    pat = r"^(?:pub(?:\([\w: ]+\))?\s+)?(?:struct|enum|trait|type|const|static|fn)\s+(\w+)"
+    return set(re.findall(pat, text, re.M))
+
+
+def glob_names_used(root):
+    """(module, module defining the name, name) for each name a module of `root`'s
+    folders uses bare after importing `root::*`."""
+    text = without_tests(strip_comments(open(mods[root], encoding="utf-8").read()))
+    names = {}
+    for m in re.finditer(r"\buse\s+([^;]+);", text):
+        for p in expand_use(m.group(1)):
+            a = absolute(root, p, False)
+            if a is None and p and (tuple(root) + (p[0],)) in mods:
+                a = list(root) + p
+            elif a is None and p and p[0] in reexports.get(root, {}):
+                a = reexports[root][p[0]] + p[1:]
+            if a is None or p[-1] == "self":
+                continue
+            if p[-1] == "*":
+                target = resolve(a[:-1])
+                for n in item_names(target):
+                    names.setdefault(n, target)
+                for n, r in reexports.get(target, {}).items():
+                    if n != "*":
+                        names.setdefault(n, resolve(r))
+            else:
+                t = resolve(a)
+                if t is not None and (t + (p[-1],)) not in mods:
+                    names[p[-1]] = t
+    for n in item_names(root):
+        names[n] = root
+    out = set()
+    for m in nodes:
+        if len(m) < 2 or m[: len(root)] != root:
+            continue
+        text = without_tests(strip_comments(open(mods[m], encoding="utf-8").read()))
+        globbed = False
+        own = item_names(m)
+        for u in re.finditer(r"\buse\s+([^;]+);", text):
+            for p in expand_use(u.group(1)):
+                if p and p[-1] == "*" and absolute(m, p[:-1], False) == list(root):
+                    globbed = True
+                elif p:
+                    own.add(p[-1])
+        if not globbed:
+            continue
+        for n in set(re.findall(r"(?<![\w:.])([A-Za-z_]\w*)\b", text)):
+            b = names.get(n)
+            if b is not None and n not in own and b != m:
+                out.add((m, b, n))
+    return sorted(out)
+
+
 layers = agent_layers()
 if layers is not None:
     failed = []
@@ -375,15 +449,23 @@ if layers is not None:
     rank = {f: i for i, f in enumerate(layers)}
     against = defaultdict(set)
     inner = defaultdict(set)
+
+    def edge(a, b, how):
+        fa, fb = folder_of(a, 2), folder_of(b, 2)
+        if fa == fb or fa not in folders or fb not in folders:
+            return
+        inner[fa].add(fb)
+        if fa in rank and fb in rank and rank[fb] > rank[fa]:
+            against[(fa, fb)].add(f"{show(a)} -> {show(b)}{how}")
+
     for a in nodes:
-        fa = folder_of(a, 2)
         for b in edges.get(a, ()):
-            fb = folder_of(b, 2)
-            if fa == fb or fa not in folders or fb not in folders:
-                continue
-            inner[fa].add(fb)
-            if fa in rank and fb in rank and rank[fb] > rank[fa]:
-                against[(fa, fb)].add(f"{show(a)} -> {show(b)}")
+            edge(a, b, "")
+    # A capability's `use crate::agent::*` (or `use super::*` from a folder's mod.rs)
+    # brings in every name the façade imports or re-exports: a name used bare that way
+    # names the module that defines it.
+    for m, b, name in glob_names_used((AGENT,)):
+        edge(m, b, f" (`{name}`, through `use crate::{AGENT}::*`)")
     for (fa, fb), why in sorted(against.items()):
         failed.append(f"{fa} imports {fb}, above it: " + "; ".join(sorted(why)))
     for c in sccs(folders, inner):
