@@ -10,7 +10,7 @@
 //! - [`retry`]: the retry schedule both bridges' calls follow (seed 001's).
 //!
 //! Each bridge meets the agent through the agent's one bridge interface
-//! ([`crate::agent::Bridge`] and the agent's public bridge calls, `agent/io/bridge.rs`):
+//! ([`crate::agent::Bridge`] and the agent's public bridge calls, `agent/bridge.rs`):
 //! what its peer says goes in as packet bodies from a bridged peer, what the agent
 //! addresses to that peer comes out as [`crate::agent::Output::Bridged`], threads are
 //! read through [`crate::agent::ThreadView`], and a bridge's own state of a thread is

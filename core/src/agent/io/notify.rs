@@ -135,3 +135,12 @@ pub(in crate::agent) fn is_milestone(n: u64) -> bool {
     }
     matches!(m, 1 | 2 | 5)
 }
+
+pub(in crate::agent) fn list<'a>(it: impl Iterator<Item = &'a String>) -> String {
+    let v: Vec<&str> = it.map(|s| s.as_str()).collect();
+    if v.is_empty() {
+        "nothing".into()
+    } else {
+        v.join(", ")
+    }
+}

@@ -4,7 +4,8 @@
 pub(super) mod records;
 pub(super) mod recovery;
 
-use super::link::records::{outbox_key, PendingPlain};
+use super::link::records::outbox_key;
+use super::security::keys::PendingPlain;
 use super::thread::ThreadState;
 use super::*;
 
