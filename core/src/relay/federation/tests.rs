@@ -1073,9 +1073,8 @@ fn a_one_way_partition_is_crossed_within_the_reachable_retry() {
     assert!(accepted(&send(&mut net, 0, 1, 1, env(1)), 1));
     net.advance(Duration::from_secs(120), Duration::from_millis(100));
     assert_eq!(net.take(1, 2), vec![], "partitioned");
-    assert_eq!(
+    assert!(
         net.nodes[1].relay.as_ref().unwrap().stats().federation["a.example"].link_out,
-        true,
         "b.example dialed back"
     );
     net.no_dial.clear();
