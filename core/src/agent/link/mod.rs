@@ -787,13 +787,31 @@ impl Shared {
         let seq = self.meta.next_seq;
         self.meta.next_seq += 1;
         self.dirty.meta = true;
+        // An earlier packet of the thread the relay refused for now is tried again at
+        // once, before this one: the thread keeps its order and the new packet does not
+        // wait for the other's backoff (refused again, it parks this one behind it).
+        if self.parked_before(thread_id, seq).is_some() {
+            let earlier: Vec<u64> = self
+                .outbox
+                .range(..seq)
+                .filter(|(_, o)| o.thread_id == thread_id && o.parked_until.is_some())
+                .map(|(&s, _)| s)
+                .collect();
+            for s in earlier {
+                if let Some(o) = self.outbox.get_mut(&s) {
+                    o.parked_until = None;
+                    if self.link == Link::Ready {
+                        self.send_outbox(s);
+                    }
+                }
+            }
+        }
         let item = OutboxItem {
             seq,
             thread_id: thread_id.to_string(),
             packet_id: packet_id.to_string(),
             env,
-            // Behind an earlier packet of its thread that the relay refused for now.
-            parked_until: self.parked_before(thread_id, seq),
+            parked_until: None,
             refusals: 0,
             threadless,
         };
@@ -801,9 +819,8 @@ impl Shared {
             key: outbox_key(seq),
             value: serde_json::to_vec(&item).unwrap_or_default(),
         });
-        let parked = item.parked_until.is_some();
         self.outbox.insert(seq, item);
-        if self.link == Link::Ready && !parked {
+        if self.link == Link::Ready {
             self.send_outbox(seq);
         }
     }
