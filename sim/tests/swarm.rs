@@ -75,7 +75,7 @@ fn swarm_domains_groups_ci() {
 
 /// Seeds of each federated swarm in CI, sized so that both cost at most a minute in the
 /// debug test build on two cores (docs/simulator.md); wider runs use the release binary.
-const DOMAIN_SEEDS: u64 = 75;
+const DOMAIN_SEEDS: u64 = 200;
 
 /// Groups are a dimension of their own: a world the group stream leaves without groups is
 /// exactly the two-party world of its seed, and a world with groups keeps that world's
