@@ -292,6 +292,9 @@ pub(super) fn describe(e: &FederationEvent) -> Option<String> {
         FederationEvent::LinkDown { domain, reason, .. } => {
             format!("relay link with {domain} down ({reason})")
         }
+        FederationEvent::Redial { domain } => {
+            format!("{domain} reached this relay: dialing it now")
+        }
         // The relay's `Routed` event already says it was queued.
         FederationEvent::RetryScheduled { .. } | FederationEvent::Queued { .. } => return None,
         FederationEvent::Forwarded { to, id, .. } => {

@@ -276,3 +276,51 @@ fn a_thread_to_an_unknown_address_is_declined_with_a_notification() {
         Some(FirstPacket::Accepted)
     );
 }
+
+#[test]
+fn a_packet_parked_by_the_relay_is_not_overtaken_by_a_later_one_of_its_thread() {
+    // Swarm `--domains 3` seed 6: a resolution refused `overflow` was parked; the
+    // recipient's queue drained, the user's next answer went at once and was accepted,
+    // and the parked resolution arrived after it, taken for the newer one.
+    let mut net = Net::new("a2acp.io", start(), [7; 32]);
+    net.relay = crate::relay::Relay::new(
+        crate::relay::RelayConfig {
+            domain: "a2acp.io".into(),
+            queue_per_thread: 1,
+            ..crate::relay::RelayConfig::default()
+        },
+        [7; 32],
+    );
+    let a = net.add_agent(dinner::alice("a2acp.io"), [1; 32], [11; 32]);
+    let b = net.add_agent(dinner::bob("a2acp.io"), [2; 32], [22; 32]);
+    net.connect(a);
+    net.connect(b);
+    net.settle();
+    let id = start_dinner(&mut net, a, b, "low");
+    net.disconnect(b);
+    reply(&mut net, a, &id, "one");
+    reply(&mut net, a, &id, "two");
+    net.settle();
+    // Bob takes "one"; "two" is still parked when alice's user adds "three".
+    net.connect(b);
+    net.settle();
+    reply(&mut net, a, &id, "three");
+    net.settle();
+    net.run_for(Duration::from_secs(600));
+    net.settle();
+    let notes: Vec<String> = net.nodes[b]
+        .agent
+        .thread(&id)
+        .unwrap()
+        .history
+        .iter()
+        .filter(|h| !h.outgoing)
+        .filter_map(|h| {
+            ["one", "two", "three"]
+                .into_iter()
+                .find(|n| h.json.contains(&format!("\"note\":\"{n}\"")))
+                .map(str::to_string)
+        })
+        .collect();
+    assert_eq!(notes, ["one", "two", "three"], "{}", net.render(None));
+}
