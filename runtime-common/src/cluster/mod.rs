@@ -257,6 +257,77 @@ impl Drop for Cluster {
     }
 }
 
+/// Runs `attempt` until it succeeds or fails for good, trying a transient failure again
+/// (a stream just made whose subjects a server has not learnt yet, a leader being elected)
+/// until 90 % of `timeout`, then returning its error. `attempt` answers `Err((error,
+/// transient))`. Only for requests that are safe to repeat (a put of the same value, a
+/// publish deduplicated by its id).
+pub(crate) async fn again_while_transient<T, F, Fut>(
+    timeout: Duration,
+    mut attempt: F,
+) -> Result<T, ClusterError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, (ClusterError, bool)>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout * 9 / 10;
+    let mut tries: u64 = 0;
+    loop {
+        match attempt().await {
+            Ok(v) => return Ok(v),
+            Err((e, true)) if tokio::time::Instant::now() < deadline => {
+                tracing::debug!("cluster request: {e}; trying again");
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(tries.min(20) * 5)).await;
+            }
+            Err((e, _)) => return Err(e),
+        }
+    }
+}
+
+/// `s`'s UTF-8 bytes in lower-case hex: how an address or a thread id becomes one token
+/// of a subject or a bucket key (which allow only `[-/_=.a-zA-Z0-9]`), one to one.
+pub(crate) fn hex(s: &str) -> String {
+    s.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The name [`hex`] made `s` from, if it is one.
+pub(crate) fn unhex(s: &str) -> Option<String> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect();
+    String::from_utf8(bytes?).ok()
+}
+
+/// The key-value bucket `bucket` (file storage, `replicas` copies, one revision per key,
+/// values ≤ 1 KiB), made if the cluster has none.
+pub(crate) async fn open_bucket(
+    js: &async_nats::jetstream::Context,
+    config: &ClusterConfig,
+    bucket: &str,
+    description: &str,
+) -> Result<async_nats::jetstream::kv::Store, ClusterError> {
+    use async_nats::jetstream::{kv, stream::StorageType};
+    if let Ok(store) = js.get_key_value(bucket).await {
+        return Ok(store);
+    }
+    js.create_key_value(kv::Config {
+        bucket: bucket.to_string(),
+        description: description.to_string(),
+        history: 1,
+        max_value_size: 1024,
+        storage: StorageType::File,
+        num_replicas: config.replicas,
+        ..Default::default()
+    })
+    .await
+    .map_err(|e| ClusterError::JetStream(e.to_string()))
+}
+
 impl Link {
     async fn open(config: ClusterConfig) -> Result<Link, ClusterError> {
         let client = tokio::time::timeout(

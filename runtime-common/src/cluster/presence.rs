@@ -60,37 +60,19 @@ pub(super) async fn open(
     js: &jetstream::Context,
     config: &ClusterConfig,
 ) -> Result<kv::Store, ClusterError> {
-    if let Ok(store) = js.get_key_value(BUCKET).await {
-        return Ok(store);
-    }
-    js.create_key_value(kv::Config {
-        bucket: BUCKET.to_string(),
-        description: "a2acp: the node and connection each address is connected to".to_string(),
-        history: 1,
-        max_value_size: 1024,
-        storage: jetstream::stream::StorageType::File,
-        num_replicas: config.replicas,
-        ..Default::default()
-    })
+    super::open_bucket(
+        js,
+        config,
+        BUCKET,
+        "a2acp: the node and connection each address is connected to",
+    )
     .await
-    .map_err(|e| ClusterError::JetStream(e.to_string()))
-}
-
-fn unhex(s: &str) -> Option<String> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    let bytes: Option<Vec<u8>> = (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect();
-    String::from_utf8(bytes?).ok()
 }
 
 fn read(entry: &kv::Entry) -> Result<Presence, ClusterError> {
     let record: Record =
         serde_json::from_slice(&entry.value).map_err(|e| ClusterError::Corrupt(e.to_string()))?;
-    let address = unhex(&entry.key)
+    let address = super::unhex(&entry.key)
         .ok_or_else(|| ClusterError::Corrupt(format!("presence key {}", entry.key)))?;
     Ok(Presence {
         address,
@@ -110,11 +92,18 @@ impl Cluster {
             connection,
         })
         .expect("a record of a string and a number serialises");
+        let value = bytes::Bytes::from(value);
         self.request(move |link| async move {
-            link.presence
-                .put(key, value.into())
-                .await
-                .map_err(|e| ClusterError::JetStream(e.to_string()))
+            super::again_while_transient(link.request_timeout, || {
+                let (link, key, value) = (link.clone(), key.clone(), value.clone());
+                async move {
+                    link.presence
+                        .put(key, value)
+                        .await
+                        .map_err(|e| (ClusterError::JetStream(e.to_string()), true))
+                }
+            })
+            .await
         })
     }
 

@@ -28,7 +28,7 @@ use futures_util::StreamExt;
 
 use a2acp_core::Address;
 
-use super::{Cluster, ClusterConfig, ClusterError, Pending};
+use super::{hex, unhex, Cluster, ClusterConfig, ClusterError, Pending};
 
 /// The stream's name.
 pub const STREAM: &str = "A2ACP_QUEUE";
@@ -80,21 +80,6 @@ impl Watch {
 /// The stream, for the node's link.
 pub(crate) struct Queue {
     stream: stream::Stream,
-}
-
-fn hex(s: &str) -> String {
-    s.bytes().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Option<String> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    let bytes: Option<Vec<u8>> = (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect();
-    String::from_utf8(bytes?).ok()
 }
 
 /// The subject of `recipient`'s packets in `thread`.
@@ -193,22 +178,30 @@ impl Cluster {
         let subject = subject(recipient, thread);
         let packet_id = packet_id.to_string();
         self.request(move |link| async move {
-            let publish = jetstream::message::PublishMessage::build()
-                .payload(payload)
-                .message_id(&packet_id);
-            let ack = link
-                .js
-                .send_publish(subject, publish)
-                .await
-                .map_err(|e| ClusterError::JetStream(e.to_string()))?;
-            match ack.await {
-                Ok(ack) => Ok(Enqueued::Queued {
-                    id: ack.sequence,
-                    duplicate: ack.duplicate,
-                }),
-                Err(e) if over_the_cap(&e) => Ok(Enqueued::Overflow),
-                Err(e) => Err(ClusterError::JetStream(e.to_string())),
-            }
+            // A publish is repeated only with its packet id, so JetStream keeps one copy.
+            super::again_while_transient(link.request_timeout, || {
+                let (link, subject, payload) = (link.clone(), subject.clone(), payload.clone());
+                let publish = jetstream::message::PublishMessage::build()
+                    .payload(payload)
+                    .message_id(&packet_id);
+                async move {
+                    let js = |e: &dyn std::fmt::Display| ClusterError::JetStream(e.to_string());
+                    let ack = link
+                        .js
+                        .send_publish(subject, publish)
+                        .await
+                        .map_err(|e| (js(&e), true))?;
+                    match ack.await {
+                        Ok(ack) => Ok(Enqueued::Queued {
+                            id: ack.sequence,
+                            duplicate: ack.duplicate,
+                        }),
+                        Err(e) if over_the_cap(&e) => Ok(Enqueued::Overflow),
+                        Err(e) => Err((js(&e), true)),
+                    }
+                }
+            })
+            .await
         })
     }
 

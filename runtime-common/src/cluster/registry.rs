@@ -50,11 +50,7 @@ struct Record {
 
 /// The bucket's key for `address`.
 pub fn bucket_key(address: &Address) -> String {
-    address
-        .as_str()
-        .bytes()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    super::hex(address.as_str())
 }
 
 /// The bucket, and its stream for reads from the leader.
@@ -69,30 +65,21 @@ pub(super) async fn open(
 ) -> Result<Registry, ClusterError> {
     let store = match js.get_key_value(BUCKET).await {
         Ok(store) => store,
-        Err(_) => create(js, config).await?,
+        Err(_) => {
+            super::open_bucket(
+                js,
+                config,
+                BUCKET,
+                "a2acp: each address of the domain and its registered key",
+            )
+            .await?
+        }
     };
     let stream = js
         .get_stream(format!("KV_{BUCKET}"))
         .await
         .map_err(|e| ClusterError::JetStream(e.to_string()))?;
     Ok(Registry { store, stream })
-}
-
-async fn create(
-    js: &jetstream::Context,
-    config: &ClusterConfig,
-) -> Result<kv::Store, ClusterError> {
-    js.create_key_value(kv::Config {
-        bucket: BUCKET.to_string(),
-        description: "a2acp: each address of the domain and its registered key".to_string(),
-        history: 1,
-        max_value_size: 1024,
-        storage: jetstream::stream::StorageType::File,
-        num_replicas: config.replicas,
-        ..Default::default()
-    })
-    .await
-    .map_err(|e| ClusterError::JetStream(e.to_string()))
 }
 
 fn encode(key: &PublicKey, node: &str) -> bytes::Bytes {
