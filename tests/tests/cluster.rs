@@ -8,7 +8,7 @@ use std::sync::{Arc, Barrier};
 
 use a2acp_core::crypto::IdentityKey;
 use a2acp_core::Address;
-use a2acp_runtime::cluster::{Claim, Cluster, ClusterConfig, Enqueued};
+use a2acp_runtime::cluster::{Claim, Cluster, ClusterConfig, Enqueued, Presence};
 use a2acp_tests::nats::NatsCluster;
 
 fn node(nats: &NatsCluster, i: usize, name: &str) -> Cluster {
@@ -287,25 +287,14 @@ fn the_last_connection_wins_across_nodes_by_revision() {
     };
     // Both nodes see both announcements, in the same order: r1 learns that its
     // connection 1 was replaced by r2's connection 7 (a higher revision than its own).
+    let announced = |node: &str, connection, revision| Presence {
+        address: alice.as_str().to_string(),
+        node: node.to_string(),
+        connection,
+        revision,
+    };
     for w in [&w1, &w2] {
-        let (a, b) = (next(w), next(w));
-        assert_eq!(
-            (
-                a.address.as_str(),
-                a.node.as_str(),
-                a.connection,
-                a.revision
-            ),
-            (alice.as_str(), "r1", 1, first)
-        );
-        assert_eq!(
-            (
-                b.address.as_str(),
-                b.node.as_str(),
-                b.connection,
-                b.revision
-            ),
-            (alice.as_str(), "r2", 7, second)
-        );
+        assert_eq!(next(w), announced("r1", 1, first));
+        assert_eq!(next(w), announced("r2", 7, second));
     }
 }
