@@ -288,6 +288,10 @@ pub enum ErrorCode {
     /// This relay does not federate with that domain (operator deny list, allow list,
     /// reputation), or a relay link failed authentication.
     DomainRefused,
+    /// The relay cannot make the request durable now (a relay of a cluster that cannot
+    /// reach its shared store): nothing was accepted; try again later, perhaps through
+    /// another of the domain's relays.
+    Unavailable,
 }
 
 impl ErrorCode {
@@ -310,6 +314,7 @@ impl ErrorCode {
             ErrorCode::Overflow => "overflow",
             ErrorCode::Expired => "expired",
             ErrorCode::DomainRefused => "domain_refused",
+            ErrorCode::Unavailable => "unavailable",
         }
     }
 }

@@ -428,6 +428,9 @@ pub fn describe_relay_event(e: &RelayEvent) -> Option<String> {
             short(from.as_str()),
             short(to.as_str())
         ),
+        RelayEvent::ReplacedElsewhere { address, .. } => {
+            format!("a connection on another node replaced this one for {address}")
+        }
         RelayEvent::ConnectionDead { .. } => "connection dead (missed heartbeats)".to_string(),
         RelayEvent::AckIgnored { .. } | RelayEvent::Federation(_) => return None,
     })

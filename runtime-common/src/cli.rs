@@ -115,6 +115,16 @@ pub struct RelayArgs {
     /// Never federate with this domain (repeatable; checked before --allow-domain).
     #[arg(long, value_name = "DOMAIN")]
     pub deny_domain: Vec<String>,
+    /// Serve the domain as one node of a cluster of relays sharing a NATS JetStream
+    /// cluster (comma-separated server URLs): registrations, presence and the queue live
+    /// in JetStream, replicated (docs/relay.md "A cluster of relays"). Every node of the
+    /// domain takes the same --cluster, --domain and queue settings, and its own --node.
+    /// The servers must run JetStream with `sync_interval: always`.
+    #[arg(long, value_name = "nats://HOST:PORT[,…]", value_delimiter = ',', requires = "node")]
+    pub cluster: Vec<String>,
+    /// This node's name in the cluster (unique per node, e.g. its host name).
+    #[arg(long, value_name = "NAME", requires = "cluster")]
+    pub node: Option<String>,
 }
 
 fn parse_route(s: &str) -> Result<(String, String), String> {
@@ -277,14 +287,50 @@ impl RelayArgs {
             }),
             ..relay
         };
+        let cluster = self.cluster_config()?;
+        if cluster.is_some() && federation.is_some() {
+            return Err(
+                "a relay in a cluster does not federate yet: drop --federation/--federate or --cluster"
+                    .into(),
+            );
+        }
         Ok(ServiceConfig {
             relay,
             data: Some(self.data.clone()),
             durability: self.sync,
             verifiers: self.verifiers,
             federation,
+            cluster,
             ..ServiceConfig::default()
         })
+    }
+
+    /// The cluster settings (`None` without `--cluster`).
+    pub fn cluster_config(&self) -> Result<Option<crate::cluster::ClusterConfig>, String> {
+        if self.cluster.is_empty() {
+            return Ok(None);
+        }
+        let node = self.node.clone().unwrap_or_default();
+        if node.is_empty()
+            || !node
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        {
+            return Err(format!(
+                "--node `{node}`: a node's name is letters, digits, `-`, `_` and `.`"
+            ));
+        }
+        for url in &self.cluster {
+            if !(url.starts_with("nats://") || url.starts_with("tls://")) {
+                return Err(format!(
+                    "--cluster `{url}`: a NATS server's URL is nats://HOST:PORT (or tls://HOST:PORT)"
+                ));
+            }
+        }
+        Ok(Some(crate::cluster::ClusterConfig::new(
+            self.cluster.clone(),
+            node,
+        )))
     }
 
     /// Whether the relay federates (`--federation`, or any `--federate`).

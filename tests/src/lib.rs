@@ -198,6 +198,34 @@ impl Runtime {
         }
     }
 
+    /// Starts a relay node of a cluster on this runtime: domain `localhost`, the cluster
+    /// of `nats` (every server, its own `first` first), as node `node`.
+    pub async fn cluster_relay(
+        self,
+        listen: &str,
+        nats: &nats::NatsCluster,
+        first: usize,
+        node: &str,
+    ) -> Relay {
+        let cfg = ServiceConfig {
+            cluster: Some(nats::relay_cluster_config(nats, first, node)),
+            durability: Durability::Normal,
+            ..ServiceConfig::default()
+        };
+        match self {
+            Runtime::Tokio => Relay::Tokio(
+                a2acp_tokio::relay::start(listen, cfg)
+                    .await
+                    .expect("cluster relay starts"),
+            ),
+            Runtime::Smol => Relay::Smol(
+                a2acp_smol::relay::start(listen, cfg)
+                    .await
+                    .expect("smol cluster relay starts"),
+            ),
+        }
+    }
+
     /// Starts a relay on this runtime with default settings, these connection caps and
     /// HTTP-phase deadline, and TLS with `tls` (`wss://`) or none (`ws://`).
     pub async fn relay_tls(

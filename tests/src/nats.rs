@@ -53,6 +53,16 @@ pub struct NatsCluster {
 impl NatsCluster {
     /// Starts `nodes` servers named `n1`, `n2`, … with JetStream, their stores under
     /// `dir`, and waits until JetStream answers on every node (a meta leader is elected).
+    /// How many servers it has.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether it has none.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
     pub fn start(dir: &Path, nodes: usize) -> NatsCluster {
         let ports: Vec<(u16, u16, u16)> = (0..nodes)
             .map(|_| (free_port(), free_port(), free_port()))
@@ -200,4 +210,19 @@ impl NatsCluster {
             }
         }
     }
+}
+
+/// A relay node's settings for `nats`: every server's URL, server `first`'s first (as an
+/// operator lists them), three replicas, node name `node`.
+pub fn relay_cluster_config(
+    nats: &NatsCluster,
+    first: usize,
+    node: &str,
+) -> a2acp_runtime::cluster::ClusterConfig {
+    let n = nats.len();
+    let mut urls = vec![nats.url(first)];
+    urls.extend((0..n).filter(|&j| j != first).map(|j| nats.url(j)));
+    let mut config = a2acp_runtime::cluster::ClusterConfig::new(urls, node);
+    config.replicas = n.clamp(1, 3);
+    config
 }

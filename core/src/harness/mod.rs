@@ -629,8 +629,10 @@ impl Net {
                         self.line_relay(text);
                     }
                 }
-                // The harness runs one relay, without federation.
-                RelayOutput::Discover { .. } | RelayOutput::Dial { .. } => {}
+                // The harness runs one relay, without federation nor a cluster.
+                RelayOutput::Discover { .. }
+                | RelayOutput::Dial { .. }
+                | RelayOutput::Cluster(_) => {}
             }
         }
     }

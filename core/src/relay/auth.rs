@@ -25,6 +25,30 @@ impl Relay {
             _ => return,
         };
         match self.check_auth(now, challenge, &address, ts, &sig, key) {
+            Ok(Some((_, key_bytes))) if self.cluster.is_some() => {
+                // Free as far as the cluster's store said: claim it there first (the
+                // same `register`, its challenge kept, is handled again on the answer).
+                if !self.admit_registration(now, conn) {
+                    self.counters.registrations_limited =
+                        self.counters.registrations_limited.saturating_add(1);
+                    self.refuse(
+                        conn,
+                        ErrorCode::RegistrationLimited,
+                        "too many new addresses registered from this source: try again later"
+                            .into(),
+                        None,
+                    );
+                    self.issue_challenge(now, conn);
+                    return;
+                }
+                let frame = crate::link::ClientFrame::Register {
+                    address: address.clone(),
+                    key: key_bytes,
+                    ts,
+                    sig,
+                };
+                self.claim(conn, challenge, frame, &address, key_bytes);
+            }
             Ok(new_key) => {
                 if new_key.is_some() && !self.admit_registration(now, conn) {
                     self.counters.registrations_limited =
@@ -185,6 +209,7 @@ impl Relay {
         self.online.insert(address.clone(), conn);
         self.reschedule(conn);
         self.bucket(now, &address);
+        self.cluster_authenticated(&address, conn);
         let queued = u64::try_from(self.queued_for(&address)).unwrap_or(u64::MAX);
         self.send(
             conn,

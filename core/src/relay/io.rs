@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::federation::{
     DiscoveryError, DomainStats, FederationConfig, FederationEvent, RemoteRelay,
 };
+use super::cluster::{ClusterInput, ClusterMode, ClusterOp};
 use super::{FrameError, ParsedFrame, Verified};
 use crate::address::Address;
 use crate::link::ErrorCode;
@@ -92,6 +93,8 @@ pub enum RelayInput<'a> {
         /// Why, for logs.
         reason: String,
     },
+    /// Cluster mode: an answer of the domain's shared store, or news from it.
+    Cluster(ClusterInput),
 }
 
 /// Where a connection comes from, as the runtime tells it: an opaque key the relay only
@@ -149,6 +152,9 @@ pub struct RelayConfig {
     /// Federation with relays of other domains (docs/protocol.md "The federation link").
     /// Default `None`: packets for other domains are refused `unknown_recipient`.
     pub federation: Option<FederationConfig>,
+    /// Cluster mode: this relay is one node of several serving the domain through a
+    /// shared store ([`super::cluster`]). Default `None`: a single relay.
+    pub cluster: Option<ClusterMode>,
 }
 
 impl Default for RelayConfig {
@@ -173,6 +179,7 @@ impl Default for RelayConfig {
             registration_window: Duration::from_secs(3600),
             max_registration_sources: 65_536,
             federation: None,
+            cluster: None,
         }
     }
 }
@@ -218,6 +225,9 @@ pub enum RelayOutput {
         /// Its relay's endpoint, from discovery.
         endpoint: String,
     },
+    /// Cluster mode: ask the domain's shared store ([`ClusterOp`]). Nothing waits for it
+    /// but what it names; it reveals nothing, so it need not wait for earlier persists.
+    Cluster(ClusterOp),
 }
 
 /// What happened, for logs and metrics.
@@ -280,6 +290,14 @@ pub enum RelayEvent {
         old: ConnId,
         /// The new one.
         new: ConnId,
+        /// The address.
+        address: Address,
+    },
+    /// Cluster mode: another node announced a later connection of the address; its
+    /// connection here was replaced.
+    ReplacedElsewhere {
+        /// The closed connection.
+        conn: ConnId,
         /// The address.
         address: Address,
     },

@@ -135,6 +135,7 @@
 //! consumed challenge; the relay keeps serving everyone else.
 
 mod auth;
+pub mod cluster;
 pub mod federation;
 mod io;
 mod limits;
@@ -146,6 +147,7 @@ mod route;
 #[cfg(test)]
 mod tests;
 
+pub use cluster::{Claim, ClusterInput, ClusterMode, ClusterOp, Enqueue};
 pub use io::*;
 pub use parse::{parse_frame, verify_send, FrameError, ParsedFrame, Verified};
 
@@ -160,6 +162,7 @@ use crate::rate_limit::{TokenBucket, MILLI};
 use crate::rng::DetRng;
 use crate::time::Timestamp;
 
+use self::cluster::ClusterState;
 use self::federation::{Fed, LinkPhase};
 use self::queue::{Queues, RegRecord, StoredItem, NEXT_ID_KEY, QUEUE_PREFIX, REG_PREFIX};
 
@@ -276,6 +279,8 @@ pub struct Relay {
     counters: Counters,
     /// Federation state (`None`: federation off).
     fed: Option<Box<Fed>>,
+    /// Cluster-mode state (`None`: a single relay).
+    cluster: Option<Box<ClusterState>>,
 }
 
 impl fmt::Debug for Relay {
@@ -294,6 +299,10 @@ impl Relay {
     pub fn new(mut config: RelayConfig, seed: [u8; 32]) -> Self {
         config.domain = config.domain.to_ascii_lowercase();
         let fed = config.federation.as_ref().map(|_| Box::new(Fed::new(seed)));
+        let cluster = config
+            .cluster
+            .as_ref()
+            .map(|m| Box::new(ClusterState::new(m)));
         Relay {
             config,
             rng: DetRng::from_seed(seed),
@@ -312,6 +321,7 @@ impl Relay {
             out: VecDeque::new(),
             counters: Counters::default(),
             fed,
+            cluster,
         }
     }
 
@@ -428,6 +438,7 @@ impl Relay {
                 source,
             } => self.on_dialed(now, domain, conn, source),
             RelayInput::DialFailed { domain, reason } => self.on_dial_failed(now, domain, reason),
+            RelayInput::Cluster(input) => self.on_cluster(now, input),
         }
     }
 
@@ -475,7 +486,13 @@ impl Relay {
         }
         self.reschedule(conn);
         if self.pay_frame(now, conn, &parsed) {
-            self.process_frame(now, conn, parsed, verified);
+            if self.is_parked(conn) {
+                // Behind a frame waiting for the cluster's store: in order, later.
+                self.park_behind(conn, parsed, verified);
+            } else if let Some((parsed, verified)) = self.park_if_unknown(conn, parsed, verified)
+            {
+                self.process_frame(now, conn, parsed, verified);
+            }
         }
         self.settle_strikes(now, conn);
     }
@@ -751,6 +768,9 @@ impl Relay {
                 if self.online.get(address) == Some(&conn) {
                     self.online.remove(address);
                 }
+            }
+            if self.cluster.is_some() {
+                self.cluster_conn_gone(conn, c.address());
             }
         }
     }

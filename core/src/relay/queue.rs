@@ -219,6 +219,13 @@ impl Queues {
         Some(item)
     }
 
+    /// Drops every packet queued for `recipient` (cluster mode: the store keeps them).
+    pub(crate) fn remove_all(&mut self, recipient: &Address) {
+        if let Some(q) = self.by_recipient.remove(recipient) {
+            self.total = self.total.saturating_sub(q.items.len());
+        }
+    }
+
     fn uncount(q: &mut RecipientQueue, thread: &[u8; 16]) {
         if let Some(n) = q.per_thread.get_mut(thread) {
             *n = n.saturating_sub(1);

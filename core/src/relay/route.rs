@@ -72,6 +72,11 @@ impl Relay {
             );
             return;
         }
+        if self.cluster.is_some() {
+            // Cluster mode: answered when the cluster's store made it durable.
+            self.cluster_enqueue(conn, seq, from, &env, env_json);
+            return;
+        }
         let limit = self.config.queue_per_thread;
         if self.queues.thread_len(&env.to, &env.thread) >= limit {
             self.overflow(conn, seq, from, &env, limit);
@@ -183,9 +188,11 @@ impl Relay {
             self.push_event(RelayEvent::AckIgnored { conn, id });
             return;
         }
-        self.out.push_back(RelayOutput::Persist(PersistOp::Delete {
-            key: queue_key(address, id),
-        }));
+        if !self.cluster_remove(id) {
+            self.out.push_back(RelayOutput::Persist(PersistOp::Delete {
+                key: queue_key(address, id),
+            }));
+        }
         self.counters.acked = self.counters.acked.saturating_add(1);
         if let Some(Phase::Authed { in_flight, .. }) =
             self.conns.get_mut(&conn).map(|c| &mut c.phase)

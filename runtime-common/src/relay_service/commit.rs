@@ -143,6 +143,7 @@ impl Committer {
                 RelayOutput::Persist(_)
                 | RelayOutput::Event(_)
                 | RelayOutput::Discover { .. }
+                | RelayOutput::Cluster(_)
                 | RelayOutput::Dial { .. } => {}
             }
         }

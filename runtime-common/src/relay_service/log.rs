@@ -53,6 +53,11 @@ impl Core {
                     info!(old = old.0, new = new.0, %address, "a newer connection replaced the old one")
                 }
             }
+            RelayEvent::ReplacedElsewhere { conn, address } => {
+                if self.log.allow() {
+                    info!(conn = conn.0, %address, "a connection on another node replaced this one")
+                }
+            }
             RelayEvent::Overflow { from, to } => {
                 if self.log.allow() {
                     info!(%from, %to, "thread queue full: overflow notice sent")

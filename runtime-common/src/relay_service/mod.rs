@@ -60,6 +60,7 @@ use self::commit::{Commit, Committer, ToCommitter};
 use self::log::{ClientLog, ConnLog};
 use self::verify::{Verifier, VerifyState};
 
+mod cluster;
 mod commit;
 mod log;
 mod verify;
@@ -83,6 +84,9 @@ pub struct ServiceConfig {
     pub verifiers: usize,
     /// How the relay federates with other domains' relays (`None`: it does not).
     pub federation: Option<crate::federation::Federation>,
+    /// Cluster mode: the NATS cluster this node shares the domain's registry, presence and
+    /// queue through (`None`: a single relay on its own store).
+    pub cluster: Option<crate::cluster::ClusterConfig>,
 }
 
 impl Default for ServiceConfig {
@@ -96,6 +100,7 @@ impl Default for ServiceConfig {
             input_queue: 16_384,
             verifiers: 0,
             federation: None,
+            cluster: None,
         }
     }
 }
@@ -124,6 +129,12 @@ pub enum ServiceError {
     /// The thread could not be started or panicked.
     #[error("relay thread: {0}")]
     Thread(String),
+    /// Cluster mode could not start (the NATS cluster unreachable or misconfigured).
+    #[error("cluster: {0}")]
+    Cluster(#[from] crate::cluster::ClusterError),
+    /// Settings that cannot go together.
+    #[error("{0}")]
+    Settings(String),
 }
 
 /// What a connection task must do.
@@ -421,7 +432,19 @@ pub struct RelayService {
 impl RelayService {
     /// Opens the store, restores the relay and starts its threads.
     pub fn start(cfg: ServiceConfig) -> Result<RelayService, ServiceError> {
+        if cfg.cluster.is_some() && cfg.federation.is_some() {
+            return Err(ServiceError::Settings(
+                "a relay in a cluster does not federate yet: run it without --federate".into(),
+            ));
+        }
+        // A node of a cluster keeps nothing of its own: the cluster holds the registry, the
+        // presence and the queue.
+        let cluster = match &cfg.cluster {
+            Some(c) => Some(Arc::new(crate::cluster::Cluster::connect(c.clone())?)),
+            None => None,
+        };
         let store = match &cfg.data {
+            Some(_) if cluster.is_some() => Store::in_memory()?,
             Some(dir) => {
                 std::fs::create_dir_all(dir).map_err(|source| ServiceError::DataDir {
                     path: dir.clone(),
@@ -439,6 +462,13 @@ impl RelayService {
                 .federation
                 .get_or_insert_with(|| FederationConfig::new(f.keys.key.clone()))
                 .key = f.keys.key.clone();
+        }
+        if let Some(c) = &cfg.cluster {
+            relay_cfg.cluster = Some(a2acp_core::relay::ClusterMode {
+                node: c.node.clone(),
+            });
+            // The cluster's stream holds the per-thread cap, the same on every node.
+            relay_cfg.queue_per_thread = c.queue_per_thread;
         }
         let relay = Relay::restore(relay_cfg, crate::clock::os_seed()?, records)?;
         let st = relay.stats();
@@ -518,8 +548,16 @@ impl RelayService {
             .spawn(move || committer.run())
             .map_err(spawn_err)?;
 
+        let driver = match cluster {
+            Some(c) => {
+                let window = usize::try_from(relay.config().max_in_flight).unwrap_or(256);
+                Some(cluster::ClusterDriver::start(c, tx.clone(), window)?)
+            }
+            None => None,
+        };
         let core = Core {
             relay,
+            cluster: driver,
             rx,
             shards,
             shared,
@@ -627,6 +665,8 @@ impl Drop for RelayService {
 
 struct Core {
     relay: Relay,
+    /// Cluster mode: executes the state machine's requests to the cluster.
+    cluster: Option<cluster::ClusterDriver>,
     rx: flume::Receiver<Msg>,
     shards: Arc<[Shard]>,
     shared: Arc<Shared>,
@@ -856,6 +896,12 @@ impl Core {
                 }
                 RelayOutput::Dial { domain, endpoint } => {
                     let _ = self.tasks.send(Task::Dial { domain, endpoint });
+                }
+                // Questions to the cluster: what waits on them waits in the state machine.
+                RelayOutput::Cluster(op) => {
+                    if let Some(d) = self.cluster.as_mut() {
+                        d.execute(op);
+                    }
                 }
             }
         }

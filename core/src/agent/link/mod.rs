@@ -400,6 +400,11 @@ impl Agent {
                     .pacer
                     .refused(self.shared.now, &self.shared.config.limits);
             }
+            (E::Unavailable, Some(seq)) => {
+                // A relay of a cluster that cannot reach its store accepted nothing:
+                // the packet goes again a little later.
+                self.shared.park(seq, Duration::from_secs(2));
+            }
             (E::QueueFull, Some(seq)) => {
                 self.shared.park(seq, Duration::from_secs(30));
             }
