@@ -120,7 +120,12 @@ pub struct RelayArgs {
     /// in JetStream, replicated (docs/relay.md "A cluster of relays"). Every node of the
     /// domain takes the same --cluster, --domain and queue settings, and its own --node.
     /// The servers must run JetStream with `sync_interval: always`.
-    #[arg(long, value_name = "nats://HOST:PORT[,…]", value_delimiter = ',', requires = "node")]
+    #[arg(
+        long,
+        value_name = "nats://HOST:PORT[,…]",
+        value_delimiter = ',',
+        requires = "node"
+    )]
     pub cluster: Vec<String>,
     /// This node's name in the cluster (unique per node, e.g. its host name).
     #[arg(long, value_name = "NAME", requires = "cluster")]

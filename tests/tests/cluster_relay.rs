@@ -2,8 +2,8 @@
 //! (`a2acp_tests::nats`, started and stopped by each test): agents on different nodes
 //! negotiate as on one relay; registration and last-connect-wins hold across nodes.
 
-use a2acp_tests::nats::NatsCluster;
 use a2acp_runtime::scripted::ScriptedUser;
+use a2acp_tests::nats::NatsCluster;
 use a2acp_tests::*;
 
 per_runtime!(
@@ -28,8 +28,7 @@ async fn dinner_across_two_nodes(rt: Runtime) {
     wait_online(&alice).await;
     wait_online(&bob).await;
     dinner_completes(&alice, &bob, &homes.bob, bob_addr).await;
-    let routed =
-        r1.snapshot().await.stats.routed_total + r2.snapshot().await.stats.routed_total;
+    let routed = r1.snapshot().await.stats.routed_total + r2.snapshot().await.stats.routed_total;
     assert_eq!(routed, 8, "eight packets, each queued once");
     alice.stop().await;
     bob.stop().await;

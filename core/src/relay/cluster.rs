@@ -271,6 +271,18 @@ impl ClusterState {
     }
 }
 
+/// What the store answered about an address, for the frames parked on it.
+enum Answer {
+    /// Its registration (now cached).
+    Known,
+    /// It is not registered.
+    Absent,
+    /// Registered by another node meanwhile: ask whose key.
+    AskAgain,
+    /// The store could not answer.
+    Failed,
+}
+
 /// What a frame needs to know first: the registration of this address.
 enum Need {
     /// Nothing: handle it.
@@ -362,7 +374,10 @@ impl Relay {
             Need::Nothing => Some((parsed, verified)),
             Need::Registration(address) => {
                 let cl = self.cluster.as_mut()?;
-                cl.parked.entry(conn).or_default().push_front((parsed, verified));
+                cl.parked
+                    .entry(conn)
+                    .or_default()
+                    .push_front((parsed, verified));
                 let first = !cl.waiting.contains_key(&address);
                 cl.waiting.entry(address.clone()).or_default().insert(conn);
                 if first {
@@ -500,10 +515,10 @@ impl Relay {
             ClusterInput::Resolved { address, key } => match key {
                 Ok(Some(key)) => {
                     self.cache(&address, key);
-                    self.resume_waiting(now, address, false);
+                    self.resume_waiting(now, address, Answer::Known);
                 }
-                Ok(None) => self.resume_waiting(now, address, false),
-                Err(_) => self.resume_waiting(now, address, true),
+                Ok(None) => self.resume_waiting(now, address, Answer::Absent),
+                Err(_) => self.resume_waiting(now, address, Answer::Failed),
             },
             ClusterInput::Claimed {
                 address,
@@ -517,11 +532,11 @@ impl Relay {
                             address: address.clone(),
                         });
                     }
-                    self.resume_waiting(now, address, false);
+                    self.resume_waiting(now, address, Answer::Known);
                 }
                 // Another key holds it: the parked `register` asks whose, and is refused.
-                Ok(Claim::Taken) => self.resume_waiting(now, address, false),
-                Err(_) => self.resume_waiting(now, address, true),
+                Ok(Claim::Taken) => self.resume_waiting(now, address, Answer::AskAgain),
+                Err(_) => self.resume_waiting(now, address, Answer::Failed),
             },
             ClusterInput::Announced {
                 address,
@@ -614,17 +629,20 @@ impl Relay {
         }
     }
 
-    /// Handles again the frames parked on `address` (refusing those the store could not
-    /// answer for, when `failed`).
-    fn resume_waiting(&mut self, now: Timestamp, address: Address, failed: bool) {
+    /// Handles again the frames parked on `address`, given what the store answered.
+    fn resume_waiting(&mut self, now: Timestamp, address: Address, answer: Answer) {
         let Some(cl) = self.cluster.as_mut() else {
             return;
         };
         let conns = cl.waiting.remove(&address).unwrap_or_default();
-        if failed {
-            cl.failed.insert(address.clone());
-        } else if !self.registry.contains_key(&address) {
-            cl.absent.insert(address.clone());
+        match answer {
+            Answer::Known | Answer::AskAgain => {}
+            Answer::Absent => {
+                cl.absent.insert(address.clone());
+            }
+            Answer::Failed => {
+                cl.failed.insert(address.clone());
+            }
         }
         for conn in conns {
             self.resume(now, conn);

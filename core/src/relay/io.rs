@@ -3,10 +3,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::cluster::{ClusterInput, ClusterMode, ClusterOp};
 use super::federation::{
     DiscoveryError, DomainStats, FederationConfig, FederationEvent, RemoteRelay,
 };
-use super::cluster::{ClusterInput, ClusterMode, ClusterOp};
 use super::{FrameError, ParsedFrame, Verified};
 use crate::address::Address;
 use crate::link::ErrorCode;

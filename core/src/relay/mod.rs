@@ -489,8 +489,7 @@ impl Relay {
             if self.is_parked(conn) {
                 // Behind a frame waiting for the cluster's store: in order, later.
                 self.park_behind(conn, parsed, verified);
-            } else if let Some((parsed, verified)) = self.park_if_unknown(conn, parsed, verified)
-            {
+            } else if let Some((parsed, verified)) = self.park_if_unknown(conn, parsed, verified) {
                 self.process_frame(now, conn, parsed, verified);
             }
         }

@@ -15,6 +15,8 @@ use crate::link::{
 };
 use crate::persist;
 
+mod cluster;
+
 const T0: Timestamp = Timestamp::from_secs(1_800_000_000);
 
 fn addr(user: &str) -> Address {
