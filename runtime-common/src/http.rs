@@ -112,6 +112,13 @@ pub fn answer(
                 "a2acp relay: this relay does not federate\n",
             ),
         },
+        // A node of a cluster that lost the cluster accepts nothing: out of the load
+        // balancer's rotation until it is back.
+        (Route::Healthz, Some(s)) if s.cluster.as_ref().is_some_and(|c| !c.connected) => response(
+            "503 Service Unavailable",
+            "text/plain",
+            "cluster unreachable\n",
+        ),
         (Route::Healthz, Some(_)) => response("200 OK", "text/plain", "ok\n"),
         (Route::Healthz | Route::Metrics, None) => {
             response("503 Service Unavailable", "text/plain", "relay stopping\n")
@@ -256,7 +263,46 @@ pub fn render_metrics(s: &RelaySnapshot) -> String {
         );
     }
     render_federation(&mut out, st);
+    if let Some(c) = &s.cluster {
+        render_cluster(&mut out, c, st.cluster_waiting);
+    }
     out
+}
+
+/// The cluster figures of a node (cluster mode only).
+fn render_cluster(out: &mut String, c: &crate::cluster::ClusterHealth, waiting: usize) {
+    write_metric(
+        out,
+        "a2acp_relay_cluster_connected",
+        "gauge",
+        "1 while this node's connection to the NATS cluster is up.",
+        u64::from(c.connected),
+    );
+    write_metric(
+        out,
+        "a2acp_relay_cluster_waiting",
+        "gauge",
+        "Requests to the cluster not yet answered (enqueues awaiting JetStream's ack, registrations).",
+        waiting as u64,
+    );
+    write_metric(
+        out,
+        "a2acp_relay_cluster_queued_packets",
+        "gauge",
+        "Packets the cluster's queue stream holds, every node's recipients.",
+        c.queued,
+    );
+    let _ = writeln!(
+        out,
+        "# HELP a2acp_relay_cluster_node Relay nodes alive in the cluster (1 for this node).\n# TYPE a2acp_relay_cluster_node gauge"
+    );
+    for n in &c.nodes {
+        let _ = writeln!(
+            out,
+            "a2acp_relay_cluster_node{{node=\"{n}\"}} {}",
+            u8::from(*n == c.node)
+        );
+    }
 }
 
 /// Federation's figures per remote domain (nothing when the relay does not federate).

@@ -89,6 +89,22 @@ pub struct RelayStatus {
     pub refusals: BTreeMap<String, u64>,
     /// Remote domains (empty when the relay does not federate).
     pub federation: BTreeMap<String, DomainStatus>,
+    /// Cluster mode: the node's link and the nodes alive (`None`: a single relay).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterStatus>,
+}
+
+/// A cluster node's view of its cluster.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ClusterStatus {
+    /// The node's connection to NATS is up.
+    pub connected: bool,
+    /// Requests to the cluster not yet answered.
+    pub waiting: u64,
+    /// Packets the cluster holds queued.
+    pub queued: u64,
+    /// The nodes alive, and which one answered (`true`).
+    pub nodes: BTreeMap<String, bool>,
 }
 
 /// Reads the status of the relay at `url` (`http://HOST:PORT` or `https://…`).
@@ -170,6 +186,21 @@ pub fn parse(text: &str) -> RelayStatus {
             ("a2acp_relay_queued_packets", None) => s.queued = u,
             ("a2acp_relay_packets_routed_total", None) => s.routed = u,
             ("a2acp_relay_packets_acked_total", None) => s.acked = u,
+            ("a2acp_relay_cluster_connected", None) => {
+                s.cluster.get_or_insert_with(Default::default).connected = v > 0
+            }
+            ("a2acp_relay_cluster_waiting", None) => {
+                s.cluster.get_or_insert_with(Default::default).waiting = u
+            }
+            ("a2acp_relay_cluster_queued_packets", None) => {
+                s.cluster.get_or_insert_with(Default::default).queued = u
+            }
+            ("a2acp_relay_cluster_node", Some(node)) => {
+                s.cluster
+                    .get_or_insert_with(Default::default)
+                    .nodes
+                    .insert(node, v > 0);
+            }
             ("a2acp_relay_refusals_total", Some(reason)) => {
                 s.refusals.insert(reason, u);
             }
@@ -225,6 +256,35 @@ pub fn render(url: &str, s: &RelayStatus) -> String {
             refusals.join(", ")
         }
     );
+    if let Some(c) = &s.cluster {
+        let nodes: Vec<String> = c
+            .nodes
+            .iter()
+            .map(|(n, this)| {
+                if *this {
+                    format!("{n} (this one)")
+                } else {
+                    n.clone()
+                }
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "  cluster: {}   nodes: {}   queued in the cluster: {}   waiting on it: {}",
+            if c.connected {
+                "connected"
+            } else {
+                "UNREACHABLE"
+            },
+            if nodes.is_empty() {
+                "none yet".to_string()
+            } else {
+                nodes.join(", ")
+            },
+            c.queued,
+            c.waiting
+        );
+    }
     if s.federation.is_empty() {
         let _ = writeln!(out, "  federation: off, or no other domain yet");
         return out;

@@ -30,6 +30,26 @@ async fn dinner_across_two_nodes(rt: Runtime) {
     dinner_completes(&alice, &bob, &homes.bob, bob_addr).await;
     let routed = r1.snapshot().await.stats.routed_total + r2.snapshot().await.stats.routed_total;
     assert_eq!(routed, 8, "eight packets, each queued once");
+    // Each node shows its link and the nodes alive.
+    let url = format!("http://{}", r2.addr());
+    let status = eventually(15, "both nodes listed", || {
+        let url = url.clone();
+        async move {
+            let s = tokio::task::spawn_blocking(move || {
+                a2acp_runtime::relay_status::fetch(&url, None).unwrap()
+            })
+            .await
+            .unwrap();
+            (s.cluster.as_ref()?.nodes.len() == 2).then_some(s)
+        }
+    })
+    .await;
+    let c = status.cluster.unwrap();
+    assert!(c.connected);
+    assert_eq!(
+        c.nodes.into_iter().collect::<Vec<_>>(),
+        vec![("r1".to_string(), false), ("r2".to_string(), true)]
+    );
     alice.stop().await;
     bob.stop().await;
     r1.stop(true).await;

@@ -261,6 +261,15 @@ pub(super) struct ClusterState {
 }
 
 impl ClusterState {
+    /// Questions to the store not yet answered.
+    pub(super) fn waiting(&self) -> usize {
+        self.sends
+            .values()
+            .filter(|s| s.result.is_none())
+            .count()
+            .saturating_add(self.waiting.len())
+    }
+
     pub(super) fn new(mode: &ClusterMode) -> Self {
         ClusterState {
             node: mode.node.clone(),

@@ -351,6 +351,9 @@ pub struct RelayStats {
     pub registration_sources: usize,
     /// Federation figures per remote domain (empty when federation is off).
     pub federation: BTreeMap<String, DomainStats>,
+    /// Cluster mode: questions to the cluster's store not yet answered (enqueues,
+    /// registrations to read or claim).
+    pub cluster_waiting: usize,
 }
 
 /// Why [`super::Relay::restore`] failed.

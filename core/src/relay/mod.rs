@@ -653,6 +653,7 @@ impl Relay {
             registrations_limited: self.counters.registrations_limited,
             registration_sources: self.sources.len(),
             federation: self.fed_stats(),
+            cluster_waiting: self.cluster.as_ref().map_or(0, |c| c.waiting()),
         }
     }
 

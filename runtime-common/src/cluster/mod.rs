@@ -17,6 +17,7 @@
 //!   the per-thread cap, deduplication by packet id, delivery ids, reading a recipient's
 //!   packets from any node.
 
+pub mod health;
 pub mod presence;
 pub mod queue;
 pub mod registry;
@@ -27,6 +28,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+pub use health::ClusterHealth;
 pub use presence::{Presence, PresenceWatch};
 pub use queue::{Enqueued, Queued, Watch};
 pub use registry::Claim;
@@ -136,6 +138,7 @@ pub(crate) struct Link {
     pub(crate) registry: registry::Registry,
     pub(crate) presence: async_nats::jetstream::kv::Store,
     pub(crate) queue: queue::Queue,
+    pub(crate) nodes: async_nats::jetstream::kv::Store,
 }
 
 /// A relay node's link to the NATS cluster: one thread, one connection.
@@ -143,6 +146,7 @@ pub struct Cluster {
     jobs: flume::Sender<Job>,
     thread: Option<std::thread::JoinHandle<()>>,
     config: ClusterConfig,
+    health: Arc<health::HealthCell>,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -162,6 +166,8 @@ impl Cluster {
         let (jobs, rx) = flume::unbounded::<Job>();
         let (ready_tx, ready_rx) = flume::bounded::<Result<(), ClusterError>>(1);
         let thread_config = config.clone();
+        let health = Arc::new(health::HealthCell::default());
+        let cell = health.clone();
         let thread = std::thread::Builder::new()
             .name(format!("cluster-{}", config.node))
             .spawn(move || {
@@ -176,7 +182,7 @@ impl Cluster {
                     }
                 };
                 runtime.block_on(async move {
-                    let link = match Link::open(thread_config).await {
+                    let link = match Link::open(thread_config, cell).await {
                         Ok(link) => {
                             let _ = ready_tx.send(Ok(()));
                             link
@@ -194,11 +200,14 @@ impl Cluster {
             })
             .map_err(|e| ClusterError::Unreachable(e.to_string()))?;
         ready_rx.recv().unwrap_or(Err(ClusterError::Stopped))?;
-        Ok(Cluster {
+        let cluster = Cluster {
             jobs,
             thread: Some(thread),
             config,
-        })
+            health,
+        };
+        cluster.beat();
+        Ok(cluster)
     }
 
     /// This node's configuration.
@@ -329,16 +338,36 @@ pub(crate) async fn open_bucket(
 }
 
 impl Link {
-    async fn open(config: ClusterConfig) -> Result<Link, ClusterError> {
+    async fn open(
+        config: ClusterConfig,
+        health: Arc<health::HealthCell>,
+    ) -> Result<Link, ClusterError> {
+        let events = health.clone();
         let client = tokio::time::timeout(
             config.request_timeout,
             async_nats::ConnectOptions::new()
                 .name(format!("a2acp-relay {}", config.node))
+                .event_callback(move |event| {
+                    let events = events.clone();
+                    async move {
+                        let up = match event {
+                            async_nats::Event::Connected => true,
+                            async_nats::Event::Disconnected => false,
+                            _ => return,
+                        };
+                        events
+                            .connected
+                            .store(up, std::sync::atomic::Ordering::Relaxed);
+                    }
+                })
                 .connect(config.urls.as_slice()),
         )
         .await
         .map_err(|_| ClusterError::Timeout(config.request_timeout))?
         .map_err(|e| ClusterError::Unreachable(e.to_string()))?;
+        health
+            .connected
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         let js = async_nats::jetstream::new(client);
         // Reachable but perhaps not ready: after a restart of the cluster its streams
         // elect their leaders first. Try again until `connect_timeout`.
@@ -348,17 +377,19 @@ impl Link {
                 let registry = registry::open(&js, &config).await?;
                 let presence = presence::open(&js, &config).await?;
                 let queue = queue::open(&js, &config).await?;
-                Ok::<_, ClusterError>((registry, presence, queue))
+                let nodes = health::open(&js, &config).await?;
+                Ok::<_, ClusterError>((registry, presence, queue, nodes))
             };
             let attempt = tokio::time::timeout(config.request_timeout, open).await;
             let error = match attempt {
-                Ok(Ok((registry, presence, queue))) => {
+                Ok(Ok((registry, presence, queue, nodes))) => {
                     return Ok(Link {
                         request_timeout: config.request_timeout,
                         js: js.clone(),
                         registry,
                         presence,
                         queue,
+                        nodes,
                     })
                 }
                 Ok(Err(e @ ClusterError::Misconfigured(_))) => return Err(e),

@@ -79,7 +79,7 @@ impl Watch {
 
 /// The stream, for the node's link.
 pub(crate) struct Queue {
-    stream: stream::Stream,
+    pub(super) stream: stream::Stream,
 }
 
 /// The subject of `recipient`'s packets in `thread`.

@@ -161,6 +161,11 @@ impl ClusterDriver {
         }
     }
 
+    /// The node's link to the cluster.
+    pub(super) fn health(&self) -> crate::cluster::ClusterHealth {
+        self.cluster.health()
+    }
+
     /// Feeds `pending`'s answer, mapped by `f`, to the state machine.
     fn answer<T: Send + 'static>(
         &self,

@@ -165,6 +165,8 @@ pub struct RelaySnapshot {
     /// Log lines about clients (refusals, closed connections) not written because of the
     /// log's rate limits (module documentation); they are counted in summaries instead.
     pub log_lines_suppressed: u64,
+    /// Cluster mode: the node's link to the cluster.
+    pub cluster: Option<crate::cluster::ClusterHealth>,
 }
 
 /// Most frames a verifier takes at once (and most signatures in one batch verification).
@@ -805,6 +807,7 @@ impl Core {
                     commits: 0,
                     batches: self.batches,
                     log_lines_suppressed: 0,
+                    cluster: self.cluster.as_ref().map(|d| d.health()),
                 };
                 self.pending.replies.push((tx, snap));
             }
