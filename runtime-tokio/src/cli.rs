@@ -526,6 +526,10 @@ pub(crate) enum BenchCmd {
     /// same-domain latency and CPU per packet at a fixed rate, and the time to deliver a
     /// backlog after a partition between the relays.
     Federation(a2acp_tokio::bench::federation::FederationBenchArgs),
+    /// One relay on SQLite, then relay nodes on a NATS cluster (yours: --nats), the agents
+    /// spread over them, then every packet crossing nodes: latency and CPU per packet of
+    /// the relays and the NATS servers at a fixed rate.
+    Cluster(a2acp_tokio::bench::cluster::ClusterBenchArgs),
     /// The bare WebSocket forwarder the relay benchmark compares with (started by it).
     #[command(hide = true)]
     Forwarder(a2acp_tokio::bench::ForwarderArgs),

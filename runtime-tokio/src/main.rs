@@ -233,6 +233,11 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
             a2acp_tokio::bench::attack::run(a).await?;
             Ok(ExitCode::SUCCESS)
         }
+        Cmd::Bench(BenchCmd::Cluster(a)) => {
+            init_tracing("warn", None);
+            a2acp_tokio::bench::cluster::run(a).await?;
+            Ok(ExitCode::SUCCESS)
+        }
         Cmd::Bench(BenchCmd::Federation(a)) => {
             init_tracing("warn", None);
             a2acp_tokio::bench::federation::run(a).await?;

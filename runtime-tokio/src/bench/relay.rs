@@ -158,7 +158,7 @@ async fn connect_from(url: &str, i: usize) -> Result<crate::ws::Ws, BenchError> 
         .map_err(|e| e.to_string())
 }
 
-async fn register(url: &str, i: usize) -> Result<crate::ws::Ws, BenchError> {
+pub(super) async fn register(url: &str, i: usize) -> Result<crate::ws::Ws, BenchError> {
     let mut ws = connect_from(url, i).await?;
     let id = IdentityKey::from_seed(seed(i));
     let addr = address(i);
@@ -215,7 +215,7 @@ fn address(i: usize) -> Address {
 }
 
 /// The pre-built frames of one agent and the sig-prefix → slot map entries.
-struct Prebuilt {
+pub(super) struct Prebuilt {
     frames: Vec<Utf8Bytes>,
     keys: Vec<[u8; 11]>,
 }
@@ -230,7 +230,9 @@ fn sig_key(frame: &[u8]) -> Option<[u8; 11]> {
     frame.get(i..i + 11)?.try_into().ok()
 }
 
-fn prebuild(n: usize, per_agent: usize, payload: usize) -> Vec<Prebuilt> {
+/// Each agent's `per_agent` frames to random peers; with `cross` > 1, peers on another node
+/// than the sender's (agent `i` on node `i % cross`).
+pub(super) fn prebuild(n: usize, per_agent: usize, payload: usize, cross: usize) -> Vec<Prebuilt> {
     let body = vec![b'x'; payload];
     let ids: Vec<IdentityKey> = (0..n).map(|i| IdentityKey::from_seed(seed(i))).collect();
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;
@@ -244,6 +246,9 @@ fn prebuild(n: usize, per_agent: usize, payload: usize) -> Vec<Prebuilt> {
                 rng ^= rng << 17;
                 let mut j = (rng % n as u64) as usize;
                 if j == i {
+                    j = (j + 1) % n;
+                }
+                while cross > 1 && j % cross == i % cross {
                     j = (j + 1) % n;
                 }
                 let mut s = ThreadSession::new(seed(i * 1000 + k));
@@ -320,7 +325,7 @@ pub async fn run(a: BenchArgs) -> Result<(), BenchError> {
     let pid = relay.id().unwrap_or(0);
 
     let t = Instant::now();
-    let prebuilt = tokio::task::spawn_blocking(move || prebuild(n, 8, a.payload))
+    let prebuilt = tokio::task::spawn_blocking(move || prebuild(n, 8, a.payload, 0))
         .await
         .map_err(|e| e.to_string())?;
     let frame_len = prebuilt[0].frames[0].len();
@@ -430,7 +435,7 @@ pub async fn run(a: BenchArgs) -> Result<(), BenchError> {
     Ok(())
 }
 
-async fn drive_relay(
+pub(super) async fn drive_relay(
     conns: Vec<crate::ws::Ws>,
     prebuilt: Vec<Prebuilt>,
     a: &BenchArgs,
