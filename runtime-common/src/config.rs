@@ -3,6 +3,7 @@
 //! ```toml
 //! address = "agent:alice@localhost"
 //! relay = "ws://127.0.0.1:7447"   # or wss://relay.example.org (TLS, port 443 by default)
+//! # relay = ["wss://a.example.org", "wss://b.example.org"]   # or several doors of one domain
 //! relay_ca = "relay-ca.pem"        # optional: a private CA for a wss:// relay (PEM), relative to the home
 //!
 //! [profile]            # what the agent knows about its user (shared only as tiers allow)
@@ -129,8 +130,9 @@ pub struct LimitsFile {
 pub struct AgentFile {
     /// `agent:<user>@<relay domain>`.
     pub address: String,
-    /// The relay's WebSocket URL, `ws://host:port` or `wss://host:port` (TLS).
-    pub relay: String,
+    /// The relay's WebSocket URL, `ws://host:port` or `wss://host:port` (TLS); or a list
+    /// of URLs of the same domain's relay (its doors), tried in turn ([`RelayUrls`]).
+    pub relay: RelayUrls,
     /// A PEM file of certificate authorities trusted for a `wss://` relay besides the
     /// web PKI roots (a private CA or a self-signed relay certificate); relative to the
     /// agent's home.
@@ -169,10 +171,10 @@ pub struct AgentFile {
 
 impl AgentFile {
     /// A new file with the onboarding defaults of §14.1 and the given profile.
-    pub fn new(address: &Address, relay: &str, profile: toml::Table) -> Self {
+    pub fn new(address: &Address, relay: impl Into<RelayUrls>, profile: toml::Table) -> Self {
         AgentFile {
             address: address.to_string(),
-            relay: relay.to_string(),
+            relay: relay.into(),
             relay_ca: None,
             use_llm: false,
             llm: None,
@@ -201,10 +203,6 @@ impl AgentFile {
             message: e.to_string(),
         })?;
         f.agent_config(path)?;
-        relay_url(&f.relay).map_err(|message| ConfigError::Invalid {
-            path: path.to_path_buf(),
-            message,
-        })?;
         crate::actions::check_config(&f.actions).map_err(|message| ConfigError::Invalid {
             path: path.to_path_buf(),
             message,
@@ -399,6 +397,137 @@ pub fn relay_is_tls(url: &str) -> bool {
     url.starts_with("wss://")
 }
 
+/// The relay URLs of an agent, its *doors*: one URL, or several of the same domain's
+/// relay (nodes of a cluster, or a relay reachable by several routes), tried in turn
+/// ([`crate::daemon::Doors`]). Never empty.
+///
+/// In `config.toml`, `relay = "ws://…"` (one URL, written back as a string) or
+/// `relay = ["wss://a…", "wss://b…"]`; reading the file checks every URL
+/// ([`relay_url`]) and refuses an empty list or a URL listed twice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelayUrls(Vec<String>);
+
+impl RelayUrls {
+    /// Checks a list: not empty, every URL a relay URL ([`relay_url`]), none twice. The
+    /// error names the URL at fault.
+    pub fn new(urls: Vec<String>) -> Result<Self, String> {
+        if urls.is_empty() {
+            return Err("relay: the list of relay URLs is empty; give at least one \
+                 (ws://HOST:PORT or wss://HOST[:PORT])"
+                .into());
+        }
+        for (i, u) in urls.iter().enumerate() {
+            relay_url(u)?;
+            if urls[..i].contains(u) {
+                return Err(format!("relay URL `{u}` is listed twice"));
+            }
+        }
+        Ok(RelayUrls(urls))
+    }
+
+    /// Parses a list written on one line: URLs separated by commas and/or spaces (the
+    /// onboarding's answer), checked as by [`RelayUrls::new`].
+    pub fn parse_line(line: &str) -> Result<Self, String> {
+        Self::new(
+            line.split([',', ' ', '\t'])
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect(),
+        )
+    }
+
+    /// The URLs, in the order they are tried.
+    pub fn urls(&self) -> &[String] {
+        &self.0
+    }
+
+    /// The first URL (the door tried first).
+    pub fn first(&self) -> &str {
+        &self.0[0]
+    }
+
+    /// How many.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Never: a list of relay URLs is not empty (for clippy's `len_without_is_empty`).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// One URL, taken as given (it is checked when dialled, as a single URL always was).
+impl From<&str> for RelayUrls {
+    fn from(url: &str) -> Self {
+        RelayUrls(vec![url.to_string()])
+    }
+}
+
+/// One URL, taken as given.
+impl From<&String> for RelayUrls {
+    fn from(url: &String) -> Self {
+        RelayUrls(vec![url.clone()])
+    }
+}
+
+/// One URL, taken as given.
+impl From<String> for RelayUrls {
+    fn from(url: String) -> Self {
+        RelayUrls(vec![url])
+    }
+}
+
+impl From<&RelayUrls> for RelayUrls {
+    fn from(urls: &RelayUrls) -> Self {
+        urls.clone()
+    }
+}
+
+/// The URLs separated by `, ` (as `agent run` and `agent init` print them).
+impl std::fmt::Display for RelayUrls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0.join(", "))
+    }
+}
+
+impl Serialize for RelayUrls {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        // One URL stays a string, as in every file written before lists existed.
+        match self.0.as_slice() {
+            [one] => s.serialize_str(one),
+            many => many.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for RelayUrls {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Vec<String>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a relay URL (ws://… or wss://…) or a list of them")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(vec![v.to_string()])
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut v = Vec::new();
+                while let Some(u) = seq.next_element::<String>()? {
+                    v.push(u);
+                }
+                Ok(v)
+            }
+        }
+        let urls = d.deserialize_any(V)?;
+        RelayUrls::new(urls).map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -500,6 +629,80 @@ mod tests {
             (4, 2, 3, 10_000, 5)
         );
         assert_eq!(l.max_round_trips, Limits::default().max_round_trips);
+    }
+
+    #[test]
+    fn config_relay_is_one_url_as_before_or_a_list_of_doors() {
+        let path = Path::new("c.toml");
+        // A file written before lists existed reads as one door and is written back
+        // the same way.
+        let old = "address = \"agent:bob@localhost\"\nrelay = \"ws://localhost:7447\"\n";
+        let f = AgentFile::parse(old, path).unwrap();
+        assert_eq!(f.relay.urls(), ["ws://localhost:7447"]);
+        assert!(
+            f.to_toml().contains("\nrelay = \"ws://localhost:7447\"\n"),
+            "{}",
+            f.to_toml()
+        );
+        let list = "address = \"agent:bob@localhost\"\n\
+                    relay = [\"wss://a.example.org\", \"ws://10.0.0.2:7447/x\"]\n";
+        let f = AgentFile::parse(list, path).unwrap();
+        assert_eq!(
+            f.relay.urls(),
+            ["wss://a.example.org", "ws://10.0.0.2:7447/x"]
+        );
+        assert_eq!(f.relay.first(), "wss://a.example.org");
+        assert_eq!(
+            f.relay.to_string(),
+            "wss://a.example.org, ws://10.0.0.2:7447/x"
+        );
+        let g = AgentFile::parse(&f.to_toml(), path).unwrap();
+        assert_eq!(f, g, "a list is written back as a list");
+        // A list of one is one door.
+        let f = AgentFile::parse(
+            "address = \"agent:bob@localhost\"\nrelay = [\"ws://h:1\"]\n",
+            path,
+        )
+        .unwrap();
+        assert_eq!(f.relay, RelayUrls::from("ws://h:1"));
+    }
+
+    #[test]
+    fn config_relay_list_errors_name_the_bad_url() {
+        let path = Path::new("c.toml");
+        let parse = |relay: &str| {
+            AgentFile::parse(
+                &format!("address = \"agent:bob@localhost\"\nrelay = {relay}\n"),
+                path,
+            )
+            .unwrap_err()
+            .to_string()
+        };
+        let e = parse("[\"ws://a:1\", \"http://b:2\"]");
+        assert!(e.contains("`http://b:2`") && e.contains("ws://"), "{e}");
+        assert!(e.contains("c.toml"), "{e}");
+        let e = parse("[\"ws://a:1\", \"ws://b:x\"]");
+        assert!(e.contains("`ws://b:x`") && e.contains("bad port"), "{e}");
+        let e = parse("[]");
+        assert!(e.contains("list of relay URLs is empty"), "{e}");
+        let e = parse("[\"ws://a:1\", \"ws://a:1\"]");
+        assert!(e.contains("`ws://a:1` is listed twice"), "{e}");
+        let e = parse("7447");
+        assert!(e.contains("a relay URL (ws://… or wss://…) or a list"), "{e}");
+        let e = parse("[\"ws://a:1\", 2]");
+        assert!(e.contains("relay"), "{e}");
+    }
+
+    #[test]
+    fn config_relay_line_takes_commas_or_spaces() {
+        let r = RelayUrls::parse_line("ws://a:1, wss://b  ws://c:3,").unwrap();
+        assert_eq!(r.urls(), ["ws://a:1", "wss://b", "ws://c:3"]);
+        assert!(RelayUrls::parse_line(" , ")
+            .unwrap_err()
+            .contains("empty"));
+        assert!(RelayUrls::parse_line("ws://a:1,ftp://b")
+            .unwrap_err()
+            .contains("`ftp://b`"));
     }
 
     #[test]

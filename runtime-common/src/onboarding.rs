@@ -11,6 +11,8 @@ use std::io::{BufRead, Write};
 use a2acp_core::agent::{PermissionTiers, Tier};
 use a2acp_core::Address;
 
+use crate::config::RelayUrls;
+
 /// The relay a new agent uses unless told otherwise.
 pub const DEFAULT_RELAY: &str = "ws://127.0.0.1:7447";
 
@@ -38,8 +40,8 @@ const RETRIES: usize = 3;
 /// What was given on the command line: not asked again.
 #[derive(Debug, Clone, Default)]
 pub struct Given {
-    /// `--relay`.
-    pub relay: Option<String>,
+    /// `--relay` (given once, or several times for several doors).
+    pub relay: Option<RelayUrls>,
     /// `--name`.
     pub name: Option<String>,
     /// `--timezone`.
@@ -51,8 +53,8 @@ pub struct Given {
 pub struct Onboarding {
     /// The agent's address.
     pub address: Address,
-    /// The relay's URL.
-    pub relay: String,
+    /// The relay's URL, or its URLs (doors) in the order tried.
+    pub relay: RelayUrls,
     /// The user's name.
     pub name: String,
     /// Where the user is roughly based (profile `general_area`), if said.
@@ -138,9 +140,13 @@ pub fn run(
     )?;
     let relay = match &given.relay {
         Some(r) => r.clone(),
-        None => ask(input, out, "The relay", Some(DEFAULT_RELAY), |s| {
-            crate::config::relay_url(s).map(|_| s.to_string())
-        })?,
+        None => ask(
+            input,
+            out,
+            "The relay (several URLs of one domain: separate them with commas)",
+            Some(DEFAULT_RELAY),
+            RelayUrls::parse_line,
+        )?,
     };
     writeln!(
         out,
@@ -293,7 +299,7 @@ mod tests {
         assert_eq!(o.area.as_deref(), Some("Reading, UK"));
         assert_eq!(o.timezone, "Europe/London");
         assert_eq!(o.address.to_string(), "agent:jono@localhost");
-        assert_eq!(o.relay, DEFAULT_RELAY);
+        assert_eq!(o.relay, RelayUrls::from(DEFAULT_RELAY));
         assert_eq!(o.permissions, PermissionTiers::onboarding_defaults());
         assert!(
             out.contains("Timezone auto-detected: Europe/London"),
@@ -337,7 +343,7 @@ mod tests {
         let o = r.unwrap();
         assert_eq!((o.name.as_str(), o.timezone.as_str()), ("Ana", "UTC"));
         assert_eq!(o.address.to_string(), "agent:ana@localhost");
-        assert_eq!(o.relay, "ws://127.0.0.1:9");
+        assert_eq!(o.relay.urls(), ["ws://127.0.0.1:9"]);
         let (r, out) = onboard(
             "Al\n\n\nAgent:Al@localhost\nno\nno\nno\n",
             &Given::default(),
@@ -347,5 +353,16 @@ mod tests {
             "{out}"
         );
         assert!(matches!(r, Err(OnboardingError::Unusable { .. })));
+    }
+
+    #[test]
+    fn onboarding_takes_several_relay_doors_on_one_line() {
+        let (r, out) = onboard(
+            "Jo\n\n\n\nws://a:1, http://b\nws://a:1, wss://b.example.org\n\n\n\n\n\n",
+            &Given::default(),
+        );
+        let o = r.unwrap();
+        assert!(out.contains("`http://b` must start with ws://"), "{out}");
+        assert_eq!(o.relay.urls(), ["ws://a:1", "wss://b.example.org"]);
     }
 }

@@ -6,15 +6,16 @@ use std::time::Duration;
 
 use a2acp_core::Address;
 use a2acp_runtime::agent_host::AgentHost;
-use a2acp_runtime::config::AgentFile;
+use a2acp_runtime::config::{AgentFile, RelayUrls};
 use a2acp_runtime::control::{self, Request};
 use a2acp_runtime::home::Home;
 use a2acp_runtime::store::Durability;
 use a2acp_tokio::agent::{self, RunOptions};
 
-/// The relay `agent init` is given: its URL and, for a private CA, the CA's file.
+/// The relay `agent init` is given: its URL (or URLs, its doors) and, for a private CA,
+/// the CA's file.
 pub(crate) struct RelayTarget {
-    pub(crate) url: String,
+    pub(crate) urls: RelayUrls,
     pub(crate) ca: Option<PathBuf>,
 }
 
@@ -31,7 +32,7 @@ pub(crate) async fn agent_init(
     onboarded: Option<a2acp_runtime::onboarding::Onboarding>,
 ) -> Result<ExitCode, String> {
     let addr = Address::parse(address).map_err(|e| format!("--address `{address}`: {e}"))?;
-    let relay = target.url.as_str();
+    let relay = &target.urls;
     if addr.to_string() != address {
         // Addresses are case-insensitive and kept in lower case (SPEC-NOTES, addresses):
         // the one you create is the one you give others, so it is spelled as stored.
@@ -39,16 +40,20 @@ pub(crate) async fn agent_init(
             "--address `{address}`: addresses are lower case; use `{addr}`"
         ));
     }
-    a2acp_runtime::config::relay_url(relay)?;
+    RelayUrls::new(relay.urls().to_vec())?;
     // The CA file is checked (and made absolute, so the home may be moved) before anything
     // is written.
     let ca = match &target.ca {
         Some(p) => {
             let abs = std::fs::canonicalize(p).map_err(|e| format!("--ca {}: {e}", p.display()))?;
             a2acp_runtime::tls::ClientTls::new(Some(&abs)).map_err(|e| e.to_string())?;
-            if !a2acp_runtime::config::relay_is_tls(relay) {
+            if !relay
+                .urls()
+                .iter()
+                .any(|u| a2acp_runtime::config::relay_is_tls(u))
+            {
                 return Err(format!(
-                    "--ca is for a wss:// relay; {relay} is plain ws://"
+                    "--ca is for a wss:// relay; {relay}: plain ws://"
                 ));
             }
             Some(abs)
@@ -116,18 +121,23 @@ pub(crate) async fn agent_init(
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     let mut registered = false;
     let mut refused: Option<control::RefusedInfo> = None;
+    let mut door = None;
     while tokio::time::Instant::now() < deadline && !registered && refused.is_none() {
         if let Ok(r) = h.request(Request::Status).await {
             if let Ok(s) = serde_json::from_value::<control::StatusInfo>(r.data) {
                 registered = s.online;
                 refused = s.refused;
+                door = s.door;
             }
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let _ = h.stop().await;
     match (registered, refused) {
-        (true, _) => println!("  registered    with {relay}"),
+        (true, _) => println!(
+            "  registered    with {}",
+            door.as_deref().unwrap_or(relay.first())
+        ),
         (false, Some(r)) => {
             // Nothing of a home the relay refused stays behind.
             for f in [home.key(), home.config(), home.db()] {
@@ -154,10 +164,17 @@ pub(crate) async fn agent_init(
             ));
         }
         (false, None) => {
-            // Why, in one more attempt: e.g. a wss:// relay whose certificate is not trusted.
-            let why = match a2acp_tokio::ws::connect_with(relay, tls.as_ref()).await {
-                Err(e) => format!(" ({e})"),
-                Ok(_) => String::new(),
+            // Why, in one more attempt per door: e.g. a wss:// relay whose certificate
+            // is not trusted.
+            let mut why = Vec::new();
+            for url in relay.urls() {
+                if let Err(e) = a2acp_tokio::ws::connect_with(url, tls.as_ref()).await {
+                    why.push(e.to_string());
+                }
+            }
+            let why = match why.is_empty() {
+                true => String::new(),
+                false => format!(" ({})", why.join("; ")),
             };
             println!(
                 "  registration  {relay} not reachable now{why}; it happens on the first `a2acp agent run`"

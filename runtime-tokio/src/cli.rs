@@ -223,9 +223,11 @@ pub(crate) enum AgentCmd {
         #[arg(long)]
         address: Option<String>,
         /// The relay, ws://HOST:PORT, or wss://HOST[:PORT] for a relay serving TLS
-        /// (required with --address; absent: asked).
-        #[arg(long)]
-        relay: Option<String>,
+        /// (required with --address; absent: asked). Repeat it for a relay of several
+        /// nodes (`--relay wss://a.example.org --relay wss://b.example.org`): the agent
+        /// uses the first it reaches and moves to the next when one is unreachable.
+        #[arg(long, value_name = "URL")]
+        relay: Vec<String>,
         /// For a wss:// relay whose certificate is issued by a private CA (or is
         /// self-signed): that CA's certificate(s), PEM. Trusted besides the web PKI roots;
         /// its absolute path is written to config.toml as `relay_ca`.

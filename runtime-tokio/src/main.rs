@@ -94,6 +94,13 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
             // What goes wrong is said by `agent init` itself (refusal, relay unreachable).
             init_tracing("error", None);
             let mut onboarded = None;
+            let relay = match relay.is_empty() {
+                true => None,
+                false => Some(
+                    a2acp_runtime::config::RelayUrls::new(relay)
+                        .map_err(|e| format!("--relay: {e}"))?,
+                ),
+            };
             let (address, relay) = match (address, relay) {
                 (Some(a), Some(r)) => (a, r),
                 (Some(_), None) => return Err("--address needs --relay".into()),
@@ -116,7 +123,7 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
                     r
                 }
             };
-            let relay = RelayTarget { url: relay, ca };
+            let relay = RelayTarget { urls: relay, ca };
             agent_init(
                 &home, &address, &relay, name, timezone, profile, offline, onboarded,
             )

@@ -124,6 +124,8 @@ pub struct AgentHost {
     actions: Option<crate::actions::ActionRunner>,
     /// Sends Phase-1 task updates; started with the first one.
     phase1: Option<crate::phase1_push::Phase1Pusher>,
+    /// The relay URL (door) of the current connection, or of the last one.
+    door: Option<String>,
 }
 
 /// What answers the agent's calls off its loop: the language model, and the runner of
@@ -207,6 +209,7 @@ impl AgentHost {
             llm: workers.llm,
             actions: workers.actions,
             phase1: None,
+            door: None,
         };
         let effects = host.drain()?;
         Ok((host, effects, restored))

@@ -29,6 +29,11 @@ impl AgentHost {
         }
     }
 
+    /// The link connected through `door`, one of the relay's URLs (`status` shows it).
+    pub fn set_door(&mut self, door: String) {
+        self.door = Some(door);
+    }
+
     pub(super) fn status(&self) -> StatusInfo {
         let a = &self.agent;
         StatusInfo {
@@ -48,6 +53,7 @@ impl AgentHost {
                 message: r.message.clone(),
                 retry_after_secs: r.retry_after.map(|d| d.as_secs()),
             }),
+            door: self.door.clone(),
         }
     }
 

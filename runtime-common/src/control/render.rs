@@ -94,8 +94,12 @@ pub fn render_status(s: &StatusInfo) -> String {
                 None => "the agent stays offline until it is run again".into(),
             }
         ),
-        None if s.online => "online".into(),
-        None => "offline (reconnecting)".into(),
+        None => match (s.online, &s.door) {
+            (true, Some(d)) => format!("online at {d}"),
+            (true, None) => "online".into(),
+            (false, Some(d)) => format!("offline (reconnecting; last at {d})"),
+            (false, None) => "offline (reconnecting)".into(),
+        },
     };
     format!(
         "{} ({})\n  relay: {}\n  threads: {} ({} open) · prompts: {} · outbox: {}",

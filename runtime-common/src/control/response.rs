@@ -110,6 +110,10 @@ pub struct StatusInfo {
     /// `registration_limited`…): it is offline because of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused: Option<RefusedInfo>,
+    /// The relay URL (door) the agent is connected through — or, offline, the one it
+    /// was connected through last; absent before its first connection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub door: Option<String>,
 }
 
 /// Why the relay refused the agent's registration (`status`).

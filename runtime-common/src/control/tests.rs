@@ -246,3 +246,32 @@ fn a_split_thread_reads_split_with_its_children() {
     assert!(list.contains(" DECLINED "), "{list}");
     assert!(list.ends_with("— goes on as thr_next (A2A)"), "{list}");
 }
+
+#[test]
+fn status_names_the_door_the_agent_is_on() {
+    let mut s = StatusInfo {
+        address: "agent:alice@localhost".into(),
+        key: "k".into(),
+        online: true,
+        outbox: 0,
+        threads: 0,
+        open_threads: 0,
+        prompts: 0,
+        refused: None,
+        door: Some("ws://b:7447".into()),
+    };
+    assert!(
+        render_status(&s).contains("relay: online at ws://b:7447"),
+        "{}",
+        render_status(&s)
+    );
+    s.online = false;
+    assert!(render_status(&s).contains("relay: offline (reconnecting; last at ws://b:7447)"));
+    // An older agent's answer, without a door, still reads.
+    let old: StatusInfo = serde_json::from_str(
+        r#"{"address":"a","key":"k","online":true,"outbox":0,"threads":0,"open_threads":0,"prompts":0}"#,
+    )
+    .unwrap();
+    assert_eq!(old.door, None);
+    assert!(render_status(&old).contains("relay: online\n"));
+}

@@ -10,6 +10,7 @@ use futures_util::{SinkExt, StreamExt};
 use tracing::{debug, info, warn};
 
 use super::*;
+use crate::config::RelayUrls;
 use crate::race::race;
 use crate::ws::ConnectError;
 
@@ -66,15 +67,17 @@ impl Backoff {
     }
 }
 
-/// Keeps a WebSocket to the relay at `url` for the agent loop: connects with `connect`
-/// (the binding's TCP connect, Nagle off, then [`crate::ws::handshake`]), reports
-/// [`LinkEvent::Up`], moves frames both ways, reports [`LinkEvent::Down`] and reconnects
-/// after a [`Backoff`] wait (`sleep`: the binding's timer). Returns when the agent loop is
-/// gone or says another connection of the agent took over ([`LinkOut::Replaced`]: the
-/// core, not the link, reads the relay's frames).
+/// Keeps a WebSocket to the relay for the agent loop, through one of its doors `relay`
+/// (the next one after a failure, [`Doors`]): connects with `connect` (the binding's TCP
+/// connect, Nagle off, then [`crate::ws::handshake`]), reports [`LinkEvent::Up`], moves
+/// frames both ways, reports [`LinkEvent::Down`] and reconnects — at once to the next
+/// door, or after a [`Backoff`] wait (`sleep`: the binding's timer) once every door failed
+/// in the round. Returns when the agent loop is gone or says another connection of the
+/// agent took over ([`LinkOut::Replaced`]: the core, not the link, reads the relay's
+/// frames).
 #[allow(clippy::too_many_arguments)]
 pub async fn link_loop<St, C, CF, S, SF>(
-    url: String,
+    relay: RelayUrls,
     to_agent: flume::Sender<LinkEvent>,
     min: Duration,
     short_max: Duration,
@@ -89,14 +92,20 @@ pub async fn link_loop<St, C, CF, S, SF>(
     SF: Future<Output = ()>,
 {
     let mut backoff = Backoff::new(min, short_max, max);
+    let mut doors = Doors::new(relay);
     // When the relay was last reachable (a connection up).
     let mut reachable = Instant::now();
     loop {
-        match connect(url.clone()).await {
+        let door = doors.current().to_string();
+        match connect(door.clone()).await {
             Ok(ws) => {
                 let started = Instant::now();
                 let (tx, rx) = flume::unbounded();
-                if to_agent.send_async(LinkEvent::Up(tx)).await.is_err() {
+                if to_agent
+                    .send_async(LinkEvent::Up(tx, door.clone()))
+                    .await
+                    .is_err()
+                {
                     return;
                 }
                 let end = pump(ws, &rx, &to_agent).await;
@@ -116,7 +125,9 @@ pub async fn link_loop<St, C, CF, S, SF>(
                             "registration refused: trying again later"
                         );
                         sleep(after).await;
+                        // The domain refused, not this door: the same door again.
                         backoff.reset();
+                        doors.worked();
                         continue;
                     }
                     PumpEnd::Lost => {}
@@ -132,23 +143,33 @@ pub async fn link_loop<St, C, CF, S, SF>(
                         return;
                     }
                 }
-                if started.elapsed() > Duration::from_secs(10) {
+                if started.elapsed() > LASTED {
                     backoff.reset();
+                    doors.worked();
                 }
             }
-            Err(e) => warn!(error = %e, "relay unreachable"),
+            Err(e) => warn!(door = %door, error = %e, "relay unreachable"),
         }
         if to_agent.is_disconnected() {
             return;
         }
+        if doors.failed() == NextDial::Now {
+            info!(door = %doors.current(), "trying the relay's next door");
+            continue;
+        }
         let wait = backoff.next_wait(reachable.elapsed());
         info!(
             retry_in_ms = wait.as_millis() as u64,
+            door = %doors.current(),
             "reconnecting to the relay"
         );
         sleep(wait).await;
     }
 }
+
+/// How long a connection must have lasted for its end to start the backoff and the
+/// round of doors over (a node that accepts and drops at once is not a door that works).
+const LASTED: Duration = Duration::from_secs(10);
 
 /// How a connection ended.
 enum PumpEnd {

@@ -23,10 +23,12 @@ use crate::scripted::ScriptedUser;
 use crate::term::Term;
 
 mod control_socket;
+mod doors;
 mod driver;
 mod link;
 
 pub use control_socket::*;
+pub use doors::*;
 use driver::Driver;
 pub use link::*;
 
@@ -47,8 +49,9 @@ pub enum AgentEvent {
 /// How to run an agent.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
-    /// Relay URL (`ws://host:port` or `wss://host:port`).
-    pub relay: String,
+    /// The relay's URLs (`ws://host:port` or `wss://host:port`), its doors, tried in
+    /// turn ([`Doors`]).
+    pub relay: crate::config::RelayUrls,
     /// Whom to trust for a `wss://` relay (`None`: the web PKI roots only).
     pub tls: Option<crate::tls::ClientTls>,
     /// Name in transcript lines.
@@ -90,10 +93,11 @@ pub const RECENTLY_REACHABLE: Duration = Duration::from_secs(60);
 pub const FIRST_PACKET_WAIT: Duration = Duration::from_secs(5);
 
 impl RunOptions {
-    /// Defaults for `relay`.
-    pub fn new(relay: &str, name: &str) -> Self {
+    /// Defaults for `relay`: one URL (`&str`) or the doors of a config file
+    /// (`&RelayUrls`).
+    pub fn new(relay: impl Into<crate::config::RelayUrls>, name: &str) -> Self {
         RunOptions {
-            relay: relay.to_string(),
+            relay: relay.into(),
             tls: None,
             name: name.to_string(),
             transcript: false,
@@ -159,8 +163,9 @@ impl std::fmt::Debug for Ctl {
 /// What the relay link tells the agent loop.
 #[derive(Debug)]
 pub enum LinkEvent {
-    /// Connected: write frames through this channel.
-    Up(flume::Sender<LinkOut>),
+    /// Connected, through this door (one of the relay's URLs): write frames through
+    /// this channel.
+    Up(flume::Sender<LinkOut>, String),
     /// A frame from the relay.
     Frame(Vec<u8>),
     /// The connection ended; the link reconnects once the agent loop let go of the

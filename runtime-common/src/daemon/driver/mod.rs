@@ -283,8 +283,9 @@ impl Driver {
     fn on_link(&mut self, l: LinkEvent) -> Result<(), AgentError> {
         let now = self.now();
         match l {
-            LinkEvent::Up(tx) => {
+            LinkEvent::Up(tx, door) => {
                 self.link = Some(tx);
+                self.host.set_door(door);
                 (self.emit)(AgentEvent::Link(true));
                 let e = self.host.handle(now, Input::Connected)?;
                 self.execute(e);
