@@ -23,9 +23,10 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use a2acp_core::agent::{AgentEvent as Audited, Effect};
+use a2acp_core::agent::AgentEvent as Audited;
 use a2acp_core::link::ErrorCode;
 use a2acp_core::relay::RelayConfig;
+use a2acp_runtime::agent_host::Effect;
 use a2acp_runtime::config::RelayUrls;
 use a2acp_runtime::daemon::AgentEvent;
 use a2acp_runtime::home::Home;
@@ -50,6 +51,13 @@ fn child_relay() {
         panic!("bad child spec {spec}");
     };
     let runtime = Runtime::from_name(rt).expect("a known runtime");
+    // Logs to stderr, which the test keeps in a file when A2ACP_TEST_LOG_DIR is set.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(
+            "info,a2acp_runtime=debug",
+        ))
+        .with_writer(std::io::stderr)
+        .try_init();
     let mut cluster = a2acp_runtime::cluster::ClusterConfig::new(
         urls.split(',').map(str::to_string).collect(),
         node,
@@ -118,17 +126,21 @@ impl Node {
             .env(CHILD_ENV, &self.spec)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(log(&self.spec))
             .spawn()
             .unwrap();
         self.child = Some(KilledOnDrop(c));
         let port = self.port;
-        eventually(30, &format!("the node on port {port} listening"), || async {
-            tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .ok()
-                .map(|_| ())
-        })
+        eventually(
+            30,
+            &format!("the node on port {port} listening"),
+            || async {
+                tokio::net::TcpStream::connect(("127.0.0.1", port))
+                    .await
+                    .ok()
+                    .map(|_| ())
+            },
+        )
         .await;
     }
 
@@ -171,6 +183,20 @@ impl Node {
     }
 }
 
+/// Where a child's stderr goes: a file named after its node in `$A2ACP_TEST_LOG_DIR`
+/// (to read after a failure), or nowhere.
+fn log(spec: &str) -> Stdio {
+    let Some(dir) = std::env::var_os("A2ACP_TEST_LOG_DIR") else {
+        return Stdio::null();
+    };
+    let node = spec.split('|').nth(2).unwrap_or("node");
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(std::path::Path::new(&dir).join(format!("{node}.log")))
+        .map_or_else(|_| Stdio::null(), Stdio::from)
+}
+
 /// The agent of `home` knows these doors, in this order.
 fn doors(home: &Home, urls: &[String]) {
     edit_config(home, |f| {
@@ -178,22 +204,47 @@ fn doors(home: &Home, urls: &[String]) {
     });
 }
 
-/// Threads COMPLETED on `agent`, each with its eight packets (panics on any other count).
-async fn completed(agent: &impl Agent) -> usize {
+/// Each thread of `agent`: its state and how many packets it holds; panics on a thread
+/// holding more than the dinner's eight (a packet handed to the logic twice).
+async fn held(agent: &impl Agent) -> Vec<(String, String, u64)> {
     let ts = threads(agent).await;
-    let done: Vec<_> = ts.iter().filter(|t| t.state == "COMPLETED").collect();
-    for t in &done {
-        assert_eq!(t.packets, 8, "thread {} holds {} packets", t.id, t.packets);
+    for t in &ts {
+        assert!(
+            t.packets <= 8,
+            "thread {} holds {} packets",
+            t.id,
+            t.packets
+        );
     }
-    done.len()
+    let mut v: Vec<_> = ts
+        .into_iter()
+        .map(|t| (t.id, t.state, t.packets as u64))
+        .collect();
+    v.sort();
+    v
 }
 
-/// Both sides COMPLETED `n` threads within `secs`.
+/// Both sides hold `n` threads, every one COMPLETED on both with the same packets (a
+/// dinner ends with six, or eight when both execution reports are exchanged), and still
+/// so a second later (no packet in flight) — within `secs`, else panics with what each
+/// side holds.
 async fn both_completed(alice: &impl Agent, bob: &impl Agent, n: usize, secs: u64, what: &str) {
-    eventually(secs, what, || async {
-        (completed(alice).await == n && completed(bob).await == n).then_some(())
-    })
-    .await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    let mut last = None;
+    while tokio::time::Instant::now() < deadline {
+        let (a, b) = (held(alice).await, held(bob).await);
+        let done = a.len() == n && a == b && a.iter().all(|t| t.1 == "COMPLETED");
+        if done && last.as_ref() == Some(&a) {
+            return;
+        }
+        last = done.then_some(a);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    panic!(
+        "timed out waiting for {what}: Alice {:?}, Bob {:?}",
+        held(alice).await,
+        held(bob).await
+    );
 }
 
 per_runtime!(
@@ -211,8 +262,14 @@ async fn nothing_lost_through_the_cluster_faults(rt: Runtime) {
     let urls: Vec<String> = nodes.iter().map(Node::url).collect();
     let homes = dinner_homes(dir.path(), &urls[0]);
     // Alice starts on r1, Bob on r2; each knows every node.
-    doors(&homes.alice, &[urls[0].clone(), urls[1].clone(), urls[2].clone()]);
-    doors(&homes.bob, &[urls[1].clone(), urls[2].clone(), urls[0].clone()]);
+    doors(
+        &homes.alice,
+        &[urls[0].clone(), urls[1].clone(), urls[2].clone()],
+    );
+    doors(
+        &homes.bob,
+        &[urls[1].clone(), urls[2].clone(), urls[0].clone()],
+    );
     for home in [&homes.alice, &homes.bob] {
         edit_config(home, |f| f.limits.relay_silence_secs = Some(3));
     }
@@ -223,7 +280,7 @@ async fn nothing_lost_through_the_cluster_faults(rt: Runtime) {
     wait_online(&bob).await;
     let mut round = 0usize;
     let week = 7 * 86_400_000u64;
-    let mut dinner = |round: usize| {
+    let dinner = |round: usize| {
         let now = a2acp_runtime::now();
         start_dinner(
             bob_addr.clone(),
@@ -237,14 +294,28 @@ async fn nothing_lost_through_the_cluster_faults(rt: Runtime) {
     alice.tell(dinner(round)).await;
     nodes[0].kill();
     round += 1;
-    both_completed(&alice, &bob, round, 60, "the dinner through a node's kill -9").await;
+    both_completed(
+        &alice,
+        &bob,
+        round,
+        60,
+        "the dinner through a node's kill -9",
+    )
+    .await;
     nodes[0].start().await;
 
     // 2. kill -9 of a NATS server, mid-dinner.
     alice.tell(dinner(round)).await;
     nats.kill(1);
     round += 1;
-    both_completed(&alice, &bob, round, 60, "the dinner through a NATS server's kill -9").await;
+    both_completed(
+        &alice,
+        &bob,
+        round,
+        60,
+        "the dinner through a NATS server's kill -9",
+    )
+    .await;
     nats.start_node(1);
     nats.wait_ready(Duration::from_secs(30));
 
@@ -258,7 +329,14 @@ async fn nothing_lost_through_the_cluster_faults(rt: Runtime) {
         nats.start_node(i);
     }
     round += 1;
-    both_completed(&alice, &bob, round, 90, "the dinner through a restart of NATS").await;
+    both_completed(
+        &alice,
+        &bob,
+        round,
+        90,
+        "the dinner through a restart of NATS",
+    )
+    .await;
 
     // 4. SIGSTOP of r2, past the heartbeat: both are on it (Bob's first door, Alice's
     // second since r1's kill).
@@ -299,7 +377,10 @@ async fn nothing_lost_through_the_cluster_faults(rt: Runtime) {
             unhealthy += 1;
         }
     }
-    assert_eq!(unhealthy, 3, "every node out of rotation while NATS is gone");
+    assert_eq!(
+        unhealthy, 3,
+        "every node out of rotation while NATS is gone"
+    );
     for i in 0..3 {
         nats.start_node(i);
     }

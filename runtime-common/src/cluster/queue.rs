@@ -17,7 +17,7 @@
 //! - **the delivery id is the stream's sequence**: monotonic across the cluster, never
 //!   reused, as the single relay's (spec §13.2 resends by id);
 //! - **a recipient's node reads what is queued for it**, in order, from any node
-//!   ([`Cluster::watch`]: an ordered consumer filtered on the recipient's subjects, from
+//!   ([`Cluster::watch`]: a consumer filtered on the recipient's subjects, from
 //!   the first packet still queued, then live), and **an acknowledged packet is deleted**
 //!   ([`Cluster::remove`]), which frees its slot under the cap.
 
@@ -32,6 +32,10 @@ use super::{hex, unhex, Cluster, ClusterConfig, ClusterError, Pending};
 
 /// The stream's name.
 pub const STREAM: &str = "A2ACP_QUEUE";
+
+/// The heartbeat a queue watch asks of its consumer: two missed, and the watch makes a
+/// new consumer (through another server if its own is gone).
+pub const WATCH_HEARTBEAT: Duration = Duration::from_secs(1);
 
 /// How long JetStream remembers a packet's id to drop a second publish of it.
 pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(10 * 60);
@@ -271,17 +275,31 @@ async fn read_from(
         None => consumer::DeliverPolicy::All,
         Some(start_sequence) => consumer::DeliverPolicy::ByStartSequence { start_sequence },
     };
+    // A plain ephemeral pull consumer, not JetStream's "ordered" one: that one notices a
+    // lost server only after two missed 15-second heartbeats, then tries to make itself
+    // again on its own. This one is pulled with a short heartbeat; when it fails (its
+    // server gone, a leader elected) the watch makes a new one from the packet after the
+    // last read, within seconds.
     let consumer = link
         .queue
         .stream
-        .create_consumer(consumer::pull::OrderedConfig {
+        .create_consumer(consumer::pull::Config {
             filter_subject: filter.to_string(),
             deliver_policy,
+            ack_policy: consumer::AckPolicy::None,
+            // One copy, in memory: it holds no state the watch cannot rebuild.
+            num_replicas: 1,
+            memory_storage: true,
+            // A consumer whose watch is gone (its node killed) is dropped by the server.
+            inactive_threshold: Duration::from_secs(30),
             ..Default::default()
         })
         .await
         .map_err(|e| (from.map(|f| f - 1), js(&e)))?;
     let mut messages = consumer
+        .stream()
+        .heartbeat(WATCH_HEARTBEAT)
+        .expires(WATCH_HEARTBEAT * 5)
         .messages()
         .await
         .map_err(|e| (from.map(|f| f - 1), js(&e)))?;

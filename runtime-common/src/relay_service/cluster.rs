@@ -33,7 +33,19 @@ impl ClusterDriver {
         core: flume::Sender<Msg>,
         window: usize,
     ) -> Result<ClusterDriver, ClusterError> {
-        let watch = cluster.presence()?;
+        // The cluster may be electing leaders (a server just lost): ask again until
+        // `connect_timeout`, as the link's own start does.
+        let deadline = std::time::Instant::now() + cluster.config().connect_timeout;
+        let watch = loop {
+            match cluster.presence() {
+                Ok(w) => break w,
+                Err(e) if std::time::Instant::now() >= deadline => return Err(e),
+                Err(e) => {
+                    tracing::debug!("cluster: presence watch: {e}; trying again");
+                    std::thread::sleep(Duration::from_millis(250));
+                }
+            }
+        };
         let (c, tx) = (cluster.clone(), core.clone());
         std::thread::Builder::new()
             .name("a2acp-presence".into())

@@ -94,7 +94,12 @@ pub async fn run(a: ClusterBenchArgs) -> Result<(), BenchError> {
         for i in 0..nodes {
             let mut args: Vec<String> = OPEN.iter().map(|s| s.to_string()).collect();
             if nodes == 1 {
-                args.extend(["--data".into(), data.clone(), "--sync".into(), "full".into()]);
+                args.extend([
+                    "--data".into(),
+                    data.clone(),
+                    "--sync".into(),
+                    "full".into(),
+                ]);
             } else {
                 let name = format!("bench{}", i + 1);
                 args.extend(["--cluster".into(), nats.clone(), "--node".into(), name]);
@@ -131,7 +136,11 @@ pub async fn run(a: ClusterBenchArgs) -> Result<(), BenchError> {
         };
         // Every relay process and NATS server, over the same window as the run's count.
         let mut marked: Vec<u32> = pids.clone();
-        let servers = if nodes > 1 { nats_servers() } else { Vec::new() };
+        let servers = if nodes > 1 {
+            nats_servers()
+        } else {
+            Vec::new()
+        };
         marked.extend(&servers);
         let window = a.duration;
         let cpu = tokio::spawn(async move {
