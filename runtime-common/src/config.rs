@@ -688,7 +688,10 @@ mod tests {
         let e = parse("[\"ws://a:1\", \"ws://a:1\"]");
         assert!(e.contains("`ws://a:1` is listed twice"), "{e}");
         let e = parse("7447");
-        assert!(e.contains("a relay URL (ws://… or wss://…) or a list"), "{e}");
+        assert!(
+            e.contains("a relay URL (ws://… or wss://…) or a list"),
+            "{e}"
+        );
         let e = parse("[\"ws://a:1\", 2]");
         assert!(e.contains("relay"), "{e}");
     }
@@ -697,9 +700,7 @@ mod tests {
     fn config_relay_line_takes_commas_or_spaces() {
         let r = RelayUrls::parse_line("ws://a:1, wss://b  ws://c:3,").unwrap();
         assert_eq!(r.urls(), ["ws://a:1", "wss://b", "ws://c:3"]);
-        assert!(RelayUrls::parse_line(" , ")
-            .unwrap_err()
-            .contains("empty"));
+        assert!(RelayUrls::parse_line(" , ").unwrap_err().contains("empty"));
         assert!(RelayUrls::parse_line("ws://a:1,ftp://b")
             .unwrap_err()
             .contains("`ftp://b`"));

@@ -52,9 +52,7 @@ pub(crate) async fn agent_init(
                 .iter()
                 .any(|u| a2acp_runtime::config::relay_is_tls(u))
             {
-                return Err(format!(
-                    "--ca is for a wss:// relay; {relay}: plain ws://"
-                ));
+                return Err(format!("--ca is for a wss:// relay; {relay}: plain ws://"));
             }
             Some(abs)
         }

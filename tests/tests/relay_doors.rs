@@ -59,10 +59,7 @@ async fn agent_moves_to_the_next_door(rt: Runtime) {
     b.stop(false).await;
     let a = rt.relay(&listen_a, &data).await;
     eventually(15, "the agent online through A again", || async {
-        online_at(&alice)
-            .await
-            .filter(|d| *d == url_a)
-            .map(|_| ())
+        online_at(&alice).await.filter(|d| *d == url_a).map(|_| ())
     })
     .await;
     alice.stop().await;

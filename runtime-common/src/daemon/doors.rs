@@ -114,7 +114,10 @@ mod tests {
     fn door_one_url_waits_the_backoff_after_each_failure_as_before() {
         let mut d = doors(1);
         assert_eq!(d.current(), "ws://door0:7447");
-        assert_eq!(dials(&mut d, &[false, false, true, false]), "0 | 0 | 0 | 0 | 0");
+        assert_eq!(
+            dials(&mut d, &[false, false, true, false]),
+            "0 | 0 | 0 | 0 | 0"
+        );
     }
 
     #[test]
@@ -139,7 +142,10 @@ mod tests {
         // Two nodes that accept and close at once (no `worked`): one wait per round, no
         // loop without a pause.
         let mut d = doors(2);
-        assert_eq!(dials(&mut d, &[false, false, false, false]), "0 1 | 0 1 | 0");
+        assert_eq!(
+            dials(&mut d, &[false, false, false, false]),
+            "0 1 | 0 1 | 0"
+        );
     }
 
     #[test]
