@@ -73,7 +73,7 @@ fn dinner_between_smol_agents_through_smol_relay() {
                 a2acp_runtime::now(),
             )
             .unwrap();
-            let mut o = RunOptions::new(&relay.url(), name);
+            let mut o = RunOptions::new(relay.url(), name);
             o.auto = Some(ScriptedUser::dinner());
             o.backoff_min = Duration::from_millis(50);
             agents.push(a2acp_smol::agent::spawn(host, first, o).unwrap());

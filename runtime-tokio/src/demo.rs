@@ -179,7 +179,7 @@ pub async fn run(opts: DemoOptions) -> Result<DemoSummary, DemoError> {
         };
         let (host, first, _) =
             AgentHost::start_with(cfg, identity, store, a2acp_runtime::now(), workers)?;
-        let mut o = RunOptions::new(&relay.url(), name);
+        let mut o = RunOptions::new(relay.url(), name);
         o.transcript = opts.print;
         o.started = Some(started);
         if name == "alice" && opts.interactive {
@@ -358,7 +358,7 @@ pub async fn run_group(opts: DemoOptions) -> Result<GroupDemoSummary, DemoError>
             Store::open(&home.join("agent.db"), Durability::Full).map_err(HostError::from)?;
         let (host, first, _) = AgentHost::start(cfg, identity, store, a2acp_runtime::now())?;
         // Transcript lines pad names to five characters; "charlie" needs seven.
-        let mut o = RunOptions::new(&relay.url(), &format!("{name:<7}"));
+        let mut o = RunOptions::new(relay.url(), &format!("{name:<7}"));
         o.transcript = opts.print;
         o.started = Some(started);
         if name == "alice" && opts.interactive {

@@ -360,3 +360,51 @@ fn agent_init_without_flags_onboards_from_piped_answers() {
     assert!(err.contains("no answer (stdin closed)"), "{err}");
     assert!(!other.join("config.toml").exists());
 }
+
+#[test]
+fn agent_init_takes_one_relay_door_per_relay_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("alice");
+    let out = ok(
+        &home,
+        &[
+            "agent",
+            "init",
+            "--offline",
+            "--address",
+            "agent:alice@localhost",
+            "--relay",
+            "ws://127.0.0.1:1",
+            "--relay",
+            "wss://relay-b.example.org",
+        ],
+    );
+    assert!(out.contains("registration  on the first"), "{out}");
+    let text = std::fs::read_to_string(home.join("config.toml")).unwrap();
+    let doors = text.split("relay = [").nth(1).unwrap_or_default();
+    assert!(
+        doors.starts_with("\n    \"ws://127.0.0.1:1\",\n    \"wss://relay-b.example.org\",\n]"),
+        "{text}"
+    );
+    // A bad door is named, and nothing is written.
+    let other = dir.path().join("other");
+    let err = fails(
+        &other,
+        &[
+            "agent",
+            "init",
+            "--offline",
+            "--address",
+            "agent:bob@localhost",
+            "--relay",
+            "ws://127.0.0.1:1",
+            "--relay",
+            "https://relay-b.example.org",
+        ],
+    );
+    assert!(
+        err.contains("--relay: relay URL `https://relay-b.example.org` must start with ws://"),
+        "{err}"
+    );
+    assert!(!other.join("config.toml").exists());
+}
