@@ -290,9 +290,28 @@ async fn nothing_lost_through_the_cluster_faults(rt: Runtime) {
         )
     };
 
-    // 1. kill -9 of Alice's node, mid-dinner.
+    // 1. kill -9 of Alice's node, mid-dinner; she is back online through her next door.
+    let mut links = alice.subscribe();
     alice.tell(dinner(round)).await;
     nodes[0].kill();
+    let killed = std::time::Instant::now();
+    let back = tokio::time::timeout(Duration::from_secs(30), async {
+        let mut down = false;
+        loop {
+            match links.next().await {
+                Some(AgentEvent::Link(false)) => down = true,
+                Some(AgentEvent::Link(true)) if down => return true,
+                Some(_) => {}
+                None => return false,
+            }
+        }
+    })
+    .await;
+    assert_eq!(back, Ok(true), "Alice back online through another node");
+    println!(
+        "figure: Alice back online {} ms after her node's kill -9",
+        killed.elapsed().as_millis()
+    );
     round += 1;
     both_completed(
         &alice,

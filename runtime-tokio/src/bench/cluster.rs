@@ -114,7 +114,10 @@ pub async fn run(a: ClusterBenchArgs) -> Result<(), BenchError> {
         let pids: Vec<u32> = children.iter().filter_map(Child::id).collect();
         let payload = a.payload;
         let pick = if cross { nodes } else { 0 };
-        let prebuilt = tokio::task::spawn_blocking(move || prebuild(n, 8, payload, pick))
+        // Every packet its own envelope: the cluster drops a second publish of the same
+        // envelope (its signature is the packet's id), as it should a retry.
+        let per_agent = (a.rate * (a.duration + 3)) as usize / n + 8;
+        let prebuilt = tokio::task::spawn_blocking(move || prebuild(n, per_agent, payload, pick))
             .await
             .map_err(|e| e.to_string())?;
         let mut conns = Vec::with_capacity(n);

@@ -442,6 +442,8 @@ pub(super) async fn drive_relay(
     pid: u32,
 ) -> Figures {
     let n = conns.len();
+    // Frames per agent (every agent has as many).
+    let per = prebuilt.first().map_or(1, |p| p.frames.len().max(1));
     let stats = Arc::new(Stats {
         delivered: AtomicU64::new(0),
         measuring: AtomicBool::new(false),
@@ -450,13 +452,13 @@ pub(super) async fn drive_relay(
     let mut map: HashMap<[u8; 11], usize> = HashMap::new();
     for (i, p) in prebuilt.iter().enumerate() {
         for (k, key) in p.keys.iter().enumerate() {
-            map.insert(*key, i * 8 + k);
+            map.insert(*key, i * per + k);
         }
     }
     let map = Arc::new(map);
     // Send times of each pre-built frame, oldest first: its deliveries arrive in order.
     let sent_at: Arc<Vec<Mutex<VecDeque<u64>>>> =
-        Arc::new((0..n * 8).map(|_| Mutex::new(VecDeque::new())).collect());
+        Arc::new((0..n * per).map(|_| Mutex::new(VecDeque::new())).collect());
     let stop = Arc::new(AtomicBool::new(false));
     let per_agent_interval = a
         .rate
@@ -519,7 +521,7 @@ pub(super) async fn drive_relay(
                 for _ in 0..to_send {
                     let k = next % pre.frames.len();
                     next += 1;
-                    if let Ok(mut q) = sent_at[i * 8 + k].lock() {
+                    if let Ok(mut q) = sent_at[i * per + k].lock() {
                         q.push_back(stats.ns());
                     }
                     outstanding += 1;
