@@ -490,6 +490,15 @@ impl Sim {
     }
 
     fn first_resolution_metrics(&self) -> Vec<(usize, u32, u32)> {
+        // Consent prompts per thread id over every agent, counted once (looking each
+        // thread up in every agent was threads × agents lookups: most of the end of a
+        // 10,000-agent run).
+        let mut consents: HashMap<&str, usize> = HashMap::new();
+        for n in &self.nodes {
+            for (id, prompts) in &n.consent_prompts {
+                *consents.entry(id.as_str()).or_default() += prompts.len();
+            }
+        }
         let mut out = Vec::new();
         for (k, id) in &self.threads {
             let from = self.spec.threads[*k].from;
@@ -509,11 +518,7 @@ impl Sim {
                 }
             }
             if found {
-                let prompts: usize = self
-                    .nodes
-                    .iter()
-                    .map(|n| n.consent_prompts.get(id).map_or(0, BTreeSet::len))
-                    .sum();
+                let prompts = consents.get(id.as_str()).copied().unwrap_or(0);
                 out.push((*k, packets, prompts as u32));
             }
         }
