@@ -9,6 +9,7 @@ use a2acp_core::agent::thread::HistoryEntry;
 use a2acp_core::agent::Thread;
 use serde_json::Value;
 
+use super::probe::Probe;
 use super::{Checker, ThreadCheck};
 
 impl Checker {
@@ -20,18 +21,18 @@ impl Checker {
         name: &str,
         t: &Thread,
         h: &HistoryEntry,
-        v: &Value,
+        v: &Probe,
     ) {
         // The field a flexibility request on a group leg asks again, the first time only.
         let flex = t
             .group
             .as_ref()
-            .and(v.get("flexibility_request"))
+            .and(v.flexibility_request.as_ref())
             .and_then(|f| f.get("field"))
             .and_then(Value::as_str);
         let mut again = flex.filter(|f| tc.flexed.insert(f.to_string()));
-        for list in ["needs", "additional_context_needed"] {
-            if let Some(Value::Array(needs)) = v.get(list) {
+        for list in [&v.needs, &v.additional_context_needed] {
+            if let Some(Value::Array(needs)) = list {
                 for n in needs {
                     if let Some(f) = n.get("field").and_then(Value::as_str) {
                         if !tc.asked.insert(f.to_string()) && again.take() != Some(f) {

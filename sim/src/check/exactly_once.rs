@@ -48,15 +48,7 @@ impl Checker {
             .flat_map(|t| t.received_ids.iter().cloned())
             .collect();
         self.handled.insert(node, set);
-        let ids: Vec<(usize, String)> = self
-            .threads
-            .range((node, String::new())..)
-            .take_while(|((n, _), _)| *n == node)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in ids {
-            self.threads.remove(&k);
-        }
+        self.threads.remove(&node);
     }
 
     /// An agent persisted an outbox record (a sealed packet): remember its signature.
@@ -104,7 +96,7 @@ impl Checker {
             return None;
         };
         if let Some(r) = recipient {
-            if self.accepted.insert((r, pid.clone())) {
+            if self.accepted.entry(r).or_default().insert(pid.clone()) {
                 self.audit.accepted += 1;
             }
         }
@@ -113,7 +105,7 @@ impl Checker {
 
     /// The logic of `node` received packet `pid`.
     pub fn received(&mut self, at: Duration, node: usize, name: &str, pid: &str) {
-        if !self.accepted.contains(&(node, pid.to_string())) {
+        if !self.was_accepted(node, pid) {
             self.audit.unexpected += 1;
             self.fail(
                 at,
@@ -139,7 +131,7 @@ impl Checker {
     /// The space logic of `node` handled space packet `pid` (at least once: a repeat is
     /// not a failure).
     pub fn space_received(&mut self, at: Duration, node: usize, name: &str, pid: &str) {
-        if !self.accepted.contains(&(node, pid.to_string())) {
+        if !self.was_accepted(node, pid) {
             self.audit.unexpected += 1;
             self.fail(
                 at,
@@ -150,6 +142,11 @@ impl Checker {
             );
         }
         self.space_handled.insert((node, pid.to_string()));
+    }
+
+    /// Whether the relay accepted packet `pid` for `node`.
+    fn was_accepted(&self, node: usize, pid: &str) -> bool {
+        self.accepted.get(&node).is_some_and(|s| s.contains(pid))
     }
 
     /// An agent sealed space packet `pid`.
@@ -175,7 +172,11 @@ impl Checker {
         final_received: &BTreeMap<usize, BTreeSet<String>>,
         names: &[String],
     ) {
-        let accepted: Vec<(usize, String)> = self.accepted.iter().cloned().collect();
+        let accepted: Vec<(usize, String)> = self
+            .accepted
+            .iter()
+            .flat_map(|(r, pids)| pids.iter().map(|p| (*r, p.clone())))
+            .collect();
         let empty = BTreeSet::new();
         for (r, pid) in accepted {
             let got = final_received.get(&r).unwrap_or(&empty).contains(&pid);

@@ -34,6 +34,7 @@ pub mod group;
 pub mod liveness;
 pub mod memory;
 pub mod never_share;
+mod probe;
 pub mod relay_plaintext;
 pub mod restore;
 pub mod round_trips;
@@ -42,11 +43,10 @@ pub mod space;
 pub use exactly_once::Audit;
 pub use relay_plaintext::plaintext_markers;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use a2acp_core::agent::{Agent, Thread};
-use serde_json::Value;
 
 use crate::scenario::Expect;
 
@@ -106,13 +106,16 @@ struct ThreadCheck {
 pub struct Checker {
     /// Violations found, in order.
     pub violations: Vec<Violation>,
-    threads: BTreeMap<(usize, String), ThreadCheck>,
+    /// Per agent, per thread id.
+    threads: BTreeMap<usize, BTreeMap<String, ThreadCheck>>,
     /// Secret texts typed by users (excuse reasons), per agent.
     extra_secrets: BTreeMap<usize, BTreeSet<String>>,
-    /// Envelope signature → (sender, packet id).
-    sigs: BTreeMap<String, (usize, String)>,
-    /// (recipient, packet id) accepted by the relay.
-    accepted: BTreeSet<(usize, String)>,
+    /// Envelope signature → (sender, packet id). Only looked up, never iterated: a hash
+    /// map (one lookup per frame delivered and per record the relay queues).
+    sigs: HashMap<String, (usize, String)>,
+    /// Recipient → packet ids accepted by the relay for it (iterated in (recipient, packet
+    /// id) order by the final audit).
+    accepted: BTreeMap<usize, BTreeSet<String>>,
     /// Packet ids handed to each agent's logic in its surviving history.
     handled: BTreeMap<usize, BTreeSet<String>>,
     /// (recipient, packet id) refused by the recipient.
@@ -132,7 +135,11 @@ pub struct Checker {
 /// The value of `"sig":"…"` in a JSON text (an envelope's outer signature).
 pub fn sig_of(text: &[u8]) -> Option<String> {
     const NEEDLE: &[u8] = b"\"sig\":\"";
-    let start = text.windows(NEEDLE.len()).rposition(|w| w == NEEDLE)? + NEEDLE.len();
+    // The last occurrence; the whole needle is compared only where a quote is.
+    let start = (0..=text.len().checked_sub(NEEDLE.len())?)
+        .rev()
+        .find(|&i| text[i] == b'"' && text[i..].starts_with(NEEDLE))?
+        + NEEDLE.len();
     let len = text[start..].iter().position(|&b| b == b'"')?;
     std::str::from_utf8(&text[start..start + len])
         .ok()
@@ -164,14 +171,18 @@ impl Checker {
         agent: &Agent,
         t: &Thread,
     ) {
-        let key = (node, t.id.clone());
-        let mut tc = self.threads.remove(&key).unwrap_or_default();
+        let mut tc = self
+            .threads
+            .get_mut(&node)
+            .and_then(|m| m.get_mut(t.id.as_str()))
+            .map(std::mem::take)
+            .unwrap_or_default();
         if tc.scanned > t.history.len() {
             tc = ThreadCheck::default();
         }
         let limit = agent.config().limits.max_round_trips;
         for h in &t.history[tc.scanned..] {
-            let v: Value = serde_json::from_str(&h.json).unwrap_or(Value::Null);
+            let v = probe::Probe::of(&h.json);
             if h.outgoing {
                 self.never_share_sent(at, node, name, agent, t, h);
                 self.memory_sent(at, name, h);
@@ -181,7 +192,13 @@ impl Checker {
             round_trips::count(&mut tc, &v);
         }
         tc.scanned = t.history.len();
-        self.threads.insert(key, tc);
+        let threads = self.threads.entry(node).or_default();
+        match threads.get_mut(t.id.as_str()) {
+            Some(slot) => *slot = tc,
+            None => {
+                threads.insert(t.id.clone(), tc);
+            }
+        }
     }
 
     /// The checks at the end of a run, in this order: participants down (liveness), the

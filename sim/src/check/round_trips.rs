@@ -3,38 +3,28 @@
 
 use std::time::Duration;
 
+use super::probe::Probe;
+use super::{Checker, ThreadCheck};
 use a2acp_core::agent::thread::HistoryEntry;
 use a2acp_core::agent::Thread;
-use serde_json::Value;
-
-use super::{Checker, ThreadCheck};
 
 /// Packets that count as a context exchange (§6.4), as the core counts them.
-fn counts_as_exchange(v: &Value) -> bool {
-    match v.get("type").and_then(Value::as_str) {
-        Some("context") | None => {
-            v.get("escalation").is_none_or(Value::is_null)
-                || v.get("context")
-                    .and_then(|c| c.get("proposed_alternatives"))
-                    .is_some()
-        }
+fn counts_as_exchange(v: &Probe) -> bool {
+    match v.ty() {
+        Some("context") | None => !v.escalated() || v.alternatives,
         Some("context_request" | "context_response" | "intent_update") => true,
         _ => false,
     }
 }
 
-fn is_escalation(v: &Value) -> bool {
-    v.get("type").and_then(Value::as_str) == Some("context")
-        && v.get("escalation").is_some_and(|e| !e.is_null())
-        && v.get("context")
-            .and_then(|c| c.get("proposed_alternatives"))
-            .is_none()
+fn is_escalation(v: &Probe) -> bool {
+    v.ty() == Some("context") && v.escalated() && !v.alternatives
 }
 
 impl Checker {
     /// The user of `node` intervened in a thread (new context): a new round-trip budget.
     pub fn user_resumed(&mut self, node: usize, thread: &str) {
-        if let Some(tc) = self.threads.get_mut(&(node, thread.to_string())) {
+        if let Some(tc) = self.threads.get_mut(&node).and_then(|m| m.get_mut(thread)) {
             tc.exchanges = 0;
         }
     }
@@ -48,7 +38,7 @@ impl Checker {
         name: &str,
         t: &Thread,
         h: &HistoryEntry,
-        v: &Value,
+        v: &Probe,
         limit: u32,
     ) {
         if counts_as_exchange(v) && tc.exchanges >= limit {
@@ -65,7 +55,7 @@ impl Checker {
 }
 
 /// Counts one packet of the thread, either way: an escalation starts a new budget.
-pub(super) fn count(tc: &mut ThreadCheck, v: &Value) {
+pub(super) fn count(tc: &mut ThreadCheck, v: &Probe) {
     if is_escalation(v) {
         tc.exchanges = 0;
     } else if counts_as_exchange(v) {

@@ -11,7 +11,7 @@ use a2acp_core::space::{own_prefix, SpaceParticipant};
 use a2acp_core::{Address, Timestamp};
 
 use super::events::Ev;
-use super::{store, Sim};
+use super::{store, Records, Sim};
 use crate::model::{ActionLedger, SuggestionPolicy, UserAnswer};
 use crate::scenario::ScriptAction;
 use crate::transcript::{describe_command, describe_prompt, Line, Tag};
@@ -24,7 +24,7 @@ pub(super) struct Node {
     pub(super) inc: u32,
     pub(super) identity: [u8; 32],
     pub(super) identity_gen: u32,
-    pub(super) store: BTreeMap<String, Vec<u8>>,
+    pub(super) store: Records,
     pub(super) conn: Option<ConnId>,
     pub(super) suspended: bool,
     pub(super) deferred: Vec<Ev>,
@@ -55,7 +55,7 @@ impl Node {
             inc: 0,
             identity,
             identity_gen: 0,
-            store: BTreeMap::new(),
+            store: Records::new(),
             conn: None,
             suspended: false,
             deferred: Vec::new(),
@@ -112,7 +112,7 @@ impl Sim {
     }
 
     pub(super) fn drain_agent(&mut self, i: usize) {
-        let mut outs = Vec::new();
+        let mut outs = Vec::with_capacity(16);
         let t0 = self.tick();
         match self.nodes[i].agent.as_mut() {
             Some(a) => {
@@ -200,7 +200,6 @@ impl Sim {
     }
 
     pub(super) fn exec_agent_output(&mut self, i: usize, o: Output) -> u8 {
-        let name = self.nodes[i].name.clone();
         match o {
             Output::Persist(op) => {
                 if let PersistOp::Put { key, value } = &op {
@@ -225,6 +224,16 @@ impl Sim {
                 }
                 2
             }
+            other => self.exec_agent_other(i, other),
+        }
+    }
+
+    /// The outputs other than persisting and sending (the hot ones, executed without the
+    /// node's name).
+    fn exec_agent_other(&mut self, i: usize, o: Output) -> u8 {
+        let name = self.nodes[i].name.clone();
+        match o {
+            Output::Persist(_) | Output::Send(_) => 2,
             Output::Prompt(p) => {
                 self.stats.prompts += 1;
                 self.nodes[i].prompts_shown += 1;
@@ -356,10 +365,15 @@ impl Sim {
     }
 
     pub(super) fn rearm_agent(&mut self, i: usize) {
-        let Some(a) = self.nodes[i].agent.as_ref() else {
+        // Asking the agent for its next deadline is the core's work (a scan of its
+        // threads): timed as such.
+        let t0 = self.tick();
+        let deadline = self.nodes[i].agent.as_ref().map(Agent::poll_timeout);
+        self.tock(t0);
+        let Some(deadline) = deadline else {
             return;
         };
-        let want = a.poll_timeout().map(|t| {
+        let want = deadline.map(|t| {
             let skew = self.spec.agents[i].skew_ms;
             let sim = t.as_millis() as i64 - skew;
             Timestamp::from_millis(sim.max(0) as u64).max(self.now)

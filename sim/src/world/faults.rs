@@ -9,7 +9,7 @@ use a2acp_core::relay::{ConnId, Relay};
 
 use super::events::Ev;
 use super::relay_node::seed_label;
-use super::Sim;
+use super::{persisted, Sim};
 use crate::transcript::Tag;
 use crate::util::{derive_seed, fmt_duration};
 
@@ -57,7 +57,7 @@ impl Sim {
         let config = self.spec.agents[i].config.clone();
         let n = &self.nodes[i];
         let seed = derive_seed(self.seed, &format!("agent/{}/restart{}", n.name, n.inc));
-        let records = n.store.clone();
+        let records = persisted(&n.store);
         let identity = IdentityKey::from_seed(n.identity);
         let name = n.name.clone();
         let t0 = self.tick();
@@ -223,7 +223,7 @@ impl Sim {
         let restored = Relay::restore(
             self.relays[r].config.clone(),
             seed,
-            self.relays[r].store.clone(),
+            persisted(&self.relays[r].store),
         );
         self.tock(t0);
         let name = self.relays[r].name.clone();

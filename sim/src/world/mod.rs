@@ -2,8 +2,8 @@
 //! through their public contract only, a seeded network between them, and the world
 //! models (users, LLMs, action executors) around them.
 //!
-//! The queue is a `BTreeMap` keyed by `(time, sequence)`: events at the same instant run in
-//! the order they were scheduled. Every random choice comes from streams derived from the
+//! The queue orders events by `(time, sequence)`: events at the same instant run in the
+//! order they were scheduled. Every random choice comes from streams derived from the
 //! run seed, nothing reads a clock, and every map iterated is ordered: a run is a pure
 //! function of (scenario, seed).
 //!
@@ -15,7 +15,9 @@
 //! # Where things are
 //!
 //! - `mod.rs`: the [`Sim`] of one run — its state, construction, the final report;
-//! - `events.rs`: the event queue and the loop's dispatch of each event;
+//! - `events.rs`: what can happen (the events), scheduling them, and the loop's dispatch
+//!   of each event;
+//! - `queue.rs`: the event queue;
 //! - `agent_node.rs`: the agent node — feeding the agent, executing its outputs, the
 //!   user's answers and scripted commands;
 //! - `audit.rs`: what the simulator learns from the agent's typed events (a match on
@@ -36,15 +38,16 @@ mod events;
 mod faults;
 mod federation;
 mod network;
+mod queue;
 mod relay_node;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use a2acp_core::agent::{Agent, ThreadState};
 use a2acp_core::crypto::IdentityKey;
 use a2acp_core::persist::PersistOp;
-use a2acp_core::relay::ConnId;
+use a2acp_core::relay::{ConnId, RelayOutput};
 use a2acp_core::{Address, Timestamp};
 
 use crate::check::{plaintext_markers, Audit, Checker, End, Violation};
@@ -55,6 +58,7 @@ use crate::util::{derive_seed, Rng};
 use self::agent_node::Node;
 use self::events::Ev;
 use self::network::Conn;
+use self::queue::Queue;
 pub(crate) use self::relay_node::relay_key;
 use self::relay_node::RelayNode;
 
@@ -172,7 +176,7 @@ pub struct Sim {
     seed: u64,
     now: Timestamp,
     start: Timestamp,
-    queue: BTreeMap<(Timestamp, u64), Ev>,
+    queue: Queue,
     seq: u64,
     net: Rng,
     users: Rng,
@@ -181,6 +185,8 @@ pub struct Sim {
     faults: Rng,
     /// The relays: one, or one per domain when the world federates.
     relays: Vec<RelayNode>,
+    /// The buffer a relay's step is drained into (reused from step to step).
+    relay_outs: Vec<RelayOutput>,
     /// Each agent's relay (the one of its address's domain; `None`: no relay serves it).
     agent_relay: Vec<Option<usize>>,
     /// The relay partitions in force (indices in the federation's list).
@@ -248,7 +254,7 @@ impl Sim {
             seed,
             now: start,
             start,
-            queue: BTreeMap::new(),
+            queue: Queue::default(),
             seq: 0,
             net: Rng::new(seed, "net"),
             users: Rng::new(seed, "users"),
@@ -256,6 +262,7 @@ impl Sim {
             acts: Rng::new(seed, "actions"),
             faults: Rng::new(seed, "faults"),
             relays,
+            relay_outs: Vec::new(),
             agent_relay,
             active_relay_partitions: BTreeSet::new(),
             nodes,
@@ -294,7 +301,7 @@ impl Sim {
     /// Runs to the end of the scenario and runs the final checks.
     pub fn run(mut self) -> (Report, String, Vec<Line>) {
         let end = self.start.add(self.spec.end_at());
-        while let Some((&(at, _), _)) = self.queue.first_key_value() {
+        while let Some((at, _)) = self.queue.first_key() {
             if at > end {
                 break;
             }
@@ -483,6 +490,15 @@ impl Sim {
     }
 
     fn first_resolution_metrics(&self) -> Vec<(usize, u32, u32)> {
+        // Consent prompts per thread id over every agent, counted once (looking each
+        // thread up in every agent was threads × agents lookups: most of the end of a
+        // 10,000-agent run).
+        let mut consents: HashMap<&str, usize> = HashMap::new();
+        for n in &self.nodes {
+            for (id, prompts) in &n.consent_prompts {
+                *consents.entry(id.as_str()).or_default() += prompts.len();
+            }
+        }
         let mut out = Vec::new();
         for (k, id) in &self.threads {
             let from = self.spec.threads[*k].from;
@@ -502,11 +518,7 @@ impl Sim {
                 }
             }
             if found {
-                let prompts: usize = self
-                    .nodes
-                    .iter()
-                    .map(|n| n.consent_prompts.get(id).map_or(0, BTreeSet::len))
-                    .sum();
+                let prompts = consents.get(id.as_str()).copied().unwrap_or(0);
                 out.push((*k, packets, prompts as u32));
             }
         }
@@ -635,9 +647,23 @@ impl Sim {
     }
 }
 
+/// What one participant persisted: its records by key. Only looked up and written while
+/// the run goes on (a hash map); read in key order when it restarts ([`persisted`]).
+pub(super) type Records = HashMap<String, Vec<u8>>;
+
+/// The records of `records` in key order, as a participant restarting reads them.
+pub(super) fn persisted(records: &Records) -> Vec<(String, Vec<u8>)> {
+    let mut all: Vec<(String, Vec<u8>)> = records
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    all
+}
+
 /// Applies `op` to `records` as [`a2acp_core::persist::apply`] does, moving the key and
 /// value in instead of copying them.
-fn store(records: &mut BTreeMap<String, Vec<u8>>, op: PersistOp) {
+fn store(records: &mut Records, op: PersistOp) {
     match op {
         PersistOp::Put { key, value } => {
             records.insert(key, value);

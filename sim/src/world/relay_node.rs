@@ -13,7 +13,7 @@ use a2acp_core::relay::{ConnId, Relay, RelayConfig, RelayEvent, RelayInput, Rela
 use a2acp_core::{Address, Timestamp};
 
 use super::events::Ev;
-use super::{store, Sim};
+use super::{store, Records, Sim};
 use crate::scenario::Spec;
 use crate::transcript::{describe_relay_event, Tag};
 use crate::util::derive_seed;
@@ -27,7 +27,7 @@ pub(super) struct RelayNode {
     /// The relay, unless it is down.
     pub(super) relay: Option<Relay>,
     /// What it persisted.
-    pub(super) store: BTreeMap<String, Vec<u8>>,
+    pub(super) store: Records,
     /// Incarnation: bumped by each crash (events of an earlier one are dropped).
     pub(super) inc: u32,
     /// Its armed timer (the queue key).
@@ -65,7 +65,7 @@ impl RelayNode {
                     r.config.clone(),
                     derive_seed(seed, &seed_label(k, 0)),
                 )),
-                store: BTreeMap::new(),
+                store: Records::new(),
                 inc: 0,
                 timer: None,
                 crash_armed: None,
@@ -120,15 +120,16 @@ impl Sim {
     }
 
     pub(super) fn drain_relay(&mut self, r: usize) {
-        let mut outs = Vec::new();
+        if self.relays[r].relay.is_none() {
+            return;
+        }
+        // One buffer for every step of every relay (a step can emit hundreds of outputs).
+        let mut outs = std::mem::take(&mut self.relay_outs);
         let t0 = self.tick();
-        match self.relays[r].relay.as_mut() {
-            Some(relay) => {
-                while let Some(o) = relay.poll_output() {
-                    outs.push(o);
-                }
+        if let Some(relay) = self.relays[r].relay.as_mut() {
+            while let Some(o) = relay.poll_output() {
+                outs.push(o);
             }
-            None => return,
         }
         self.tock(t0);
         let armed = self.relays[r].crash_armed.is_some()
@@ -139,17 +140,20 @@ impl Sim {
             None
         };
         let total = outs.len();
-        for (k, o) in outs.into_iter().enumerate() {
+        let mut crash_at = (cut == Some(total)).then_some(total);
+        for (k, o) in outs.drain(..).enumerate() {
             if cut == Some(k) {
-                let d = self.relays[r].crash_armed.take().unwrap_or_default();
-                self.crash_relay(r, d, Some((k, total)));
-                return;
+                crash_at = Some(k);
+                break;
             }
             self.exec_relay_output(r, o);
         }
-        if cut == Some(total) {
+        // The outputs a crash cut are dropped, never executed.
+        outs.clear();
+        self.relay_outs = outs;
+        if let Some(k) = crash_at {
             let d = self.relays[r].crash_armed.take().unwrap_or_default();
-            self.crash_relay(r, d, Some((total, total)));
+            self.crash_relay(r, d, Some((k, total)));
             return;
         }
         self.rearm_relay(r);
@@ -326,10 +330,13 @@ impl Sim {
     }
 
     pub(super) fn rearm_relay(&mut self, r: usize) {
-        let Some(relay) = self.relays[r].relay.as_ref() else {
+        let t0 = self.tick();
+        let deadline = self.relays[r].relay.as_ref().map(Relay::poll_timeout);
+        self.tock(t0);
+        let Some(deadline) = deadline else {
             return;
         };
-        let want = relay.poll_timeout().map(|t| t.max(self.now));
+        let want = deadline.map(|t| t.max(self.now));
         if self.relays[r].timer.map(|k| k.0) == want {
             return;
         }
