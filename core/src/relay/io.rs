@@ -220,6 +220,28 @@ pub enum RelayOutput {
     },
 }
 
+impl RelayOutput {
+    /// Whether this is a `deliver` frame to an agent: the one frame a runtime may send
+    /// before the [`RelayOutput::Persist`]s decided before it are durable (the packet it
+    /// carries is one its sender has not been told is `accepted`, and will send again
+    /// after a crash; recipients drop duplicates by packet id). It must still not
+    /// overtake the connection's `auth_ok` ([`RelayEvent::Authenticated`]) nor an
+    /// earlier `deliver` to the same connection.
+    pub fn is_delivery(&self) -> bool {
+        matches!(self, RelayOutput::Send { bytes, .. }
+            if bytes.starts_with(super::queue::DELIVER_PREFIX.as_bytes()))
+    }
+
+    /// Whether this persists a reservation of delivery ids (`meta/next_id`). A `deliver`
+    /// sent before the persists decided before it are durable ([`Self::is_delivery`])
+    /// must also wait until the last such reservation is durable: the id it carries is
+    /// then never handed out again after a crash.
+    pub fn reserves_delivery_ids(&self) -> bool {
+        matches!(self, RelayOutput::Persist(PersistOp::Put { key, .. })
+            if key == super::queue::NEXT_ID_KEY)
+    }
+}
+
 /// What happened, for logs and metrics.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RelayEvent {

@@ -29,7 +29,13 @@
 //!    its `auth_ok`, a packet before the `accepted` that tells its sender it is safe, an
 //!    acknowledged packet's deletion before the deliveries its freed slot lets through.
 //!    A runtime that executes outputs in order, making each persist durable before the
-//!    next send, therefore only ever acknowledges durable packets;
+//!    next send, therefore only ever acknowledges durable packets. One exception is
+//!    allowed: a `deliver` ([`RelayOutput::is_delivery`]) may be sent as soon as it is
+//!    polled, before the persists decided before it are durable, provided it overtakes
+//!    neither its connection's `auth_ok` nor an earlier `deliver` to that connection
+//!    (the packet's sender is told `accepted` only after the commit; after a crash
+//!    before it, the sender sends the packet again and the recipient drops the
+//!    duplicate by packet id: SPEC-NOTES, the relay link);
 //! 2. the frames to one connection come in the order they are to be sent;
 //! 3. a [`RelayOutput::Close`] comes after the last frame to its connection (the `error`
 //!    or `replaced` saying why). The relay has already forgotten the connection: the
