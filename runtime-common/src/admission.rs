@@ -615,34 +615,48 @@ pub async fn serve_connection<S, T, D>(
     D: Future<Output = ()>,
 {
     let admission = ticket.admission.clone();
-    let deadline = timer(admission.cfg.upgrade_timeout);
-    let phase = crate::race::race(
-        crate::race::race(
-            http_phase(stream, tls.as_ref(), &handle, &ticket, peer, &timer),
+    // The HTTP phase is boxed, and so is the link: the task keeps neither's state while in
+    // the other, so an idle agent's task holds the link's state alone (the HTTP phase's,
+    // with the TLS handshake and the request head, is several KiB and is freed at the
+    // upgrade). In a block of its own so that its result is not kept beside the link.
+    let link = {
+        let deadline = timer(admission.cfg.upgrade_timeout);
+        let phase = Box::pin(crate::race::race(
+            crate::race::race(
+                http_phase(stream, tls.as_ref(), &handle, &ticket, peer, &timer),
+                async {
+                    ticket.evicted().await;
+                    HttpPhase::Evicted
+                },
+            ),
             async {
-                ticket.evicted().await;
-                HttpPhase::Evicted
+                deadline.await;
+                HttpPhase::TimedOut
             },
-        ),
-        async {
-            deadline.await;
-            HttpPhase::TimedOut
-        },
-    )
-    .await;
-    match phase {
-        // Boxed: a connection task still in its HTTP phase does not reserve the link's
-        // (larger) state.
-        HttpPhase::Upgraded(ws) => Box::pin(crate::ws::serve_relay_link(ws, peer, handle)).await,
-        HttpPhase::TimedOut => {
-            admission
-                .counters
-                .upgrade_timeouts
-                .fetch_add(1, Ordering::Relaxed);
-            debug!(%peer, "HTTP phase deadline passed: connection closed");
+        ))
+        .await;
+        match phase {
+            HttpPhase::Upgraded(ws) => {
+                Some(Box::pin(crate::ws::serve_relay_link(ws, peer, handle)))
+            }
+            HttpPhase::TimedOut => {
+                admission
+                    .counters
+                    .upgrade_timeouts
+                    .fetch_add(1, Ordering::Relaxed);
+                debug!(%peer, "HTTP phase deadline passed: connection closed");
+                None
+            }
+            HttpPhase::Evicted => {
+                debug!(%peer, "closed to make room at the connection cap");
+                None
+            }
+            HttpPhase::Done => None,
         }
-        HttpPhase::Evicted => debug!(%peer, "closed to make room at the connection cap"),
-        HttpPhase::Done => {}
+    };
+    drop(tls);
+    if let Some(link) = link {
+        link.await;
     }
     drop(ticket);
 }

@@ -132,8 +132,34 @@ pub(super) async fn spawn_child(args: &[&str]) -> Result<(Child, String), BenchE
     Ok((child, url))
 }
 
+/// Connections per loopback source address: below the 28,000-odd ephemeral ports Linux
+/// gives one (source, destination) pair by default.
+const PER_SOURCE: usize = 20_000;
+
+/// A WebSocket to the relay at `url` (plain `ws://` on loopback) from source address
+/// 127.0.0.`2 + i / PER_SOURCE` (all of 127.0.0.0/8 is loopback on Linux), so that a
+/// hundred thousand agents do not run out of one source's ephemeral ports.
+async fn connect_from(url: &str, i: usize) -> Result<crate::ws::Ws, BenchError> {
+    let (host, port) = a2acp_runtime::config::relay_url(url)?;
+    let relay: std::net::SocketAddr = format!("{host}:{port}")
+        .parse()
+        .map_err(|e| format!("{url}: {e}"))?;
+    let octet = u8::try_from(2 + i / PER_SOURCE).map_err(|_| "too many agents")?;
+    let sock = tokio::net::TcpSocket::new_v4().map_err(|e| e.to_string())?;
+    sock.bind(std::net::SocketAddr::from(([127, 0, 0, octet], 0)))
+        .map_err(|e| format!("bind 127.0.0.{octet}: {e}"))?;
+    let tcp = tokio::time::timeout(Duration::from_secs(10), sock.connect(relay))
+        .await
+        .map_err(|_| format!("connecting to {url} timed out"))?
+        .map_err(|e| format!("connect to {url}: {e}"))?;
+    let _ = tcp.set_nodelay(true);
+    a2acp_runtime::ws::connect_over(url, async_tungstenite::tokio::TokioAdapter::new(tcp), None)
+        .await
+        .map_err(|e| e.to_string())
+}
+
 async fn register(url: &str, i: usize) -> Result<crate::ws::Ws, BenchError> {
-    let mut ws = crate::ws::connect(url).await.map_err(|e| e.to_string())?;
+    let mut ws = connect_from(url, i).await?;
     let id = IdentityKey::from_seed(seed(i));
     let addr = address(i);
     loop {
@@ -323,11 +349,31 @@ pub async fn run(a: BenchArgs) -> Result<(), BenchError> {
     let mut idle = Vec::with_capacity(a.idle);
     if a.idle > 0 {
         let before = rss_kib(pid);
+        if let Some(limit) = a2acp_runtime::admission::fd_soft_limit() {
+            let need = (n + a.idle + 64) as u64;
+            if need > limit {
+                println!(
+                    "  idle:      {need} descriptors needed, the open-files limit is {limit}: \
+                     raise it (ulimit -n; the hard limit needs root) or lower --idle"
+                );
+            }
+        }
         let t = Instant::now();
+        let mut marks = [1_000usize, 10_000, 50_000, 100_000].into_iter().peekable();
         for chunk in (n..n + a.idle).collect::<Vec<_>>().chunks(128) {
             for r in futures_util::future::join_all(chunk.iter().map(|&i| register(&url, i))).await
             {
                 idle.push(r?);
+            }
+            while marks.peek().is_some_and(|&m| idle.len() >= m) {
+                marks.next();
+                if let (Some(b), Some(x)) = (before, rss_kib(pid)) {
+                    println!(
+                        "  idle:      {:>7} agents: relay RSS {x} KiB, {:.1} KiB per connection",
+                        idle.len(),
+                        x.saturating_sub(b) as f64 / idle.len() as f64
+                    );
+                }
             }
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
