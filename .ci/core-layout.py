@@ -4,7 +4,17 @@ test lines apart), the largest non-test file, and the import cycles between its
 files and folders (from `use crate::…`, `super::…` and inline `crate::…` paths,
 following `pub use` re-exports to the module that defines the item).
 
-usage: python3 .ci/core-layout.py core/src [--depth N]
+usage: python3 .ci/core-layout.py core/src [--depth N] [--check]
+
+The agent's folders are layers, listed bottom to top under "# Layers" in the module doc
+of agent/mod.rs ("1. `permissions/`: …"). The last section checks every import between
+folders of agent/ against that list: a folder may import only folders listed before it
+(and the files directly in agent/, the façade on top of them all). With --check only that
+section is printed, and the exit status is 1 when an import goes against the list, a
+folder of agent/ is missing from it, or folders of agent/ import each other in a circle.
+An import there is a path, as above, or a name used bare in a module that imports
+`crate::agent::*`: the façade's imports and re-exports, each counted for the module
+that defines it.
 
 A file counts as tests when it is tests.rs, *_tests.rs, test_support.rs or under a
 tests/ folder; in other files a `#[cfg(test)]` module counts as tests. Cycles are
@@ -18,8 +28,15 @@ from collections import defaultdict
 
 SRC = sys.argv[1].rstrip("/")
 DEPTH = 2
+CHECK = "--check" in sys.argv
 if "--depth" in sys.argv:
     DEPTH = int(sys.argv[sys.argv.index("--depth") + 1])
+
+
+def out(*args, **kwargs):
+    """Prints the measuring sections (not with --check)."""
+    if not CHECK:
+        print(*args, **kwargs)
 
 
 def is_test_file(path):
@@ -73,19 +90,19 @@ for f in files:
     per[folder][1] += nt
     per[folder][2] += t
     largest.append((nt, f))
-print("## files and lines per folder (non-test / test)")
-print(f"{'folder':40} {'files':>5} {'non-test':>9} {'test':>7}")
+out("## files and lines per folder (non-test / test)")
+out(f"{'folder':40} {'files':>5} {'non-test':>9} {'test':>7}")
 tot = [0, 0, 0]
 for k in sorted(per):
     v = per[k]
-    print(f"{k:40} {v[0]:5} {v[1]:9} {v[2]:7}")
+    out(f"{k:40} {v[0]:5} {v[1]:9} {v[2]:7}")
     for i in range(3):
         tot[i] += v[i]
-print(f"{'total':40} {tot[0]:5} {tot[1]:9} {tot[2]:7}")
+out(f"{'total':40} {tot[0]:5} {tot[1]:9} {tot[2]:7}")
 largest.sort(reverse=True)
-print("\n## largest non-test files")
+out("\n## largest non-test files")
 for nt, f in largest[:5]:
-    print(f"{nt:6} {f}")
+    out(f"{nt:6} {f}")
 
 # ---- module tree
 def modpath(f):
@@ -277,12 +294,12 @@ def folder_of(m, depth):
 
 
 nodes = [m for m in mods if m not in test_mods and m != ()]
-print("\n## file-level import cycles (non-test modules)")
+out("\n## file-level import cycles (non-test modules)")
 cs = sccs(nodes, edges)
 for c in cs:
-    print(f"{len(c)} modules: " + ", ".join(show(x) for x in c))
+    out(f"{len(c)} modules: " + ", ".join(show(x) for x in c))
 if not cs:
-    print("none")
+    out("none")
 
 for depth in range(1, DEPTH + 1):
     fe = defaultdict(set)
@@ -299,10 +316,10 @@ for depth in range(1, DEPTH + 1):
                 continue
             fe[fa].add(fb)
     fnodes = {folder_of(m, depth) for m in nodes}
-    print(f"\n## folder-level import cycles, folders to depth {depth}")
+    out(f"\n## folder-level import cycles, folders to depth {depth}")
     cs = sccs(fnodes, fe)
     for c in cs:
-        print(f"{len(c)} folders: " + ", ".join(c))
+        out(f"{len(c)} folders: " + ", ".join(c))
         # the edges that close it
         for a in c:
             for b in sorted(fe[a]):
@@ -316,6 +333,151 @@ for depth in range(1, DEPTH + 1):
                             if folder_of(y, depth) == b
                         }
                     )
-                    print(f"    {a} -> {b}: " + "; ".join(why[:6]) + (" …" if len(why) > 6 else ""))
+                    out(f"    {a} -> {b}: " + "; ".join(why[:6]) + (" …" if len(why) > 6 else ""))
     if not cs:
-        print("none")
+        out("none")
+
+
+# ---- the agent's layers
+AGENT = "agent"
+
+
+def agent_layers():
+    """The folders of agent/ as its module doc lists them under `# Layers`, bottom first."""
+    path = os.path.join(SRC, AGENT, "mod.rs")
+    if not os.path.exists(path):
+        return None
+    order, inside = [], False
+    for line in open(path, encoding="utf-8"):
+        if not line.startswith("//!"):
+            break
+        text = line[3:].strip()
+        if text.startswith("#"):
+            inside = text == "# Layers"
+            continue
+        m = re.match(r"\d+\. `(\w+)/`", text)
+        if inside and m:
+            order.append(f"{AGENT}/{m.group(1)}")
+    return order
+
+
+def without_tests(text):
+    """The text of a file without its `#[cfg(test)]` inline modules."""
+    out, skip = [], False
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if skip:
+            skip = line != "}"
+            continue
+        if line.strip() == "#[cfg(test)]" and i + 1 < len(lines) and re.match(r"(pub(\(\w+\))? )?mod \w+ \{", lines[i + 1]):
+            skip = True
+            continue
+        out.append(line)
+    return "\n".join(out)
+
+
+def item_names(m):
+    """The items (not modules) a module defines at its top level."""
+    text = without_tests(strip_comments(open(mods[m], encoding="utf-8").read()))
+    pat = r"^(?:pub(?:\([\w: ]+\))?\s+)?(?:struct|enum|trait|type|const|static|fn)\s+(\w+)"
+    return set(re.findall(pat, text, re.M))
+
+
+def glob_names_used(root):
+    """(module, module defining the name, name) for each name a module of `root`'s
+    folders uses bare after importing `root::*`."""
+    text = without_tests(strip_comments(open(mods[root], encoding="utf-8").read()))
+    names = {}
+    for m in re.finditer(r"\buse\s+([^;]+);", text):
+        for p in expand_use(m.group(1)):
+            a = absolute(root, p, False)
+            if a is None and p and (tuple(root) + (p[0],)) in mods:
+                a = list(root) + p
+            elif a is None and p and p[0] in reexports.get(root, {}):
+                a = reexports[root][p[0]] + p[1:]
+            if a is None or p[-1] == "self":
+                continue
+            if p[-1] == "*":
+                target = resolve(a[:-1])
+                for n in item_names(target):
+                    names.setdefault(n, target)
+                for n, r in reexports.get(target, {}).items():
+                    if n != "*":
+                        names.setdefault(n, resolve(r))
+            else:
+                t = resolve(a)
+                if t is not None and (t + (p[-1],)) not in mods:
+                    names[p[-1]] = t
+    for n in item_names(root):
+        names[n] = root
+    out = set()
+    for m in nodes:
+        if len(m) < 2 or m[: len(root)] != root:
+            continue
+        text = without_tests(strip_comments(open(mods[m], encoding="utf-8").read()))
+        globbed = False
+        own = item_names(m)
+        for u in re.finditer(r"\buse\s+([^;]+);", text):
+            for p in expand_use(u.group(1)):
+                if p and p[-1] == "*" and absolute(m, p[:-1], False) == list(root):
+                    globbed = True
+                elif p:
+                    own.add(p[-1])
+        if not globbed:
+            continue
+        for n in set(re.findall(r"(?<![\w:.])([A-Za-z_]\w*)\b", text)):
+            b = names.get(n)
+            if b is not None and n not in own and b != m:
+                out.add((m, b, n))
+    return sorted(out)
+
+
+layers = agent_layers()
+if layers is not None:
+    failed = []
+    print(f"\n## the agent's layers ({AGENT}/mod.rs, \"# Layers\"), bottom to top")
+    for i, f in enumerate(layers, 1):
+        print(f"{i:4} {f}")
+    print(f"{len(layers) + 1:4} {AGENT} (the façade: the files directly in {AGENT}/)")
+    folders = {folder_of(m, 2) for m in nodes} - {AGENT}
+    folders = {f for f in folders if f.startswith(AGENT + "/")}
+    for f in sorted(folders - set(layers)):
+        failed.append(f"{f} is not in the list")
+    for f in layers:
+        if f not in folders:
+            failed.append(f"{f} is listed but holds no (non-test) module")
+    rank = {f: i for i, f in enumerate(layers)}
+    against = defaultdict(set)
+    inner = defaultdict(set)
+
+    def edge(a, b, how):
+        fa, fb = folder_of(a, 2), folder_of(b, 2)
+        if fa == fb or fa not in folders or fb not in folders:
+            return
+        inner[fa].add(fb)
+        if fa in rank and fb in rank and rank[fb] > rank[fa]:
+            against[(fa, fb)].add(f"{show(a)} -> {show(b)}{how}")
+
+    for a in nodes:
+        for b in edges.get(a, ()):
+            edge(a, b, "")
+    # A capability's `use crate::agent::*` (or `use super::*` from a folder's mod.rs)
+    # brings in every name the façade imports or re-exports: a name used bare that way
+    # names the module that defines it.
+    for m, b, name in glob_names_used((AGENT,)):
+        edge(m, b, f" (`{name}`, through `use crate::{AGENT}::*`)")
+    for (fa, fb), why in sorted(against.items()):
+        failed.append(f"{fa} imports {fb}, above it: " + "; ".join(sorted(why)))
+    for c in sccs(folders, inner):
+        failed.append(f"{len(c)} folders import each other in a circle: " + ", ".join(c))
+    if failed:
+        print("against the list:")
+        for f in failed:
+            print("    " + f)
+    else:
+        print("every import between folders of agent/ goes down the list")
+    if CHECK and failed:
+        sys.exit(1)
+elif CHECK:
+    print(f"{SRC}/{AGENT}/mod.rs not found: nothing to check")
+    sys.exit(1)

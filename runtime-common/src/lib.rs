@@ -56,6 +56,7 @@ pub mod admission;
 pub mod agent_host;
 pub mod cli;
 pub mod clock;
+pub mod cluster;
 pub mod config;
 pub mod control;
 pub mod daemon;

@@ -7,7 +7,8 @@
 //! tolerated. `swarm_calm` adds seeds of the calm profile (users approve and confirm), which
 //! reach execution and completion more often. Wider runs use the release binary
 //! (`a2acp-sim swarm --seeds 0..1000`). `swarm_spaces_ci` runs 250 seeds with groups and
-//! shared context spaces (`--groups --spaces`).
+//! shared context spaces (`--groups --spaces`). `swarm_domains_ci` and
+//! `swarm_domains_groups_ci` run federated worlds (`--domains 3`, without and with groups).
 
 use a2acp_sim::swarm::{self, Params};
 use a2acp_sim::world::Sim;
@@ -46,6 +47,35 @@ fn swarm_ci() {
     };
     run_swarm(p, 0..seeds(500));
 }
+
+/// Federated worlds (`--domains 3`): one relay per domain, agents spread over them,
+/// faults between relays (partitions, links dropped, relay crashes mid-hand-over); the
+/// exactly-once and agreement checkers cover the packets handed between relays. Seeds 6
+/// (a packet parked on `overflow` overtaken by a later one of its thread) and 45 with
+/// groups (lookups answered "no such agent" while a domain's relay was down) failed once.
+#[test]
+fn swarm_domains_ci() {
+    let p = Params {
+        domains: 3,
+        ..Params::default()
+    };
+    run_swarm(p, 0..seeds(DOMAIN_SEEDS));
+}
+
+/// [`swarm_domains_ci`] with group threads across the three domains.
+#[test]
+fn swarm_domains_groups_ci() {
+    let p = Params {
+        domains: 3,
+        groups: true,
+        ..Params::default()
+    };
+    run_swarm(p, 0..seeds(DOMAIN_SEEDS));
+}
+
+/// Seeds of each federated swarm in CI, sized so that both cost at most a minute in the
+/// debug test build on two cores (docs/simulator.md); wider runs use the release binary.
+const DOMAIN_SEEDS: u64 = 200;
 
 /// Groups are a dimension of their own: a world the group stream leaves without groups is
 /// exactly the two-party world of its seed, and a world with groups keeps that world's

@@ -35,29 +35,33 @@
 //! each spec section is written as methods of that step, and every state change goes
 //! through its one transition function, `ThreadStep::transition`.
 //!
-//! One folder per capability, in the spec's words; each capability's tests sit beside it:
+//! One folder per capability, in the spec's words; each capability's tests sit beside it
+//! (`tests/`: the agent's behaviour end to end, and what its tests share).
 //!
-//! - `io/`: what goes in and comes out — inputs, outputs and prompts (`mod.rs`), the typed
-//!   events (`events.rs`), the user's commands (`commands.rs`), notifications and the
-//!   audit trail (`notify.rs`), and the one interface of the bridges to other protocols
-//!   (`bridge.rs`: the bridges themselves are beside the agent, not in it);
-//! - `thread/`: a thread and its lifecycle (§9): the thread (`mod.rs`), its step
-//!   (`step.rs`), state changes and ending (`lifecycle.rs`), sending and receiving its
-//!   packets (§4, §15, `packets.rs`);
-//! - `negotiation/`: one thread from its first context to its outcome — the
-//!   Receive-Evaluate-Act cycle (§5.2, §6), drift and forks (§6.5), permission tiers and
-//!   consent (§7), resolution and the human checkpoint (§8), execution (§9);
-//! - `group/`: multi-party threads (§10, §8.3): confirmation, sequences, coordinator
-//!   transfer;
-//! - `space/`: shared context spaces (§12);
-//! - `memory/`: relationship memory (§11);
-//! - `llm/`: the LLM processing layer (§5, §13.3);
-//! - `introductions/`: progressive capability discovery (§14.2);
-//! - `security/`: peer keys (§16) and what is refused of a malformed or hostile peer
-//!   (§13.4);
-//! - `link/`: the relay link (§3, §13.1), the persisted records and recovery (§13.2);
-//! - `tests/`: the agent's behaviour end to end, and what its tests share.
+//! # Layers
+//!
+//! The folders are layers: each imports only the folders listed before it here, and the
+//! façade (the files directly in this folder) sits on them all. A capability names types
+//! and functions of the layers below it, and reaches one above it only through a method
+//! of [`Shared`], [`ThreadStep`] or [`Agent`] written there (a call imports nothing).
+//! `python3 .ci/core-layout.py core/src --check`, run by CI, reads this list and fails on
+//! an import against it or a folder missing from it. Bottom to top:
+//!
+//! 1. `permissions/`: permission tiers and overrides, how a field resolves (§7.1, §7.2);
+//! 2. `io/`: what goes in and comes out — inputs, commands, outputs, prompts, typed events;
+//! 3. `thread/`: a thread, its step, its lifecycle (§9), its packets (§4, §15);
+//! 4. `memory/`: relationship memory (§11);
+//! 5. `llm/`: the LLM processing layer (§5, §13.3);
+//! 6. `negotiation/`: context, drift, consent, resolution, execution (§5.2, §6–§9);
+//! 7. `security/`: peer keys (§16), what is refused of a hostile peer (§13.4);
+//! 8. `space/`: shared context spaces (§12);
+//! 9. `group/`: multi-party threads (§10, §8.3);
+//! 10. `introductions/`: progressive capability discovery (§14.2);
+//! 11. `link/`: the relay link (§3, §13.1), the persisted records and recovery (§13.2);
+//! 12. the façade: the [`Agent`] (`mod.rs`), commands (`commands.rs`), bridges (`bridge.rs`).
 
+mod bridge;
+mod commands;
 pub mod group;
 pub mod introductions;
 pub mod io;
@@ -69,8 +73,8 @@ pub use llm::{
     layer_json, prompt_thread, LLM_QUEUE_FIRST, LLM_QUEUE_MAX, LOW_CONFIDENCE, PEER_DATA_LAYER,
 };
 mod negotiation;
+pub mod permissions;
 pub use negotiation::drift::may_fork;
-pub use negotiation::permissions;
 mod security;
 pub mod space;
 pub mod thread;
@@ -86,6 +90,7 @@ use crate::packet::Context;
 use crate::rng::DetRng;
 use crate::time::Timestamp;
 
+pub use bridge::*;
 pub use events::{AgentEvent, Bug, DropReason, LlmFallbackTo};
 pub use group::{Group, GroupMember, GroupProposal, Sequence};
 pub use introductions::Introduction;
@@ -206,6 +211,16 @@ pub struct AgentConfig {
     pub use_llm: bool,
     /// Limits and timeouts.
     pub limits: Limits,
+}
+
+/// Where a thread to an address the relay does not know goes on
+/// ([`AgentConfig::bridged_fallbacks`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BridgedFallback {
+    /// The bridge ([`Bridge::name`]).
+    pub bridge: String,
+    /// Its destination for that address (e.g. an agent card's URL).
+    pub to: String,
 }
 
 impl AgentConfig {

@@ -6,10 +6,11 @@
 //!   and a thread as an A2A task, the HTTP+JSON binding, the agent card, and the client
 //!   direction (an a2acp agent driving a task on a plain A2A agent);
 //! - [`phase1`]: the A2A Phase-1 HTTP envelope (seed 001): its messages, validation, error
-//!   codes, HTTP statuses, retry rule and sender.
+//!   codes, HTTP statuses, retry rule and sender;
+//! - [`retry`]: the retry schedule both bridges' calls follow (seed 001's).
 //!
 //! Each bridge meets the agent through the agent's one bridge interface
-//! ([`crate::agent::Bridge`] and the agent's public bridge calls, `agent/io/bridge.rs`):
+//! ([`crate::agent::Bridge`] and the agent's public bridge calls, `agent/bridge.rs`):
 //! what its peer says goes in as packet bodies from a bridged peer, what the agent
 //! addresses to that peer comes out as [`crate::agent::Output::Bridged`], threads are
 //! read through [`crate::agent::ThreadView`], and a bridge's own state of a thread is
@@ -19,6 +20,7 @@
 
 pub mod a2a;
 pub mod phase1;
+pub mod retry;
 
 /// Registers with `agent` the bridges that act on its inputs ([`crate::agent::Bridge`]):
 /// the A2A client direction ([`a2a::Client`]) and the Phase-1 task lifecycle

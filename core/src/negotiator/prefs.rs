@@ -273,7 +273,7 @@ fn parse_budget_str(s: &str) -> Option<Budget> {
 
 /// Formats hundredths: `30`, `25.50`.
 fn fmt_amount(cents: u64) -> String {
-    if cents % 100 == 0 {
+    if cents.is_multiple_of(100) {
         format!("{}", cents / 100)
     } else {
         format!("{}.{:02}", cents / 100, cents % 100)

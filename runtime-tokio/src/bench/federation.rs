@@ -693,7 +693,7 @@ pub async fn run(a: FederationBenchArgs) -> Result<(), BenchError> {
         last.saturating_sub(first) as f64 / 1e6,
     );
     println!(
-        "  backlog, cross-domain: {} packets sent during a {} s partition ({during} delivered during it), {}/{} delivered {:.0} ms after it healed: the first after {:.0} ms (the dialer's backoff), then {:.0} ms to the last{}",
+        "  backlog, cross-domain: {} packets sent during a {} s partition ({during} delivered during it), {}/{} delivered {:.0} ms after it healed: the first after {:.0} ms (until a dial got through), then {:.0} ms to the last{}",
         bl.count,
         a.partition,
         clock.count.load(Ordering::Relaxed),

@@ -89,7 +89,12 @@ impl Sim {
         let inc = self.relays[r].inc;
         let l = self.link_latency();
         let at = self.now.add(l);
-        let Some(j) = self.relay_of_domain(&domain) else {
+        let j = self.relay_of_domain(&domain);
+        if j.is_some_and(|j| self.link_blocked(r, j)) {
+            return;
+        }
+        // No relay serves the domain, or it is down: refused one latency later.
+        let Some(j) = j.filter(|&j| self.relays[j].relay.is_some()) else {
             self.push(
                 at,
                 Ev::DialFailed {
@@ -100,20 +105,6 @@ impl Sim {
             );
             return;
         };
-        if self.link_blocked(r, j) {
-            return;
-        }
-        if self.relays[j].relay.is_none() {
-            self.push(
-                at,
-                Ev::DialFailed {
-                    relay: r,
-                    inc,
-                    domain,
-                },
-            );
-            return;
-        }
         let conn = ConnId(self.next_conn);
         self.next_conn += 1;
         self.stats.connections += 1;
@@ -291,6 +282,9 @@ pub(super) fn describe(e: &FederationEvent) -> Option<String> {
         },
         FederationEvent::LinkDown { domain, reason, .. } => {
             format!("relay link with {domain} down ({reason})")
+        }
+        FederationEvent::Redial { domain } => {
+            format!("{domain} reached this relay: dialing it now")
         }
         // The relay's `Routed` event already says it was queued.
         FederationEvent::RetryScheduled { .. } | FederationEvent::Queued { .. } => return None,

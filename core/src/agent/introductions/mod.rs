@@ -9,28 +9,12 @@
 //! [`Introduction`]; the set of those shown is kept in `meta`, so a restart never shows
 //! one again.
 
-use serde::{Deserialize, Serialize};
-
 use super::*;
+
+pub use super::io::Introduction;
 
 /// The threads after which relationship memory is introduced (§14.2 "after 10+ threads").
 pub const MEMORY_INTRODUCED_AFTER: u64 = 10;
-
-/// A capability the agent introduces once (§14.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Introduction {
-    /// The first thread: how context, consent prompts and confirmation work.
-    FirstThread,
-    /// The first §7.2 suggestion: the agent learns what the user always approves.
-    Suggestions,
-    /// The first group thread: the coordinator's role (§10).
-    FirstGroup,
-    /// The first shared context space (§12).
-    FirstSpace,
-    /// Ten threads ended: what relationship memory learnt (§11.2).
-    Memory,
-}
 
 impl Shared {
     /// Shows `intro` with `text`, unless it was shown before. Returns whether it was shown.

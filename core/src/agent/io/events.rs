@@ -14,9 +14,10 @@ use std::fmt::{self, Write as _};
 use serde::{Deserialize, Serialize};
 
 use crate::agent::io::ModelTier;
-use crate::agent::negotiation::permissions::Tier;
-use crate::agent::thread::ThreadState;
+use crate::agent::permissions::Tier;
 use crate::link::ErrorCode;
+use crate::space::SpaceRefusal;
+use crate::thread_state::ThreadState;
 use crate::time::Timestamp;
 use crate::Address;
 
@@ -424,7 +425,7 @@ pub enum AgentEvent {
     /// never caused by a peer. Checkers match on this variant.
     Bug(Bug),
     /// Something in a shared context space (§12).
-    Space(crate::agent::space::SpaceEvent),
+    Space(SpaceEvent),
     /// Anything else, in words (nothing matches on it).
     Note(String),
 }
@@ -789,5 +790,112 @@ impl fmt::Display for AgentEvent {
         let mut raw = String::new();
         self.write_raw(&mut raw)?;
         f.write_str(&crate::display::line(&raw, crate::display::MAX_RECORD))
+    }
+}
+
+/// What the agent did in a space, as audited.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpaceEvent {
+    /// The user created a space.
+    Created {
+        /// The space.
+        space_id: String,
+    },
+    /// Another agent's space was joined (its first packet arrived).
+    Joined {
+        /// The space.
+        space_id: String,
+        /// Its creator.
+        creator: Address,
+    },
+    /// An update was applied to the replica.
+    Applied {
+        /// The space.
+        space_id: String,
+        /// The field.
+        field: String,
+        /// Who wrote it.
+        writer: Address,
+        /// Whether it is now the field's value.
+        won: bool,
+    },
+    /// An update or a packet was refused; nothing changed.
+    Refused {
+        /// The space.
+        space_id: String,
+        /// The agent it came from (this agent for its own user's writes).
+        peer: Address,
+        /// Why.
+        refusal: SpaceRefusal,
+    },
+    /// A space packet from another participant reached the space's logic (it opened on
+    /// its leg and its header matches the envelope); what became of its updates follows
+    /// as `Applied` and `Refused`. The simulator's exactly-once audit counts space packets
+    /// with it (a space packet has no thread, so it raises no `Received`).
+    Received {
+        /// The space.
+        space_id: String,
+        /// The sender.
+        from: Address,
+        /// The packet.
+        packet_id: String,
+        /// Updates in it.
+        updates: usize,
+    },
+    /// A space packet was sealed for another participant.
+    Sent {
+        /// The space.
+        space_id: String,
+        /// The recipient.
+        to: Address,
+        /// The packet.
+        packet_id: String,
+        /// Updates in it.
+        updates: usize,
+    },
+}
+
+impl fmt::Display for SpaceEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SpaceEvent::Created { space_id } => write!(f, "space {space_id} created"),
+            SpaceEvent::Joined { space_id, creator } => {
+                write!(f, "space {space_id} of {creator} joined")
+            }
+            SpaceEvent::Applied {
+                space_id,
+                field,
+                writer,
+                won,
+            } => write!(
+                f,
+                "space {space_id}: {field} by {writer} applied{}",
+                if *won { "" } else { " (superseded)" }
+            ),
+            SpaceEvent::Refused {
+                space_id,
+                peer,
+                refusal,
+            } => write!(f, "space {space_id}: update from {peer} refused: {refusal}"),
+            SpaceEvent::Received {
+                space_id,
+                from,
+                packet_id,
+                updates,
+            } => write!(
+                f,
+                "space {space_id}: received {packet_id} ({updates} update(s)) from {from}"
+            ),
+            SpaceEvent::Sent {
+                space_id,
+                to,
+                packet_id,
+                updates,
+            } => write!(
+                f,
+                "space {space_id}: sent {packet_id} ({updates} update(s)) to {to}"
+            ),
+        }
     }
 }

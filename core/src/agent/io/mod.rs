@@ -1,11 +1,11 @@
-//! What goes into an [`Agent`](super::Agent) and what comes out of it.
+//! What goes into an [`Agent`](super::Agent) and what comes out of it: inputs, the user's
+//! commands, outputs, prompts, notifications with their typed payloads (a space's change,
+//! an introduction, a memory change) and what is released for bridged peers. Every
+//! capability names these types, so they sit under them all: this folder imports only
+//! `agent::permissions` (see the layers in `agent/mod.rs`).
 
-pub mod bridge;
-pub(super) mod commands;
 pub mod events;
 pub(super) mod notify;
-
-pub use bridge::*;
 
 use std::collections::BTreeMap;
 
@@ -14,9 +14,10 @@ use serde_json::Value;
 
 use crate::address::Address;
 use crate::agent::io::events::AgentEvent;
-use crate::agent::negotiation::permissions::Tier;
+use crate::agent::permissions::Tier;
 use crate::packet::{ActionSpec, Context, Intent, Need, Priority, Proposal};
 use crate::persist::PersistOp;
+use crate::space::{FieldValue, SpacePermission, SpaceRefusal};
 use crate::time::Timestamp;
 
 /// An input to the agent. Each is handed over with the current time.
@@ -67,7 +68,7 @@ pub enum Command {
     /// agent card's URL, or its base URL). The same thread, tiers and prompts as with an
     /// a2acp peer.
     StartBridgedThread {
-        /// The bridge ([`Bridge::name`]).
+        /// The bridge ([`Bridge::name`](crate::agent::Bridge::name)).
         bridge: String,
         /// Where, in the bridge's terms.
         to: String,
@@ -298,6 +299,44 @@ pub enum Output {
     Bridged(Bridged),
 }
 
+/// What the agent releases for a bridged peer in place of a sealed frame
+/// ([`Output::Bridged`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Bridged {
+    /// A packet the agent addressed to a bridged peer in a thread: the bridge's listener
+    /// reads the thread again ([`ThreadView`](crate::agent::ThreadView)) and tells its clients.
+    Packet(BridgedPacket),
+    /// A message a bridge made for its peer's own endpoint in its step (for example a
+    /// seed-001 `status_update`): the runtime delivers it with the bridge's transport.
+    Message(BridgeMessage),
+}
+
+/// A packet the agent addressed to a bridged peer ([`Bridged::Packet`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BridgedPacket {
+    /// The thread.
+    pub thread_id: String,
+    /// The packet.
+    pub packet_id: String,
+    /// The bridged peer.
+    pub peer: Address,
+    /// The packet, as the agent wrote it (JSON).
+    pub json: String,
+}
+
+/// A bridge's message for its peer's endpoint ([`Bridged::Message`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BridgeMessage {
+    /// The bridge that made it ([`Bridge::name`](crate::agent::Bridge::name)).
+    pub bridge: String,
+    /// The thread it is about.
+    pub thread_id: String,
+    /// Where it goes (the peer's endpoint).
+    pub endpoint: String,
+    /// The whole message.
+    pub body: String,
+}
+
 /// A prompt for the user.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Prompt {
@@ -526,16 +565,74 @@ pub struct Notification {
     pub suggestion: Option<Suggestion>,
     /// What changed in a shared context space (§12), for a notification about one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub space: Option<crate::agent::space::SpaceChange>,
+    pub space: Option<SpaceChange>,
     /// What changed in relationship memory, for a [`NotifyKind::Memory`] (§11.3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_change: Option<MemoryChange>,
     /// Which capability, for a [`NotifyKind::Introduction`] (§14.2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub introduction: Option<crate::agent::introductions::Introduction>,
+    pub introduction: Option<Introduction>,
 }
 
 /// A cached value about a peer that a value the peer shared contradicted (§11.3
+/// A field that changed for the user, in a [`SpaceChange`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FieldChange {
+    /// The field.
+    pub field: String,
+    /// Who wrote it.
+    pub writer: Address,
+    /// Its new value.
+    pub value: FieldValue,
+}
+
+/// What a space notification is about (typed: code matches on this, not on the text).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SpaceChange {
+    /// This agent's user was added to a space.
+    Joined {
+        /// The space.
+        space_id: String,
+        /// Its name.
+        name: String,
+        /// Who created it.
+        creator: Address,
+        /// What this user may write.
+        permission: SpacePermission,
+    },
+    /// Other participants changed fields.
+    Changed {
+        /// The space.
+        space_id: String,
+        /// The fields whose value changed, in order.
+        fields: Vec<FieldChange>,
+    },
+    /// A write of this agent's user was refused before it left.
+    Refused {
+        /// The space.
+        space_id: String,
+        /// Why.
+        refusal: SpaceRefusal,
+    },
+}
+
+/// A capability the agent introduces once (§14.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Introduction {
+    /// The first thread: how context, consent prompts and confirmation work.
+    FirstThread,
+    /// The first §7.2 suggestion: the agent learns what the user always approves.
+    Suggestions,
+    /// The first group thread: the coordinator's role (§10).
+    FirstGroup,
+    /// The first shared context space (§12).
+    FirstSpace,
+    /// Ten threads ended: what relationship memory learnt (§11.2).
+    Memory,
+}
+
 /// contradiction detection): the memory now holds `new`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemoryChange {

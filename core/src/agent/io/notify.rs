@@ -130,8 +130,17 @@ pub(in crate::agent) fn shown(text: String) -> String {
 /// renewed.
 pub(in crate::agent) fn is_milestone(n: u64) -> bool {
     let mut m = n;
-    while m >= 10 && m % 10 == 0 {
+    while m >= 10 && m.is_multiple_of(10) {
         m /= 10;
     }
     matches!(m, 1 | 2 | 5)
+}
+
+pub(in crate::agent) fn list<'a>(it: impl Iterator<Item = &'a String>) -> String {
+    let v: Vec<&str> = it.map(|s| s.as_str()).collect();
+    if v.is_empty() {
+        "nothing".into()
+    } else {
+        v.join(", ")
+    }
 }

@@ -4,7 +4,8 @@
 pub(super) mod records;
 pub(super) mod recovery;
 
-use super::link::records::{outbox_key, PendingPlain};
+use super::link::records::outbox_key;
+use super::security::keys::PendingPlain;
 use super::thread::ThreadState;
 use super::*;
 
@@ -585,7 +586,9 @@ impl Shared {
 
     /// The relay refused a packet for now (§13.2 overflow, rate limit, full queue): it
     /// stays in the outbox and is sent again after a backoff (30 s, doubling, at most 1 h),
-    /// so nothing is lost; the recipient drops what it already has.
+    /// so nothing is lost; the recipient drops what it already has. The later packets of
+    /// its thread wait behind it (parked at least as long): a thread's packets reach the
+    /// relay in the order they were sealed, as they would without the refusal.
     pub(super) fn park(&mut self, seq: u64, base: Duration) -> Option<OutboxItem> {
         let now = self.now;
         let o = self.outbox.get_mut(&seq)?;
@@ -593,13 +596,37 @@ impl Shared {
         let backoff = base
             .saturating_mul(1u32 << o.refusals.saturating_sub(1).min(7))
             .min(Duration::from_secs(3600));
-        o.parked_until = Some(now.add(backoff));
-        let item = o.clone();
-        self.dirty.ops.push(PersistOp::Put {
-            key: outbox_key(seq),
-            value: serde_json::to_vec(&item).unwrap_or_default(),
-        });
-        Some(item)
+        let mut until = now.add(backoff);
+        let thread = o.thread_id.clone();
+        // Not before an earlier packet of its thread parked longer.
+        if let Some(t) = self.parked_before(&thread, seq) {
+            until = until.max(t);
+        }
+        let mut changed = Vec::new();
+        for o in self.outbox.range_mut(seq..) {
+            if o.1.seq == seq
+                || (o.1.thread_id == thread && o.1.parked_until.is_none_or(|t| t < until))
+            {
+                o.1.parked_until = Some(until);
+                changed.push(o.1.clone());
+            }
+        }
+        for item in &changed {
+            self.dirty.ops.push(PersistOp::Put {
+                key: outbox_key(item.seq),
+                value: serde_json::to_vec(item).unwrap_or_default(),
+            });
+        }
+        self.outbox.get(&seq).cloned()
+    }
+
+    /// The latest time an outbox item of `thread` before `seq` is parked until.
+    fn parked_before(&self, thread: &str, seq: u64) -> Option<Timestamp> {
+        self.outbox
+            .range(..seq)
+            .filter(|(_, o)| o.thread_id == thread)
+            .filter_map(|(_, o)| o.parked_until)
+            .max()
     }
 
     pub(super) fn on_overflow(&mut self, seq: u64, to: &Address) {
@@ -761,6 +788,25 @@ impl Shared {
         let seq = self.meta.next_seq;
         self.meta.next_seq += 1;
         self.dirty.meta = true;
+        // An earlier packet of the thread the relay refused for now is tried again at
+        // once, before this one: the thread keeps its order and the new packet does not
+        // wait for the other's backoff (refused again, it parks this one behind it).
+        if self.parked_before(thread_id, seq).is_some() {
+            let earlier: Vec<u64> = self
+                .outbox
+                .range(..seq)
+                .filter(|(_, o)| o.thread_id == thread_id && o.parked_until.is_some())
+                .map(|(&s, _)| s)
+                .collect();
+            for s in earlier {
+                if let Some(o) = self.outbox.get_mut(&s) {
+                    o.parked_until = None;
+                    if self.link == Link::Ready {
+                        self.send_outbox(s);
+                    }
+                }
+            }
+        }
         let item = OutboxItem {
             seq,
             thread_id: thread_id.to_string(),

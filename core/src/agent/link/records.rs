@@ -4,8 +4,9 @@
 use std::collections::BTreeSet;
 
 use crate::agent::link::OutboxItem;
+use crate::agent::security::keys::PendingPlain;
 use crate::agent::security::refusals::Refusals;
-use crate::agent::thread::Thread;
+use crate::agent::thread::{history_key, parse_history, Thread};
 use crate::agent::*;
 
 use crate::persist::PersistOp;
@@ -58,14 +59,6 @@ pub(in crate::agent) struct Settings {
     pub(in crate::agent) tiers: PermissionTiers,
     pub(in crate::agent) overrides: BTreeMap<Address, RelationshipOverride>,
     pub(in crate::agent) blocked: BTreeSet<Address>,
-}
-
-/// A plaintext packet waiting for the peer's key.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(in crate::agent) struct PendingPlain {
-    pub(in crate::agent) thread_id: String,
-    pub(in crate::agent) packet_id: String,
-    pub(in crate::agent) json: String,
 }
 
 /// What an agent knows about another agent (`peer/<address>`).
@@ -418,19 +411,4 @@ pub(in crate::agent) fn put<T: Serialize>(key: String, v: &T) -> Output {
 
 pub(in crate::agent) fn outbox_key(seq: u64) -> String {
     format!("outbox/{seq:020}")
-}
-
-/// The key of entry `n` of a thread's history. Thread ids may contain `/`; the entry
-/// number is always the last 20 digits.
-pub(in crate::agent) fn history_key(thread_id: &str, n: usize) -> String {
-    format!("history/{thread_id}/{n:020}")
-}
-
-/// (thread id, entry number) of a history key without its `history/` prefix.
-pub(in crate::agent) fn parse_history(rest: &str) -> Option<(&str, u64)> {
-    let (id, n) = rest.rsplit_once('/')?;
-    if id.is_empty() || n.len() != 20 || !n.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    Some((id, n.parse().ok()?))
 }

@@ -3,8 +3,9 @@
 
 use std::collections::BTreeSet;
 
+use crate::agent::io::notify::list;
 use crate::agent::link::Link;
-use crate::agent::negotiation::negotiate::{list, STALL_REASON};
+use crate::agent::negotiation::negotiate::STALL_REASON;
 use crate::agent::thread::{HistoryEntry, Thread, ThreadState, Waiting};
 use crate::agent::*;
 

@@ -10,9 +10,8 @@
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
-use super::negotiation::negotiate::Turn;
-use super::negotiation::permissions::Tier;
-use super::thread::{LlmPending, Thread, Waiting};
+use super::permissions::Tier;
+use super::thread::{LlmPending, Thread, Turn, Waiting};
 use super::*;
 
 use crate::negotiator::{self, Decision};

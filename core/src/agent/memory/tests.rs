@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::agent::negotiation::permissions::Tier;
+use crate::agent::permissions::Tier;
 use crate::agent::tests::support::*;
 use crate::agent::*;
 use crate::crypto::IdentityKey;

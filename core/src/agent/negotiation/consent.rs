@@ -1,9 +1,8 @@
 //! Consent (§7): permission tiers per peer, consent prompts and their answers, implicit
 //! signals and the §7.2 suggestions.
 
-use crate::agent::negotiation::negotiate::Turn;
-use crate::agent::negotiation::permissions::{resolve_tier, resolve_tier_in, Tier};
-use crate::agent::thread::{Thread, ThreadState, Waiting};
+use crate::agent::permissions::{resolve_tier, resolve_tier_in, Tier};
+use crate::agent::thread::{Thread, ThreadState, Turn, Waiting};
 use crate::agent::*;
 
 use crate::display;

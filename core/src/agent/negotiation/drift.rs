@@ -4,10 +4,9 @@ use serde_json::Value;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::agent::negotiation::negotiate::Turn;
-use crate::agent::negotiation::permissions::Tier;
+use crate::agent::permissions::Tier;
 use crate::agent::thread::packets::blank_thread;
-use crate::agent::thread::{PendingConsent, SiblingHold, Thread, ThreadState, Waiting};
+use crate::agent::thread::{PendingConsent, SiblingHold, Thread, ThreadState, Turn, Waiting};
 use crate::agent::*;
 
 use crate::crypto::thread_tag;

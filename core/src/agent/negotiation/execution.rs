@@ -1,8 +1,7 @@
 //! Executing a confirmed resolution (§9): actions one by one, execution reports, failure
 //! and rollback.
 
-use crate::agent::negotiation::negotiate::Turn;
-use crate::agent::thread::{Execution, ThreadState, Waiting};
+use crate::agent::thread::{Execution, ThreadState, Turn, Waiting};
 use crate::agent::*;
 
 use crate::negotiator::Rejected;

@@ -1,15 +1,14 @@
 //! Context negotiation with consent, resolution and execution — one two-party thread
 //! from its first context to its outcome: the Receive-Evaluate-Act cycle and its limits
-//! (§5.2, §6, `negotiate.rs`), context drift and forks (§6.5, `drift.rs`), the permission
-//! tiers (§7.1, §7.2, `permissions.rs`) and consent (§7, `consent.rs`), resolution and the
-//! human checkpoint (§8, `resolution.rs`), and executing what was confirmed (§9,
-//! `execution.rs`).
+//! (§5.2, §6, `negotiate.rs`), context drift and forks (§6.5, `drift.rs`), consent under
+//! the permission tiers (§7, `consent.rs`; the tiers themselves are `agent::permissions`),
+//! resolution and the human checkpoint (§8, `resolution.rs`), and executing what was
+//! confirmed (§9, `execution.rs`).
 
 pub(super) mod consent;
 pub(super) mod drift;
 pub(super) mod execution;
 pub(super) mod negotiate;
-pub mod permissions;
 pub(super) mod resolution;
 
 #[cfg(test)]

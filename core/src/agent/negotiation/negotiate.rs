@@ -3,32 +3,22 @@
 
 use std::collections::BTreeSet;
 
-use serde_json::Value;
-
+use crate::agent::io::notify::list;
 use crate::agent::memory::Remembered;
 use crate::agent::negotiation::drift::is_resume_marker;
-use crate::agent::negotiation::permissions::Tier;
-use crate::agent::thread::{PendingConsent, Thread, ThreadState, Waiting};
+use crate::agent::permissions::Tier;
+use crate::agent::thread::{PendingConsent, Thread, ThreadState, Turn, Waiting};
 use crate::agent::*;
 
 use crate::display;
 use crate::negotiator::{self, Decision, View};
 use crate::packet::{
     self, Body, ContextBody, ContextRequestBody, ContextResponseBody, Escalation, Intent, Need,
-    PermissionsDeclaration, Priority, Unavailable,
+    Priority, Unavailable,
 };
 
 /// How the `reason` of a stall notice starts (§6.4; SPEC-NOTES "Negotiation").
 pub(in crate::agent) const STALL_REASON: &str = "stalled";
-
-/// What triggered an evaluation: it decides whether a proposal may be made this turn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(in crate::agent) enum Turn {
-    /// The peer asked this agent something: answer (and ask), but don't propose.
-    AnsweringRequest,
-    /// Anything else: propose when the picture is complete.
-    Free,
-}
 
 impl ThreadStep<'_> {
     pub(in crate::agent) fn on_context(&mut self, b: ContextBody) {
@@ -508,58 +498,6 @@ pub(in crate::agent) fn is_stall_notice(e: &Escalation) -> bool {
     e.reason
         .strip_prefix(STALL_REASON)
         .is_some_and(|rest| rest.is_empty() || rest.starts_with(':'))
-}
-
-/// Packets that count as a context exchange for the §6.4 limit.
-pub(in crate::agent) fn counts_as_exchange(b: &Body) -> bool {
-    match b {
-        Body::Context(c) => {
-            c.escalation.is_none() || c.context.contains_key("proposed_alternatives")
-        }
-        Body::ContextRequest(_) | Body::ContextResponse(_) | Body::IntentUpdate(_) => true,
-        _ => false,
-    }
-}
-
-pub(in crate::agent) fn provided(b: &Body) -> Option<&Context> {
-    b.provided()
-}
-
-pub(in crate::agent) fn provided_mut(b: &mut Body) -> Option<&mut Context> {
-    match b {
-        Body::Context(c) => Some(&mut c.context),
-        Body::ContextRequest(c) => Some(&mut c.context_provided),
-        Body::ContextResponse(c) => Some(&mut c.context_provided),
-        _ => None,
-    }
-}
-
-pub(in crate::agent) fn set_permissions(b: &mut Body, d: PermissionsDeclaration) {
-    match b {
-        Body::Context(c) => c.permissions = Some(d),
-        Body::ContextRequest(c) => c.permissions = Some(d),
-        Body::ContextResponse(c) => c.permissions = Some(d),
-        _ => {}
-    }
-}
-
-pub(in crate::agent) fn strings_of(v: &Value) -> Vec<String> {
-    match v {
-        Value::String(s) => vec![s.clone()],
-        Value::Number(n) => vec![n.to_string()],
-        Value::Array(a) => a.iter().flat_map(strings_of).collect(),
-        Value::Object(m) => m.values().flat_map(strings_of).collect(),
-        _ => vec![],
-    }
-}
-
-pub(in crate::agent) fn list<'a>(it: impl Iterator<Item = &'a String>) -> String {
-    let v: Vec<&str> = it.map(|s| s.as_str()).collect();
-    if v.is_empty() {
-        "nothing".into()
-    } else {
-        v.join(", ")
-    }
 }
 
 /// The fields this user declined, as a `context_response`'s `context_unavailable`.

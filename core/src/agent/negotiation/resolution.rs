@@ -3,8 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::agent::negotiation::negotiate::Turn;
-use crate::agent::thread::{Execution, OpenResolution, ThreadState, Waiting};
+use crate::agent::thread::{Execution, OpenResolution, ThreadState, Turn, Waiting};
 use crate::agent::*;
 
 use crate::display;

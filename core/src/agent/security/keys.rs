@@ -1,4 +1,7 @@
-//! Peer keys (§16): pinning on first contact, key changes and the user accepting a new key.
+//! Peer keys (§16): pinning on first contact, key changes and the user accepting a new key,
+//! and the packets that wait for a peer's key ([`PendingPlain`]).
+
+use serde::{Deserialize, Serialize};
 
 use crate::agent::thread::{ThreadState, Waiting};
 use crate::agent::*;
@@ -107,7 +110,7 @@ impl Agent {
     }
 
     /// Seals a packet that waited for `to`'s key: in its thread, or on its space's leg.
-    fn seal_pending(&mut self, to: &Address, p: crate::agent::link::records::PendingPlain) {
+    fn seal_pending(&mut self, to: &Address, p: PendingPlain) {
         if self.is_space_id(&p.thread_id) {
             self.seal_space(&p.thread_id, to, &p.packet_id, p.json.as_bytes());
         } else {
@@ -192,4 +195,12 @@ impl Agent {
             },
         );
     }
+}
+
+/// A plaintext packet waiting for the peer's key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(in crate::agent) struct PendingPlain {
+    pub(in crate::agent) thread_id: String,
+    pub(in crate::agent) packet_id: String,
+    pub(in crate::agent) json: String,
 }

@@ -1,8 +1,8 @@
 //! Malformed packets (§13.4) and the limits per peer (SPEC-NOTES §13, "Limits per peer"):
 //! what is refused of a hostile or broken peer, counted, and told to the user.
 
-use crate::agent::link::records::history_key;
 use crate::agent::negotiation::consent::{may_prompt, next_milestone, prompts_open};
+use crate::agent::thread::history_key;
 use crate::agent::*;
 
 use crate::crypto::{thread_tag, Direction};

@@ -11,14 +11,16 @@
 //! queue when it reconnects (catch-up from the creator). SPEC-NOTES "Shared context
 //! spaces (§12)" gives the wire format and the reasons.
 
-use std::fmt;
-
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::link::records::PendingPlain;
-use super::negotiation::permissions::Tier;
+use super::permissions::Tier;
+use super::security::keys::PendingPlain;
 use super::*;
+
+pub use super::io::events::SpaceEvent;
+pub use super::io::{FieldChange, SpaceChange};
+pub use super::thread::packets::SPACE_UPDATE;
 
 use crate::crypto::{thread_tag, Direction, Envelope, Opened};
 use crate::packet::MAX_CONTEXT_SIZE_BYTES;
@@ -26,9 +28,6 @@ use crate::space::{
     own_prefix, Applied, FieldValue, Replica, SpaceDefinition, SpaceParticipant, SpacePermission,
     SpaceRefusal, SpaceUpdate,
 };
-
-/// The `type` of every space packet.
-pub const SPACE_UPDATE: &str = "space_update";
 
 /// Bytes of a space packet's updates beyond which they are split over several packets.
 const CHUNK_BYTES: usize = 48 * 1024;
@@ -77,165 +76,6 @@ pub struct SpacePacket {
     pub space: Option<SpaceDefinition>,
     /// The updates, oldest first (may be empty: an invitation to an empty space).
     pub updates: Vec<SpaceUpdate>,
-}
-
-/// Whether an opened plaintext is a space packet (its `type` is `space_update`).
-pub(super) fn is_space_packet(bytes: &[u8]) -> bool {
-    #[derive(Deserialize)]
-    struct Kind<'a> {
-        #[serde(rename = "type", borrow)]
-        kind: Option<&'a str>,
-    }
-    serde_json::from_slice::<Kind>(bytes).is_ok_and(|k| k.kind == Some(SPACE_UPDATE))
-}
-
-/// A field that changed for the user, in a [`SpaceChange`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FieldChange {
-    /// The field.
-    pub field: String,
-    /// Who wrote it.
-    pub writer: Address,
-    /// Its new value.
-    pub value: FieldValue,
-}
-
-/// What a space notification is about (typed: code matches on this, not on the text).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum SpaceChange {
-    /// This agent's user was added to a space.
-    Joined {
-        /// The space.
-        space_id: String,
-        /// Its name.
-        name: String,
-        /// Who created it.
-        creator: Address,
-        /// What this user may write.
-        permission: SpacePermission,
-    },
-    /// Other participants changed fields.
-    Changed {
-        /// The space.
-        space_id: String,
-        /// The fields whose value changed, in order.
-        fields: Vec<FieldChange>,
-    },
-    /// A write of this agent's user was refused before it left.
-    Refused {
-        /// The space.
-        space_id: String,
-        /// Why.
-        refusal: SpaceRefusal,
-    },
-}
-
-/// What the agent did in a space, as audited.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SpaceEvent {
-    /// The user created a space.
-    Created {
-        /// The space.
-        space_id: String,
-    },
-    /// Another agent's space was joined (its first packet arrived).
-    Joined {
-        /// The space.
-        space_id: String,
-        /// Its creator.
-        creator: Address,
-    },
-    /// An update was applied to the replica.
-    Applied {
-        /// The space.
-        space_id: String,
-        /// The field.
-        field: String,
-        /// Who wrote it.
-        writer: Address,
-        /// Whether it is now the field's value.
-        won: bool,
-    },
-    /// An update or a packet was refused; nothing changed.
-    Refused {
-        /// The space.
-        space_id: String,
-        /// The agent it came from (this agent for its own user's writes).
-        peer: Address,
-        /// Why.
-        refusal: SpaceRefusal,
-    },
-    /// A space packet from another participant reached the space's logic (it opened on
-    /// its leg and its header matches the envelope); what became of its updates follows
-    /// as `Applied` and `Refused`. The simulator's exactly-once audit counts space packets
-    /// with it (a space packet has no thread, so it raises no `Received`).
-    Received {
-        /// The space.
-        space_id: String,
-        /// The sender.
-        from: Address,
-        /// The packet.
-        packet_id: String,
-        /// Updates in it.
-        updates: usize,
-    },
-    /// A space packet was sealed for another participant.
-    Sent {
-        /// The space.
-        space_id: String,
-        /// The recipient.
-        to: Address,
-        /// The packet.
-        packet_id: String,
-        /// Updates in it.
-        updates: usize,
-    },
-}
-
-impl fmt::Display for SpaceEvent {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SpaceEvent::Created { space_id } => write!(f, "space {space_id} created"),
-            SpaceEvent::Joined { space_id, creator } => {
-                write!(f, "space {space_id} of {creator} joined")
-            }
-            SpaceEvent::Applied {
-                space_id,
-                field,
-                writer,
-                won,
-            } => write!(
-                f,
-                "space {space_id}: {field} by {writer} applied{}",
-                if *won { "" } else { " (superseded)" }
-            ),
-            SpaceEvent::Refused {
-                space_id,
-                peer,
-                refusal,
-            } => write!(f, "space {space_id}: update from {peer} refused: {refusal}"),
-            SpaceEvent::Received {
-                space_id,
-                from,
-                packet_id,
-                updates,
-            } => write!(
-                f,
-                "space {space_id}: received {packet_id} ({updates} update(s)) from {from}"
-            ),
-            SpaceEvent::Sent {
-                space_id,
-                to,
-                packet_id,
-                updates,
-            } => write!(
-                f,
-                "space {space_id}: sent {packet_id} ({updates} update(s)) to {to}"
-            ),
-        }
-    }
 }
 
 impl Agent {

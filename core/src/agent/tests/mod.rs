@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::link::records::parse_history;
 use super::tests::support::*;
+use super::thread::parse_history;
 use super::*;
 use crate::crypto::{Direction, IdentityKey, ThreadSession};
 use crate::harness::{dinner, Net};

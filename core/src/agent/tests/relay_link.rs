@@ -3,12 +3,9 @@
 
 use super::*;
 
-#[test]
-fn re_connections_keep_one_thread_state_per_thread_in_the_outbox() {
-    // Swarm seeds 70, 94, 179, 210: a flapping link re-connected thousands of times while
-    // the peer's relay queue was full; every re-connection queued another `thread_state`,
-    // all parked in the outbox, all replayed on the next one, each listing every packet
-    // sent so far.
+/// Alice and Bob connected to a relay that queues one packet per thread, Alice's dinner
+/// thread to Bob started: the setting where the relay refuses packets for now (`overflow`).
+fn dinner_on_a_relay_queueing_one_per_thread() -> (Net, usize, usize, String) {
     let mut net = Net::new("a2acp.io", start(), [7; 32]);
     net.relay = crate::relay::Relay::new(
         crate::relay::RelayConfig {
@@ -24,6 +21,16 @@ fn re_connections_keep_one_thread_state_per_thread_in_the_outbox() {
     net.connect(b);
     net.settle();
     let id = start_dinner(&mut net, a, b, "low");
+    (net, a, b, id)
+}
+
+#[test]
+fn re_connections_keep_one_thread_state_per_thread_in_the_outbox() {
+    // Swarm seeds 70, 94, 179, 210: a flapping link re-connected thousands of times while
+    // the peer's relay queue was full; every re-connection queued another `thread_state`,
+    // all parked in the outbox, all replayed on the next one, each listing every packet
+    // sent so far.
+    let (mut net, a, b, id) = dinner_on_a_relay_queueing_one_per_thread();
     assert!(net.nodes[a]
         .agent
         .thread(&id)
@@ -275,4 +282,38 @@ fn a_thread_to_an_unknown_address_is_declined_with_a_notification() {
         net.nodes[a].agent.first_packet(&ok),
         Some(FirstPacket::Accepted)
     );
+}
+
+#[test]
+fn a_packet_parked_by_the_relay_is_not_overtaken_by_a_later_one_of_its_thread() {
+    // Swarm `--domains 3` seed 6: a resolution refused `overflow` was parked; the
+    // recipient's queue drained, the user's next answer went at once and was accepted,
+    // and the parked resolution arrived after it, taken for the newer one.
+    let (mut net, a, b, id) = dinner_on_a_relay_queueing_one_per_thread();
+    net.disconnect(b);
+    reply(&mut net, a, &id, "one");
+    reply(&mut net, a, &id, "two");
+    net.settle();
+    // Bob takes "one"; "two" is still parked when alice's user adds "three".
+    net.connect(b);
+    net.settle();
+    reply(&mut net, a, &id, "three");
+    net.settle();
+    net.run_for(Duration::from_secs(600));
+    net.settle();
+    let notes: Vec<String> = net.nodes[b]
+        .agent
+        .thread(&id)
+        .unwrap()
+        .history
+        .iter()
+        .filter(|h| !h.outgoing)
+        .filter_map(|h| {
+            ["one", "two", "three"]
+                .into_iter()
+                .find(|n| h.json.contains(&format!("\"note\":\"{n}\"")))
+                .map(str::to_string)
+        })
+        .collect();
+    assert_eq!(notes, ["one", "two", "three"], "{}", net.render(None));
 }

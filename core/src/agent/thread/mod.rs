@@ -568,6 +568,30 @@ impl Thread {
     }
 }
 
+/// What triggered an evaluation: it decides whether a proposal may be made this turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::agent) enum Turn {
+    /// The peer asked this agent something: answer (and ask), but don't propose.
+    AnsweringRequest,
+    /// Anything else: propose when the picture is complete.
+    Free,
+}
+
+/// The key of entry `n` of a thread's history. Thread ids may contain `/`; the entry
+/// number is always the last 20 digits.
+pub(in crate::agent) fn history_key(thread_id: &str, n: usize) -> String {
+    format!("history/{thread_id}/{n:020}")
+}
+
+/// (thread id, entry number) of a history key without its `history/` prefix.
+pub(in crate::agent) fn parse_history(rest: &str) -> Option<(&str, u64)> {
+    let (id, n) = rest.rsplit_once('/')?;
+    if id.is_empty() || n.len() != 20 || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((id, n.parse().ok()?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,13 +1,14 @@
 //! Sending and receiving context packets (§4): sealing, the first packet, opening
-//! envelopes, admitting new threads, the version handshake (§15).
+//! envelopes (a thread's packet, or a space packet for `agent::space`), admitting new
+//! threads, the version handshake (§15), and what a packet's body provides.
 
 use std::collections::BTreeSet;
 
-use crate::agent::negotiation::negotiate::{
-    counts_as_exchange, provided, provided_mut, set_permissions, strings_of, Turn,
-};
-use crate::agent::negotiation::permissions::Tier;
-use crate::agent::thread::{HeldPackets, HistoryEntry, Stage, Thread, ThreadState, Waiting};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::agent::permissions::Tier;
+use crate::agent::thread::{HeldPackets, HistoryEntry, Stage, Thread, ThreadState, Turn, Waiting};
 use crate::agent::*;
 
 use crate::crypto::Envelope;
@@ -158,7 +159,7 @@ impl Agent {
         if let Some(id) = &existing {
             self.shared.dirty.threads.insert(id.clone());
         }
-        if existing.is_none() && crate::agent::space::is_space_packet(&opened.packet) {
+        if existing.is_none() && is_space_packet(&opened.packet) {
             if let Some(session) = new_session {
                 self.on_new_space_leg(&peer, session, &opened);
             }
@@ -790,4 +791,60 @@ pub(in crate::agent) fn escape_json(s: &str) -> String {
     q.get(1..q.len().saturating_sub(1))
         .unwrap_or("")
         .to_string()
+}
+
+/// Packets that count as a context exchange for the §6.4 limit.
+pub(in crate::agent) fn counts_as_exchange(b: &Body) -> bool {
+    match b {
+        Body::Context(c) => {
+            c.escalation.is_none() || c.context.contains_key("proposed_alternatives")
+        }
+        Body::ContextRequest(_) | Body::ContextResponse(_) | Body::IntentUpdate(_) => true,
+        _ => false,
+    }
+}
+
+pub(in crate::agent) fn provided(b: &Body) -> Option<&Context> {
+    b.provided()
+}
+
+pub(in crate::agent) fn provided_mut(b: &mut Body) -> Option<&mut Context> {
+    match b {
+        Body::Context(c) => Some(&mut c.context),
+        Body::ContextRequest(c) => Some(&mut c.context_provided),
+        Body::ContextResponse(c) => Some(&mut c.context_provided),
+        _ => None,
+    }
+}
+
+pub(in crate::agent) fn set_permissions(b: &mut Body, d: PermissionsDeclaration) {
+    match b {
+        Body::Context(c) => c.permissions = Some(d),
+        Body::ContextRequest(c) => c.permissions = Some(d),
+        Body::ContextResponse(c) => c.permissions = Some(d),
+        _ => {}
+    }
+}
+
+pub(in crate::agent) fn strings_of(v: &Value) -> Vec<String> {
+    match v {
+        Value::String(s) => vec![s.clone()],
+        Value::Number(n) => vec![n.to_string()],
+        Value::Array(a) => a.iter().flat_map(strings_of).collect(),
+        Value::Object(m) => m.values().flat_map(strings_of).collect(),
+        _ => vec![],
+    }
+}
+
+/// The `type` of every space packet.
+pub const SPACE_UPDATE: &str = "space_update";
+
+/// Whether an opened plaintext is a space packet (its `type` is `space_update`).
+pub(in crate::agent) fn is_space_packet(bytes: &[u8]) -> bool {
+    #[derive(Deserialize)]
+    struct Kind<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: Option<&'a str>,
+    }
+    serde_json::from_slice::<Kind>(bytes).is_ok_and(|k| k.kind == Some(SPACE_UPDATE))
 }

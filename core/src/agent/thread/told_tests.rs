@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::agent::negotiation::permissions::Tier;
+use crate::agent::permissions::Tier;
 use crate::agent::tests::support::*;
 use crate::agent::*;
 use crate::harness::{dinner, Net};

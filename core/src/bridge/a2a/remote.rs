@@ -10,8 +10,8 @@
 //!
 //! The runtime only does HTTP: it takes the calls due ([`Client::take_calls`]), makes
 //! them and hands each outcome back ([`Client::handle_outcome`]). Everything that decides
-//! is here, pure; the retry rule is `crate::bridge::phase1::retry`'s. SPEC-NOTES "The A2A
-//! v1.0 bridge: the client direction".
+//! is here, pure; the retry schedule is the bridges' shared one (`crate::bridge::retry`).
+//! SPEC-NOTES "The A2A v1.0 bridge: the client direction".
 
 use std::time::Duration;
 
@@ -21,7 +21,7 @@ use crate::address::Address;
 use crate::agent::{Agent, Bridge, BridgeStep, Command, NotifyKind, ThreadState};
 use crate::bridge::a2a::client::{self, ClientError, Outgoing, RemoteTask, RemoteView};
 use crate::bridge::a2a::task::{self, TaskState, CONTEXT_KEY};
-use crate::bridge::phase1::retry::{self, Failure};
+use crate::bridge::retry;
 use crate::packet::{
     Body, Context, ContextRequestBody, ExecutionReport, Intent, Packet, ResolutionBody,
 };
@@ -424,7 +424,7 @@ fn retry_call(agent: &mut Agent, id: &str, why: String) {
         return;
     };
     r.attempts += 1;
-    match retry::next_attempt(r.attempts, r.waited_ms, Failure::Network) {
+    match retry::next_wait(r.attempts, r.waited_ms) {
         Some(wait) => {
             r.waited_ms += wait;
             r.next_at_ms = i64::try_from(now.add(Duration::from_millis(wait)).as_millis()).ok();

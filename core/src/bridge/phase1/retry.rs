@@ -9,18 +9,11 @@
 //! - Each attempt waits for its acknowledgement [`ack_deadline_ms`]: 30 s for a
 //!   `task_assignment`, 10 s for a `task_completion` and for everything else.
 //!
-//! [`next_attempt`] is pure: the caller keeps the count and the time waited so far.
+//! [`next_attempt`] is pure: the caller keeps the count and the time waited so far. The
+//! schedule itself (attempts, waits) is the bridges' shared one, `crate::bridge::retry`.
 
 use super::envelope::ErrorCode;
-
-/// Attempts in all, the first included.
-pub const MAX_ATTEMPTS: u32 = 3;
-
-/// The first wait between attempts, in milliseconds.
-pub const FIRST_WAIT_MS: u64 = 1_000;
-
-/// The most a client waits between attempts, all waits together, in milliseconds.
-pub const MAX_TOTAL_WAIT_MS: u64 = 15_000;
+pub use crate::bridge::retry::{FIRST_WAIT_MS, MAX_ATTEMPTS, MAX_TOTAL_WAIT_MS};
 
 /// Why an attempt failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,11 +47,10 @@ pub fn ack_deadline_ms(message_type: &str) -> u64 {
 /// already waited `waited_ms` between attempts: how long to wait before the next one, or
 /// `None` to give up.
 pub fn next_attempt(attempts: u32, waited_ms: u64, failure: Failure) -> Option<u64> {
-    if !failure.retryable() || attempts >= MAX_ATTEMPTS || attempts == 0 {
+    if !failure.retryable() {
         return None;
     }
-    let wait = FIRST_WAIT_MS.checked_shl(attempts - 1)?;
-    (waited_ms.saturating_add(wait) <= MAX_TOTAL_WAIT_MS).then_some(wait)
+    crate::bridge::retry::next_wait(attempts, waited_ms)
 }
 
 #[cfg(test)]

@@ -195,7 +195,7 @@ impl fmt::Display for AttemptFailure {
 /// `1.5 s`, `300 ms`.
 fn millis(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms >= 1000 && ms % 100 == 0 {
+    if ms >= 1000 && ms.is_multiple_of(100) {
         format!("{} s", ms as f64 / 1000.0)
     } else {
         format!("{ms} ms")

@@ -501,7 +501,7 @@ impl ArbPerson {
             .collect();
         pairs.push(("time_windows".into(), Value::Array(wins)));
         if let Some((lo, hi)) = self.budget {
-            let text = if salt % 2 == 0 {
+            let text = if salt.is_multiple_of(2) {
                 format!("£{lo}-{hi} per person")
             } else {
                 format!("{lo} to {hi} GBP each")

@@ -26,6 +26,10 @@ pub struct FederationConfig {
     pub retry_base: Duration,
     /// Longest retry delay. Default 5 min.
     pub retry_max: Duration,
+    /// Longest dial retry delay while the domain's relay has a link up to this one: it is
+    /// running, only the way there is broken (a one-way partition), so its return is
+    /// found within this. Default 2 s.
+    pub reachable_retry_max: Duration,
     /// How long a successful discovery answer is used before it is asked again. Default 1 h.
     pub discovery_ttl: Duration,
     /// How long a failed discovery is remembered (packets for that domain are refused
@@ -80,6 +84,7 @@ impl FederationConfig {
             expiry: Duration::from_secs(24 * 3600),
             retry_base: Duration::from_secs(1),
             retry_max: Duration::from_secs(300),
+            reachable_retry_max: Duration::from_secs(2),
             discovery_ttl: Duration::from_secs(3600),
             discovery_failure_ttl: Duration::from_secs(60),
             connect_timeout: Duration::from_secs(30),
@@ -126,6 +131,7 @@ impl PartialEq for FederationConfig {
             && self.expiry == o.expiry
             && self.retry_base == o.retry_base
             && self.retry_max == o.retry_max
+            && self.reachable_retry_max == o.reachable_retry_max
             && self.discovery_ttl == o.discovery_ttl
             && self.discovery_failure_ttl == o.discovery_failure_ttl
             && self.connect_timeout == o.connect_timeout

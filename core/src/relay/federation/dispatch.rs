@@ -281,7 +281,9 @@ impl Relay {
                 // After a restore (or a link lost with no retry due): at once — unless
                 // there is nothing to dial yet: discovery's answer (its deadline is
                 // above) or the end of a remembered failure wakes the relay then.
-                OutLink::Down { retry_at, .. } if !r.out.is_empty() || !r.lookups.is_empty() => {
+                OutLink::Down { retry_at, .. }
+                    if !r.out.is_empty() || !r.lookups.is_empty() || r.announce =>
+                {
                     let due = retry_at.unwrap_or(f.now);
                     match &r.discovery {
                         Discovery::Pending { known: None, .. } => {}
@@ -300,7 +302,7 @@ impl Relay {
             }
             for w in r.lookups.values() {
                 for &(_, since) in w {
-                    at(since.add(cfg.connect_timeout));
+                    at(since.add(cfg.expiry));
                 }
             }
         }
@@ -312,7 +314,7 @@ impl Relay {
         let Some(cfg) = self.config.federation.as_ref() else {
             return;
         };
-        let (timeout, fttl) = (cfg.connect_timeout, cfg.discovery_failure_ttl);
+        let (timeout, fttl, expiry) = (cfg.connect_timeout, cfg.discovery_failure_ttl, cfg.expiry);
         let domains: Vec<String> = self
             .fed
             .as_ref()
@@ -364,7 +366,9 @@ impl Relay {
                     }
                 }
             }
-            let waited = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+            // A lookup waits for the link as a packet does (its relay is known, so the
+            // address may well exist): answered without a key only past `expiry`.
+            let waited = u64::try_from(expiry.as_millis()).unwrap_or(u64::MAX);
             let cutoff = Timestamp(now.as_millis().saturating_sub(waited).saturating_add(1));
             self.answer_lookups(now, &d, Some(cutoff));
             self.fed_pump(now, &d);

@@ -54,6 +54,12 @@ pub enum FederationEvent {
         /// When.
         at: u64,
     },
+    /// `domain`'s relay reached this one while this relay waited to dial it again: it
+    /// dials now, not at the end of the backoff.
+    Redial {
+        /// The remote domain.
+        domain: String,
+    },
     /// A packet for another domain was accepted into its outbound queue.
     Queued {
         /// Sender.

@@ -2,7 +2,7 @@
 //! number, pinned and queued for local recipients (docs/protocol.md "The federation link"
 //! §4, §5).
 
-use super::records::{in_key, pin_key, InRecord, PinRecord};
+use super::records::{in_key, pin_key, HeldPush, InRecord, PinRecord};
 use super::reputation::Observation;
 use super::state::Sender;
 use super::FederationEvent;
@@ -43,17 +43,31 @@ impl Relay {
             return;
         };
         let (drate, dburst) = (cfg.domain_rate_per_sec, cfg.domain_rate_burst.max(1));
+        let max_deferred = usize::try_from(cfg.max_deferred).unwrap_or(usize::MAX);
         let r = f.remote(domain);
         // What the dialer settled is forgotten.
         let before = r.deferred.len();
         r.deferred.retain(|&d| d >= low);
+        r.deferred_at.retain(|&d, _| d >= low);
         let mut dirty = r.deferred.len() != before;
         let drate = r.score.scale(now, drate);
         let paid = r
             .bucket
             .get_or_insert_with(|| TokenBucket::full(now, dburst))
             .try_take(now, drate, dburst);
+        let decided = n <= r.hw && !r.deferred.contains(&n);
         if !paid {
+            // Not decided before: recorded as deferred like any other, so that a later
+            // push accepted meanwhile neither marks this one decided (it would never be
+            // queued) nor overtakes it in its thread.
+            if !decided && (r.deferred.contains(&n) || r.deferred.len() < max_deferred) {
+                dirty |= r.deferred.insert(n);
+                r.deferred_at.insert(n, (env.to.clone(), env.thread));
+                if n > r.hw {
+                    r.hw = n;
+                    dirty = true;
+                }
+            }
             if dirty {
                 self.persist_in(domain);
             }
@@ -67,7 +81,6 @@ impl Relay {
             );
             return;
         }
-        let decided = n <= r.hw && !r.deferred.contains(&n);
         if decided {
             if dirty {
                 self.persist_in(domain);
@@ -80,15 +93,11 @@ impl Relay {
             return;
         }
         let from = env.from.clone();
+        let at = (env.to.clone(), env.thread);
         let decision = self.decide_push(now, domain, n, (env, env_json), verified);
         let Some(f) = self.fed.as_mut() else {
             return;
         };
-        let max_deferred = self
-            .config
-            .federation
-            .as_ref()
-            .map_or(0, |c| usize::try_from(c.max_deferred).unwrap_or(usize::MAX));
         let r = f.remote(domain);
         let decision = match decision {
             Decision::Deferred(..)
@@ -106,8 +115,14 @@ impl Relay {
             dirty = true;
         }
         match &decision {
-            Decision::Deferred(..) => dirty |= r.deferred.insert(n),
-            Decision::Accepted | Decision::Rejected(..) => dirty |= r.deferred.remove(&n),
+            Decision::Deferred(..) => {
+                dirty |= r.deferred.insert(n);
+                dirty |= r.deferred_at.insert(n, at).is_none();
+            }
+            Decision::Accepted | Decision::Rejected(..) => {
+                dirty |= r.deferred.remove(&n);
+                r.deferred_at.remove(&n);
+            }
         }
         if !matches!(decision, Decision::Accepted) {
             r.counts.refused = r.counts.refused.saturating_add(1);
@@ -146,6 +161,15 @@ impl Relay {
         let rec = InRecord {
             hw: r.hw,
             deferred: r.deferred.iter().copied().collect(),
+            held: r
+                .deferred_at
+                .iter()
+                .map(|(&n, (to, thread))| HeldPush {
+                    n,
+                    to: to.clone(),
+                    thread: *thread,
+                })
+                .collect(),
         };
         self.persist_put(in_key(domain), &rec);
     }
@@ -224,6 +248,22 @@ impl Relay {
             return Decision::Rejected(
                 ErrorCode::UnknownRecipient,
                 format!("{to} is not registered here"),
+            );
+        }
+        // A thread keeps its order across a deferral: while an earlier push of this
+        // recipient and thread is deferred, this one waits behind it (a single relay keeps
+        // a connection's order; the way across domains keeps it too).
+        let behind = self.fed.as_ref().is_some_and(|f| {
+            f.remotes.get(domain).is_some_and(|r| {
+                r.deferred_at
+                    .range(..n)
+                    .any(|(_, (t, th))| *t == to && *th == env.thread)
+            })
+        });
+        if behind {
+            return Decision::Deferred(
+                ErrorCode::Overflow,
+                format!("an earlier packet of {to} in this thread waits"),
             );
         }
         if self.queues.thread_len(&to, &env.thread) >= self.config.queue_per_thread {

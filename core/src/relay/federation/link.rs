@@ -158,10 +158,29 @@ impl Relay {
             },
         );
         self.fed_event(FederationEvent::LinkUp {
-            domain,
+            domain: domain.clone(),
             conn,
             side: LinkSide::Accepted,
         });
+        self.redial(now, &domain);
+    }
+
+    /// `domain`'s relay reached this one: it is running, so what this relay holds for it
+    /// goes now rather than at the end of the dial backoff (links are one-way: this relay
+    /// pushes only on a link it dialed).
+    fn redial(&mut self, now: Timestamp, domain: &str) {
+        let Some(f) = self.fed.as_mut() else {
+            return;
+        };
+        if let OutLink::Down { retry_at, .. } = &mut f.remote(domain).link {
+            if retry_at.is_some_and(|t| t > now) {
+                *retry_at = None;
+                self.fed_event(FederationEvent::Redial {
+                    domain: domain.to_string(),
+                });
+            }
+        }
+        self.ensure_link(now, domain);
     }
 
     /// [`super::super::RelayInput::Discovered`].
@@ -463,7 +482,9 @@ impl Relay {
         }
         self.reschedule(conn);
         if let Some(f) = self.fed.as_mut() {
-            if let OutLink::Open { up, attempts, .. } = &mut f.remote(domain).link {
+            let r = f.remote(domain);
+            r.announce = false;
+            if let OutLink::Open { up, attempts, .. } = &mut r.link {
                 *up = true;
                 *attempts = 0;
             }
@@ -505,7 +526,7 @@ impl Relay {
             return;
         };
         let r = f.remote(domain);
-        r.links_in.remove(&conn);
+        let was_in = r.links_in.remove(&conn);
         if matches!(r.link, OutLink::Open { conn: c, .. } if c == conn) {
             self.link_failed(now, domain, Some(conn), reason);
         } else {
@@ -515,6 +536,29 @@ impl Relay {
                 reason,
             });
         }
+        if was_in {
+            self.announce(now, domain);
+        }
+    }
+
+    /// A link `domain`'s relay had opened to this one is gone (or this relay restarted):
+    /// unless a link of this relay to it is up, dial it (after the backoff, if one runs),
+    /// even with nothing to send, so that when the way between them is back its relay
+    /// learns it at once from that link ([`Relay::redial`]).
+    pub(super) fn announce(&mut self, now: Timestamp, domain: &str) {
+        let refused = self.fed_score_refused(now, domain);
+        let Some((cfg, f)) = self.config.federation.as_ref().zip(self.fed.as_mut()) else {
+            return;
+        };
+        if refused || !cfg.allows(domain) {
+            return;
+        }
+        let r = f.remote(domain);
+        if matches!(r.link, OutLink::Open { up: true, .. }) {
+            return;
+        }
+        r.announce = true;
+        self.ensure_link(now, domain);
     }
 
     /// The outbound link to `domain` failed (or could not be opened): the next attempt
@@ -529,7 +573,11 @@ impl Relay {
         let Some((cfg, f)) = self.config.federation.as_ref().zip(self.fed.as_mut()) else {
             return;
         };
-        let (base, max) = (cfg.retry_base, cfg.retry_max);
+        let (base, mut max) = (cfg.retry_base, cfg.retry_max);
+        if !f.remote(domain).links_in.is_empty() {
+            // Its relay has a link up to this one: it runs; look for the way back often.
+            max = max.min(cfg.reachable_retry_max);
+        }
         let attempts = match &f.remote(domain).link {
             OutLink::Down { attempts, .. }
             | OutLink::Dialing { attempts, .. }
@@ -537,6 +585,8 @@ impl Relay {
         };
         let delay = super::outbound::backoff(&mut f.rng, base, max, attempts);
         let at = now.add(delay);
+        // Lookups asked on the lost link go again on the next one.
+        f.remote(domain).lookups_sent.clear();
         f.remote(domain).link = OutLink::Down {
             retry_at: Some(at),
             attempts: attempts.saturating_add(1),
@@ -563,7 +613,7 @@ impl Relay {
             return;
         };
         let r = f.remote(domain);
-        if r.out.is_empty() && r.lookups.is_empty() {
+        if r.out.is_empty() && r.lookups.is_empty() && !r.announce {
             return;
         }
         let attempts = match r.link {

@@ -41,6 +41,14 @@ impl Relay {
             return;
         }
         let r = f.remote(&domain);
+        // Lookups of connections gone meanwhile are dropped, so they do not count.
+        let conns = &self.conns;
+        r.lookups.retain(|_, w| {
+            w.retain(|(c, _)| conns.contains_key(c));
+            !w.is_empty()
+        });
+        let left = &r.lookups;
+        r.lookups_sent.retain(|a| left.contains_key(a));
         if matches!(&r.discovery, super::state::Discovery::Failed { until, .. } if *until > now) {
             self.send(
                 conn,

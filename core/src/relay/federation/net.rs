@@ -52,6 +52,8 @@ pub(super) struct Net {
     pub(super) directory: BTreeMap<String, Result<RemoteRelay, DiscoveryError>>,
     /// Pairs of nodes that cannot reach each other.
     pub(super) cut: BTreeSet<(usize, usize)>,
+    /// (from, to): `from` cannot dial `to` (a one-way partition; `to` can dial `from`).
+    pub(super) no_dial: BTreeSet<(usize, usize)>,
     /// Frames a node sends on its links pass through this.
     pub(super) tamper: BTreeMap<usize, Tamper>,
 }
@@ -108,6 +110,7 @@ impl Net {
             next_conn: 1000,
             directory,
             cut: BTreeSet::new(),
+            no_dial: BTreeSet::new(),
             tamper: BTreeMap::new(),
         }
     }
@@ -216,7 +219,11 @@ impl Net {
                     self.pending.push_back((i, Msg::Discovered(domain)));
                 }
                 RelayOutput::Dial { domain, .. } => match self.node_of_domain(&domain) {
-                    Some(j) if !self.blocked(i, j) && self.nodes[j].relay.is_some() => {
+                    Some(j)
+                        if !self.blocked(i, j)
+                            && !self.no_dial.contains(&(i, j))
+                            && self.nodes[j].relay.is_some() =>
+                    {
                         let (a, b) = (self.next_conn, self.next_conn + 1);
                         self.next_conn += 2;
                         self.peer.insert((i, a), (j, b));
@@ -258,6 +265,23 @@ impl Net {
                 }
             }
         }
+    }
+
+    /// Every link between nodes `i` and `j` breaks (both ends see it end).
+    pub(super) fn sever(&mut self, i: usize, j: usize) {
+        let ends: Vec<((usize, u64), (usize, u64))> = self
+            .peer
+            .iter()
+            .filter(|(k, v)| k.0 == i && v.0 == j)
+            .map(|(k, v)| (*k, *v))
+            .collect();
+        for (k, v) in ends {
+            self.peer.remove(&k);
+            self.peer.remove(&v);
+            self.pending.push_back((k.0, Msg::Disconnected(k.1)));
+            self.pending.push_back((v.0, Msg::Disconnected(v.1)));
+        }
+        self.run();
     }
 
     /// Node `i` crashes (its links and agents see their connections end) and restarts from

@@ -239,6 +239,24 @@ impl Relay {
         };
         if let Some(r) = self.fed.as_mut().map(|f| f.remote(domain)) {
             r.counts.forwarded = r.counts.forwarded.saturating_add(1);
+            // Later packets of its thread deferred meanwhile waited behind it: they go now.
+            let behind: Vec<(Timestamp, u64)> = r
+                .retries
+                .iter()
+                .filter(|&&(_, m)| {
+                    m > n
+                        && r.out
+                            .get(&m)
+                            .is_some_and(|i| i.to == item.to && i.thread == item.thread)
+                })
+                .copied()
+                .collect();
+            for (t, m) in behind {
+                r.retries.remove(&(t, m));
+                if let Some(i) = r.out.get_mut(&m) {
+                    i.retry_at = None;
+                }
+            }
         }
         self.fed_event(FederationEvent::Forwarded {
             to: item.to,

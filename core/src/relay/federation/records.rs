@@ -4,8 +4,9 @@
 //! - `fo/<domain>/<n, 20 digits>` → an outbound packet: `{"n":..,"id":..,"from":..,
 //!   "accepted_at":..,"env":<the envelope's JSON as received>}`;
 //! - `fed/out/<domain>` → a number: every link sequence number below it may have been used;
-//! - `fed/in/<domain>` → `{"hw":..,"deferred":[..]}`: every push from that domain numbered
-//!   up to `hw` is decided, except the deferred ones;
+//! - `fed/in/<domain>` → `{"hw":..,"deferred":[..],"held":[{"n":..,"to":..,"thread":..}]}`:
+//!   every push from that domain numbered up to `hw` is decided, except the deferred ones
+//!   (`held`: their recipients and threads, which later pushes wait behind);
 //! - `fed/pin/<address>` → `{"address":..,"key":..}`: a remote sender's pinned key;
 //! - `fed/notice/<sender>/<id, 20 digits>` → an undeliverable notice not yet acknowledged.
 //!
@@ -95,6 +96,19 @@ struct OutRecordIn<'a> {
 pub(super) struct InRecord {
     pub(super) hw: u64,
     pub(super) deferred: Vec<u64>,
+    /// The (recipient, thread) of deferred pushes (a record written before this field
+    /// has none: its deferred pushes hold nothing back).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) held: Vec<HeldPush>,
+}
+
+/// A deferred push's recipient and thread.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct HeldPush {
+    pub(super) n: u64,
+    pub(super) to: Address,
+    #[serde(with = "b64_array")]
+    pub(super) thread: [u8; 16],
 }
 
 /// A pinned key.
@@ -165,6 +179,13 @@ impl Relay {
             let r = f.remote(domain);
             r.hw = r.hw.max(rec.hw);
             r.deferred.extend(rec.deferred);
+            for h in rec.held {
+                if r.deferred.contains(&h.n) {
+                    r.deferred_at.insert(h.n, (h.to, h.thread));
+                }
+            }
+            // That domain pushes to this relay: tell it this relay is back.
+            r.announce = true;
             return Ok(Some(0));
         }
         if let Some(addr) = key.strip_prefix(PIN_PREFIX) {
@@ -195,6 +216,7 @@ impl Relay {
             let r = f.remote(domain);
             r.hw = r.hw.max(n);
             r.deferred.remove(&n);
+            r.deferred_at.remove(&n);
         }
     }
 }

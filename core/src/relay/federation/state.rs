@@ -179,6 +179,13 @@ pub(super) struct Remote {
     /// Inbound: every push numbered up to `hw` is decided, except those in `deferred`.
     pub(super) hw: u64,
     pub(super) deferred: BTreeSet<u64>,
+    /// The (recipient, thread) of deferred pushes: a later push of the same is deferred
+    /// behind them, so a thread keeps its order across a deferral.
+    pub(super) deferred_at: BTreeMap<u64, (Address, [u8; 16])>,
+    /// Dial this domain even with nothing to send, to tell its relay this one is
+    /// reachable (after this relay restarted, or lost a link the domain had opened):
+    /// its backlog for this relay then goes at once.
+    pub(super) announce: bool,
     pub(super) bucket: Option<TokenBucket>,
     pub(super) links_in: BTreeSet<ConnId>,
     pub(super) score: Score,
@@ -205,6 +212,8 @@ impl Default for Remote {
             lookups_sent: BTreeSet::new(),
             hw: 0,
             deferred: BTreeSet::new(),
+            deferred_at: BTreeMap::new(),
+            announce: false,
             bucket: None,
             links_in: BTreeSet::new(),
             score: Score::default(),

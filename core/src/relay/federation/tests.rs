@@ -927,3 +927,175 @@ fn the_state_kept_for_remote_senders_is_bounded() {
     assert_eq!(pins(&net).len(), 2);
     assert!(pins(&net).contains(&"fed/pin/agent:s1@a.example".to_string()));
 }
+
+/// Delivers and acknowledges at bob's (node 1, `conn`) while time passes; returns the
+/// envelopes in the order bob got them.
+fn drain_bob(net: &mut Net, conn: u64, rounds: usize) -> Vec<crate::crypto::envelope::Envelope> {
+    let mut got = Vec::new();
+    for _ in 0..rounds {
+        let frames = net.take(1, conn);
+        got.extend(net.ack_all(1, conn, &frames));
+        net.advance(Duration::from_secs(5), Duration::from_millis(100));
+    }
+    got
+}
+
+/// Swarm `--domains 3` seed 6: a push deferred for its thread's cap was retried after a
+/// later push of the same thread, accepted once the recipient had drained its queue, and
+/// the recipient took the older packet for the newer. The receiving relay now defers a
+/// push while an earlier one of its (recipient, thread) is deferred.
+#[test]
+fn a_thread_keeps_its_order_across_a_deferral() {
+    let mut net = Net::with(2, |i, c| c.queue_per_thread = if i == 1 { 1 } else { 10 });
+    let (a, b) = (id(1), id(2));
+    net.register(0, 1, "alice", &a);
+    net.register(1, 2, "bob", &b);
+    net.feed(1, Msg::Disconnected(2));
+    let p: Vec<_> = (0..3)
+        .map(|k| packet(&a, ("alice", 0), &b, ("bob", 1), "t", k))
+        .collect();
+    // p0 waits for bob at his relay; p1 is deferred there (the thread's cap).
+    for (k, env) in p.iter().take(2).enumerate() {
+        assert!(accepted(
+            &send(&mut net, 0, 1, k as u64, env.clone()),
+            k as u64
+        ));
+    }
+    assert!(net.fed_events(0).iter().any(|e| matches!(
+        e,
+        FederationEvent::Deferred {
+            code: ErrorCode::Overflow,
+            ..
+        }
+    )));
+    // Bob takes p0: his queue for the thread is empty when p2 arrives, before p1's retry.
+    net.register(1, 3, "bob", &b);
+    let first = net.take(1, 3);
+    assert_eq!(net.ack_all(1, 3, &first), vec![p[0].clone()]);
+    assert!(accepted(&send(&mut net, 0, 1, 2, p[2].clone()), 2));
+    let rest = drain_bob(&mut net, 3, 40);
+    assert_eq!(rest, vec![p[1].clone(), p[2].clone()], "in the order sent");
+}
+
+/// A push deferred for its domain's rate was not recorded as deferred: a later push
+/// accepted meanwhile raised the high-water mark over it, and its retry was answered
+/// `pushed` as a duplicate without ever being queued (lost).
+#[test]
+fn a_push_deferred_for_the_domains_rate_is_not_lost() {
+    let mut net = Net::with(2, |i, c| {
+        if let Some(f) = c.federation.as_mut() {
+            if i == 1 {
+                f.domain_rate_per_sec = 1;
+                f.domain_rate_burst = 1;
+            } else {
+                f.retry_base = Duration::from_secs(10);
+            }
+        }
+    });
+    let (a, b) = (id(1), id(2));
+    net.register(0, 1, "alice", &a);
+    net.register(1, 2, "bob", &b);
+    let p: Vec<_> = (0..3)
+        .map(|k| packet(&a, ("alice", 0), &b, ("bob", 1), &format!("t{k}"), k))
+        .collect();
+    assert!(accepted(&send(&mut net, 0, 1, 0, p[0].clone()), 0));
+    assert!(accepted(&send(&mut net, 0, 1, 1, p[1].clone()), 1));
+    net.advance(Duration::from_secs(2), Duration::from_millis(100));
+    assert!(accepted(&send(&mut net, 0, 1, 2, p[2].clone()), 2));
+    let mut got = drain_bob(&mut net, 2, 20);
+    got.sort_by_key(|e| e.thread);
+    let mut want = p.clone();
+    want.sort_by_key(|e| e.thread);
+    assert_eq!(got, want, "every packet once");
+}
+
+/// Swarm `--domains 3 --groups` seed 45: while a domain's relay was down, lookups of its
+/// addresses were answered without a key after `connect_timeout`, which the agent reads
+/// as "no such agent" and declines its thread. A known relay that cannot be reached is
+/// waited for, as a packet to it is.
+#[test]
+fn a_lookup_waits_while_the_domains_relay_is_unreachable() {
+    let (mut net, _, b) = pair();
+    net.cut.insert((0, 1));
+    net.client(
+        0,
+        1,
+        &ClientFrame::Lookup {
+            address: addr("bob", 1),
+        },
+    );
+    net.advance(Duration::from_secs(180), Duration::from_secs(1));
+    assert_eq!(net.take(0, 1), vec![], "no answer while unreachable");
+    net.cut.clear();
+    net.advance(Duration::from_secs(600), Duration::from_secs(1));
+    assert_eq!(
+        net.take(0, 1),
+        vec![RelayFrame::Key {
+            address: addr("bob", 1),
+            key: Some(b.public().to_bytes())
+        }]
+    );
+}
+
+/// The backlog for a domain goes as soon as its relay reaches this one, not at the end of
+/// the dial backoff.
+#[test]
+fn a_relay_that_reaches_this_one_is_dialed_at_once() {
+    let (mut net, a, b) = pair();
+    net.cut.insert((0, 1));
+    let env = packet(&a, ("alice", 0), &b, ("bob", 1), "t", 1);
+    assert!(accepted(&send(&mut net, 0, 1, 1, env.clone()), 1));
+    // Long enough for the backoff to grow well past a minute.
+    net.advance(Duration::from_secs(300), Duration::from_secs(1));
+    net.cut.clear();
+    // Bob writes to alice: b.example dials a.example, which dials back at once.
+    let reply = packet(&b, ("bob", 1), &a, ("alice", 0), "u", 2);
+    assert!(accepted(&send(&mut net, 1, 2, 1, reply), 1));
+    assert!(net
+        .fed_events(0)
+        .iter()
+        .any(|e| matches!(e, FederationEvent::Redial { .. })));
+    assert_eq!(net.take(1, 2).len(), 1, "delivered without waiting");
+}
+
+/// A one-way partition (this relay cannot dial the other, which can dial this one, as
+/// behind a proxy that was cut): the other relay, having lost the link this one opened,
+/// dials back; while its link is up this relay retries every `reachable_retry_max` at
+/// most, so the backlog goes within that of the way's return.
+#[test]
+fn a_one_way_partition_is_crossed_within_the_reachable_retry() {
+    let (mut net, a, b) = pair();
+    let env = |k: u32| packet(&a, ("alice", 0), &b, ("bob", 1), "t", k);
+    assert!(accepted(&send(&mut net, 0, 1, 0, env(0)), 0));
+    assert_eq!(net.take(1, 2).len(), 1);
+    net.no_dial.insert((0, 1));
+    net.sever(0, 1);
+    assert!(accepted(&send(&mut net, 0, 1, 1, env(1)), 1));
+    net.advance(Duration::from_secs(120), Duration::from_millis(100));
+    assert_eq!(net.take(1, 2), vec![], "partitioned");
+    assert!(
+        net.nodes[1].relay.as_ref().unwrap().stats().federation["a.example"].link_out,
+        "b.example dialed back"
+    );
+    net.no_dial.clear();
+    net.advance(Duration::from_millis(2_500), Duration::from_millis(100));
+    assert_eq!(delivered(&net.take(1, 2)), 1, "within reachable_retry_max");
+}
+
+/// A relay that restarts tells the domains that push to it it is back: their backlogs
+/// go at once, not at the end of their backoff.
+#[test]
+fn a_restarted_relay_announces_itself() {
+    let (mut net, a, b) = pair();
+    let env = |k: u32| packet(&a, ("alice", 0), &b, ("bob", 1), "t", k);
+    assert!(accepted(&send(&mut net, 0, 1, 0, env(0)), 0));
+    let first = net.take(1, 2);
+    net.ack_all(1, 2, &first);
+    net.crash(1);
+    assert!(accepted(&send(&mut net, 0, 1, 1, env(1)), 1));
+    net.advance(Duration::from_secs(300), Duration::from_secs(1));
+    net.restart(1);
+    net.register(1, 3, "bob", &b);
+    net.advance(Duration::from_secs(2), Duration::from_millis(100));
+    assert_eq!(delivered(&net.take(1, 3)), 1, "delivered at once");
+}

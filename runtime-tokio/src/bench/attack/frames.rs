@@ -51,7 +51,7 @@ impl Attack {
                     return false;
                 }
                 tally.frames.fetch_add(1, Ordering::Relaxed);
-                if n % 64 == 0 {
+                if n.is_multiple_of(64) {
                     tokio::task::yield_now().await;
                 }
             }

@@ -60,54 +60,6 @@ pub struct BridgeStep {
     pub changed: Vec<String>,
 }
 
-/// What the agent releases for a bridged peer in place of a sealed frame
-/// ([`Output::Bridged`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Bridged {
-    /// A packet the agent addressed to a bridged peer in a thread: the bridge's listener
-    /// reads the thread again ([`ThreadView`]) and tells its clients.
-    Packet(BridgedPacket),
-    /// A message a bridge made for its peer's own endpoint in its step (for example a
-    /// seed-001 `status_update`): the runtime delivers it with the bridge's transport.
-    Message(BridgeMessage),
-}
-
-/// A packet the agent addressed to a bridged peer ([`Bridged::Packet`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BridgedPacket {
-    /// The thread.
-    pub thread_id: String,
-    /// The packet.
-    pub packet_id: String,
-    /// The bridged peer.
-    pub peer: Address,
-    /// The packet, as the agent wrote it (JSON).
-    pub json: String,
-}
-
-/// A bridge's message for its peer's endpoint ([`Bridged::Message`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BridgeMessage {
-    /// The bridge that made it ([`Bridge::name`]).
-    pub bridge: String,
-    /// The thread it is about.
-    pub thread_id: String,
-    /// Where it goes (the peer's endpoint).
-    pub endpoint: String,
-    /// The whole message.
-    pub body: String,
-}
-
-/// Where a thread to an address the relay does not know goes on
-/// ([`AgentConfig::bridged_fallbacks`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BridgedFallback {
-    /// The bridge ([`Bridge::name`]).
-    pub bridge: String,
-    /// Its destination for that address (e.g. an agent card's URL).
-    pub to: String,
-}
-
 /// Peers that share the caps per peer ([`BridgedOpening::shared`]): all those `member`
 /// says are, together, under `share` times each cap.
 #[derive(Debug, Clone, Copy)]

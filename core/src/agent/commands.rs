@@ -1,7 +1,7 @@
 //! The user's commands to the agent: starting a thread, answering prompts, cancelling, new
 //! context.
 
-use crate::agent::negotiation::permissions::Tier;
+use crate::agent::permissions::Tier;
 use crate::agent::thread::{Thread, ThreadState};
 use crate::agent::*;
 
