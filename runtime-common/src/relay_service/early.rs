@@ -4,8 +4,10 @@
 //! delivery must wait for a batch to be committed and executed first:
 //!
 //! - the connection's `auth_ok` (its batch): no delivery overtakes it;
-//! - the last reservation of delivery ids (its batch): the id a delivery carries is then
-//!   durable below the high-water mark, never handed out again after a crash.
+//! - the reservation of delivery ids covering the delivery's id (its batch): the id is
+//!   then durable below the high-water mark, never handed out again after a crash. The
+//!   relay reserves ids far ahead of those it hands out, so under steady load that batch
+//!   was committed long before and the delivery does not wait.
 //!
 //! A delivery that must wait is parked on its connection (and later ones behind it, so they
 //! stay in id order) and sent by the same thread once the committer has executed the batch
@@ -39,16 +41,29 @@ pub(super) enum Outcome {
 }
 
 /// Every open connection's channel, and the deliveries parked behind a commit.
-#[derive(Default)]
 pub(super) struct EarlyConns {
     conns: HashMap<ConnId, Conn>,
     /// Connections with parked deliveries.
     parked: BTreeSet<ConnId>,
-    /// The last batch that reserves delivery ids.
-    reserved_in: u64,
+    /// Reservations of delivery ids not yet known executed, oldest first: the batch that
+    /// persists each, and the ids it covers (those below).
+    reservations: VecDeque<(u64, u64)>,
+    /// Ids below this are covered by a reservation already committed.
+    covered: u64,
 }
 
 impl EarlyConns {
+    /// No connection yet; ids below `covered` are covered by a committed reservation
+    /// (those of the relay as restored).
+    pub(super) fn new(covered: u64) -> Self {
+        EarlyConns {
+            conns: HashMap::new(),
+            parked: BTreeSet::new(),
+            reservations: VecDeque::new(),
+            covered,
+        }
+    }
+
     /// A connection opened in `batch`.
     pub(super) fn opened(&mut self, conn: ConnId, tx: &flume::Sender<ConnOut>, batch: u64) {
         self.conns.insert(
@@ -76,9 +91,30 @@ impl EarlyConns {
         }
     }
 
-    /// `batch` reserves delivery ids.
-    pub(super) fn reserved(&mut self, batch: u64) {
-        self.reserved_in = batch;
+    /// `batch` persists a reservation of the delivery ids below `upto`.
+    pub(super) fn reserved(&mut self, batch: u64, upto: u64) {
+        self.reservations.push_back((batch, upto));
+    }
+
+    /// The batch to be executed before delivery `id` may leave (0: none): the first
+    /// reservation covering it, unless one already committed does. An id no reservation
+    /// known covers (none should be) waits for the last one.
+    fn covering(&mut self, id: u64, executed: u64) -> u64 {
+        while let Some(&(batch, upto)) = self.reservations.front() {
+            if batch > executed {
+                break;
+            }
+            self.covered = self.covered.max(upto);
+            self.reservations.pop_front();
+        }
+        if id < self.covered {
+            return 0;
+        }
+        self.reservations
+            .iter()
+            .find(|&&(_, upto)| id < upto)
+            .or(self.reservations.back())
+            .map_or(0, |&(batch, _)| batch)
     }
 
     /// Whether deliveries wait for a batch to be executed.
@@ -86,13 +122,23 @@ impl EarlyConns {
         !self.parked.is_empty()
     }
 
-    /// Sends `bytes` (a `deliver`) to `conn` now, or parks it until `executed` (the last
-    /// batch the committer executed) reaches what it waits for.
-    pub(super) fn deliver(&mut self, conn: ConnId, bytes: Vec<u8>, executed: u64) -> Outcome {
+    /// Sends `bytes` (a `deliver` of delivery `id`) to `conn` now, or parks it until
+    /// `executed` (the last batch the committer executed) reaches what it waits for.
+    pub(super) fn deliver(
+        &mut self,
+        conn: ConnId,
+        id: u64,
+        bytes: Vec<u8>,
+        executed: u64,
+    ) -> Outcome {
+        if !self.conns.contains_key(&conn) {
+            return Outcome::Unknown(bytes);
+        }
+        let covering = self.covering(id, executed);
         let Some(c) = self.conns.get_mut(&conn) else {
             return Outcome::Unknown(bytes);
         };
-        let wait_for = c.ready_after.max(self.reserved_in);
+        let wait_for = c.ready_after.max(covering);
         if c.parked.is_empty() && wait_for <= executed {
             return match c.tx.try_send(ConnOut::Frame(bytes)) {
                 Ok(()) | Err(flume::TrySendError::Disconnected(_)) => Outcome::Done,

@@ -18,7 +18,8 @@
 //!    A `deliver` to an online recipient is the exception: this thread sends it at once,
 //!    in parallel with the commit of its packet (`early.rs`; the sender's `accepted` still
 //!    waits for the commit), unless it must wait for the connection's `auth_ok` or for the
-//!    last reservation of delivery ids to be committed.
+//!    reservation of delivery ids covering its id to be committed (reserved far ahead: under
+//!    steady load, long committed).
 //! 3. **The committer**: one thread owns the SQLite [`Store`]. It takes every batch
 //!    waiting, **commits all their persist records in one transaction, and only then**
 //!    hands their frames to the connections' outgoing channels, batch after batch in
@@ -536,6 +537,7 @@ impl RelayService {
             .spawn(move || committer.run())
             .map_err(spawn_err)?;
 
+        let covered = relay.next_delivery_id();
         let core = Core {
             relay,
             rx,
@@ -549,7 +551,7 @@ impl RelayService {
             log,
             conn_logs: HashMap::new(),
             tasks: tasks_tx,
-            early: EarlyConns::default(),
+            early: EarlyConns::new(covered),
             slow: Vec::new(),
         };
         let thread = std::thread::Builder::new()
@@ -896,12 +898,12 @@ impl Core {
     /// closes to `actions`; tells the verifiers who authenticated and who is gone.
     fn collect(&mut self) {
         while let Some(o) = self.relay.poll_output() {
-            let o_reserves = o.reserves_delivery_ids();
-            let is_delivery = o.is_delivery();
+            let reserved = o.reserved_delivery_ids();
+            let delivery = o.delivery_id();
             match o {
                 RelayOutput::Persist(op) => {
-                    if o_reserves {
-                        self.early.reserved(self.batches + 1);
+                    if let Some(upto) = reserved {
+                        self.early.reserved(self.batches + 1, upto);
                     }
                     self.pending.ops.push(op)
                 }
@@ -929,9 +931,10 @@ impl Core {
                     self.conn_ended(conn, Some(code));
                     self.pending.actions.push(o);
                 }
-                RelayOutput::Send { conn, bytes } if is_delivery => {
+                RelayOutput::Send { conn, bytes } if delivery.is_some() => {
                     let executed = self.shared.executed.load(Ordering::Acquire);
-                    match self.early.deliver(conn, bytes, executed) {
+                    let id = delivery.unwrap_or(u64::MAX);
+                    match self.early.deliver(conn, id, bytes, executed) {
                         Outcome::Done => {}
                         Outcome::Slow => self.slow_consumer(conn),
                         Outcome::Unknown(bytes) => {

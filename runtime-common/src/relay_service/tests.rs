@@ -512,3 +512,50 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
         std::thread::park_timeout(Duration::from_millis(10));
     }
 }
+
+/// A delivery goes at once when a committed reservation covers its id, even while a later
+/// reservation waits for its commit; one whose id only a pending reservation covers waits
+/// for that batch, and those behind it on the connection keep their order.
+#[test]
+fn a_delivery_waits_only_for_the_reservation_covering_its_id() {
+    use super::early::{EarlyConns, Outcome};
+    let mut early = EarlyConns::new(1);
+    let (tx, rx) = flume::bounded(16);
+    early.opened(ConnId(1), &tx, 1);
+    early.reserved(1, 100);
+    early.reserved(3, 200);
+    let frame = |id: u64| format!("deliver {id}").into_bytes();
+    let got = |rx: &flume::Receiver<ConnOut>| -> Vec<Vec<u8>> {
+        rx.try_iter()
+            .map(|o| match o {
+                ConnOut::Frame(b) => b,
+                ConnOut::Close(_) => panic!("closed"),
+            })
+            .collect()
+    };
+    // Nothing executed yet: the connection's opening and the first reservation wait.
+    assert_eq!(early.deliver(ConnId(1), 5, frame(5), 0), Outcome::Done);
+    assert!(got(&rx).is_empty());
+    assert!(early.release(1).is_empty());
+    assert_eq!(got(&rx), vec![frame(5)]);
+    // Batch 1 executed: ids below 100 go at once, batch 3 still pending.
+    assert_eq!(early.deliver(ConnId(1), 99, frame(99), 1), Outcome::Done);
+    assert_eq!(got(&rx), vec![frame(99)]);
+    // Id 150 waits for batch 3; id 7 behind it keeps the connection's order.
+    assert_eq!(early.deliver(ConnId(1), 150, frame(150), 2), Outcome::Done);
+    assert_eq!(early.deliver(ConnId(1), 7, frame(7), 2), Outcome::Done);
+    assert!(got(&rx).is_empty());
+    assert!(early.has_parked());
+    assert!(early.release(2).is_empty());
+    assert!(got(&rx).is_empty());
+    assert!(early.release(3).is_empty());
+    assert_eq!(got(&rx), vec![frame(150), frame(7)]);
+    assert!(!early.has_parked());
+    assert_eq!(early.deliver(ConnId(1), 199, frame(199), 3), Outcome::Done);
+    assert_eq!(got(&rx), vec![frame(199)]);
+    // An unknown connection's delivery goes with the batch.
+    assert_eq!(
+        early.deliver(ConnId(9), 1, frame(1), 3),
+        Outcome::Unknown(frame(1))
+    );
+}
