@@ -230,6 +230,53 @@ pub enum RelayOutput {
     Cluster(ClusterOp),
 }
 
+impl RelayOutput {
+    /// Whether this is a `deliver` frame to an agent: the one frame a runtime may send
+    /// before the [`RelayOutput::Persist`]s decided before it are durable (the packet it
+    /// carries is one its sender has not been told is `accepted`, and will send again
+    /// after a crash; recipients drop duplicates by packet id). It must still not
+    /// overtake the connection's `auth_ok` ([`RelayEvent::Authenticated`]) nor an
+    /// earlier `deliver` to the same connection.
+    pub fn is_delivery(&self) -> bool {
+        matches!(self, RelayOutput::Send { bytes, .. }
+            if bytes.starts_with(super::queue::DELIVER_PREFIX.as_bytes()))
+    }
+
+    /// The delivery id a `deliver` frame carries ([`Self::is_delivery`]); `None` for any
+    /// other output.
+    pub fn delivery_id(&self) -> Option<u64> {
+        let RelayOutput::Send { bytes, .. } = self else {
+            return None;
+        };
+        let rest = bytes.strip_prefix(super::queue::DELIVER_PREFIX.as_bytes())?;
+        let digits = rest.strip_prefix(b",\"id\":")?;
+        let n = digits.iter().take_while(|c| c.is_ascii_digit()).count();
+        std::str::from_utf8(digits.get(..n)?).ok()?.parse().ok()
+    }
+
+    /// Whether this persists a reservation of delivery ids (`meta/next_id`).
+    pub fn reserves_delivery_ids(&self) -> bool {
+        self.reserved_delivery_ids().is_some()
+    }
+
+    /// For a persisted reservation of delivery ids (`meta/next_id`): the ids it covers,
+    /// every id below the returned one. A `deliver` sent before the persists decided
+    /// before it are durable ([`Self::is_delivery`]) must wait until a reservation
+    /// covering its id ([`Self::delivery_id`]) is durable: that id is then never handed
+    /// out again after a crash. The relay decides the reservation covering an id before
+    /// the id (far ahead of it: under steady load it is durable long before).
+    pub fn reserved_delivery_ids(&self) -> Option<u64> {
+        match self {
+            RelayOutput::Persist(PersistOp::Put { key, value })
+                if key == super::queue::NEXT_ID_KEY =>
+            {
+                std::str::from_utf8(value).ok()?.parse().ok()
+            }
+            _ => None,
+        }
+    }
+}
+
 /// What happened, for logs and metrics.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RelayEvent {

@@ -29,7 +29,15 @@
 //!    its `auth_ok`, a packet before the `accepted` that tells its sender it is safe, an
 //!    acknowledged packet's deletion before the deliveries its freed slot lets through.
 //!    A runtime that executes outputs in order, making each persist durable before the
-//!    next send, therefore only ever acknowledges durable packets;
+//!    next send, therefore only ever acknowledges durable packets. One exception is
+//!    allowed: a `deliver` ([`RelayOutput::is_delivery`]) may be sent as soon as it is
+//!    polled, before the persists decided before it are durable, provided it overtakes
+//!    neither its connection's `auth_ok` nor an earlier `deliver` to that connection,
+//!    and once the reservation of delivery ids covering its id is durable
+//!    ([`RelayOutput::reserved_delivery_ids`], decided far ahead of the id). The
+//!    packet's sender is told `accepted` only after the commit; after a crash before
+//!    it, the sender sends the packet again and the recipient drops the duplicate by
+//!    packet id (SPEC-NOTES, the relay link);
 //! 2. the frames to one connection come in the order they are to be sent;
 //! 3. a [`RelayOutput::Close`] comes after the last frame to its connection (the `error`
 //!    or `replaced` saying why). The relay has already forgotten the connection: the
@@ -169,6 +177,13 @@ use self::queue::{Queues, RegRecord, StoredItem, NEXT_ID_KEY, QUEUE_PREFIX, REG_
 /// Delivery ids are reserved in blocks of this size: `meta/next_id` is persisted once per
 /// block, so ids stay monotonic across restarts even when the queue is empty.
 const ID_BLOCK: u64 = 1024;
+/// How far ahead of the next delivery id the persisted reservation reaches (a new one is
+/// persisted whenever fewer than `ID_AHEAD - ID_BLOCK` reserved ids remain): a `deliver`
+/// waits until the reservation covering its id is durable ([`RelayOutput::delivery_id`],
+/// [`RelayOutput::reserved_delivery_ids`]), and that reservation was decided some 63,000
+/// ids earlier, so under steady load it has long been committed. After a restart the ids
+/// go on above the whole reservation (up to `ID_AHEAD` ids are skipped, never reused).
+const ID_AHEAD: u64 = 64 * ID_BLOCK;
 
 /// What a frame costs from its connection's frame budget, in thousandths of a token.
 const FRAME_COST: u64 = MILLI;
@@ -655,6 +670,12 @@ impl Relay {
             federation: self.fed_stats(),
             cluster_waiting: self.cluster.as_ref().map_or(0, |c| c.waiting()),
         }
+    }
+
+    /// The delivery id the next packet will get. Every id below it was handed out before
+    /// and, right after [`Relay::restore`], is covered by the reservation restored.
+    pub fn next_delivery_id(&self) -> u64 {
+        self.next_id
     }
 
     /// Packets queued (not yet acknowledged) for `address`.

@@ -22,6 +22,9 @@ use crate::time::Timestamp;
 pub(crate) const REG_PREFIX: &str = "reg/";
 /// Key prefix of queued packets.
 pub(crate) const QUEUE_PREFIX: &str = "q/";
+/// How every `deliver` frame the relay writes begins (what
+/// [`super::RelayOutput::is_delivery`] recognises).
+pub(crate) const DELIVER_PREFIX: &str = "{\"t\":\"deliver\"";
 /// Key of the delivery-id high-water mark.
 pub(crate) const NEXT_ID_KEY: &str = "meta/next_id";
 
@@ -118,7 +121,8 @@ impl StoredItem {
     pub(crate) fn deliver_frame(&self) -> Vec<u8> {
         splice(
             &[
-                "{\"t\":\"deliver\",\"id\":",
+                DELIVER_PREFIX,
+                ",\"id\":",
                 &self.id.to_string(),
                 ",\"env\":",
             ],

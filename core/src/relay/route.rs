@@ -2,7 +2,9 @@
 //! [`super`]).
 
 use super::queue::{queue_key, Origin, StoredItem, NEXT_ID_KEY};
-use super::{ConnId, Phase, Relay, RelayEvent, RelayOutput, Verified, CHEAP_FRAME_COST, ID_BLOCK};
+use super::{
+    ConnId, Phase, Relay, RelayEvent, RelayOutput, Verified, CHEAP_FRAME_COST, ID_AHEAD, ID_BLOCK,
+};
 use crate::address::Address;
 use crate::crypto;
 use crate::crypto::envelope::Envelope;
@@ -137,13 +139,15 @@ impl Relay {
         self.push_event(RelayEvent::Overflow { from, to });
     }
 
-    /// The next delivery id (persisting the next block's reservation when one starts), or
-    /// `None` when ids are exhausted.
+    /// The next delivery id, or `None` when ids are exhausted. Every `ID_BLOCK` ids it
+    /// persists a reservation reaching `ID_AHEAD` ids past the one taken (`meta/next_id`:
+    /// every id below it may have been handed out), so the id is always below a
+    /// reservation decided well before it.
     pub(super) fn take_delivery_id(&mut self) -> Option<u64> {
         let id = self.next_id;
         let next = id.checked_add(1)?;
-        if id >= self.id_reserved {
-            self.id_reserved = id.saturating_add(ID_BLOCK);
+        if id.saturating_add(ID_AHEAD - ID_BLOCK) >= self.id_reserved {
+            self.id_reserved = id.saturating_add(ID_AHEAD);
             let reserved = self.id_reserved;
             self.persist_put(NEXT_ID_KEY.to_string(), &reserved);
         }

@@ -1887,3 +1887,71 @@ fn queue_records_of_the_previous_version_restore() {
     );
     assert!(matches!(frames[..], [RelayFrame::Accepted { id, .. }] if id > 3));
 }
+
+/// Delivery ids are reserved far ahead: one `meta/next_id` per block of ids, each reaching
+/// `ID_AHEAD` past the id that decided it, so the reservation covering an id was decided
+/// at least `ID_AHEAD - ID_BLOCK` ids before it; a restart goes on above the last one.
+#[test]
+fn delivery_ids_are_reserved_far_ahead() {
+    let mut r = Relay::new(RelayConfig::default(), [1; 32]);
+    let mut store = BTreeMap::new();
+    // (the id taken when it was decided, the ids it covers)
+    let mut reservations: Vec<(u64, u64)> = Vec::new();
+    for _ in 0..5 * ID_BLOCK {
+        let id = r.take_delivery_id().unwrap();
+        while let Some(o) = r.poll_output() {
+            let RelayOutput::Persist(op) = &o else {
+                panic!("{o:?}")
+            };
+            assert!(o.reserves_delivery_ids());
+            reservations.push((id, o.reserved_delivery_ids().unwrap()));
+            persist::apply(&mut store, op);
+        }
+        let &(_, upto) = reservations.last().unwrap();
+        assert!(id < upto, "id {id} beyond the reservation {upto}");
+        let covering = reservations.iter().find(|&&(_, u)| id < u).unwrap();
+        assert!(
+            covering.0 == 1 || id - covering.0 >= ID_AHEAD - ID_BLOCK,
+            "id {id} covered by a reservation decided at {}",
+            covering.0
+        );
+    }
+    assert_eq!(reservations.len(), 5, "one reservation per block");
+    assert_eq!(reservations[0], (1, 1 + ID_AHEAD));
+    assert_eq!(r.next_delivery_id(), 5 * ID_BLOCK + 1);
+    let last = reservations.last().unwrap().1;
+    let restored = Relay::restore(RelayConfig::default(), [2; 32], store).unwrap();
+    assert_eq!(
+        restored.next_delivery_id(),
+        last,
+        "no id below it is handed out again"
+    );
+}
+
+/// `RelayOutput::delivery_id` reads a `deliver` frame's id, and nothing else has one.
+#[test]
+fn a_deliver_output_names_its_id() {
+    let (mut h, a, b) = alice_and_bob();
+    h.input(
+        1,
+        &ClientFrame::Send {
+            seq: 4,
+            env: env(&a, "alice", &b, "bob", "t", 0),
+        },
+    );
+    let ids: Vec<(u64, Option<u64>)> = h
+        .outs
+        .iter()
+        .filter_map(|o| match o {
+            RelayOutput::Send { conn, .. } => Some((conn.0, o.delivery_id())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ids, vec![(1, None), (2, Some(1))]);
+    assert!(h
+        .outs
+        .iter()
+        .all(|o| o.is_delivery() == o.delivery_id().is_some()));
+    let reservation = h.outs.iter().find_map(RelayOutput::reserved_delivery_ids);
+    assert_eq!(reservation, Some(1 + ID_AHEAD));
+}

@@ -1,6 +1,8 @@
 //! The committer (module documentation, step 3): it commits every waiting batch's persist
 //! records in one SQLite transaction, and only then hands their frames to the
-//! connections' outgoing channels, batch after batch in order.
+//! connections' outgoing channels, batch after batch in order. A record written and
+//! deleted within the same transaction (a packet acknowledged before its commit) is not
+//! written at all.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -17,6 +19,8 @@ use crate::store::Store;
 /// One batch's work for the committer.
 #[derive(Default)]
 pub(super) struct Commit {
+    /// The batch's number (the state machine's count of batches).
+    pub(super) seq: u64,
     /// Connections opened in this batch (before its frames for them).
     pub(super) connected: Vec<(ConnId, flume::Sender<ConnOut>)>,
     pub(super) ops: Vec<PersistOp>,
@@ -24,6 +28,8 @@ pub(super) struct Commit {
     pub(super) actions: Vec<RelayOutput>,
     /// Connections closed by their peer in this batch.
     pub(super) disconnected: Vec<ConnId>,
+    /// Connections the state machine's thread dropped as slow consumers in this batch.
+    pub(super) dropped: Vec<ConnId>,
     pub(super) replies: Vec<(flume::Sender<RelaySnapshot>, RelaySnapshot)>,
 }
 
@@ -33,6 +39,7 @@ impl Commit {
             && self.ops.is_empty()
             && self.actions.is_empty()
             && self.disconnected.is_empty()
+            && self.dropped.is_empty()
             && self.replies.is_empty()
     }
 }
@@ -76,6 +83,7 @@ impl Committer {
             for c in &mut queue {
                 ops.append(&mut c.ops);
             }
+            coalesce(&mut ops);
             if !ops.is_empty() {
                 if let Err(e) = self.store.apply(&ops, &[]) {
                     error!(error = %e, "relay store failed; stopping without revealing the uncommitted batches");
@@ -90,7 +98,14 @@ impl Committer {
                 ops.clear();
             }
             for c in queue.drain(..) {
+                let seq = c.seq;
                 self.execute(c);
+                self.shared.executed.store(seq, Ordering::Release);
+            }
+            if self.shared.wake_on_execute.swap(false, Ordering::AcqRel) {
+                if let Some(core) = self.core.upgrade() {
+                    let _ = core.try_send(Msg::Wake);
+                }
             }
             if let Some(graceful) = shutdown {
                 if graceful {
@@ -117,13 +132,7 @@ impl Committer {
                     match tx.try_send(ConnOut::Frame(bytes)) {
                         Ok(()) => {}
                         Err(flume::TrySendError::Full(_)) => {
-                            if self.log.allow() {
-                                warn!(
-                                    conn = conn.0,
-                                    "connection does not read its frames: dropped as a slow consumer"
-                                );
-                            }
-                            self.shared.slow.fetch_add(1, Ordering::Relaxed);
+                            slow_consumer(&self.shared, &self.log, conn);
                             self.conns.remove(&conn);
                             let _ = self.dropped.send(conn);
                             if let Some(core) = self.core.upgrade() {
@@ -147,7 +156,7 @@ impl Committer {
                 | RelayOutput::Dial { .. } => {}
             }
         }
-        for conn in c.disconnected {
+        for conn in c.disconnected.into_iter().chain(c.dropped) {
             self.conns.remove(&conn);
         }
         for (tx, mut snap) in c.replies {
@@ -157,4 +166,49 @@ impl Committer {
             let _ = tx.try_send(snap);
         }
     }
+}
+
+/// Counts (and logs, within the log's limits) a connection dropped for not reading.
+pub(super) fn slow_consumer(shared: &Shared, log: &ClientLog, conn: ConnId) {
+    if log.allow() {
+        warn!(
+            conn = conn.0,
+            "connection does not read its frames: dropped as a slow consumer"
+        );
+    }
+    shared.slow.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Leaves out of `ops` every `Put` whose key a later `Delete` of the same transaction
+/// removes (the `Delete` stays: the key may have been stored before). The transaction's
+/// result is the same, one row write fewer per packet acknowledged before its commit.
+pub(super) fn coalesce(ops: &mut Vec<PersistOp>) {
+    let mut last_put: HashMap<&str, usize> = HashMap::new();
+    let mut dead: Vec<usize> = Vec::new();
+    for (i, op) in ops.iter().enumerate() {
+        match op {
+            PersistOp::Put { key, .. } => {
+                last_put.insert(key.as_str(), i);
+            }
+            PersistOp::Delete { key } => {
+                if let Some(j) = last_put.remove(key.as_str()) {
+                    dead.push(j);
+                }
+            }
+        }
+    }
+    if dead.is_empty() {
+        return;
+    }
+    dead.sort_unstable();
+    let mut i = 0usize;
+    let mut d = dead.iter().peekable();
+    ops.retain(|_| {
+        let keep = d.peek() != Some(&&i);
+        if !keep {
+            d.next();
+        }
+        i += 1;
+        keep
+    });
 }

@@ -15,13 +15,19 @@
 //!    (whatever is waiting, up to `max_batch`), feeds them in order with the current time
 //!    — routing, rate limits, registry and queue bounds — and hands the batch's outputs to
 //!    the committer. It then goes on with the next batch while the previous one is synced.
+//!    A `deliver` to an online recipient is the exception: this thread sends it at once,
+//!    in parallel with the commit of its packet (`early.rs`; the sender's `accepted` still
+//!    waits for the commit), unless it must wait for the connection's `auth_ok` or for the
+//!    reservation of delivery ids covering its id to be committed (reserved far ahead: under
+//!    steady load, long committed).
 //! 3. **The committer**: one thread owns the SQLite [`Store`]. It takes every batch
 //!    waiting, **commits all their persist records in one transaction, and only then**
 //!    hands their frames to the connections' outgoing channels, batch after batch in
 //!    order — so an `accepted` never leaves before its packet is durable, and a
 //!    registration is stored before its `auth_ok` (group commit: one sync for however
-//!    many batches and packets were waiting). SQLite's blocking calls never stall an
-//!    async executor nor the routing.
+//!    many batches and packets were waiting). A packet acknowledged before its commit
+//!    costs no row: its record's insert and delete cancel out in the transaction.
+//!    SQLite's blocking calls never stall an async executor nor the routing.
 //!
 //! A connection whose outgoing channel is full (it does not read) is dropped as a slow
 //! consumer; its unacknowledged packets stay queued for its next connection.
@@ -51,17 +57,20 @@ use a2acp_core::relay::{
     ConnId, FrameError, ParsedFrame, Relay, RelayConfig, RelayEvent, RelayInput, RelayOutput,
     RelayStats, Source, Verified,
 };
+use async_tungstenite::tungstenite::Bytes;
 use tracing::info;
 
 use crate::federation::driver::Task;
 use crate::store::{Durability, Store, StoreError};
 
 use self::commit::{Commit, Committer, ToCommitter};
+use self::early::{EarlyConns, Outcome};
 use self::log::{ClientLog, ConnLog};
 use self::verify::{Verifier, VerifyState};
 
 mod cluster;
 mod commit;
+mod early;
 mod log;
 mod verify;
 
@@ -221,7 +230,8 @@ enum Item {
 enum VerifyIn {
     /// The connection is a relay link this relay dialled: its frames go on unparsed.
     Dialed(ConnId),
-    Bytes(ConnId, Vec<u8>),
+    /// A frame as the transport read it (shared, not copied).
+    Bytes(ConnId, Bytes),
     Oversized(ConnId, usize),
     Disconnected(ConnId),
     Wake,
@@ -256,6 +266,12 @@ struct Shared {
     /// The committer stopped on a store failure.
     failed: AtomicBool,
     commits: AtomicU64,
+    /// The last batch ([`Commit::seq`]) the committer committed and whose frames it
+    /// handed to the connections.
+    executed: AtomicU64,
+    /// The state machine has deliveries parked until the committer executes a batch: the
+    /// committer wakes it after each.
+    wake_on_execute: AtomicBool,
     slow: AtomicU64,
     /// The discovery document served at `/.well-known/a2acp` (set once the listener's
     /// URL is known).
@@ -316,11 +332,12 @@ impl RelayHandle {
             .map_err(|_| Stopped)
     }
 
-    /// A frame arrived on `conn` (waits while the relay is saturated).
-    pub async fn bytes(&self, conn: ConnId, bytes: Vec<u8>) -> Result<(), Stopped> {
+    /// A frame arrived on `conn` (waits while the relay is saturated). The bytes are
+    /// shared with the transport's buffer, never copied.
+    pub async fn bytes(&self, conn: ConnId, bytes: impl Into<Bytes>) -> Result<(), Stopped> {
         shard_of(&self.shards, conn)
             .tx
-            .send_async(VerifyIn::Bytes(conn, bytes))
+            .send_async(VerifyIn::Bytes(conn, bytes.into()))
             .await
             .map_err(|_| Stopped)
     }
@@ -503,6 +520,8 @@ impl RelayService {
             graceful: AtomicBool::new(true),
             failed: AtomicBool::new(false),
             commits: AtomicU64::new(0),
+            executed: AtomicU64::new(0),
+            wake_on_execute: AtomicBool::new(false),
             slow: AtomicU64::new(0),
             discovery: OnceLock::new(),
         });
@@ -557,6 +576,7 @@ impl RelayService {
             }
             None => None,
         };
+        let covered = relay.next_delivery_id();
         let core = Core {
             relay,
             cluster: driver,
@@ -571,6 +591,8 @@ impl RelayService {
             log,
             conn_logs: HashMap::new(),
             tasks: tasks_tx,
+            early: EarlyConns::new(covered),
+            slow: Vec::new(),
         };
         let thread = std::thread::Builder::new()
             .name("a2acp-relay".into())
@@ -683,6 +705,11 @@ struct Core {
     conn_logs: HashMap<ConnId, ConnLog>,
     /// Federation's tasks (discover, dial) for the binding.
     tasks: flume::Sender<Task>,
+    /// Every open connection's outgoing channel, for the deliveries sent without waiting
+    /// for the commit.
+    early: EarlyConns,
+    /// Connections found slow by an early delivery, to drop after the outputs at hand.
+    slow: Vec<ConnId>,
 }
 
 impl Core {
@@ -705,6 +732,13 @@ impl Core {
                 .map(|t| t.as_millis().saturating_sub(now_ms))
                 .unwrap_or(1000)
                 .min(1000);
+            // Parked deliveries: the committer wakes this thread when it executes a batch;
+            // a wake that raced with parking costs at most a millisecond.
+            let wait = if self.early.has_parked() {
+                wait.min(1)
+            } else {
+                wait
+            };
             let mut n = 0usize;
             match self
                 .rx
@@ -728,20 +762,28 @@ impl Core {
             }
             let now = crate::clock::now();
             while let Ok(conn) = self.dropped.try_recv() {
-                self.relay.handle(now, RelayInput::Disconnected { conn });
-                self.ctl(Ctl::Closed(conn));
-                self.conn_ended(conn, None);
-                self.collect();
+                self.drop_slow(now, conn);
+            }
+            // Deliveries parked behind batches the committer has executed since.
+            if self.early.has_parked() {
+                for conn in self
+                    .early
+                    .release(self.shared.executed.load(Ordering::Acquire))
+                {
+                    self.slow_consumer(conn);
+                }
             }
             for m in batch.drain(..) {
                 match m {
                     Msg::Connected(conn, tx, source) => {
+                        self.early.opened(conn, &tx, self.batches + 1);
                         self.pending.connected.push((conn, tx));
                         self.relay
                             .handle(now, RelayInput::Connected { conn, source });
                         self.collect();
                     }
                     Msg::Dialed(conn, tx, domain, source) => {
+                        self.early.opened(conn, &tx, self.batches + 1);
                         self.pending.connected.push((conn, tx));
                         self.relay.handle(
                             now,
@@ -779,6 +821,7 @@ impl Core {
                                     .relay
                                     .handle(now, RelayInput::Oversized { conn, limit }),
                                 Item::Disconnected(conn) => {
+                                    self.early.closed(conn);
                                     self.pending.disconnected.push(conn);
                                     self.relay.handle(now, RelayInput::Disconnected { conn });
                                     // Its verifier may have learnt of its authentication
@@ -811,8 +854,16 @@ impl Core {
                 };
                 self.pending.replies.push((tx, snap));
             }
+            while let Some(conn) = self.slow.pop() {
+                self.drop_slow(now, conn);
+            }
+            // The committer wakes this thread when it has executed a batch, for them.
+            self.shared
+                .wake_on_execute
+                .store(self.early.has_parked(), Ordering::Release);
             if !self.pending.is_empty() {
-                let c = std::mem::take(&mut self.pending);
+                let mut c = std::mem::take(&mut self.pending);
+                c.seq = self.batches;
                 if self.committer.send(ToCommitter::Batch(c)).is_err() {
                     break;
                 }
@@ -834,6 +885,8 @@ impl Core {
             self.conn_ended(conn, None);
         }
         let graceful = self.shared.graceful.load(Ordering::SeqCst);
+        // The committer's senders alone decide when the connections' channels close.
+        self.early.clear();
         let _ = self.committer.send(ToCommitter::Shutdown { graceful });
         drop(self.committer);
         let r = committer
@@ -856,6 +909,25 @@ impl Core {
         r
     }
 
+    /// A connection does not read its frames: it is dropped as a slow consumer (its
+    /// unacknowledged packets stay queued).
+    fn drop_slow(&mut self, now: a2acp_core::Timestamp, conn: ConnId) {
+        self.early.closed(conn);
+        self.relay.handle(now, RelayInput::Disconnected { conn });
+        self.ctl(Ctl::Closed(conn));
+        self.conn_ended(conn, None);
+        self.collect();
+    }
+
+    /// An early delivery found `conn`'s channel full: counted now, dropped after the
+    /// outputs at hand (the committer drops its sender too, which ends the connection).
+    fn slow_consumer(&mut self, conn: ConnId) {
+        commit::slow_consumer(&self.shared, &self.log, conn);
+        self.early.closed(conn);
+        self.pending.dropped.push(conn);
+        self.slow.push(conn);
+    }
+
     fn ctl(&self, c: Ctl) {
         let conn = match c {
             Ctl::Authed(conn, _) | Ctl::Link(conn) | Ctl::Forget(conn) | Ctl::Closed(conn) => conn,
@@ -869,13 +941,22 @@ impl Core {
     /// closes to `actions`; tells the verifiers who authenticated and who is gone.
     fn collect(&mut self) {
         while let Some(o) = self.relay.poll_output() {
+            let reserved = o.reserved_delivery_ids();
+            let delivery = o.delivery_id();
             match o {
-                RelayOutput::Persist(op) => self.pending.ops.push(op),
+                RelayOutput::Persist(op) => {
+                    if let Some(upto) = reserved {
+                        self.early.reserved(self.batches + 1, upto);
+                    }
+                    self.pending.ops.push(op)
+                }
                 RelayOutput::Event(e) => {
                     if let RelayEvent::Authenticated { conn, address } = &e {
                         if let Some(key) = self.relay.registered_key(address) {
                             self.ctl(Ctl::Authed(*conn, key));
                         }
+                        // Its `auth_ok` waits for the commit: no delivery overtakes it.
+                        self.early.authenticated(*conn, self.batches + 1);
                     }
                     if let RelayEvent::Federation(FederationEvent::LinkUp {
                         conn,
@@ -888,9 +969,21 @@ impl Core {
                     self.log_event(e);
                 }
                 RelayOutput::Close { conn, code } => {
+                    self.early.closed(conn);
                     self.ctl(Ctl::Closed(conn));
                     self.conn_ended(conn, Some(code));
                     self.pending.actions.push(o);
+                }
+                RelayOutput::Send { conn, bytes } if delivery.is_some() => {
+                    let executed = self.shared.executed.load(Ordering::Acquire);
+                    let id = delivery.unwrap_or(u64::MAX);
+                    match self.early.deliver(conn, id, bytes, executed) {
+                        Outcome::Done => {}
+                        Outcome::Slow => self.slow_consumer(conn),
+                        Outcome::Unknown(bytes) => {
+                            self.pending.actions.push(RelayOutput::Send { conn, bytes })
+                        }
+                    }
                 }
                 RelayOutput::Send { .. } => self.pending.actions.push(o),
                 // Not revealing anything, they need not wait for the commit.

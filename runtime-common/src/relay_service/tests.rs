@@ -92,7 +92,7 @@ fn verifies_authenticated_sends_one_by_one_and_in_batches() {
         for i in 0..n {
             let (b, key) = send_bytes(i, 1);
             st.apply(Ctl::Authed(ConnId(i), key));
-            input.push(VerifyIn::Bytes(ConnId(i), b));
+            input.push(VerifyIn::Bytes(ConnId(i), b.into()));
         }
         let items = st.process(input.into_iter());
         assert_eq!(
@@ -113,7 +113,7 @@ fn a_bad_signature_in_a_batch_is_found_and_left_unverified() {
             b = corrupt_sig(&b);
         }
         st.apply(Ctl::Authed(ConnId(i), key));
-        input.push(VerifyIn::Bytes(ConnId(i), b));
+        input.push(VerifyIn::Bytes(ConnId(i), b.into()));
     }
     let items = st.process(input.into_iter());
     let mut want = vec![Verified::EnvelopeSignature; 10];
@@ -132,12 +132,12 @@ fn unauthenticated_or_foreign_keys_are_left_to_the_state_machine() {
     st.apply(Ctl::Authed(ConnId(2), k0));
     let items = st.process(
         vec![
-            VerifyIn::Bytes(ConnId(0), b0.clone()),
-            VerifyIn::Bytes(ConnId(1), b1),
-            VerifyIn::Bytes(ConnId(2), b2),
-            VerifyIn::Bytes(ConnId(3), b"{\"t\":\"nope\"}".to_vec()),
+            VerifyIn::Bytes(ConnId(0), b0.clone().into()),
+            VerifyIn::Bytes(ConnId(1), b1.into()),
+            VerifyIn::Bytes(ConnId(2), b2.into()),
+            VerifyIn::Bytes(ConnId(3), b"{\"t\":\"nope\"}".to_vec().into()),
             VerifyIn::Disconnected(ConnId(0)),
-            VerifyIn::Bytes(ConnId(0), b0),
+            VerifyIn::Bytes(ConnId(0), b0.into()),
         ]
         .into_iter(),
     );
@@ -166,7 +166,7 @@ fn a_sender_beyond_its_rate_gets_no_more_checks_here() {
     let mut st = VerifyState::new(131_072, &cfg);
     let (_, key) = send_bytes(0, 0);
     st.apply(Ctl::Authed(ConnId(0), key));
-    let input = (1..=6u64).map(|k| VerifyIn::Bytes(ConnId(0), send_bytes(0, k).0));
+    let input = (1..=6u64).map(|k| VerifyIn::Bytes(ConnId(0), send_bytes(0, k).0.into()));
     // A burst of 2, then one per second.
     let items = st.process(input.collect::<Vec<_>>().into_iter());
     let v = verdicts(&items);
@@ -252,6 +252,114 @@ fn routes_through_the_pipeline() {
     assert!(block_on(h.snapshot()).is_none());
 }
 
+#[test]
+fn puts_deleted_in_the_same_transaction_are_not_written() {
+    use a2acp_core::persist::PersistOp;
+    let put = |k: &str| PersistOp::Put {
+        key: k.into(),
+        value: k.as_bytes().to_vec(),
+    };
+    let del = |k: &str| PersistOp::Delete { key: k.into() };
+    let mut ops = vec![
+        put("meta/next_id"),
+        put("q/a/1"),
+        put("q/b/2"),
+        del("q/a/1"),
+        put("q/c/3"),
+        del("q/x/0"),
+        del("q/c/3"),
+        put("q/c/3"),
+    ];
+    commit::coalesce(&mut ops);
+    assert_eq!(
+        ops,
+        vec![
+            put("meta/next_id"),
+            put("q/b/2"),
+            del("q/a/1"),
+            del("q/x/0"),
+            del("q/c/3"),
+            put("q/c/3"),
+        ]
+    );
+    let mut none = vec![put("a"), del("b")];
+    commit::coalesce(&mut none);
+    assert_eq!(none, vec![put("a"), del("b")]);
+}
+
+/// An agent that comes back to packets queued for it gets its `auth_ok` first, then every
+/// delivery once and in id order (deliveries go out without waiting for the commit, but
+/// never ahead of the connection's `auth_ok` or of an earlier delivery).
+#[test]
+fn deliveries_follow_auth_ok_in_id_order() {
+    use a2acp_core::link::{challenge_signed_bytes, AUTH_LABEL, REGISTER_LABEL};
+    let svc = RelayService::start(ServiceConfig {
+        verifiers: 2,
+        ..ServiceConfig::default()
+    })
+    .unwrap();
+    let h = svc.handle();
+    let recv = |rx: &flume::Receiver<ConnOut>| -> RelayFrame {
+        match rx.recv_timeout(Duration::from_secs(5)).unwrap() {
+            ConnOut::Frame(b) => RelayFrame::from_bytes(&b).unwrap(),
+            other => panic!("{other:?}"),
+        }
+    };
+    let login = |i: u64, register: bool| {
+        let (conn, rx) = block_on(h.connect(LOCALHOST)).unwrap();
+        let RelayFrame::Challenge { nonce, domain, .. } = recv(&rx) else {
+            panic!("no challenge")
+        };
+        let id = IdentityKey::from_seed(seed(i));
+        let ts = crate::clock::now().as_millis();
+        let key = id.public().to_bytes();
+        let f = if register {
+            let msg =
+                challenge_signed_bytes(REGISTER_LABEL, &nonce, &domain, ts, &addr(i), Some(&key));
+            ClientFrame::Register {
+                address: addr(i),
+                key,
+                ts,
+                sig: id.sign(&msg),
+            }
+        } else {
+            let msg = challenge_signed_bytes(AUTH_LABEL, &nonce, &domain, ts, &addr(i), None);
+            ClientFrame::Auth {
+                address: addr(i),
+                ts,
+                sig: id.sign(&msg),
+            }
+        };
+        block_on(h.bytes(conn, f.to_bytes())).unwrap();
+        (conn, rx)
+    };
+    let (c0, rx0) = login(0, true);
+    assert!(matches!(recv(&rx0), RelayFrame::AuthOk { .. }));
+    let (c1, rx1) = login(1, true);
+    assert!(matches!(recv(&rx1), RelayFrame::AuthOk { .. }));
+    block_on(h.disconnected(c1));
+    drop(rx1);
+    for k in 1..=30u64 {
+        block_on(h.bytes(c0, send_bytes(0, k).0)).unwrap();
+    }
+    // Half of them queued before the recipient is back, the rest around its return.
+    for _ in 0..15 {
+        assert!(matches!(recv(&rx0), RelayFrame::Accepted { .. }));
+    }
+    let (_c1, rx1) = login(1, false);
+    assert!(matches!(recv(&rx1), RelayFrame::AuthOk { .. }));
+    let mut ids = Vec::new();
+    while ids.len() < 30 {
+        match recv(&rx1) {
+            RelayFrame::Deliver { id, .. } => ids.push(id),
+            RelayFrame::Ping { .. } => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    svc.stop_and_join(true).unwrap();
+}
+
 const LOCALHOST: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
 
 #[test]
@@ -277,9 +385,9 @@ fn frames_of_connections_the_relay_closed_are_dropped_unparsed() {
     st.apply(Ctl::Closed(ConnId(1)));
     let items = st.process(
         vec![
-            VerifyIn::Bytes(ConnId(1), b"junk".to_vec()),
+            VerifyIn::Bytes(ConnId(1), b"junk".to_vec().into()),
             VerifyIn::Oversized(ConnId(1), 10),
-            VerifyIn::Bytes(ConnId(2), b"junk".to_vec()),
+            VerifyIn::Bytes(ConnId(2), b"junk".to_vec().into()),
             VerifyIn::Disconnected(ConnId(1)),
         ]
         .into_iter(),
@@ -403,4 +511,51 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
         }
         std::thread::park_timeout(Duration::from_millis(10));
     }
+}
+
+/// A delivery goes at once when a committed reservation covers its id, even while a later
+/// reservation waits for its commit; one whose id only a pending reservation covers waits
+/// for that batch, and those behind it on the connection keep their order.
+#[test]
+fn a_delivery_waits_only_for_the_reservation_covering_its_id() {
+    use super::early::{EarlyConns, Outcome};
+    let mut early = EarlyConns::new(1);
+    let (tx, rx) = flume::bounded(16);
+    early.opened(ConnId(1), &tx, 1);
+    early.reserved(1, 100);
+    early.reserved(3, 200);
+    let frame = |id: u64| format!("deliver {id}").into_bytes();
+    let got = |rx: &flume::Receiver<ConnOut>| -> Vec<Vec<u8>> {
+        rx.try_iter()
+            .map(|o| match o {
+                ConnOut::Frame(b) => b,
+                ConnOut::Close(_) => panic!("closed"),
+            })
+            .collect()
+    };
+    // Nothing executed yet: the connection's opening and the first reservation wait.
+    assert_eq!(early.deliver(ConnId(1), 5, frame(5), 0), Outcome::Done);
+    assert!(got(&rx).is_empty());
+    assert!(early.release(1).is_empty());
+    assert_eq!(got(&rx), vec![frame(5)]);
+    // Batch 1 executed: ids below 100 go at once, batch 3 still pending.
+    assert_eq!(early.deliver(ConnId(1), 99, frame(99), 1), Outcome::Done);
+    assert_eq!(got(&rx), vec![frame(99)]);
+    // Id 150 waits for batch 3; id 7 behind it keeps the connection's order.
+    assert_eq!(early.deliver(ConnId(1), 150, frame(150), 2), Outcome::Done);
+    assert_eq!(early.deliver(ConnId(1), 7, frame(7), 2), Outcome::Done);
+    assert!(got(&rx).is_empty());
+    assert!(early.has_parked());
+    assert!(early.release(2).is_empty());
+    assert!(got(&rx).is_empty());
+    assert!(early.release(3).is_empty());
+    assert_eq!(got(&rx), vec![frame(150), frame(7)]);
+    assert!(!early.has_parked());
+    assert_eq!(early.deliver(ConnId(1), 199, frame(199), 3), Outcome::Done);
+    assert_eq!(got(&rx), vec![frame(199)]);
+    // An unknown connection's delivery goes with the batch.
+    assert_eq!(
+        early.deliver(ConnId(9), 1, frame(1), 3),
+        Outcome::Unknown(frame(1))
+    );
 }

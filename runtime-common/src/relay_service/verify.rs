@@ -199,7 +199,7 @@ impl VerifyState {
                     self.dialed.insert(conn);
                 }
                 VerifyIn::Bytes(conn, b) if self.dialed.contains(&conn) => {
-                    items.push(Item::Raw(conn, b));
+                    items.push(Item::Raw(conn, b.into()));
                 }
                 VerifyIn::Bytes(conn, b) => {
                     let parsed = relay::parse_frame(&b, self.max_frame);

@@ -136,6 +136,8 @@ pub async fn run(a: ClusterBenchArgs) -> Result<(), BenchError> {
             idle: 0,
             sync: "full".into(),
             no_baseline: true,
+            offline: 0,
+            growth: false,
         };
         // Every relay process and NATS server, over the same window as the run's count.
         let mut marked: Vec<u32> = pids.clone();

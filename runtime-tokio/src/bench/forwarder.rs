@@ -29,6 +29,7 @@ pub(super) async fn drive_forwarder(
 ) -> Result<Figures, BenchError> {
     let stats = Arc::new(Stats {
         delivered: AtomicU64::new(0),
+        accepted: AtomicU64::new(0),
         measuring: AtomicBool::new(false),
         start: Instant::now(),
     });
@@ -131,6 +132,7 @@ pub(super) async fn drive_forwarder(
         p50_ms: percentile(&mut lat, 0.5),
         p99_ms: percentile(&mut lat, 0.99),
         delivered,
+        accepted: 0,
         cpu,
     })
 }

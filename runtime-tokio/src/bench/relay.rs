@@ -64,10 +64,23 @@ pub struct BenchArgs {
     /// Skip the bare forwarder run.
     #[arg(long)]
     pub no_baseline: bool,
+    /// Percentage of the agents (at most 99) that register, then disconnect and stay
+    /// offline for the whole run: packets to them are queued, never delivered
+    /// (queue-heavy).
+    #[arg(long, default_value_t = 0)]
+    pub offline: u32,
+    /// Print the growth table instead of one run: CPU per packet and latency with 100,
+    /// 1,000 and 10,000 agents connected, and with 1 %, 10 % and 50 % of 1,000 agents
+    /// offline, open loop at `--rate` (default 2,000 packets/s); each case on a fresh
+    /// relay, no forwarder.
+    #[arg(long)]
+    pub growth: bool,
 }
 
 pub(super) struct Stats {
     pub(super) delivered: AtomicU64,
+    /// Packets the relay accepted while measuring (relay runs only).
+    pub(super) accepted: AtomicU64,
     pub(super) measuring: AtomicBool,
     pub(super) start: Instant,
 }
@@ -89,6 +102,8 @@ pub struct Figures {
     pub p99_ms: f64,
     /// Packets delivered while measuring.
     pub delivered: u64,
+    /// Packets accepted (routed) while measuring; 0 for the forwarder.
+    pub accepted: u64,
     /// CPU spent while measuring.
     pub cpu: CpuUse,
 }
@@ -276,25 +291,15 @@ pub(super) fn prebuild(n: usize, per_agent: usize, payload: usize, cross: usize)
         .collect()
 }
 
-/// Runs `a2acp bench relay`.
-pub async fn run(a: BenchArgs) -> Result<(), BenchError> {
-    let n = a.agents.max(2);
-    let dir = tempfile::Builder::new()
-        .prefix("a2acp-bench-")
-        .tempdir()
-        .map_err(|e| e.to_string())?;
-    let data = dir.path().join("relay");
-    let data_s = data.display().to_string();
-    println!(
-        "a2acp bench relay: {n} agents, {} B payload, {}, {} s (+1 s warm-up), relay commits: {}",
-        a.payload,
-        a.rate
-            .map(|r| format!("{r} packets/s offered"))
-            .unwrap_or_else(|| format!("closed loop, {} in flight per agent", a.window)),
-        a.duration,
-        a.sync
-    );
-    let (mut relay, url) = spawn_child(&[
+/// A relay child for the bench, its data in `dir`, with room for `conns` connections and
+/// no limit a load generator on loopback would hit.
+pub(super) async fn spawn_relay(
+    dir: &std::path::Path,
+    a: &BenchArgs,
+    conns: usize,
+) -> Result<(Child, String), BenchError> {
+    let data_s = dir.join("relay").display().to_string();
+    spawn_child(&[
         "relay",
         "--listen",
         "127.0.0.1:0",
@@ -313,7 +318,7 @@ pub async fn run(a: BenchArgs) -> Result<(), BenchError> {
         "--max-connections-per-ip",
         "0",
         "--max-connections",
-        &(n + a.idle + 64).to_string(),
+        &(conns + 64).to_string(),
         "--conn-rate-per-sec",
         "1000000",
         "--conn-rate-burst",
@@ -321,7 +326,74 @@ pub async fn run(a: BenchArgs) -> Result<(), BenchError> {
         "--registrations-per-source",
         "1000000",
     ])
-    .await?;
+    .await
+}
+
+/// Registers and authenticates agents `range` (128 at a time).
+pub(super) async fn register_all(
+    url: &str,
+    range: std::ops::Range<usize>,
+) -> Result<Vec<crate::ws::Ws>, BenchError> {
+    let mut conns = Vec::with_capacity(range.len());
+    for chunk in range.collect::<Vec<_>>().chunks(128) {
+        let futs = chunk.iter().map(|&i| register(url, i));
+        for r in futures_util::future::join_all(futs).await {
+            conns.push(r?);
+        }
+    }
+    Ok(conns)
+}
+
+/// Closes the connections of `offline` % of the agents (every agent whose index falls in
+/// that share, spread over all of them): they stay registered, their packets queue.
+/// Returns the connections and pre-built frames of the others.
+pub(super) fn go_offline(
+    conns: Vec<crate::ws::Ws>,
+    prebuilt: Vec<Prebuilt>,
+    offline: u32,
+) -> (Vec<crate::ws::Ws>, Vec<Prebuilt>) {
+    let pct = u64::from(offline.min(99));
+    conns
+        .into_iter()
+        .zip(prebuilt)
+        .enumerate()
+        .filter(|(i, _)| !is_offline(*i, pct))
+        .map(|(_, x)| x)
+        .unzip()
+}
+
+/// Whether agent `i` is among the `pct` % offline: exactly `pct` of every 100 consecutive
+/// agents, evenly spread.
+fn is_offline(i: usize, pct: u64) -> bool {
+    let i = i as u64;
+    pct > 0 && (i * pct) / 100 != ((i + 1) * pct) / 100
+}
+
+/// Runs `a2acp bench relay`.
+pub async fn run(a: BenchArgs) -> Result<(), BenchError> {
+    if a.growth {
+        return super::growth::run(a).await;
+    }
+    let n = a.agents.max(2);
+    let dir = tempfile::Builder::new()
+        .prefix("a2acp-bench-")
+        .tempdir()
+        .map_err(|e| e.to_string())?;
+    println!(
+        "a2acp bench relay: {n} agents{}, {} B payload, {}, {} s (+1 s warm-up), relay commits: {}",
+        if a.offline > 0 {
+            format!(" ({} % offline)", a.offline.min(99))
+        } else {
+            String::new()
+        },
+        a.payload,
+        a.rate
+            .map(|r| format!("{r} packets/s offered"))
+            .unwrap_or_else(|| format!("closed loop, {} in flight per agent", a.window)),
+        a.duration,
+        a.sync
+    );
+    let (mut relay, url) = spawn_relay(dir.path(), &a, n + a.idle).await?;
     let pid = relay.id().unwrap_or(0);
 
     let t = Instant::now();
@@ -336,13 +408,7 @@ pub async fn run(a: BenchArgs) -> Result<(), BenchError> {
     );
 
     let t = Instant::now();
-    let mut conns = Vec::with_capacity(n);
-    for chunk in (0..n).collect::<Vec<_>>().chunks(64) {
-        let futs = chunk.iter().map(|&i| register(&url, i));
-        for r in futures_util::future::join_all(futs).await {
-            conns.push(r?);
-        }
-    }
+    let conns = register_all(&url, 0..n).await?;
     println!(
         "  {n} agents registered and authenticated in {} ms",
         t.elapsed().as_millis()
@@ -395,12 +461,20 @@ pub async fn run(a: BenchArgs) -> Result<(), BenchError> {
         }
     }
 
+    let (conns, prebuilt) = go_offline(conns, prebuilt, a.offline);
     let relay_fig = drive_relay(conns, prebuilt, &a, pid).await;
     let routed = relay_fig.per_sec;
     println!(
-        "  relay:     {:>9.0} packets/s routed · p50 {:.2} ms · p99 {:.2} ms",
+        "  relay:     {:>9.0} packets/s delivered · p50 {:.2} ms · p99 {:.2} ms",
         routed, relay_fig.p50_ms, relay_fig.p99_ms
     );
+    if a.offline > 0 {
+        println!(
+            "             {:.0} packets/s accepted, {:.1} µs of relay CPU per packet accepted",
+            relay_fig.accepted as f64 / relay_fig.cpu.secs.max(1e-9),
+            relay_fig.cpu.server_us_per(relay_fig.accepted)
+        );
+    }
     println!(
         "             {}",
         relay_fig.cpu.line(relay_fig.delivered, "packet")
@@ -446,6 +520,7 @@ pub(super) async fn drive_relay(
     let per = prebuilt.first().map_or(1, |p| p.frames.len().max(1));
     let stats = Arc::new(Stats {
         delivered: AtomicU64::new(0),
+        accepted: AtomicU64::new(0),
         measuring: AtomicBool::new(false),
         start: Instant::now(),
     });
@@ -494,6 +569,9 @@ pub(super) async fn drive_relay(
                         let b = t.as_bytes();
                         if b.starts_with(b"{\"t\":\"accepted\"") {
                             outstanding = outstanding.saturating_sub(1);
+                            if stats.measuring.load(Ordering::Relaxed) {
+                                stats.accepted.fetch_add(1, Ordering::Relaxed);
+                            }
                         } else if b.starts_with(b"{\"t\":\"deliver\"") {
                             let id = parse_id(b);
                             if let Some(slot) = sig_key(b).and_then(|k| map.get(&k)) {
@@ -533,6 +611,7 @@ pub(super) async fn drive_relay(
         }));
     }
     let (delivered, secs, cpu) = measure(&stats, a.duration, pid).await;
+    let accepted = stats.accepted.load(Ordering::Relaxed);
     stop.store(true, Ordering::Relaxed);
     let mut lat = Vec::new();
     for mut t in tasks {
@@ -546,6 +625,7 @@ pub(super) async fn drive_relay(
         p50_ms: percentile(&mut lat, 0.5),
         p99_ms: percentile(&mut lat, 0.99),
         delivered,
+        accepted,
         cpu,
     }
 }
