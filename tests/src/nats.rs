@@ -53,6 +53,20 @@ pub struct NatsCluster {
 impl NatsCluster {
     /// Starts `nodes` servers named `n1`, `n2`, … with JetStream, their stores under
     /// `dir`, and waits until JetStream answers on every node (a meta leader is elected).
+    /// kill -9 of every server.
+    pub fn kill_all(&mut self) {
+        for i in 0..self.len() {
+            self.kill(i);
+        }
+    }
+
+    /// Starts again every server (on its ports and store).
+    pub fn start_all(&mut self) {
+        for i in 0..self.len() {
+            self.start_node(i);
+        }
+    }
+
     /// How many servers it has.
     pub fn len(&self) -> usize {
         self.nodes.len()

@@ -340,13 +340,9 @@ async fn nothing_lost_through_the_cluster_faults(rt: Runtime) {
 
     // 3. the whole NATS cluster restarted, mid-dinner.
     alice.tell(dinner(round)).await;
-    for i in 0..3 {
-        nats.kill(i);
-    }
+    nats.kill_all();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    for i in 0..3 {
-        nats.start_node(i);
-    }
+    nats.start_all();
     round += 1;
     both_completed(
         &alice,
@@ -369,9 +365,7 @@ async fn nothing_lost_through_the_cluster_faults(rt: Runtime) {
 
     // 5. The NATS cluster gone: refused, not acknowledged; then back.
     let mut events = alice.subscribe();
-    for i in 0..3 {
-        nats.kill(i);
-    }
+    nats.kill_all();
     alice.tell(dinner(round)).await;
     let refused = tokio::time::timeout(Duration::from_secs(20), async {
         loop {
@@ -400,9 +394,7 @@ async fn nothing_lost_through_the_cluster_faults(rt: Runtime) {
         unhealthy, 3,
         "every node out of rotation while NATS is gone"
     );
-    for i in 0..3 {
-        nats.start_node(i);
-    }
+    nats.start_all();
     round += 1;
     both_completed(&alice, &bob, round, 90, "the dinner once NATS is back").await;
 

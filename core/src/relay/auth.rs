@@ -29,16 +29,7 @@ impl Relay {
                 // Free as far as the cluster's store said: claim it there first (the
                 // same `register`, its challenge kept, is handled again on the answer).
                 if !self.admit_registration(now, conn) {
-                    self.counters.registrations_limited =
-                        self.counters.registrations_limited.saturating_add(1);
-                    self.refuse(
-                        conn,
-                        ErrorCode::RegistrationLimited,
-                        "too many new addresses registered from this source: try again later"
-                            .into(),
-                        None,
-                    );
-                    self.issue_challenge(now, conn);
+                    self.registration_limited(now, conn);
                     return;
                 }
                 let frame = crate::link::ClientFrame::Register {
@@ -51,16 +42,7 @@ impl Relay {
             }
             Ok(new_key) => {
                 if new_key.is_some() && !self.admit_registration(now, conn) {
-                    self.counters.registrations_limited =
-                        self.counters.registrations_limited.saturating_add(1);
-                    self.refuse(
-                        conn,
-                        ErrorCode::RegistrationLimited,
-                        "too many new addresses registered from this source: try again later"
-                            .into(),
-                        None,
-                    );
-                    self.issue_challenge(now, conn);
+                    self.registration_limited(now, conn);
                     return;
                 }
                 if let Some((key, key_bytes)) = new_key {
@@ -83,6 +65,18 @@ impl Relay {
                 self.issue_challenge(now, conn);
             }
         }
+    }
+
+    /// Refuses a `register` past its source's allowance (then a fresh challenge).
+    fn registration_limited(&mut self, now: Timestamp, conn: ConnId) {
+        self.counters.registrations_limited = self.counters.registrations_limited.saturating_add(1);
+        self.refuse(
+            conn,
+            ErrorCode::RegistrationLimited,
+            "too many new addresses registered from this source: try again later".into(),
+            None,
+        );
+        self.issue_challenge(now, conn);
     }
 
     /// Checks an `auth` (`key` absent) or `register`; on success returns the key to

@@ -331,13 +331,7 @@ impl Relay {
             q.push_back((parsed, verified));
             return;
         }
-        let seq = match &parsed {
-            Ok(ParsedFrame {
-                frame: ClientFrame::Send { seq, .. },
-                ..
-            }) => Some(*seq),
-            _ => None,
-        };
+        let seq = send_seq(&parsed);
         self.refuse(
             conn,
             ErrorCode::RateLimited,
@@ -420,13 +414,7 @@ impl Relay {
     /// Refuses a frame the store could not answer for: a `send` with its `seq`; an
     /// unauthenticated connection's `auth` or `register` by closing the connection.
     fn refuse_unavailable(&mut self, conn: ConnId, parsed: &Result<ParsedFrame, FrameError>) {
-        let seq = match parsed {
-            Ok(ParsedFrame {
-                frame: ClientFrame::Send { seq, .. },
-                ..
-            }) => Some(*seq),
-            _ => None,
-        };
+        let seq = send_seq(parsed);
         self.refuse(
             conn,
             ErrorCode::Unavailable,
@@ -846,5 +834,16 @@ impl Relay {
         }
         self.cluster_op(ClusterOp::Remove { id });
         true
+    }
+}
+
+/// The `seq` of a `send` (to refuse it with), if the frame is one.
+fn send_seq(parsed: &Result<ParsedFrame, FrameError>) -> Option<u64> {
+    match parsed {
+        Ok(ParsedFrame {
+            frame: ClientFrame::Send { seq, .. },
+            ..
+        }) => Some(*seq),
+        _ => None,
     }
 }
