@@ -715,6 +715,37 @@ impl Drop for KilledOnDrop {
     }
 }
 
+/// This test binary again, running only its test `child` with `env` set to `spec` (the
+/// body of a child process a test can kill -9 or pause), its stderr to `stderr`.
+pub fn spawn_child_test(
+    child: &str,
+    env: &str,
+    spec: &str,
+    stderr: std::process::Stdio,
+) -> KilledOnDrop {
+    use std::process::Stdio;
+    let c = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", child, "--nocapture", "--test-threads=1"])
+        .env(env, spec)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    KilledOnDrop(c)
+}
+
+/// Waits up to `secs` until something listens on loopback port `port`.
+pub async fn wait_listening(port: u16, secs: u64) {
+    eventually(secs, &format!("a listener on port {port}"), || async {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .ok()
+            .map(|_| ())
+    })
+    .await;
+}
+
 /// A temporary directory.
 pub fn tmp() -> tempfile::TempDir {
     tempfile::Builder::new()

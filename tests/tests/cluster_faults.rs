@@ -121,27 +121,13 @@ impl Node {
     /// Starts it and waits until its port accepts connections.
     async fn start(&mut self) {
         assert!(self.child.is_none());
-        let c = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "child_relay", "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, &self.spec)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log(&self.spec))
-            .spawn()
-            .unwrap();
-        self.child = Some(KilledOnDrop(c));
-        let port = self.port;
-        eventually(
-            30,
-            &format!("the node on port {port} listening"),
-            || async {
-                tokio::net::TcpStream::connect(("127.0.0.1", port))
-                    .await
-                    .ok()
-                    .map(|_| ())
-            },
-        )
-        .await;
+        self.child = Some(spawn_child_test(
+            "child_relay",
+            CHILD_ENV,
+            &self.spec,
+            log(&self.spec),
+        ));
+        wait_listening(self.port, 30).await;
     }
 
     /// kill -9, and reaped.

@@ -14,7 +14,7 @@
 //! - The recipient's relay: b.example's relay is killed while Alice answers, and restarted.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use a2acp_core::crypto::IdentityKey;
@@ -123,27 +123,13 @@ impl ChildRelay {
     /// Starts it and waits until its port accepts connections.
     async fn start(&mut self) {
         assert!(self.child.is_none());
-        let c = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "child_relay", "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, &self.spec)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        self.child = Some(KilledOnDrop(c));
-        let port = self.port;
-        eventually(
-            20,
-            &format!("the relay on port {port} listening"),
-            || async {
-                tokio::net::TcpStream::connect(("127.0.0.1", port))
-                    .await
-                    .ok()
-                    .map(|_| ())
-            },
-        )
-        .await;
+        self.child = Some(spawn_child_test(
+            "child_relay",
+            CHILD_ENV,
+            &self.spec,
+            Stdio::null(),
+        ));
+        wait_listening(self.port, 20).await;
     }
 
     /// kill -9, and reaped.

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use tokio::process::Child;
 
-use super::relay::{drive_relay, prebuild, register, spawn_child};
+use super::relay::{drive_relay, prebuild, register, spawn_child, UNLIMITED};
 use super::usage::{CpuMark, CpuUse};
 use super::{BenchArgs, BenchError};
 
@@ -46,25 +46,8 @@ pub struct ClusterBenchArgs {
     pub payload: usize,
 }
 
-/// The relay arguments every run shares: no limit the load would hit.
-const OPEN: &[&str] = &[
-    "--listen",
-    "127.0.0.1:0",
-    "--domain",
-    "localhost",
-    "--rate-per-sec",
-    "1000000",
-    "--rate-burst",
-    "1000000",
-    "--max-connections-per-ip",
-    "0",
-    "--conn-rate-per-sec",
-    "1000000",
-    "--conn-rate-burst",
-    "1000000",
-    "--registrations-per-source",
-    "1000000",
-];
+/// The relay arguments every run shares (with [`UNLIMITED`]).
+const OPEN: &[&str] = &["--listen", "127.0.0.1:0", "--domain", "localhost"];
 
 /// Runs `a2acp bench cluster`.
 pub async fn run(a: ClusterBenchArgs) -> Result<(), BenchError> {
@@ -92,7 +75,11 @@ pub async fn run(a: ClusterBenchArgs) -> Result<(), BenchError> {
         let mut children: Vec<Child> = Vec::new();
         let mut urls = Vec::new();
         for i in 0..nodes {
-            let mut args: Vec<String> = OPEN.iter().map(|s| s.to_string()).collect();
+            let mut args: Vec<String> = OPEN
+                .iter()
+                .chain(UNLIMITED)
+                .map(|s| s.to_string())
+                .collect();
             if nodes == 1 {
                 args.extend([
                     "--data".into(),

@@ -473,20 +473,9 @@ pub async fn run(a: FederationBenchArgs) -> Result<(), BenchError> {
             &key,
             "--ca",
             &ca,
-            "--rate-per-sec",
-            "1000000",
-            "--rate-burst",
-            "1000000",
-            "--max-connections-per-ip",
-            "0",
-            "--conn-rate-per-sec",
-            "1000000",
-            "--conn-rate-burst",
-            "1000000",
-            "--registrations-per-source",
-            "1000000",
         ]
         .iter()
+        .chain(super::relay::UNLIMITED)
         .map(|s| s.to_string())
         .collect()
     };

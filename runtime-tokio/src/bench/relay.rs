@@ -299,7 +299,8 @@ pub(super) async fn spawn_relay(
     conns: usize,
 ) -> Result<(Child, String), BenchError> {
     let data_s = dir.join("relay").display().to_string();
-    spawn_child(&[
+    let max = (conns + 64).to_string();
+    let mut args = vec![
         "relay",
         "--listen",
         "127.0.0.1:0",
@@ -309,25 +310,30 @@ pub(super) async fn spawn_relay(
         &data_s,
         "--sync",
         &a.sync,
-        "--rate-per-sec",
-        "1000000",
-        "--rate-burst",
-        "1000000",
-        // Every load-generating agent comes from loopback: no per-source cap, and room
-        // for all of them (the open-files limit still applies).
-        "--max-connections-per-ip",
-        "0",
+        // Room for every load-generating agent (the open-files limit still applies).
         "--max-connections",
-        &(conns + 64).to_string(),
-        "--conn-rate-per-sec",
-        "1000000",
-        "--conn-rate-burst",
-        "1000000",
-        "--registrations-per-source",
-        "1000000",
-    ])
-    .await
+        &max,
+    ];
+    args.extend_from_slice(UNLIMITED);
+    spawn_child(&args).await
 }
+
+/// The relay limits a benchmark lifts: every load-generating agent comes from loopback and
+/// sends as fast as it is asked to (no rate, per-source or registration cap).
+pub(super) const UNLIMITED: &[&str] = &[
+    "--rate-per-sec",
+    "1000000",
+    "--rate-burst",
+    "1000000",
+    "--max-connections-per-ip",
+    "0",
+    "--conn-rate-per-sec",
+    "1000000",
+    "--conn-rate-burst",
+    "1000000",
+    "--registrations-per-source",
+    "1000000",
+];
 
 /// Registers and authenticates agents `range` (128 at a time).
 pub(super) async fn register_all(
