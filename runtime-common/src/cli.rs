@@ -293,12 +293,6 @@ impl RelayArgs {
             ..relay
         };
         let cluster = self.cluster_config()?;
-        if cluster.is_some() && federation.is_some() {
-            return Err(
-                "a relay in a cluster does not federate yet: drop --federation/--federate or --cluster"
-                    .into(),
-            );
-        }
         Ok(ServiceConfig {
             relay,
             data: Some(self.data.clone()),

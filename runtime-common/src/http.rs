@@ -264,13 +264,18 @@ pub fn render_metrics(s: &RelaySnapshot) -> String {
     }
     render_federation(&mut out, st);
     if let Some(c) = &s.cluster {
-        render_cluster(&mut out, c, st.cluster_waiting);
+        render_cluster(&mut out, c, st);
     }
     out
 }
 
 /// The cluster figures of a node (cluster mode only).
-fn render_cluster(out: &mut String, c: &crate::cluster::ClusterHealth, waiting: usize) {
+fn render_cluster(
+    out: &mut String,
+    c: &crate::cluster::ClusterHealth,
+    st: &a2acp_core::relay::RelayStats,
+) {
+    let waiting = st.cluster_waiting;
     write_metric(
         out,
         "a2acp_relay_cluster_connected",
@@ -285,6 +290,15 @@ fn render_cluster(out: &mut String, c: &crate::cluster::ClusterHealth, waiting: 
         "Requests to the cluster not yet answered (enqueues awaiting JetStream's ack, registrations).",
         waiting as u64,
     );
+    if !st.federation.is_empty() || st.cluster_federator {
+        write_metric(
+            out,
+            "a2acp_relay_cluster_federator",
+            "gauge",
+            "1 while this node is its domain's federator (it pushes to other domains).",
+            u64::from(st.cluster_federator),
+        );
+    }
     write_metric(
         out,
         "a2acp_relay_cluster_queued_packets",

@@ -101,6 +101,8 @@ pub struct ClusterStatus {
     pub connected: bool,
     /// Requests to the cluster not yet answered.
     pub waiting: u64,
+    /// The node answering is its domain's federator.
+    pub federator: bool,
     /// Packets the cluster holds queued.
     pub queued: u64,
     /// The nodes alive, and which one answered (`true`).
@@ -189,6 +191,9 @@ pub fn parse(text: &str) -> RelayStatus {
             ("a2acp_relay_cluster_connected", None) => {
                 s.cluster.get_or_insert_with(Default::default).connected = v > 0
             }
+            ("a2acp_relay_cluster_federator", None) => {
+                s.cluster.get_or_insert_with(Default::default).federator = v > 0
+            }
             ("a2acp_relay_cluster_waiting", None) => {
                 s.cluster.get_or_insert_with(Default::default).waiting = u
             }
@@ -261,7 +266,9 @@ pub fn render(url: &str, s: &RelayStatus) -> String {
             .nodes
             .iter()
             .map(|(n, this)| {
-                if *this {
+                if *this && c.federator {
+                    format!("{n} (this one, the federator)")
+                } else if *this {
                     format!("{n} (this one)")
                 } else {
                     n.clone()

@@ -37,8 +37,20 @@
 //! perhaps through another node). Nothing is acknowledged that the store did not make
 //! durable.
 //!
-//! Not in cluster mode: federation (a clustered relay does not federate yet), the
-//! per-recipient cap (`queue_per_recipient`; the per-thread cap holds).
+//! **Federation** (when the relay federates too): a `send` to another domain is queued in
+//! the store like a local one ([`ClusterOp::Enqueue`] with `outbound`), on whatever node
+//! it came through; the one node the runtime makes the domain's *federator*
+//! ([`ClusterInput::Federating`]) reads every such packet ([`ClusterInput::Outbound`]) and
+//! pushes it over its links, the store's delivery id being the link sequence number (one
+//! sequence for the whole domain, kept across a change of federator); a packet the
+//! remote relay settled is deleted ([`ClusterOp::Remove`]), one it refused or that
+//! expired becomes an undeliverable notice in its sender's queue ([`ClusterOp::Notify`],
+//! read back as [`ClusterInput::Noticed`]). Pushes from other domains are accepted on any
+//! node, queued in the store like a `send`, and answered `pushed` once durable.
+//! docs/protocol.md "The federation link" §8.
+//!
+//! Not in cluster mode: the per-recipient cap (`queue_per_recipient`; the per-thread cap
+//! holds).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -101,6 +113,21 @@ pub enum ClusterOp {
         packet_id: String,
         /// The envelope's JSON, as received.
         env: Box<str>,
+        /// `to` is on another domain: the packet waits for the domain's federator
+        /// ([`ClusterInput::Outbound`]), not for a watch of `to`.
+        outbound: bool,
+    },
+    /// Queue the undeliverable notice `notice` (the `undeliverable` frame's fields but its
+    /// `id`, as JSON) for its sender `to`, where the watch of `to` reads it
+    /// ([`ClusterInput::Noticed`]; a retry must not queue it twice), then delete the
+    /// packet `packet` it tells of. Unanswered.
+    Notify {
+        /// The sender told.
+        to: Address,
+        /// The delivery id of the packet not delivered.
+        packet: u64,
+        /// The notice.
+        notice: Box<str>,
     },
     /// Delete the packet `id` (its recipient acknowledged it). Unanswered.
     Remove {
@@ -208,16 +235,54 @@ pub enum ClusterInput {
         /// The envelope's JSON.
         env: Box<str>,
     },
+    /// An undeliverable notice read from the queue of an address this node watches
+    /// ([`ClusterOp::Notify`]).
+    Noticed {
+        /// Its recipient (the sender of the packet it tells of).
+        address: Address,
+        /// The watch (as in its [`ClusterOp::Watch`]).
+        watch: u64,
+        /// Its delivery id (the `id` its recipient acknowledges).
+        id: u64,
+        /// The notice as [`ClusterOp::Notify`] wrote it.
+        notice: Box<str>,
+    },
+    /// This node is now (`true`) or no longer the domain's federator: the one node that
+    /// reads the packets for other domains and pushes them. Losing the role drops what
+    /// the node had read (the store keeps it for the next federator).
+    Federating {
+        /// Whether it is.
+        on: bool,
+    },
+    /// A packet for another domain, read from the store while this node is the
+    /// federator, in the order of its delivery ids (which are its link sequence numbers).
+    Outbound {
+        /// Its delivery id.
+        id: u64,
+        /// When the store accepted it (its expiry counts from then).
+        accepted_at: Timestamp,
+        /// The envelope's JSON.
+        env: Box<str>,
+    },
 }
 
 /// A frame parked until the store answers about an address.
 type ParkedFrame = (Result<ParsedFrame, FrameError>, Verified);
 
-/// A `send` waiting for the store's answer.
+/// What waits for an enqueue's answer.
+#[derive(Debug, Clone)]
+enum Waiter {
+    /// An agent's `send` (its `seq`).
+    Send(u64),
+    /// A push on a link accepted from `domain`.
+    Push { domain: String, n: u64 },
+}
+
+/// A `send` or a link's `push` waiting for the store's answer.
 #[derive(Debug, Clone)]
 struct PendingSend {
     conn: ConnId,
-    seq: u64,
+    waiter: Waiter,
     from: Address,
     to: Address,
     thread: [u8; 16],
@@ -258,6 +323,10 @@ pub(super) struct ClusterState {
     watches: BTreeMap<Address, u64>,
     next_watch: u64,
     announcements: BTreeMap<Address, Announcements>,
+    /// Undeliverable notices sent on each online address's connection, not acknowledged.
+    pub(super) notices: BTreeMap<Address, BTreeSet<u64>>,
+    /// This node is the domain's federator.
+    pub(super) federating: bool,
 }
 
 impl ClusterState {
@@ -303,7 +372,7 @@ enum Need {
 }
 
 impl Relay {
-    fn cluster_op(&mut self, op: ClusterOp) {
+    pub(super) fn cluster_op(&mut self, op: ClusterOp) {
         self.out.push_back(RelayOutput::Cluster(op));
     }
 
@@ -352,19 +421,23 @@ impl Relay {
         if self.cluster.is_none() {
             return Some((parsed, verified));
         }
-        let authed = matches!(
-            self.conns.get(&conn).map(|c| &c.phase),
-            Some(Phase::Authed { .. })
+        let phase = self.conns.get(&conn).map(|c| &c.phase);
+        let authed = matches!(phase, Some(Phase::Authed { .. }));
+        // A link accepted from another domain names local addresses too.
+        let linked = matches!(
+            phase,
+            Some(Phase::Link(super::federation::LinkPhase::In { .. }))
         );
         let named = match &parsed {
             Ok(f) => match &f.frame {
                 ClientFrame::Auth { address, .. } | ClientFrame::Register { address, .. }
-                    if !authed =>
+                    if !authed && !linked =>
                 {
                     Some(address)
                 }
                 ClientFrame::Send { env, .. } if authed => Some(&env.to),
-                ClientFrame::Lookup { address } if authed => Some(address),
+                ClientFrame::Push { env, .. } if linked => Some(&env.to),
+                ClientFrame::Lookup { address } if authed || linked => Some(address),
                 _ => None,
             },
             Err(_) => None,
@@ -465,8 +538,9 @@ impl Relay {
         true
     }
 
-    /// Queues a checked `send` in the store (cluster mode).
-    pub(super) fn cluster_enqueue(
+    /// Queues a checked `send` in the store (cluster mode): for a local recipient, or
+    /// for the federator when `env.to` is on another domain.
+    pub(in crate::relay) fn cluster_enqueue(
         &mut self,
         conn: ConnId,
         seq: u64,
@@ -474,6 +548,34 @@ impl Relay {
         env: &Envelope,
         env_json: Option<Box<str>>,
     ) {
+        self.cluster_enqueue_for(conn, Waiter::Send(seq), from, env, env_json);
+    }
+
+    /// Queues a checked push `n` from `domain` for its local recipient in the store
+    /// (cluster mode); `pushed` or `deferred` goes back when the store answers.
+    pub(in crate::relay) fn cluster_enqueue_push(
+        &mut self,
+        conn: ConnId,
+        (domain, n): (&str, u64),
+        env: &Envelope,
+        env_json: Option<Box<str>>,
+    ) {
+        let waiter = Waiter::Push {
+            domain: domain.to_string(),
+            n,
+        };
+        self.cluster_enqueue_for(conn, waiter, env.from.clone(), env, env_json);
+    }
+
+    fn cluster_enqueue_for(
+        &mut self,
+        conn: ConnId,
+        waiter: Waiter,
+        from: Address,
+        env: &Envelope,
+        env_json: Option<Box<str>>,
+    ) {
+        let outbound = env.to.domain() != self.config.domain;
         let Some(cl) = self.cluster.as_mut() else {
             return;
         };
@@ -483,7 +585,7 @@ impl Relay {
             token,
             PendingSend {
                 conn,
-                seq,
+                waiter,
                 from,
                 to: env.to.clone(),
                 thread: env.thread,
@@ -500,6 +602,7 @@ impl Relay {
             thread: env.thread,
             packet_id,
             env: env_json,
+            outbound,
         });
     }
 
@@ -571,7 +674,24 @@ impl Relay {
                     self.replace_if_announced_elsewhere(&address);
                 }
             }
-            ClusterInput::Enqueued { token, result } => self.on_enqueued(token, result),
+            ClusterInput::Enqueued { token, result } => self.on_enqueued(now, token, result),
+            ClusterInput::Noticed {
+                address,
+                watch,
+                id,
+                notice,
+            } => {
+                let current = self.cluster.as_ref().and_then(|c| c.watches.get(&address));
+                if current == Some(&watch) {
+                    self.on_noticed(&address, id, &notice);
+                }
+            }
+            ClusterInput::Federating { on } => self.on_federating(now, on),
+            ClusterInput::Outbound {
+                id,
+                accepted_at,
+                env,
+            } => self.on_outbound(now, id, accepted_at, env),
             ClusterInput::Queued {
                 address,
                 watch,
@@ -670,7 +790,7 @@ impl Relay {
         }
     }
 
-    fn on_enqueued(&mut self, token: u64, result: Result<Enqueue, String>) {
+    fn on_enqueued(&mut self, now: Timestamp, token: u64, result: Result<Enqueue, String>) {
         let Some(cl) = self.cluster.as_mut() else {
             return;
         };
@@ -698,19 +818,27 @@ impl Relay {
             let Some(p) = cl.sends.remove(&head) else {
                 continue;
             };
-            self.answer_send(p);
+            self.answer_send(now, p);
         }
     }
 
-    fn answer_send(&mut self, p: PendingSend) {
+    fn answer_send(&mut self, now: Timestamp, p: PendingSend) {
         let PendingSend {
             conn,
-            seq,
+            waiter,
             from,
             to,
             thread,
             result,
         } = p;
+        let seq = match waiter {
+            Waiter::Send(seq) => seq,
+            Waiter::Push { domain, n } => {
+                let result = result.unwrap_or_else(|| Err("no answer".into()));
+                self.settle_cluster_push(now, conn, (&domain, n), (from, to, thread), result);
+                return;
+            }
+        };
         let open = self.conns.contains_key(&conn);
         match result {
             Some(Ok(Enqueue::Queued { id, duplicate })) => {
@@ -762,6 +890,7 @@ impl Relay {
         cl.watches.insert(address.clone(), watch);
         cl.announcements
             .insert(address.clone(), Announcements::default());
+        cl.notices.remove(address);
         self.queues.remove_all(address);
         self.cluster_op(ClusterOp::Announce {
             address: address.clone(),
@@ -794,6 +923,7 @@ impl Relay {
         }
         cl.watches.remove(address);
         cl.announcements.remove(address);
+        cl.notices.remove(address);
         self.queues.remove_all(address);
         self.cluster_op(ClusterOp::Unwatch {
             address: address.clone(),
@@ -831,6 +961,25 @@ impl Relay {
     pub(super) fn cluster_remove(&mut self, id: u64) -> bool {
         if self.cluster.is_none() {
             return false;
+        }
+        self.cluster_op(ClusterOp::Remove { id });
+        true
+    }
+
+    /// `ack {id}` of an undeliverable notice read from the store: delete it. Returns
+    /// whether it was one.
+    pub(super) fn cluster_ack_notice(&mut self, address: &Address, id: u64) -> bool {
+        let Some(cl) = self.cluster.as_mut() else {
+            return false;
+        };
+        let Some(ids) = cl.notices.get_mut(address) else {
+            return false;
+        };
+        if !ids.remove(&id) {
+            return false;
+        }
+        if ids.is_empty() {
+            cl.notices.remove(address);
         }
         self.cluster_op(ClusterOp::Remove { id });
         true

@@ -401,6 +401,9 @@ pub struct RelayStats {
     /// Cluster mode: questions to the cluster's store not yet answered (enqueues,
     /// registrations to read or claim).
     pub cluster_waiting: usize,
+    /// Cluster mode: this node is the domain's federator (it pushes the domain's packets
+    /// to other domains).
+    pub cluster_federator: bool,
 }
 
 /// Why [`super::Relay::restore`] failed.

@@ -669,6 +669,7 @@ impl Relay {
             registration_sources: self.sources.len(),
             federation: self.fed_stats(),
             cluster_waiting: self.cluster.as_ref().map_or(0, |c| c.waiting()),
+            cluster_federator: self.cluster.as_ref().is_some_and(|c| c.federating),
         }
     }
 

@@ -186,7 +186,7 @@ impl Relay {
 
     pub(super) fn on_ack(&mut self, conn: ConnId, address: &Address, id: u64) {
         if self.queues.remove(address, id).is_none() {
-            if self.ack_notice(address, id) {
+            if self.ack_notice(address, id) || self.cluster_ack_notice(address, id) {
                 return;
             }
             self.push_event(RelayEvent::AckIgnored { conn, id });

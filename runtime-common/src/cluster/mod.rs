@@ -15,9 +15,14 @@
 //!   nodes;
 //! - [`queue`]: the packets accepted and not yet acknowledged, in a replicated stream:
 //!   the per-thread cap, deduplication by packet id, delivery ids, reading a recipient's
-//!   packets from any node.
+//!   packets from any node;
+//! - [`outbound`]: the packets for other domains, in the same stream, read by the
+//!   domain's federator;
+//! - [`lease`]: which node is the federator.
 
 pub mod health;
+pub mod lease;
+pub mod outbound;
 pub mod presence;
 pub mod queue;
 pub mod registry;
@@ -139,6 +144,7 @@ pub(crate) struct Link {
     pub(crate) presence: async_nats::jetstream::kv::Store,
     pub(crate) queue: queue::Queue,
     pub(crate) nodes: async_nats::jetstream::kv::Store,
+    pub(crate) leases: async_nats::jetstream::kv::Store,
 }
 
 /// A relay node's link to the NATS cluster: one thread, one connection.
@@ -378,11 +384,12 @@ impl Link {
                 let presence = presence::open(&js, &config).await?;
                 let queue = queue::open(&js, &config).await?;
                 let nodes = health::open(&js, &config).await?;
-                Ok::<_, ClusterError>((registry, presence, queue, nodes))
+                let leases = lease::open(&js, &config).await?;
+                Ok::<_, ClusterError>((registry, presence, queue, nodes, leases))
             };
             let attempt = tokio::time::timeout(config.request_timeout, open).await;
             let error = match attempt {
-                Ok(Ok((registry, presence, queue, nodes))) => {
+                Ok(Ok((registry, presence, queue, nodes, leases))) => {
                     return Ok(Link {
                         request_timeout: config.request_timeout,
                         js: js.clone(),
@@ -390,6 +397,7 @@ impl Link {
                         presence,
                         queue,
                         nodes,
+                        leases,
                     })
                 }
                 Ok(Err(e @ ClusterError::Misconfigured(_))) => return Err(e),

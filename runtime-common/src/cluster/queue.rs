@@ -61,10 +61,12 @@ pub enum Enqueued {
 pub struct Queued {
     /// Its delivery id (the stream's sequence).
     pub id: u64,
-    /// The thread it belongs to.
+    /// The thread it belongs to (empty for a notice).
     pub thread: String,
-    /// The bytes the relay queued (the envelope).
+    /// The bytes the relay queued (the envelope, or the notice).
     pub payload: bytes::Bytes,
+    /// An undeliverable notice ([`Cluster::notify`]), not a packet.
+    pub notice: bool,
 }
 
 /// The packets queued for one recipient, oldest first, then each new one as it is queued,
@@ -92,10 +94,23 @@ pub fn subject(recipient: &Address, thread: &str) -> String {
     format!("a2acp.q.{}.{}", hex(recipient.as_str()), hex(thread))
 }
 
-/// The subjects of every packet of `recipient`.
+/// The subjects of every packet of `recipient` (its undeliverable notices included).
 pub fn recipient_subjects(recipient: &Address) -> String {
     format!("a2acp.q.{}.*", hex(recipient.as_str()))
 }
+
+/// The last token of the subject of `sender`'s undeliverable notices (not a thread's:
+/// those are hex).
+pub const NOTICE_TOKEN: &str = "notice";
+
+/// The subject of `sender`'s undeliverable notices.
+pub fn notice_subject(sender: &Address) -> String {
+    format!("a2acp.q.{}.{NOTICE_TOKEN}", hex(sender.as_str()))
+}
+
+/// The stream's subjects: local recipients' packets and notices, and packets for other
+/// domains ([`super::outbound`]).
+const SUBJECTS: [&str; 2] = ["a2acp.q.>", "a2acp.fo.>"];
 
 pub(super) async fn open(
     js: &jetstream::Context,
@@ -104,7 +119,7 @@ pub(super) async fn open(
     let wanted = stream::Config {
         name: STREAM.to_string(),
         description: Some("a2acp: packets accepted and not yet acknowledged".to_string()),
-        subjects: vec!["a2acp.q.>".to_string()],
+        subjects: SUBJECTS.iter().map(|s| s.to_string()).collect(),
         storage: stream::StorageType::File,
         num_replicas: config.replicas,
         retention: stream::RetentionPolicy::Limits,
@@ -130,6 +145,19 @@ pub(super) async fn open(
                      give every node the same queue_per_thread",
                     wanted.max_messages_per_subject
                 )));
+            }
+            // A stream made before the domain federated lacks the outbound subjects.
+            let mut config = info.config.clone();
+            let missing: Vec<String> = SUBJECTS
+                .iter()
+                .filter(|s| !config.subjects.iter().any(|h| h == *s))
+                .map(|s| s.to_string())
+                .collect();
+            if !missing.is_empty() {
+                config.subjects.extend(missing);
+                js.update_stream(&config)
+                    .await
+                    .map_err(|e| ClusterError::JetStream(e.to_string()))?;
             }
             stream
         }
@@ -174,6 +202,59 @@ struct Deleted {
     success: bool,
 }
 
+/// Publishes `payload` on `subject` under the id `packet_id`; see
+/// [`Cluster::publish_once`].
+pub(super) async fn publish(
+    link: &super::Link,
+    subject: String,
+    packet_id: String,
+    payload: bytes::Bytes,
+) -> Result<Enqueued, ClusterError> {
+    // A publish is repeated only with its packet id, so JetStream keeps one copy.
+    super::again_while_transient(link.request_timeout, || {
+        let (subject, payload) = (subject.clone(), payload.clone());
+        let publish = jetstream::message::PublishMessage::build()
+            .payload(payload)
+            .message_id(&packet_id);
+        async move {
+            let js = |e: &dyn std::fmt::Display| ClusterError::JetStream(e.to_string());
+            let ack = link
+                .js
+                .send_publish(subject, publish)
+                .await
+                .map_err(|e| (js(&e), true))?;
+            match ack.await {
+                Ok(ack) => Ok(Enqueued::Queued {
+                    id: ack.sequence,
+                    duplicate: ack.duplicate,
+                }),
+                Err(e) if over_the_cap(&e) => Ok(Enqueued::Overflow),
+                Err(e) => Err((js(&e), true)),
+            }
+        }
+    })
+    .await
+}
+
+/// Deletes message `id` of the stream; see [`Cluster::remove`].
+pub(super) async fn delete(link: &super::Link, id: u64) -> Result<(), ClusterError> {
+    // `no_erase`: the client's `delete_message` leaves it out, and the server then
+    // overwrites the message's bytes on disk ("secure erase") on every replica — the most
+    // expensive part of a packet's life. The envelope is sealed end to end; the relay
+    // never held its plaintext to erase.
+    let request = serde_json::json!({ "seq": id, "no_erase": true });
+    let answer: Result<Response<Deleted>, _> = link
+        .js
+        .request(format!("STREAM.MSG.DELETE.{STREAM}"), &request)
+        .await;
+    match answer {
+        Ok(Response::Ok(_)) => Ok(()),
+        Ok(Response::Err { error }) if already_gone(&error) => Ok(()),
+        Ok(Response::Err { error }) => Err(ClusterError::JetStream(error.to_string())),
+        Err(e) => Err(ClusterError::JetStream(e.to_string())),
+    }
+}
+
 impl Cluster {
     /// Queues `payload` for `recipient` in `thread` under the packet id `packet_id`:
     /// answers once JetStream made it durable, or that the thread is at its cap.
@@ -184,56 +265,25 @@ impl Cluster {
         packet_id: &str,
         payload: bytes::Bytes,
     ) -> Pending<Enqueued> {
-        let subject = subject(recipient, thread);
+        self.publish_once(subject(recipient, thread), packet_id, payload)
+    }
+
+    /// Publishes `payload` on `subject` under the id `packet_id` (so a retry is stored
+    /// once), answering once JetStream made it durable, or that the subject is at its cap.
+    pub(super) fn publish_once(
+        &self,
+        subject: String,
+        packet_id: &str,
+        payload: bytes::Bytes,
+    ) -> Pending<Enqueued> {
         let packet_id = packet_id.to_string();
-        self.request(move |link| async move {
-            // A publish is repeated only with its packet id, so JetStream keeps one copy.
-            super::again_while_transient(link.request_timeout, || {
-                let (link, subject, payload) = (link.clone(), subject.clone(), payload.clone());
-                let publish = jetstream::message::PublishMessage::build()
-                    .payload(payload)
-                    .message_id(&packet_id);
-                async move {
-                    let js = |e: &dyn std::fmt::Display| ClusterError::JetStream(e.to_string());
-                    let ack = link
-                        .js
-                        .send_publish(subject, publish)
-                        .await
-                        .map_err(|e| (js(&e), true))?;
-                    match ack.await {
-                        Ok(ack) => Ok(Enqueued::Queued {
-                            id: ack.sequence,
-                            duplicate: ack.duplicate,
-                        }),
-                        Err(e) if over_the_cap(&e) => Ok(Enqueued::Overflow),
-                        Err(e) => Err((js(&e), true)),
-                    }
-                }
-            })
-            .await
-        })
+        self.request(move |link| async move { publish(&link, subject, packet_id, payload).await })
     }
 
     /// Deletes the packet `id` from the queue (its recipient acknowledged it). Deleting
     /// one already gone is not an error.
     pub fn remove(&self, id: u64) -> Pending<()> {
-        self.request(move |link| async move {
-            // `no_erase`: the client's `delete_message` leaves it out, and the server then
-            // overwrites the message's bytes on disk ("secure erase") on every replica —
-            // the most expensive part of a packet's life. The envelope is sealed end to
-            // end; the relay never held its plaintext to erase.
-            let request = serde_json::json!({ "seq": id, "no_erase": true });
-            let answer: Result<Response<Deleted>, _> = link
-                .js
-                .request(format!("STREAM.MSG.DELETE.{STREAM}"), &request)
-                .await;
-            match answer {
-                Ok(Response::Ok(_)) => Ok(()),
-                Ok(Response::Err { error }) if already_gone(&error) => Ok(()),
-                Ok(Response::Err { error }) => Err(ClusterError::JetStream(error.to_string())),
-                Err(e) => Err(ClusterError::JetStream(e.to_string())),
-            }
-        })
+        self.request(move |link| async move { delete(&link, id).await })
     }
 
     /// Everything queued for `recipient`, oldest first, then each packet as it is queued;
@@ -248,7 +298,7 @@ impl Cluster {
             let run = async {
                 let mut next: Option<u64> = None;
                 loop {
-                    let (last, why) = match read_from(&link, &filter, next, &tx).await {
+                    let (last, why) = match read_from(&link, &filter, next, &tx, queued).await {
                         Ok(last) => (last, None),
                         Err((last, e)) => (last, Some(e)),
                     };
@@ -276,14 +326,35 @@ impl Cluster {
     }
 }
 
-/// Reads `filter`'s packets from `from` (the oldest if `None`) into `tx` until the
-/// consumer ends or fails, or the caller has gone: the last sequence read (to go on
-/// from), with why it stopped if it failed.
-async fn read_from(
+/// A message of a recipient's subjects as the watch gives it.
+fn queued(message: &jetstream::Message, id: u64) -> Option<Queued> {
+    let last = message.subject.as_str().rsplit('.').next()?;
+    if last == NOTICE_TOKEN {
+        return Some(Queued {
+            id,
+            thread: String::new(),
+            payload: message.payload.clone(),
+            notice: true,
+        });
+    }
+    Some(Queued {
+        id,
+        thread: unhex(last)?,
+        payload: message.payload.clone(),
+        notice: false,
+    })
+}
+
+/// Reads `filter`'s messages from `from` (the oldest if `None`) into `tx`, each as `map`
+/// makes it (one it makes nothing of is skipped), until the consumer ends or fails, or
+/// the caller has gone: the last sequence read (to go on from), with why it stopped if
+/// it failed.
+pub(super) async fn read_from<T>(
     link: &super::Link,
     filter: &str,
     from: Option<u64>,
-    tx: &flume::Sender<Result<Queued, ClusterError>>,
+    tx: &flume::Sender<Result<T, ClusterError>>,
+    map: fn(&jetstream::Message, u64) -> Option<T>,
 ) -> Result<Option<u64>, (Option<u64>, ClusterError)> {
     let js = |e: &dyn std::fmt::Display| ClusterError::JetStream(e.to_string());
     let deliver_policy = match from {
@@ -322,18 +393,13 @@ async fn read_from(
     while let Some(message) = messages.next().await {
         let message = message.map_err(|e| (last, js(&e)))?;
         let id = message.info().map_err(|e| (last, js(&e)))?.stream_sequence;
-        let Some(thread) = message.subject.as_str().rsplit('.').next().and_then(unhex) else {
-            // Not a subject this relay writes: skip it rather than stop the recipient.
+        let Some(item) = map(&message, id) else {
+            // Not a subject this relay writes: skip it rather than stop the reader.
             tracing::warn!("queue: a message on {} is not the relay's", message.subject);
             last = Some(id);
             continue;
         };
-        let packet = Queued {
-            id,
-            thread,
-            payload: message.payload.clone(),
-        };
-        if tx.send_async(Ok(packet)).await.is_err() {
+        if tx.send_async(Ok(item)).await.is_err() {
             return Ok(last);
         }
         last = Some(id);

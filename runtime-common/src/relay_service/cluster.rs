@@ -27,11 +27,13 @@ pub(super) struct ClusterDriver {
 
 impl ClusterDriver {
     /// Starts the presence watch (announcements of every node, fed to the state machine
-    /// for as long as the service runs).
+    /// for as long as the service runs), and, when the relay federates, its bid for the
+    /// federator's role.
     pub(super) fn start(
         cluster: Arc<Cluster>,
         core: flume::Sender<Msg>,
         window: usize,
+        federates: bool,
     ) -> Result<ClusterDriver, ClusterError> {
         // The cluster may be electing leaders (a server just lost): ask again until
         // `connect_timeout`, as the link's own start does.
@@ -51,6 +53,13 @@ impl ClusterDriver {
             .name("a2acp-presence".into())
             .spawn(move || presence_loop(c, tx, watch))
             .map_err(|e| ClusterError::Unreachable(e.to_string()))?;
+        if federates {
+            let (c, tx) = (cluster.clone(), core.clone());
+            std::thread::Builder::new()
+                .name("a2acp-federator".into())
+                .spawn(move || federator_loop(c, tx, window))
+                .map_err(|e| ClusterError::Unreachable(e.to_string()))?;
+        }
         Ok(ClusterDriver {
             cluster,
             core,
@@ -106,11 +115,16 @@ impl ClusterDriver {
                 thread,
                 packet_id,
                 env,
+                outbound,
             } => {
                 let payload = bytes::Bytes::from(env.into_boxed_bytes());
-                let pending = self
-                    .cluster
-                    .enqueue(&to, &thread_name(&thread), &packet_id, payload);
+                let thread = thread_name(&thread);
+                let pending = if outbound {
+                    self.cluster
+                        .enqueue_outbound(&to, &thread, &packet_id, payload)
+                } else {
+                    self.cluster.enqueue(&to, &thread, &packet_id, payload)
+                };
                 self.answer(pending, move |r| ClusterInput::Enqueued {
                     token,
                     result: r
@@ -121,6 +135,20 @@ impl ClusterDriver {
                             cluster::Enqueued::Overflow => Enqueue::Overflow,
                         })
                         .map_err(|e| e.to_string()),
+                });
+            }
+            ClusterOp::Notify { to, packet, notice } => {
+                let payload = bytes::Bytes::from(notice.into_boxed_bytes());
+                let pending = self.cluster.notify(&to, packet, payload);
+                self.cluster.spawn(move |_| async move {
+                    if let Ok(Err(e)) = pending.receiver().recv_async().await {
+                        // The packet stays queued: the next federator reads it again and
+                        // tells its sender then.
+                        tracing::warn!(
+                            packet,
+                            "cluster: could not queue an undeliverable notice: {e}"
+                        );
+                    }
                 });
             }
             ClusterOp::Remove { id } => {
@@ -144,6 +172,21 @@ impl ClusterDriver {
                             _ = stopped.recv_async() => return,
                             p = queue.packets().recv_async() => {
                                 let Ok(Ok(p)) = p else { return };
+                                if p.notice {
+                                    let Ok(notice) = String::from_utf8(p.payload.to_vec()) else {
+                                        continue;
+                                    };
+                                    let n = ClusterInput::Noticed {
+                                        address: address.clone(),
+                                        watch,
+                                        id: p.id,
+                                        notice: notice.into_boxed_str(),
+                                    };
+                                    if core.send_async(input(n)).await.is_err() {
+                                        return;
+                                    }
+                                    continue;
+                                }
                                 let Some(thread) = thread_bytes(&p.thread) else {
                                     tracing::warn!(id = p.id, "cluster: a queued packet of an unknown thread name");
                                     continue;
@@ -214,6 +257,64 @@ fn thread_bytes(name: &str) -> Option<[u8; 16]> {
         *b = u8::from_str_radix(name.get(2 * i..2 * i + 2)?, 16).ok()?;
     }
     Some(out)
+}
+
+/// Bids for the federator's lease for as long as the service runs; while this node holds
+/// it, feeds every packet for other domains to the state machine
+/// ([`ClusterInput::Outbound`]), after telling it ([`ClusterInput::Federating`]).
+fn federator_loop(cluster: Arc<Cluster>, core: flume::Sender<Msg>, window: usize) {
+    let (changes, lease) = flume::bounded(4);
+    cluster.hold_lease(cluster::lease::FEDERATOR, changes);
+    let mut reader: Option<cluster::outbound::OutboundReader> = None;
+    loop {
+        if core.is_disconnected() {
+            return;
+        }
+        // The lease's news first: a change stops or starts the reader.
+        match lease.recv_timeout(Duration::from_millis(if reader.is_some() {
+            0
+        } else {
+            500
+        })) {
+            Ok(on) => {
+                reader = None;
+                if core.send(input(ClusterInput::Federating { on })).is_err() {
+                    return;
+                }
+                if on {
+                    reader = Some(cluster.read_outbound(window));
+                }
+                continue;
+            }
+            Err(flume::RecvTimeoutError::Disconnected) => return,
+            Err(flume::RecvTimeoutError::Timeout) => {}
+        }
+        let Some(r) = &reader else {
+            continue;
+        };
+        match r.packets().recv_timeout(Duration::from_millis(500)) {
+            Ok(Ok(p)) => {
+                let Ok(env) = String::from_utf8(p.payload.to_vec()) else {
+                    tracing::warn!(id = p.id, "cluster: an outbound packet is not UTF-8");
+                    continue;
+                };
+                let o = ClusterInput::Outbound {
+                    id: p.id,
+                    accepted_at: a2acp_core::time::Timestamp::from_millis(p.stored_ms),
+                    env: env.into_boxed_str(),
+                };
+                if core.send(input(o)).is_err() {
+                    return;
+                }
+            }
+            Ok(Err(e)) => tracing::debug!("cluster: outbound reader: {e}"),
+            Err(flume::RecvTimeoutError::Timeout) => {}
+            Err(flume::RecvTimeoutError::Disconnected) => {
+                std::thread::sleep(Duration::from_millis(250));
+                reader = Some(cluster.read_outbound(window));
+            }
+        }
+    }
 }
 
 /// Feeds every node's announcements to the state machine; a watch that ends (the cluster

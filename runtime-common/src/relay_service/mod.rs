@@ -451,11 +451,6 @@ pub struct RelayService {
 impl RelayService {
     /// Opens the store, restores the relay and starts its threads.
     pub fn start(cfg: ServiceConfig) -> Result<RelayService, ServiceError> {
-        if cfg.cluster.is_some() && cfg.federation.is_some() {
-            return Err(ServiceError::Settings(
-                "a relay in a cluster does not federate yet: run it without --federate".into(),
-            ));
-        }
         // A node of a cluster keeps nothing of its own: the cluster holds the registry, the
         // presence and the queue.
         let cluster = match &cfg.cluster {
@@ -572,7 +567,13 @@ impl RelayService {
         let driver = match cluster {
             Some(c) => {
                 let window = usize::try_from(relay.config().max_in_flight).unwrap_or(256);
-                Some(cluster::ClusterDriver::start(c, tx.clone(), window)?)
+                let federates = relay.config().federation.is_some();
+                Some(cluster::ClusterDriver::start(
+                    c,
+                    tx.clone(),
+                    window,
+                    federates,
+                )?)
             }
             None => None,
         };

@@ -273,6 +273,12 @@ impl Sim {
 pub(super) fn describe(e: &FederationEvent) -> Option<String> {
     Some(match e {
         FederationEvent::Discovering { domain } => format!("discovering the relay of {domain}"),
+        FederationEvent::Federating { on } => {
+            format!(
+                "{} the domain's federator",
+                if *on { "now" } else { "no longer" }
+            )
+        }
         FederationEvent::DiscoveryFailed { domain, reason } => {
             format!("no relay for {domain}: {reason}")
         }

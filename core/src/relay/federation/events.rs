@@ -17,6 +17,11 @@ pub enum LinkSide {
 /// A federation event ([`super::super::RelayEvent::Federation`]), for logs and metrics.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FederationEvent {
+    /// In a cluster: this node became (`on`) or stopped being the domain's federator.
+    Federating {
+        /// Whether it is.
+        on: bool,
+    },
     /// The relay needs a domain's relay and asked the runtime to discover it.
     Discovering {
         /// The domain.

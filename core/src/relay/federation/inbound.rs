@@ -14,7 +14,7 @@ use crate::rate_limit::TokenBucket;
 use crate::time::Timestamp;
 
 use super::super::queue::Origin;
-use super::super::{ConnId, Relay, RelayOutput, Verified};
+use super::super::{ConnId, Enqueue, Relay, RelayOutput, Verified};
 use crate::persist::PersistOp;
 
 /// What became of a push.
@@ -25,6 +25,9 @@ enum Decision {
     Deferred(ErrorCode, String),
     /// Never.
     Rejected(ErrorCode, String),
+    /// Being queued in the cluster's store: decided when it answers
+    /// ([`Relay::settle_cluster_push`]).
+    Pending,
 }
 
 impl Relay {
@@ -94,7 +97,30 @@ impl Relay {
         }
         let from = env.from.clone();
         let at = (env.to.clone(), env.thread);
-        let decision = self.decide_push(now, domain, n, (env, env_json), verified);
+        let decision = self.decide_push(now, (conn, domain, n), (env, env_json), verified);
+        if matches!(decision, Decision::Pending) {
+            if dirty {
+                self.persist_in(domain);
+            }
+            return;
+        }
+        self.settle_push(conn, (domain, n), from, at, decision, dirty);
+    }
+
+    /// A push decided: `hw` and `deferred` updated and persisted, the answer sent.
+    fn settle_push(
+        &mut self,
+        conn: ConnId,
+        (domain, n): (&str, u64),
+        from: Address,
+        at: (Address, [u8; 16]),
+        decision: Decision,
+        mut dirty: bool,
+    ) {
+        let Some(cfg) = self.config.federation.as_ref() else {
+            return;
+        };
+        let max_deferred = usize::try_from(cfg.max_deferred).unwrap_or(usize::MAX);
         let Some(f) = self.fed.as_mut() else {
             return;
         };
@@ -123,6 +149,7 @@ impl Relay {
                 dirty |= r.deferred.remove(&n);
                 r.deferred_at.remove(&n);
             }
+            Decision::Pending => return,
         }
         if !matches!(decision, Decision::Accepted) {
             r.counts.refused = r.counts.refused.saturating_add(1);
@@ -150,7 +177,49 @@ impl Relay {
                     final_: true,
                 });
             }
+            Decision::Pending => {}
         }
+    }
+
+    /// The cluster's store answered a push queued for a local recipient
+    /// ([`Relay::cluster_enqueue_push`]): settle it.
+    pub(in crate::relay) fn settle_cluster_push(
+        &mut self,
+        _now: Timestamp,
+        conn: ConnId,
+        (domain, n): (&str, u64),
+        (from, to, thread): (Address, Address, [u8; 16]),
+        result: Result<Enqueue, String>,
+    ) {
+        let decision = match result {
+            Ok(Enqueue::Queued { id, duplicate }) => {
+                if let Some(r) = self.fed.as_mut().map(|f| f.remote(domain)) {
+                    r.counts.received = r.counts.received.saturating_add(1);
+                }
+                if !duplicate {
+                    self.counters.routed = self.counters.routed.saturating_add(1);
+                }
+                self.fed_event(FederationEvent::Received {
+                    domain: domain.to_string(),
+                    from: from.clone(),
+                    to: to.clone(),
+                    id,
+                });
+                Decision::Accepted
+            }
+            Ok(Enqueue::Overflow) => {
+                self.counters.overflows = self.counters.overflows.saturating_add(1);
+                Decision::Deferred(
+                    ErrorCode::Overflow,
+                    format!("the queue of {to} for this thread is full"),
+                )
+            }
+            Err(_) => Decision::Deferred(
+                ErrorCode::Unavailable,
+                "the relay cannot reach its cluster's store: push it again later".into(),
+            ),
+        };
+        self.settle_push(conn, (domain, n), from, (to, thread), decision, false);
     }
 
     /// Persists `fed/in/<domain>`.
@@ -179,8 +248,7 @@ impl Relay {
     fn decide_push(
         &mut self,
         now: Timestamp,
-        domain: &str,
-        n: u64,
+        (conn, domain, n): (ConnId, &str, u64),
         (env, env_json): (Envelope, Option<Box<str>>),
         verified: Verified,
     ) -> Decision {
@@ -265,6 +333,21 @@ impl Relay {
                 ErrorCode::Overflow,
                 format!("an earlier packet of {to} in this thread waits"),
             );
+        }
+        if self.cluster.is_some() {
+            // Cluster mode: the store holds the recipient's queue and its per-thread cap.
+            if let Some(f) = self.fed.as_mut() {
+                if let Some(s) = f.senders.get_mut(&from) {
+                    s.score.observe(now, Observation::WellFormed);
+                }
+                f.remote(domain).score.observe(now, Observation::WellFormed);
+            }
+            if pinned.is_none() {
+                self.pin(&from, env.from_key);
+            }
+            self.forget_remote_senders();
+            self.cluster_enqueue_push(conn, (domain, n), &env, env_json);
+            return Decision::Pending;
         }
         if self.queues.thread_len(&to, &env.thread) >= self.config.queue_per_thread {
             self.counters.overflows = self.counters.overflows.saturating_add(1);

@@ -31,6 +31,7 @@
 //! - **Figures.** [`super::RelayStats::federation`] per remote domain;
 //!   [`super::RelayEvent::Federation`] events.
 
+mod cluster;
 mod config;
 mod dispatch;
 mod events;

@@ -14,10 +14,19 @@ use crate::persist::PersistOp;
 use crate::rng::DetRng;
 use crate::time::Timestamp;
 
-use super::super::{ConnId, Relay, RelayEvent, RelayOutput};
+use super::super::{ClusterOp, ConnId, Relay, RelayEvent, RelayOutput};
 
 /// Link sequence numbers are reserved in blocks of this size (as delivery ids).
 const N_BLOCK: u64 = 1024;
+
+/// How a packet left a domain's outbound queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Settled {
+    /// The remote relay took it.
+    Delivered,
+    /// Refused for good or expired: its sender is told.
+    Undeliverable,
+}
 
 /// The delay before retry `attempts` (0 for the first): `base × 2^attempts`, at most `max`,
 /// drawn uniformly from its upper half.
@@ -113,6 +122,11 @@ impl Relay {
         seq: u64,
         (env, env_json): (Envelope, Option<Box<str>>),
     ) {
+        if self.cluster.is_some() {
+            // The cluster's store holds it until the domain's federator pushes it.
+            self.cluster_enqueue(conn, seq, from, &env, env_json);
+            return;
+        }
         let domain = env.to.domain().to_string();
         let Some(cfg) = self.config.federation.as_ref() else {
             return;
@@ -234,7 +248,7 @@ impl Relay {
 
     /// `pushed {n}`: the packet is settled at the remote relay; it leaves the queue.
     pub(super) fn on_pushed(&mut self, now: Timestamp, domain: &str, n: u64) {
-        let Some(item) = self.take_out(domain, n) else {
+        let Some(item) = self.take_out(domain, n, Settled::Delivered) else {
             return;
         };
         if let Some(r) = self.fed.as_mut().map(|f| f.remote(domain)) {
@@ -303,14 +317,15 @@ impl Relay {
         code: ErrorCode,
         message: String,
     ) {
-        if let Some(item) = self.take_out(domain, n) {
+        if let Some(item) = self.take_out(domain, n, Settled::Undeliverable) {
             self.undeliverable(now, domain, item, code, message);
         }
         self.fed_pump(now, domain);
     }
 
-    /// Removes packet `n` from `domain`'s queue (and its record).
-    fn take_out(&mut self, domain: &str, n: u64) -> Option<OutItem> {
+    /// Removes packet `n` from `domain`'s queue (and its record; in a cluster, from the
+    /// store, unless its sender is to be told first).
+    pub(super) fn take_out(&mut self, domain: &str, n: u64, how: Settled) -> Option<OutItem> {
         let f = self.fed.as_mut()?;
         let r = f.remotes.get_mut(domain)?;
         if let OutLink::Open { in_flight, .. } = &mut r.link {
@@ -327,9 +342,16 @@ impl Relay {
                 r.out_threads.remove(&key);
             }
         }
-        self.out.push_back(RelayOutput::Persist(PersistOp::Delete {
-            key: out_key(domain, n),
-        }));
+        if self.cluster.is_some() {
+            // An undeliverable packet is deleted once its notice is queued (`Notify`).
+            if how == Settled::Delivered {
+                self.cluster_op(ClusterOp::Remove { id: item.id });
+            }
+        } else {
+            self.out.push_back(RelayOutput::Persist(PersistOp::Delete {
+                key: out_key(domain, n),
+            }));
+        }
         Some(item)
     }
 
@@ -349,7 +371,7 @@ impl Relay {
             let Some(n) = first else {
                 break;
             };
-            if let Some(item) = self.take_out(domain, n) {
+            if let Some(item) = self.take_out(domain, n, Settled::Undeliverable) {
                 let msg = format!(
                     "not handed to the relay of {domain} within {} s",
                     expiry.as_secs()
@@ -361,7 +383,7 @@ impl Relay {
 
     /// Tells a packet's sender it was not delivered: a durable notice, sent now if the
     /// sender is online and again on each authentication until acknowledged.
-    fn undeliverable(
+    pub(super) fn undeliverable(
         &mut self,
         _now: Timestamp,
         domain: &str,
@@ -379,6 +401,10 @@ impl Relay {
             id: item.id,
             code,
         });
+        if self.cluster.is_some() {
+            self.cluster_notify(item, code, message);
+            return;
+        }
         let full = self
             .fed
             .as_ref()
@@ -445,7 +471,7 @@ impl Relay {
     }
 }
 
-fn notice_frame(n: &Notice) -> RelayFrame {
+pub(super) fn notice_frame(n: &Notice) -> RelayFrame {
     RelayFrame::Undeliverable {
         id: n.id,
         packet: n.packet,
