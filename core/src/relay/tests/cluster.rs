@@ -301,3 +301,160 @@ fn a_send_to_an_address_not_cached_waits_for_the_store() {
     });
     assert!(matches!(h.ops().as_slice(), [ClusterOp::Enqueue { .. }]));
 }
+
+/// A node of a clustered domain that federates (its expiry short).
+fn federating_node() -> H {
+    use crate::relay::federation::FederationConfig;
+    H::with(RelayConfig {
+        cluster: Some(ClusterMode { node: "r1".into() }),
+        federation: Some(FederationConfig {
+            expiry: Duration::from_secs(60),
+            ..FederationConfig::new(IdentityKey::from_seed([0xa0; 32]))
+        }),
+        ..RelayConfig::default()
+    })
+}
+
+/// An envelope from `from` (of this domain) to bob@b.example.
+fn env_to_b(from: &IdentityKey, from_user: &str) -> Envelope {
+    let bob = Address::new("bob", "b.example").unwrap();
+    ThreadSession::new([7; 32])
+        .seal(
+            from,
+            &addr(from_user),
+            &bob,
+            &ident(2).public(),
+            "t-fed",
+            Direction::FromInitiator,
+            b"{}",
+        )
+        .unwrap()
+}
+
+#[test]
+fn a_clustered_domain_federates_through_the_store() {
+    let mut h = federating_node();
+    let a = ident(1);
+    let env = env_to_b(&a, "alice");
+    let json: Box<str> = serde_json::to_string(&env).unwrap().into();
+
+    // Not the federator: a packet read from the store is not this node's to push.
+    h.answer(ClusterInput::Outbound {
+        id: 7,
+        accepted_at: h.now,
+        env: json.clone(),
+    });
+    assert!(h.ops().is_empty() && h.frames(1).is_empty(), "{:?}", h.outs);
+
+    // The federator: a packet older than the expiry is told to its sender through the
+    // store (the notice first; the packet is deleted once it is queued).
+    h.answer(ClusterInput::Federating { on: true });
+    assert!(h.events().contains(&RelayEvent::Federation(
+        crate::relay::federation::FederationEvent::Federating { on: true }
+    )));
+    assert!(h.relay.stats().cluster_federator);
+    h.advance(Duration::from_secs(120));
+    h.answer(ClusterInput::Outbound {
+        id: 7,
+        accepted_at: T0,
+        env: json,
+    });
+    let notify = h.ops();
+    let [ClusterOp::Notify { to, packet, notice }] = notify.as_slice() else {
+        panic!("{notify:?}");
+    };
+    assert_eq!((to, *packet), (&addr("alice"), 7));
+    assert!(notice.contains("\"code\":\"expired\""), "{notice}");
+    assert!(
+        !h.ops()
+            .iter()
+            .any(|o| matches!(o, ClusterOp::Remove { .. })),
+        "the packet stays until its notice is queued"
+    );
+
+    // The notice read back from Alice's queue (on whatever node she is): sent once,
+    // deleted from the store on her ack.
+    h.cluster_register(1, "alice", &a);
+    let noticed = ClusterInput::Noticed {
+        address: addr("alice"),
+        watch: 1,
+        id: 9,
+        notice: notice.clone(),
+    };
+    h.answer(noticed.clone());
+    let told = h.frames(1);
+    let [RelayFrame::Undeliverable {
+        id, packet, code, ..
+    }] = told.as_slice()
+    else {
+        panic!("{told:?}");
+    };
+    assert_eq!((*id, *packet, *code), (9, 7, ErrorCode::Expired));
+    h.answer(noticed);
+    assert!(h.frames(1).is_empty(), "read again: not sent twice");
+    h.input(1, &ClientFrame::Ack { id: 9 });
+    assert_eq!(h.ops(), vec![ClusterOp::Remove { id: 9 }]);
+
+    // The role lost: what the node had read is dropped, and no more is taken.
+    h.answer(ClusterInput::Federating { on: false });
+    h.answer(ClusterInput::Outbound {
+        id: 11,
+        accepted_at: h.now,
+        env: serde_json::to_string(&env).unwrap().into(),
+    });
+    assert!(h.ops().is_empty(), "{:?}", h.outs);
+    assert!(!h.relay.stats().cluster_federator);
+    assert!(h.store.is_empty(), "a node persists nothing of its own");
+}
+
+#[test]
+fn a_send_to_another_domain_is_queued_in_the_store_for_the_federator() {
+    use crate::relay::federation::RemoteRelay;
+    let mut h = federating_node();
+    let a = ident(1);
+    h.cluster_register(1, "alice", &a);
+    h.drain();
+    // A send to a domain not yet discovered waits for its discovery, as on one relay.
+    let env = env_to_b(&a, "alice");
+    assert!(h.input(1, &ClientFrame::Send { seq: 3, env }).is_empty());
+    assert!(h
+        .outs
+        .iter()
+        .any(|o| matches!(o, RelayOutput::Discover { domain } if domain == "b.example")));
+    let b_key = IdentityKey::from_seed([0xb0; 32]).public();
+    h.relay.handle(
+        h.now,
+        RelayInput::Discovered {
+            domain: "b.example".into(),
+            result: Ok(RemoteRelay {
+                endpoint: "wss://relay.b.example".into(),
+                keys: vec![b_key],
+            }),
+        },
+    );
+    h.drain();
+    let ops = h.ops();
+    let [ClusterOp::Enqueue {
+        token, outbound, ..
+    }] = ops.as_slice()
+    else {
+        panic!("{ops:?}");
+    };
+    assert!(*outbound, "for the federator, not a local watch");
+    h.answer(ClusterInput::Enqueued {
+        token: *token,
+        result: Ok(Enqueue::Queued {
+            id: 40,
+            duplicate: false,
+        }),
+    });
+    assert_eq!(
+        h.frames(1),
+        vec![RelayFrame::Accepted { seq: 3, id: 40 }],
+        "accepted once durable, with the store's id"
+    );
+    assert!(
+        !h.outs.iter().any(|o| matches!(o, RelayOutput::Dial { .. })),
+        "only the federator dials to push"
+    );
+}
