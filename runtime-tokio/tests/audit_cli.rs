@@ -102,7 +102,8 @@ fn an_intact_log_verifies_and_is_listed_with_filters() {
 
 #[test]
 fn each_kind_of_tampering_is_named_with_its_line() {
-    let cases: [(&str, fn(&mut Vec<String>), &str); 3] = [
+    type Tamper = fn(&mut Vec<String>);
+    let cases: [(&str, Tamper, &str); 3] = [
         (
             "altered",
             |l| l[1] = l[1].replace("pkt_1", "pkt_9"),

@@ -27,13 +27,12 @@ pub fn line_hash(line: &[u8]) -> String {
     let digest = Sha256::digest(line);
     let mut out = String::with_capacity(64);
     for b in digest {
-        out.push(char::from(HEX[usize::from(b >> 4)]));
-        out.push(char::from(HEX[usize::from(b & 15)]));
+        for nibble in [b >> 4, b & 15] {
+            out.push(char::from_digit(u32::from(nibble), 16).unwrap_or('0'));
+        }
     }
     out
 }
-
-const HEX: [u8; 16] = *b"0123456789abcdef";
 
 /// The line of `entry` (an object) chained to `prev`: its members, then `"prev"`; no
 /// `\n`. `None` if `entry` does not serialise to an object.
