@@ -188,3 +188,90 @@ fn a_torn_last_line_is_reported_until_a_note_acknowledges_it() {
     assert_eq!(v.torn().len(), 1);
     assert_eq!(v.torn()[0].line, 3);
 }
+
+/// SPEC-NOTES "Audit log" states two lines and the hash the second carries: this code
+/// makes them from the inputs it states, so the document cannot drift.
+#[test]
+fn the_worked_example_of_spec_notes_is_what_the_code_writes() {
+    let notes = include_str!("../../../SPEC-NOTES.md");
+    let fields = FieldsNamed {
+        asked: vec!["dietary".into()],
+        given: vec!["transport_mode".into()],
+        withheld: vec![],
+        more: 0,
+    };
+    let first = seal(&entry_of(&sent(fields), &alice()).unwrap(), GENESIS).unwrap();
+    let hash = line_hash(first.as_bytes());
+    let reply = AuditRecord {
+        at: Timestamp::from_secs(1_771_070_702),
+        thread_id: Some("thr_1".into()),
+        event: AgentEvent::Received {
+            kind: "context_response".into(),
+            packet_id: "pkt_2".into(),
+            from: bob(),
+            fields: FieldsNamed {
+                given: vec!["dietary".into()],
+                ..Default::default()
+            },
+        },
+    };
+    let second = seal(&entry_of(&reply, &alice()).unwrap(), &hash).unwrap();
+    for text in [&first, &hash, &second] {
+        assert!(
+            notes.contains(text.as_str()),
+            "SPEC-NOTES' audit log example is stale: its lines and hash must read\n{first}\n{second}\n{hash}"
+        );
+    }
+}
+
+#[test]
+fn space_packets_and_refused_envelopes_are_entries_too() {
+    let space = AuditRecord {
+        at: Timestamp::from_secs(1_771_070_700),
+        thread_id: None,
+        event: AgentEvent::Space(SpaceEvent::Received {
+            space_id: "spc_1".into(),
+            from: bob(),
+            packet_id: "pkt_9".into(),
+            updates: 2,
+        }),
+    };
+    let e = entry_of(&space, &alice()).unwrap();
+    assert_eq!(
+        (e.kind.as_str(), e.thread.as_deref()),
+        ("space_update", Some("spc_1"))
+    );
+    assert_eq!(
+        e.summary,
+        "Received a shared-space update from agent:bob@localhost for space spc_1: 2 field update(s), content end-to-end encrypted."
+    );
+    let refused = AuditRecord {
+        at: Timestamp::from_secs(1_771_070_700),
+        thread_id: None,
+        event: AgentEvent::Dropped {
+            drop: DropReason::Malformed {
+                peer: bob(),
+                why: "asthma is not a field".into(),
+            },
+            count: None,
+        },
+    };
+    let e = entry_of(&refused, &alice()).unwrap();
+    assert_eq!((e.kind.as_str(), e.id.as_deref()), ("refused", None));
+    // The reason's kind only: the peer's text stays out.
+    assert_eq!(
+        e.summary,
+        "Refused an envelope from agent:bob@localhost: malformed packet."
+    );
+    let duplicate = AuditRecord {
+        at: Timestamp::from_secs(1),
+        thread_id: None,
+        event: AgentEvent::Dropped {
+            drop: DropReason::Duplicate {
+                packet_id: "pkt_1".into(),
+            },
+            count: None,
+        },
+    };
+    assert!(entry_of(&duplicate, &alice()).is_none());
+}
