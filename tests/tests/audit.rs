@@ -3,8 +3,8 @@
 //! packet on each side, what one sent the other received, the chain intact, and no
 //! never_share value (Alice's health_info) nor any other value of the dinner in any
 //! audit file or summary — with Alice's summaries posted to a real HTTP receiver started
-//! here and Bob's written to a file. A webhook that never answers does not hold the
-//! dinner up. The three webhook formats (Slack, Discord, Matrix) as the receiver sees
+//! here and Bob's written to a file (or to his agent's log). A webhook that never answers
+//! does not hold the dinner up, nor does a disk that refuses the log (said once). The three webhook formats (Slack, Discord, Matrix) as the receiver sees
 //! them.
 
 use std::collections::BTreeSet;
@@ -67,7 +67,8 @@ fn assert_no_values(what: &str, bytes: &[u8]) {
 
 per_runtime!(
     the_dinner_is_audited_on_both_sides,
-    a_webhook_that_never_answers_never_holds_the_dinner
+    a_webhook_that_never_answers_never_holds_the_dinner,
+    a_disk_that_refuses_the_log_never_stops_the_agent
 );
 
 async fn the_dinner_is_audited_on_both_sides(rt: Runtime) {
@@ -205,6 +206,52 @@ async fn a_webhook_that_never_answers_never_holds_the_dinner(rt: Runtime) {
         .iter()
         .any(|e| e["transparency_summary"] == false && e["direction"] == "sent"));
     audit_log::verify(&ha.dir().join(audit_log::DIR)).expect("intact");
+}
+
+async fn a_disk_that_refuses_the_log_never_stops_the_agent(rt: Runtime) {
+    let logs = capture_logs();
+    let dir = tmp();
+    let relay = rt.relay("127.0.0.1:0", &dir.path().join("relay")).await;
+    let DinnerHomes {
+        bob_cfg,
+        alice: ha,
+        bob: hb,
+        ..
+    } = dinner_homes(dir.path(), &relay.url());
+    // Bob's `audit` is a file: no month file can be made under it.
+    std::fs::write(hb.dir().join(audit_log::DIR), b"not a folder").unwrap();
+    // His summaries go to the terminal (his agent's log).
+    edit_config(&hb, |f| {
+        let mut t = TransparencyConfig::new(ChannelKind::Terminal);
+        t.max_per_minute = 600;
+        f.transparency = Some(t);
+    });
+    let alice = rt.agent(&ha, "alice", Some(ScriptedUser::dinner()));
+    let bob = rt.agent(&hb, "bob", Some(ScriptedUser::dinner()));
+    wait_online(&alice).await;
+    wait_online(&bob).await;
+    let thread = dinner_completes(&alice, &bob, &hb, bob_cfg.address.clone()).await;
+    alice.stop().await;
+    bob.stop().await;
+    relay.stop(true).await;
+    assert_eq!(entries(ha.dir(), &thread).len(), 8);
+    let text = String::from_utf8_lossy(&logs.lock().unwrap()).into_owned();
+    assert_eq!(
+        text.matches("audit log: cannot write").count(),
+        1,
+        "said once in the agent's log: {text}"
+    );
+    let summaries = eventually(10, "Bob's summaries in his log", || async {
+        let text = String::from_utf8_lossy(&logs.lock().unwrap()).into_owned();
+        let n = text.matches("bob@localhost's agent: Sent ").count();
+        (n >= 4).then_some(text)
+    })
+    .await;
+    let lines: String = summaries
+        .lines()
+        .filter(|l| l.contains("'s agent: "))
+        .collect();
+    assert_no_values("the terminal's summaries", lines.as_bytes());
 }
 
 #[test]
