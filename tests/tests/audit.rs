@@ -194,6 +194,16 @@ async fn a_webhook_that_never_answers_never_holds_the_dinner(rt: Runtime) {
     })
     .await;
     assert_eq!(hook.requests().len(), 1, "one POST, never answered");
+    // `a2acp status` tells Alice the channel is behind.
+    let status = eventually(10, "the drops counted", || async {
+        let r = alice.ask(a2acp_runtime::control::Request::Status).await;
+        let s: a2acp_runtime::control::StatusInfo = serde_json::from_value(r.data).ok()?;
+        s.transparency.filter(|t| t.dropped >= 1).map(|_| s)
+    })
+    .await;
+    let text = a2acp_runtime::control::render_status(&status);
+    assert!(text.contains("transparency: "), "{text}");
+    assert!(text.contains(" dropped"), "{text}");
     alice.stop().await;
     bob.stop().await;
     relay.stop(true).await;
