@@ -34,6 +34,7 @@
 
 pub mod address;
 pub mod agent;
+pub mod audit_log;
 pub mod bridge;
 pub mod crypto;
 pub mod discovery;

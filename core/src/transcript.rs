@@ -93,6 +93,7 @@ pub fn describe_event(agent: &Agent, thread_id: Option<&str>, e: &AgentEvent) ->
             kind,
             packet_id,
             to,
+            ..
         } => {
             let body = thread_id
                 .and_then(|id| agent.threads().get(id))
@@ -108,6 +109,7 @@ pub fn describe_event(agent: &Agent, thread_id: Option<&str>, e: &AgentEvent) ->
             kind,
             packet_id,
             from,
+            ..
         } => (
             RECEIVED,
             format!("{kind} {packet_id} from {}", short(from.as_str())),

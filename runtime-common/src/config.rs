@@ -32,7 +32,14 @@
 //! max_fork_children = 8             # threads one thread_fork may create
 //! max_thread_bytes = 262144         # packets one thread keeps
 //! max_ended_threads_per_peer = 64   # ended threads another agent started that are kept
+//!
+//! [transparency]       # optional: a summary of each message sent (seed 004 §5.2)
+//! channel = "webhook"  # "terminal", "file" (path = "…") or "webhook"
+//! format = "slack"     # "slack", "discord" or "matrix" (token_file = "…")
+//! url = "https://hooks.slack.com/services/…"
 //! ```
+//!
+//! Every key of `[transparency]` is described in [`crate::transparency`].
 //!
 //! The permissions here are the agent's *initial* tiers. Once the agent has run, its tiers
 //! live in its database and change with `a2acp permissions set` (which the agent applies
@@ -167,6 +174,10 @@ pub struct AgentFile {
     /// [`crate::actions`]; an action without a table is only recorded.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub actions: crate::actions::ActionsConfig,
+    /// Where the agent posts a summary of each message it sends (seed 004 §5.2), see
+    /// [`crate::transparency`]; none without the table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transparency: Option<crate::transparency::TransparencyConfig>,
 }
 
 impl AgentFile {
@@ -184,6 +195,7 @@ impl AgentFile {
             a2a_cards: BTreeMap::new(),
             limits: LimitsFile::default(),
             actions: BTreeMap::new(),
+            transparency: None,
         }
     }
 
@@ -207,6 +219,12 @@ impl AgentFile {
             path: path.to_path_buf(),
             message,
         })?;
+        if let Some(t) = &f.transparency {
+            t.check().map_err(|message| ConfigError::Invalid {
+                path: path.to_path_buf(),
+                message,
+            })?;
+        }
         Ok(f)
     }
 

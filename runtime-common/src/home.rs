@@ -7,6 +7,7 @@
 //! | `agent.db` | SQLite: the core's records (threads, outbox, peers, settings), audit log, actions |
 //! | `agent.sock` | the control socket of a running agent |
 //! | `agent.log` | logs of an interactive `agent run` (the terminal shows prompts instead) |
+//! | `audit/YYYY-MM.jsonl` | the principal's audit log (seed 004 §6), [`crate::audit_log`] |
 //!
 //! The default home is `$A2ACP_HOME`, else `$XDG_DATA_HOME/a2acp`, else
 //! `~/.local/share/a2acp`.

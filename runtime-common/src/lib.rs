@@ -54,6 +54,7 @@ pub mod a2a_client;
 pub mod actions;
 pub mod admission;
 pub mod agent_host;
+pub mod audit_log;
 pub mod cli;
 pub mod clock;
 pub mod cluster;
@@ -82,6 +83,7 @@ pub mod store;
 pub mod term;
 pub mod tls;
 pub mod transcript;
+pub mod transparency;
 pub mod ws;
 
 pub use clock::{now, os_seed};

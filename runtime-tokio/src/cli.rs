@@ -169,9 +169,42 @@ pub(crate) enum Cmd {
     /// `POST /a2a/messages` with the seed's retries, or show your agent's Phase-1 id.
     #[command(subcommand)]
     Phase1(Phase1Cmd),
+    /// Your audit log (seed 004 §6): every message your agent sent or received, one line
+    /// each, from the files in <home>/audit/ (the agent need not run); `audit verify`
+    /// checks the hash chain and names the first broken line.
+    Audit {
+        #[command(subcommand)]
+        cmd: Option<AuditCmd>,
+        /// Only messages with this agent (address or id) or principal.
+        #[arg(long)]
+        peer: Option<String>,
+        /// Only this thread (or space).
+        #[arg(long)]
+        thread: Option<String>,
+        /// Only this month (YYYY-MM).
+        #[arg(long)]
+        month: Option<String>,
+        /// Only sent or received messages.
+        #[arg(long, value_parser = ["sent", "received"])]
+        direction: Option<String>,
+        /// Machine-readable output (the entries as they are stored).
+        #[arg(long)]
+        json: bool,
+    },
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCmd),
+}
+
+#[derive(Subcommand)]
+pub(crate) enum AuditCmd {
+    /// Check the hash chain of every month file: exit status 1 and the first broken line
+    /// (file and line number) if a line was altered, deleted, moved or cut short.
+    Verify {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]

@@ -172,7 +172,7 @@ pub async fn run(opts: DemoOptions) -> Result<DemoSummary, DemoError> {
                 cfg.use_llm = true;
                 Workers {
                     llm: Some(LlmClient::new(l.clone())),
-                    actions: None,
+                    ..Workers::default()
                 }
             }
             None => Workers::default(),

@@ -257,6 +257,39 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
                 .map_err(|e| e.to_string())?;
             Ok(ExitCode::SUCCESS)
         }
+        Cmd::Audit {
+            cmd: Some(AuditCmd::Verify { json }),
+            ..
+        } => {
+            let dir = home.dir().join(a2acp_runtime::audit_log::DIR);
+            let (text, intact) = a2acp_runtime::audit_log::check(&dir, json);
+            println!("{text}");
+            Ok(if intact {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+        Cmd::Audit {
+            cmd: None,
+            peer,
+            thread,
+            month,
+            direction,
+            json,
+        } => {
+            let dir = home.dir().join(a2acp_runtime::audit_log::DIR);
+            let filter = a2acp_runtime::audit_log::Filter {
+                peer,
+                thread,
+                month,
+                direction,
+            };
+            let text =
+                a2acp_runtime::audit_log::show(&dir, &filter, json).map_err(|e| e.to_string())?;
+            println!("{text}");
+            Ok(ExitCode::SUCCESS)
+        }
         other => client(&home, other).await,
     }
 }

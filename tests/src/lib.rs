@@ -33,6 +33,7 @@ pub use a2acp_tokio;
 pub mod attacks;
 pub mod federation;
 pub mod nats;
+pub mod webhook;
 
 /// A running agent the tests can ask through its control channel: a tokio one
 /// ([`a2acp_tokio::agent::AgentHandle`]) or a smol one ([`a2acp_smol::agent::AgentHandle`]).

@@ -165,4 +165,43 @@ async fn sigkill_between_request_and_answer(rt: Runtime) {
     child.wait().unwrap();
     bob.stop().await;
     relay.stop(true).await;
+
+    // Alice's audit log, written by two processes with a kill -9 between them, holds
+    // every packet of the thread (a step done again after the kill may log its packet
+    // twice, never not at all) and its chain is intact.
+    let thread = thread_of(&ha);
+    for home in [&ha, &hb] {
+        let log = home.dir().join(a2acp_runtime::audit_log::DIR);
+        a2acp_runtime::audit_log::verify(&log).expect("an intact chain");
+        let ids: std::collections::BTreeSet<String> = a2acp_runtime::audit_log::list(
+            &log,
+            &a2acp_runtime::audit_log::Filter {
+                thread: Some(thread.clone()),
+                ..Default::default()
+            },
+        )
+        .unwrap()
+        .iter()
+        // The thread_state summaries exchanged after the reconnect (§13.1) are logged
+        // too; the thread's eight are the negotiation's.
+        .filter(|e| e["type"] != "thread_state")
+        .map(|e| e["id"].as_str().unwrap().to_string())
+        .collect();
+        assert_eq!(ids.len(), 8, "every packet of the thread: {ids:?}");
+    }
+}
+
+/// The id of the one thread in `home`'s database (the agent has stopped).
+fn thread_of(home: &Home) -> String {
+    let store =
+        a2acp_runtime::store::Store::open(&home.db(), a2acp_runtime::store::Durability::Normal)
+            .unwrap();
+    let ids: Vec<String> = store
+        .load_all()
+        .unwrap()
+        .into_iter()
+        .filter_map(|(k, _)| k.strip_prefix("thread/").map(str::to_string))
+        .collect();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    ids[0].clone()
 }

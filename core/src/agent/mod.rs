@@ -91,7 +91,9 @@ use crate::rng::DetRng;
 use crate::time::Timestamp;
 
 pub use bridge::*;
-pub use events::{AgentEvent, Bug, DropReason, LlmFallbackTo};
+pub use events::{
+    AgentEvent, Bug, DropReason, Exchange, ExchangeDirection, FieldsNamed, LlmFallbackTo,
+};
 pub use group::{Group, GroupMember, GroupProposal, Sequence};
 pub use introductions::Introduction;
 pub use io::*;
@@ -432,6 +434,28 @@ impl Agent {
             .collect();
         out.sort_by_key(Suggestion::id);
         out
+    }
+    /// The values of the user's profile fields that are never_share — globally or for
+    /// any agent with an override — each string of at least four characters (the
+    /// threshold of the outgoing check): what a runtime must never write where the user's
+    /// peers or a shared channel could read it (the principal's audit log checks every
+    /// line against them).
+    pub fn never_share_values(&self) -> Vec<String> {
+        let me = &self.shared.config.address;
+        let mut out: BTreeSet<String> = BTreeSet::new();
+        for (field, value) in &self.shared.config.profile {
+            let never = std::iter::once(me)
+                .chain(self.shared.settings.overrides.keys())
+                .any(|peer| self.shared.tier(peer, field) == Tier::NeverShare);
+            if never {
+                out.extend(
+                    thread::packets::strings_of(value)
+                        .into_iter()
+                        .filter(|s| s.chars().count() >= 4),
+                );
+            }
+        }
+        out.into_iter().collect()
     }
     /// Current relationship overrides.
     pub fn overrides(&self) -> &BTreeMap<Address, RelationshipOverride> {

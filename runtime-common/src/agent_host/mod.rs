@@ -126,6 +126,10 @@ pub struct AgentHost {
     phase1: Option<crate::phase1_push::Phase1Pusher>,
     /// The relay URL (door) of the current connection, or of the last one.
     door: Option<String>,
+    /// The principal's audit log (seed 004 §6), for an agent with a home.
+    audit_log: Option<crate::audit_log::AuditLog>,
+    /// The transparency channel (seed 004 §5.2), if the config has one.
+    transparency: Option<crate::transparency::Transparency>,
 }
 
 /// What answers the agent's calls off its loop: the language model, and the runner of
@@ -136,6 +140,10 @@ pub struct Workers {
     pub llm: Option<crate::llm::LlmClient>,
     /// The runner of actions.
     pub actions: Option<crate::actions::ActionRunner>,
+    /// Where the messages sent and received are recorded (seed 004 §6).
+    pub audit_log: Option<crate::audit_log::AuditLog>,
+    /// Where their summaries are posted (seed 004 §5.2).
+    pub transparency: Option<crate::transparency::Transparency>,
 }
 
 impl std::fmt::Debug for AgentHost {
@@ -210,6 +218,8 @@ impl AgentHost {
             actions: workers.actions,
             phase1: None,
             door: None,
+            audit_log: workers.audit_log,
+            transparency: workers.transparency,
         };
         let effects = host.drain()?;
         Ok((host, effects, restored))
@@ -236,6 +246,21 @@ impl AgentHost {
                 home.dir().join("calendar"),
                 file.actions.clone(),
             )),
+            audit_log: Some(crate::audit_log::AuditLog::new(
+                home.dir(),
+                durability == Durability::Full,
+            )),
+            transparency: match &file.transparency {
+                Some(t) => Some(
+                    crate::transparency::Transparency::start(t, home.dir()).map_err(|message| {
+                        ConfigError::Invalid {
+                            path: home.config(),
+                            message,
+                        }
+                    })?,
+                ),
+                None => None,
+            },
         };
         let (host, effects, restored) =
             AgentHost::start_with(config, identity, store, crate::clock::now(), workers)?;
@@ -281,6 +306,50 @@ impl AgentHost {
                 meta: reply.meta,
             },
         )
+    }
+
+    /// Writes the audit log's entry of each record that is a message sent or received,
+    /// before the step's records are committed and its packets leave, and queues its
+    /// summary for the transparency channel.
+    fn log_messages(&mut self, audit: &[AuditRecord]) {
+        if self.audit_log.is_none() && self.transparency.is_none() {
+            return;
+        }
+        let me = self.agent.address().clone();
+        let mut secrets: Option<Vec<String>> = None;
+        for record in audit {
+            let Some(mut entry) = a2acp_core::audit_log::entry_of(record, &me) else {
+                continue;
+            };
+            let secrets = secrets.get_or_insert_with(|| self.agent.never_share_values());
+            a2acp_core::audit_log::scrub(&mut entry, secrets);
+            if let Some(t) = &self.transparency {
+                let wanted = entry.direction == a2acp_core::agent::ExchangeDirection::Sent
+                    || t.wants_received();
+                if wanted {
+                    entry.transparency_summary = t.offer(format!(
+                        "{}'s agent: {}",
+                        entry.from.principal, entry.summary
+                    ));
+                }
+            }
+            if let Some(log) = &mut self.audit_log {
+                log.append(&entry, record.at);
+            }
+        }
+        if let Some(log) = &mut self.audit_log {
+            log.sync();
+        }
+    }
+
+    /// The transparency channel's counters, if it has one.
+    pub fn transparency_stats(&self) -> Option<crate::transparency::TransparencyStats> {
+        self.transparency.as_ref().map(|t| t.stats())
+    }
+
+    /// The principal's audit log, if the agent has a home.
+    pub fn audit_log(&self) -> Option<&crate::audit_log::AuditLog> {
+        self.audit_log.as_ref()
     }
 
     /// The state machine (read only).
@@ -355,6 +424,10 @@ impl AgentHost {
                     other => batch.push(other),
                 }
             }
+            // The audit log's lines go first: a process killed between them and the
+            // commit does the step again after its restart (the relay redelivers, the
+            // user is asked again), so a message is logged at least once, never lost.
+            self.log_messages(&audit);
             if !ops.is_empty() || !audit.is_empty() {
                 self.store.apply(&ops, &audit)?;
                 self.stats.commits += 1;

@@ -54,6 +54,16 @@ impl AgentHost {
                 retry_after_secs: r.retry_after.map(|d| d.as_secs()),
             }),
             door: self.door.clone(),
+            audit_lost: self.audit_log.as_ref().map_or(0, |l| l.lost()),
+            transparency: self.transparency.as_ref().map(|t| {
+                let s = t.stats();
+                crate::control::TransparencyInfo {
+                    queued: s.queued,
+                    delivered: s.delivered,
+                    dropped: s.dropped,
+                    failed: s.failed,
+                }
+            }),
         }
     }
 

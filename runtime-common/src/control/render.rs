@@ -101,10 +101,23 @@ pub fn render_status(s: &StatusInfo) -> String {
             (false, None) => "offline (reconnecting)".into(),
         },
     };
-    format!(
+    let mut out = format!(
         "{} ({})\n  relay: {}\n  threads: {} ({} open) · prompts: {} · outbox: {}",
         s.address, s.key, relay, s.threads, s.open_threads, s.prompts, s.outbox
-    )
+    );
+    if s.audit_lost > 0 {
+        out.push_str(&format!(
+            "\n  audit log: {} entr(y/ies) not written — the disk refuses (see the agent's log)",
+            s.audit_lost
+        ));
+    }
+    if let Some(t) = &s.transparency {
+        out.push_str(&format!(
+            "\n  transparency: {} queued · {} delivered · {} dropped · {} failed",
+            t.queued, t.delivered, t.dropped, t.failed
+        ));
+    }
+    out
 }
 
 /// Text for `a2acp threads`: one row per thread; a group thread this agent coordinates

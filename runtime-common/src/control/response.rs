@@ -114,6 +114,30 @@ pub struct StatusInfo {
     /// was connected through last; absent before its first connection.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub door: Option<String>,
+    /// Audit log entries that could not be written since the disk began refusing (0:
+    /// writing works).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub audit_lost: u64,
+    /// The transparency channel's counters, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transparency: Option<TransparencyInfo>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// What the transparency channel did in this run (`status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TransparencyInfo {
+    /// Summaries queued.
+    pub queued: u64,
+    /// Delivered.
+    pub delivered: u64,
+    /// Dropped: the queue was full.
+    pub dropped: u64,
+    /// Posts that failed.
+    pub failed: u64,
 }
 
 /// Why the relay refused the agent's registration (`status`).

@@ -259,6 +259,8 @@ fn status_names_the_door_the_agent_is_on() {
         prompts: 0,
         refused: None,
         door: Some("ws://b:7447".into()),
+        audit_lost: 0,
+        transparency: None,
     };
     assert!(
         render_status(&s).contains("relay: online at ws://b:7447"),

@@ -106,6 +106,7 @@ impl Sim {
                 kind,
                 packet_id,
                 to,
+                ..
             } => Tag::Sent {
                 pid: packet_id.clone(),
                 kind: kind.clone(),
@@ -115,6 +116,7 @@ impl Sim {
                 kind,
                 packet_id,
                 from,
+                ..
             } => Tag::Received {
                 pid: packet_id.clone(),
                 kind: kind.clone(),

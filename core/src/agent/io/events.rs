@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::agent::io::ModelTier;
 use crate::agent::permissions::Tier;
 use crate::link::ErrorCode;
+use crate::packet::Body;
 use crate::space::SpaceRefusal;
 use crate::thread_state::ThreadState;
 use crate::time::Timestamp;
@@ -153,6 +154,10 @@ pub enum AgentEvent {
         packet_id: String,
         /// The recipient.
         to: Address,
+        /// The fields it names (never their values): what the principal's audit log says
+        /// of it.
+        #[serde(default)]
+        fields: FieldsNamed,
     },
     /// A packet reached the agent's logic (authentic, new, valid).
     Received {
@@ -162,7 +167,15 @@ pub enum AgentEvent {
         packet_id: String,
         /// The sender.
         from: Address,
+        /// The fields it names (never their values).
+        #[serde(default)]
+        fields: FieldsNamed,
     },
+    /// A message of a bridge's own protocol was sent or received (seed 004: an ACP
+    /// message or handshake step), as the principal's audit log records it. A bridge
+    /// emits it with [`crate::agent::Agent::audit_event`]; a2acp packets
+    /// are [`AgentEvent::Sent`] and [`AgentEvent::Received`].
+    Exchanged(Exchange),
     /// A packet sent before a reconnect is sent again (§13.1).
     Resent {
         /// Packet type.
@@ -430,6 +443,125 @@ pub enum AgentEvent {
     Note(String),
 }
 
+/// Field names a packet can list in the principal's audit log, per list (more are counted).
+pub const MAX_FIELDS_NAMED: usize = 16;
+
+/// The fields a packet names — asked for, given, withheld — never their values: what the
+/// principal's audit log and the transparency summary say of an end-to-end encrypted
+/// packet besides its type. Each name is cleaned for display and capped
+/// ([`crate::display::MAX_FIELD_NAME`]); each list keeps at most [`MAX_FIELDS_NAMED`]
+/// names and counts the rest.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldsNamed {
+    /// Fields asked of the recipient (`needs`, `additional_context_needed`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asked: Vec<String>,
+    /// Fields whose values the packet gives.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub given: Vec<String>,
+    /// Fields it says were withheld or are unavailable.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub withheld: Vec<String>,
+    /// Names left out of the lists above (past [`MAX_FIELDS_NAMED`] each).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub more: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+impl FieldsNamed {
+    /// The fields `body` names.
+    pub fn of(body: &Body) -> Self {
+        let asked: Vec<&str> = body.needs().iter().map(|n| n.field.as_str()).collect();
+        let given: Vec<&str> = body
+            .provided()
+            .map(|c| c.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        let mut withheld: Vec<&str> = Vec::new();
+        let declaration = match body {
+            Body::Context(b) => b.permissions.as_ref(),
+            Body::ContextRequest(b) => b.permissions.as_ref(),
+            Body::ContextResponse(b) => {
+                withheld.extend(b.context_unavailable.iter().map(|u| u.field.as_str()));
+                b.permissions.as_ref()
+            }
+            _ => None,
+        };
+        if let Some(d) = declaration {
+            withheld.extend(d.withheld_fields.iter().map(String::as_str));
+        }
+        let mut more = 0;
+        let mut list = |names: Vec<&str>| {
+            let mut out: Vec<String> = Vec::new();
+            for n in names {
+                let n = crate::display::line(n, crate::display::MAX_FIELD_NAME).into_owned();
+                if out.contains(&n) {
+                    continue;
+                }
+                if out.len() == MAX_FIELDS_NAMED {
+                    more += 1;
+                } else {
+                    out.push(n);
+                }
+            }
+            out
+        };
+        let asked = list(asked);
+        let given = list(given);
+        let withheld = list(withheld);
+        FieldsNamed {
+            asked,
+            given,
+            withheld,
+            more,
+        }
+    }
+
+    /// Whether it names no field.
+    pub fn is_empty(&self) -> bool {
+        self.asked.is_empty() && self.given.is_empty() && self.withheld.is_empty()
+    }
+}
+
+/// Whether a message was sent or received.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExchangeDirection {
+    /// This agent sent it.
+    Sent,
+    /// This agent received it.
+    Received,
+}
+
+/// One message of a bridge's own protocol (seed 004's ACP messages and handshake steps),
+/// as the principal's audit log records it ([`AgentEvent::Exchanged`]): typed facts only,
+/// never the message's body, from which the log's summary is written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Exchange {
+    /// Sent or received.
+    pub direction: ExchangeDirection,
+    /// The other agent's id in its protocol (ACP `agent-id`).
+    pub peer_agent: String,
+    /// The other agent's principal (ACP `principal-id`).
+    pub peer_principal: String,
+    /// The message's type (ACP `message-type`: request, response, notification, handoff).
+    pub kind: String,
+    /// Its method (`agent.announce`, `agent.request`…).
+    pub method: String,
+    /// Its id (`None` for a notification).
+    pub id: Option<String>,
+    /// Where it went or came from (`nats:agent.<id>.inbox`).
+    pub channel: String,
+    /// The fields it names, if its protocol names any.
+    #[serde(default)]
+    pub fields: FieldsNamed,
+    /// Whether its body was encrypted end to end.
+    #[serde(default)]
+    pub encrypted: bool,
+}
+
 /// Why an incoming envelope or packet was dropped.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -588,12 +720,29 @@ impl AgentEvent {
                 kind,
                 packet_id,
                 to,
+                ..
             } => write!(out, "sent {kind} {packet_id} to {to}"),
             E::Received {
                 kind,
                 packet_id,
                 from,
+                ..
             } => write!(out, "received {kind} {packet_id} from {from}"),
+            E::Exchanged(x) => write!(
+                out,
+                "{} {} {} {} {}",
+                match x.direction {
+                    ExchangeDirection::Sent => "sent",
+                    ExchangeDirection::Received => "received",
+                },
+                x.method,
+                x.id.as_deref().unwrap_or("(no id)"),
+                match x.direction {
+                    ExchangeDirection::Sent => "to",
+                    ExchangeDirection::Received => "from",
+                },
+                x.peer_agent
+            ),
             E::Resent { kind, packet_id } => {
                 write!(out, "re-sending {kind} {packet_id} (gap after reconnect)")
             }

@@ -248,6 +248,7 @@ impl Agent {
                 kind: packet.body.type_name().to_string(),
                 packet_id: packet.packet_id.clone(),
                 from: peer.clone(),
+                fields: FieldsNamed::of(&packet.body),
             },
         );
         if inactive {
@@ -657,6 +658,7 @@ impl ThreadStep<'_> {
             kind,
             packet_id: packet_id.clone(),
             to: peer.clone(),
+            fields: FieldsNamed::of(&p.body),
         });
         self.seal_and_queue(&packet_id, &bytes);
         Ok(packet_id)
