@@ -19,6 +19,7 @@
 //! describes the shape a new bridge takes.
 
 pub mod a2a;
+pub mod acp;
 pub mod phase1;
 pub mod retry;
 
