@@ -201,7 +201,9 @@ impl Headers {
             skill_layers_loaded.push(n as u8);
         }
         skill_layers_loaded.sort_unstable();
-        if skill_layers_loaded.windows(2).any(|w| w[0] == w[1]) {
+        let declared = skill_layers_loaded.len();
+        skill_layers_loaded.dedup();
+        if skill_layers_loaded.len() != declared {
             return Err(malformed("skill-layers-loaded", "a layer appears twice"));
         }
         Ok(Headers {

@@ -356,15 +356,11 @@ impl Message {
                 if let Some(h) = header {
                     c.insert("header".into(), json!(h));
                 }
-                let message: String = if message.len() > MAX_ERROR_MESSAGE {
-                    let mut end = MAX_ERROR_MESSAGE;
-                    while !message.is_char_boundary(end) {
-                        end -= 1;
-                    }
-                    message[..end].to_string()
-                } else {
-                    message.clone()
-                };
+                let message: String = message
+                    .char_indices()
+                    .take_while(|(i, c)| i + c.len_utf8() <= MAX_ERROR_MESSAGE)
+                    .map(|(_, c)| c)
+                    .collect();
                 m.insert(
                     "error".into(),
                     json!({ "code": code, "message": message, "data": Value::Object(c) }),

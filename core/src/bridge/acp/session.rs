@@ -259,7 +259,7 @@ pub enum AcpOutput {
         json: String,
     },
     /// What happened.
-    Event(AcpEvent),
+    Event(Box<AcpEvent>),
 }
 
 /// Why this agent could not send a message.
@@ -550,7 +550,12 @@ impl AcpSession {
         let m = match Message::parse(bytes) {
             Ok(m) => m,
             Err(e) => {
-                let (to, id, answer) = sender_of(bytes);
+                // An oversized message is not read at all, not even for its sender.
+                let (to, id, answer) = if matches!(e, AcpError::TooLarge { .. }) {
+                    (None, None, true)
+                } else {
+                    sender_of(bytes)
+                };
                 self.refuse(now, to, id, answer, e);
                 return;
             }
@@ -1014,6 +1019,6 @@ impl AcpSession {
     }
 
     fn event(&mut self, e: AcpEvent) {
-        self.out.push_back(AcpOutput::Event(e));
+        self.out.push_back(AcpOutput::Event(Box::new(e)));
     }
 }
