@@ -12,7 +12,9 @@
 //! - [`sign`]: the canonical signed bytes, signing and verifying;
 //! - [`seal`]: the encrypted body;
 //! - [`handshake`]: announcement, capabilities, trust ([`Handshake`]);
-//! - [`session`]: one agent's session with its peers ([`AcpSession`]).
+//! - [`session`]: one agent's session with its peers ([`AcpSession`]);
+//! - [`threads`]: an established peer's requests as the agent's threads, and the agent's
+//!   answers as ACP responses ([`threads::Threads`], a registered bridge).
 //!
 //! SPEC-NOTES "ACP (seed 004)" states every decision; docs/protocol.md "ACP (seed 004)"
 //! the wire format, with a worked example.
@@ -24,14 +26,18 @@ pub mod message;
 pub mod seal;
 pub mod session;
 pub mod sign;
+pub mod threads;
 
 pub use error::{code, AcpError};
 pub use handshake::{Announcement, Capabilities, Handshake, Trust, TrustLevel};
 pub use headers::{Headers, MessageType};
 pub use message::{Kind, Message, Method};
 pub use session::{AcpConfig, AcpEvent, AcpOutput, AcpSession, Handoff, RemoteError, SendError};
+pub use threads::{Answer, Threads};
 
 #[cfg(test)]
 mod message_tests;
 #[cfg(test)]
 mod session_tests;
+#[cfg(test)]
+mod threads_tests;

@@ -545,6 +545,29 @@ impl AcpSession {
         Ok(())
     }
 
+    /// Delivers what this agent has for `peer`: the answer to its request `request` if
+    /// that still waits, else (answered, timed out, or none) a notification with `body`.
+    /// What the ACP bridge on the agent releases ([`crate::bridge::acp::threads::Answer`])
+    /// goes out through here.
+    pub fn deliver(
+        &mut self,
+        now: Timestamp,
+        peer: &str,
+        request: Option<&str>,
+        body: &Map<String, Value>,
+        sensitive: bool,
+    ) -> Result<(), SendError> {
+        let waiting = request.filter(|id| {
+            self.peers
+                .get(peer)
+                .is_some_and(|p| p.inbound.contains_key(*id))
+        });
+        match waiting {
+            Some(id) => self.respond(now, peer, id, Ok(body), sensitive),
+            None => self.notify(now, peer, body, sensitive),
+        }
+    }
+
     /// One received message (addressed to this agent).
     pub fn handle(&mut self, now: Timestamp, bytes: &[u8]) {
         let m = match Message::parse(bytes) {
