@@ -12,6 +12,7 @@
 //! - [`sign`]: the canonical signed bytes, signing and verifying;
 //! - [`seal`]: the encrypted body;
 //! - [`handshake`]: announcement, capabilities, trust ([`Handshake`]);
+//! - [`io`]: the session's configuration, events, outputs and send errors;
 //! - [`session`]: one agent's session with its peers ([`AcpSession`]);
 //! - [`threads`]: an established peer's requests as the agent's threads, and the agent's
 //!   answers as ACP responses ([`threads::Threads`], a registered bridge).
@@ -22,6 +23,7 @@
 pub mod error;
 pub mod handshake;
 pub mod headers;
+pub mod io;
 pub mod message;
 pub mod seal;
 pub mod session;
