@@ -4,7 +4,8 @@
 //! a whole signed request/response round trip between two established sessions (both
 //! sides' signing and verifying, no transport).
 //!
-//! `cargo bench -p a2acp-core --bench acp` (`-- --test` runs each once, for CI).
+//! `cargo bench -p a2acp-core --bench acp` (`-- --test`, or `cargo test --benches`, runs
+//! each once, for CI).
 
 // Benches may read the clock; the crate's clippy.toml bans it for the sans-IO core only.
 #![allow(clippy::disallowed_types, clippy::disallowed_methods)]
@@ -84,7 +85,10 @@ fn time(runs: usize, mut f: impl FnMut(usize)) -> f64 {
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--test");
+    // `cargo bench` passes `--bench`; without it (`cargo test --benches`, `-- --test`
+    // given alone) each figure is taken once, quickly.
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--test") || !args.iter().any(|a| a == "--bench");
     let runs = if quick { 1 } else { 15 };
     let key = IdentityKey::from_seed([1; 32]);
     let h = Headers {
