@@ -17,7 +17,11 @@ pub const A2A_DOMAIN: &str = "a2a.invalid";
 /// The domains reserved for bridged peers (SPEC-NOTES "Adding a bridge"): peers of
 /// another protocol, reached only through their bridge, never through a relay. Each is
 /// under `.invalid` (RFC 2606), which no relay can serve.
-pub const BRIDGE_DOMAINS: &[&str] = &[A2A_DOMAIN];
+pub const BRIDGE_DOMAINS: &[&str] = &[A2A_DOMAIN, ACP_DOMAIN];
+/// The domain of the agents of the Agent Communication Protocol (seed 004) that reach an
+/// agent through its ACP bridge: `agent:<agent-id>@acp.invalid` (SPEC-NOTES "ACP (seed
+/// 004)").
+pub const ACP_DOMAIN: &str = "acp.invalid";
 
 /// A validated agent address such as `agent:alice@a2acp.io`.
 ///

@@ -7,6 +7,8 @@
 //!   direction (an a2acp agent driving a task on a plain A2A agent);
 //! - [`phase1`]: the A2A Phase-1 HTTP envelope (seed 001): its messages, validation, error
 //!   codes, HTTP statuses, retry rule and sender;
+//! - [`acp`]: the Agent Communication Protocol (seed 004): its signed JSON-RPC messages,
+//!   the handshake, and an established peer's requests as threads;
 //! - [`retry`]: the retry schedule both bridges' calls follow (seed 001's).
 //!
 //! Each bridge meets the agent through the agent's one bridge interface
@@ -19,13 +21,15 @@
 //! describes the shape a new bridge takes.
 
 pub mod a2a;
+pub mod acp;
 pub mod phase1;
 pub mod retry;
 
 /// Registers with `agent` the bridges that act on its inputs ([`crate::agent::Bridge`]):
-/// the A2A client direction ([`a2a::Client`]) and the Phase-1 task lifecycle
-/// ([`phase1::Tasks`]). The A2A server needs no registration: its listener calls it.
+/// the A2A client direction ([`a2a::Client`]), the Phase-1 task lifecycle
+/// ([`phase1::Tasks`]) and the ACP peers' threads ([`acp::Threads`]). The A2A server needs no registration: its listener calls it.
 pub fn install(agent: &mut crate::agent::Agent) {
     agent.add_bridge(Box::new(a2a::Client));
     agent.add_bridge(Box::new(phase1::Tasks));
+    agent.add_bridge(Box::new(acp::Threads));
 }

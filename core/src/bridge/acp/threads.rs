@@ -1,0 +1,223 @@
+//! An established ACP peer's requests as the agent's threads ([`Threads`], a registered
+//! [`Bridge`]): a request opens a thread with the peer `agent:<agent-id>@acp.invalid`, or
+//! continues the one it names, through the agent's bridge interface alone — the same
+//! permission tiers, consent prompts and negotiator as any thread; what the agent
+//! releases for that peer becomes the request's ACP response ([`Answer`]), or, once the
+//! request was answered, a notification. The session ([`crate::bridge::acp::AcpSession`])
+//! signs and sends it; this module holds no key and no state of its own (the thread's
+//! record keeps the request waiting, under [`NAME`]).
+//!
+//! The mapping (SPEC-NOTES "ACP (seed 004)": requests and threads): a request's body
+//! `action` is the thread's intent summary and `parameters` its context fields (the A2A
+//! bridge's mapping of a message's text and data, [`crate::bridge::a2a::task`]); with
+//! `thread_id` it continues that thread (the fields answer what the agent asked, a
+//! `decision` answers its proposal). The answer's body is `{"thread_id", "state",
+//! "packets"}`: the thread's id and lifecycle state and the packets the agent addressed to
+//! the peer, as written.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+use crate::address::{Address, ACP_DOMAIN};
+use crate::agent::permissions::{resolve_tier, Tier};
+use crate::agent::{Agent, Bridge, BridgeMessage, BridgeStep};
+use crate::bridge::a2a::server::Server;
+use crate::bridge::a2a::task::{self as a2a_task, Inbound};
+use crate::bridge::acp::error::code;
+use crate::time::Timestamp;
+
+/// The bridge's name ([`Bridge::name`], [`BridgeMessage::bridge`]) and the key of a
+/// thread's ACP state in its record.
+pub const NAME: &str = "acp";
+
+/// The a2acp address of the ACP agent `agent_id` (a valid `agent-id` is a valid
+/// username).
+pub fn peer_address(agent_id: &str) -> Option<Address> {
+    Address::new(agent_id, ACP_DOMAIN).ok()
+}
+
+/// What a thread keeps of its ACP peer (its bridge state under [`NAME`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AcpThread {
+    /// The peer's `agent-id`.
+    pub peer: String,
+    /// The request of the peer waiting for its answer, if one does.
+    pub request: Option<String>,
+}
+
+/// What the bridge releases for its peer ([`BridgeMessage::body`], JSON): the session
+/// answers `request` with `body` if it still waits, else sends `body` as a
+/// notification ([`crate::bridge::acp::AcpSession::deliver`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Answer {
+    /// The request it answers, if one waits.
+    pub request: Option<String>,
+    /// The body.
+    pub body: Map<String, Value>,
+    /// Whether it shares a field the agent's user marks ask_first or never_share: it is
+    /// encrypted to the peer.
+    pub sensitive: bool,
+}
+
+/// The ACP bridge on the agent.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Threads;
+
+impl Threads {
+    /// A request (`id`, `body`) of the established ACP peer `peer`: it opens a thread,
+    /// or continues the one it names. The thread's id, or the JSON-RPC error to answer
+    /// with. Outputs follow as for any input (persist first); the answer comes as a
+    /// [`BridgeMessage`] of this bridge, in this input or a later one.
+    pub fn request(
+        agent: &mut Agent,
+        now: Timestamp,
+        peer: &str,
+        id: &str,
+        body: &Map<String, Value>,
+    ) -> Result<String, (i64, String)> {
+        agent.bridged_input(now, |a| request_in(a, peer, id, body))
+    }
+}
+
+fn request_in(
+    agent: &mut Agent,
+    peer_id: &str,
+    id: &str,
+    body: &Map<String, Value>,
+) -> Result<String, (i64, String)> {
+    let params = |why: String| (code::INVALID_PARAMS, why);
+    let peer = peer_address(peer_id).ok_or_else(|| params("not a valid agent-id".into()))?;
+    let text = match body.get("action") {
+        None => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => return Err(params("`body.action` is not a string".into())),
+    };
+    let mut data = match body.get("parameters") {
+        None => Map::new(),
+        Some(Value::Object(o)) => o.clone(),
+        Some(_) => return Err(params("`body.parameters` is not an object".into())),
+    };
+    if let Some(d) = body.get("decision") {
+        data.insert("decision".into(), d.clone());
+    }
+    let state = AcpThread {
+        peer: peer_id.to_string(),
+        request: Some(id.to_string()),
+    };
+    let state = serde_json::to_value(&state).map_err(|e| (code::INTERNAL_ERROR, e.to_string()))?;
+    match body.get("thread_id") {
+        Some(Value::String(tid)) => {
+            let view = agent
+                .thread_view(tid)
+                .filter(|t| t.peer() == &peer)
+                .ok_or_else(|| params(format!("no thread `{tid}` with this agent")))?;
+            let inbound = Inbound {
+                message_id: id.to_string(),
+                context_id: None,
+                task_id: Some(tid.clone()),
+                text,
+                data,
+            };
+            let bodies = a2a_task::reply_bodies(&view, &inbound).map_err(|e| params(e.message))?;
+            let tid = tid.clone();
+            agent.set_bridge_state(&tid, NAME, Some(state));
+            for b in bodies {
+                agent.bridged_said(&peer, &tid, b);
+            }
+            Ok(tid)
+        }
+        Some(_) => Err(params("`body.thread_id` is not a string".into())),
+        None => {
+            if text.is_empty() {
+                return Err(params("`body.action` is required to open a thread".into()));
+            }
+            let inbound = Inbound {
+                message_id: id.to_string(),
+                context_id: Some(format!("acp-{id}")),
+                task_id: None,
+                text,
+                data,
+            };
+            let tid =
+                Server::new_task(agent, &peer, &inbound).map_err(|e| (code::REFUSED, e.message))?;
+            agent.set_bridge_state(&tid, NAME, Some(state));
+            Ok(tid)
+        }
+    }
+}
+
+/// Whether `packet` shares a field whose tier for `peer` is ask_first or never_share.
+fn sensitive(agent: &Agent, peer: &Address, packet: &Value) -> bool {
+    packet
+        .get("context_provided")
+        .and_then(Value::as_object)
+        .is_some_and(|c| {
+            c.keys().any(|k| {
+                matches!(
+                    resolve_tier(agent.permissions(), agent.overrides(), peer, k),
+                    Tier::AskFirst | Tier::NeverShare
+                )
+            })
+        })
+}
+
+impl Bridge for Threads {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn peer_kind(&self) -> &'static str {
+        "its ACP agent"
+    }
+
+    /// The packets released for ACP peers, by thread, become one [`Answer`] each.
+    fn step(&self, agent: &mut Agent, step: &BridgeStep) {
+        let mut threads: Vec<&str> = Vec::new();
+        for p in &step.packets {
+            if p.peer.domain() == ACP_DOMAIN && !threads.contains(&p.thread_id.as_str()) {
+                threads.push(&p.thread_id);
+            }
+        }
+        for tid in threads {
+            let Some(view) = agent.thread_view(tid) else {
+                continue;
+            };
+            let Some(mut state) = view
+                .bridge_state(NAME)
+                .and_then(|v| serde_json::from_value::<AcpThread>(v.clone()).ok())
+            else {
+                continue;
+            };
+            let peer = view.peer().clone();
+            let packets: Vec<Value> = step
+                .packets
+                .iter()
+                .filter(|p| p.thread_id == tid)
+                .filter_map(|p| serde_json::from_str(&p.json).ok())
+                .collect();
+            let answer = Answer {
+                request: state.request.take(),
+                sensitive: packets.iter().any(|p| sensitive(agent, &peer, p)),
+                body: json!({
+                    "thread_id": tid,
+                    "state": view.state().as_str(),
+                    "packets": packets,
+                })
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+            };
+            let Ok(body) = serde_json::to_string(&answer) else {
+                continue;
+            };
+            let tid = tid.to_string();
+            agent.set_bridge_state(&tid, NAME, serde_json::to_value(&state).ok());
+            agent.send_bridge_message(BridgeMessage {
+                bridge: NAME.into(),
+                thread_id: tid,
+                endpoint: state.peer,
+                body,
+            });
+        }
+    }
+}
