@@ -10,10 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_nats::jetstream::{self, kv};
 use futures_util::StreamExt;
 
-use super::{hex, unhex, Cluster, ClusterConfig, ClusterError};
+use super::{hex, unhex, Cluster};
 
 /// The bucket of live nodes.
 pub const NODES_BUCKET: &str = "a2acp_nodes";
@@ -40,26 +39,6 @@ pub struct ClusterHealth {
 pub(crate) struct HealthCell {
     pub(crate) connected: AtomicBool,
     figures: Mutex<(u64, Vec<String>)>,
-}
-
-pub(super) async fn open(
-    js: &jetstream::Context,
-    config: &ClusterConfig,
-) -> Result<kv::Store, ClusterError> {
-    if let Ok(store) = js.get_key_value(NODES_BUCKET).await {
-        return Ok(store);
-    }
-    js.create_key_value(kv::Config {
-        bucket: NODES_BUCKET.to_string(),
-        description: "a2acp: the relay nodes alive".to_string(),
-        history: 1,
-        max_age: NODE_TTL,
-        storage: jetstream::stream::StorageType::File,
-        num_replicas: config.replicas,
-        ..Default::default()
-    })
-    .await
-    .map_err(|e| ClusterError::JetStream(e.to_string()))
 }
 
 impl Cluster {

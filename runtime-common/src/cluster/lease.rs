@@ -10,9 +10,9 @@
 
 use std::time::Duration;
 
-use async_nats::jetstream::{self, kv};
+use async_nats::jetstream::kv;
 
-use super::{Cluster, ClusterConfig, ClusterError};
+use super::Cluster;
 
 /// The bucket of leases.
 pub const LEASES_BUCKET: &str = "a2acp_leases";
@@ -22,26 +22,6 @@ pub const FEDERATOR: &str = "federator";
 pub const LEASE_BEAT: Duration = Duration::from_secs(2);
 /// How long after its last renewal a lease is forgotten.
 pub const LEASE_TTL: Duration = Duration::from_secs(10);
-
-pub(super) async fn open(
-    js: &jetstream::Context,
-    config: &ClusterConfig,
-) -> Result<kv::Store, ClusterError> {
-    if let Ok(store) = js.get_key_value(LEASES_BUCKET).await {
-        return Ok(store);
-    }
-    js.create_key_value(kv::Config {
-        bucket: LEASES_BUCKET.to_string(),
-        description: "a2acp: which node holds each role".to_string(),
-        history: 1,
-        max_age: LEASE_TTL,
-        storage: jetstream::stream::StorageType::File,
-        num_replicas: config.replicas,
-        ..Default::default()
-    })
-    .await
-    .map_err(|e| ClusterError::JetStream(e.to_string()))
-}
 
 impl Cluster {
     /// Competes for the lease `name` for as long as `changes` is open, sending `true`

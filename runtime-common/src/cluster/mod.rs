@@ -343,6 +343,32 @@ pub(crate) async fn open_bucket(
     .map_err(|e| ClusterError::JetStream(e.to_string()))
 }
 
+/// The key-value bucket `bucket` whose entries expire `ttl` after their last write (file
+/// storage, `replicas` copies, one revision per key), made if the cluster has none.
+pub(crate) async fn open_expiring_bucket(
+    js: &async_nats::jetstream::Context,
+    config: &ClusterConfig,
+    bucket: &str,
+    description: &str,
+    ttl: Duration,
+) -> Result<async_nats::jetstream::kv::Store, ClusterError> {
+    use async_nats::jetstream::{kv, stream::StorageType};
+    if let Ok(store) = js.get_key_value(bucket).await {
+        return Ok(store);
+    }
+    js.create_key_value(kv::Config {
+        bucket: bucket.to_string(),
+        description: description.to_string(),
+        history: 1,
+        max_age: ttl,
+        storage: StorageType::File,
+        num_replicas: config.replicas,
+        ..Default::default()
+    })
+    .await
+    .map_err(|e| ClusterError::JetStream(e.to_string()))
+}
+
 impl Link {
     async fn open(
         config: ClusterConfig,
@@ -383,8 +409,22 @@ impl Link {
                 let registry = registry::open(&js, &config).await?;
                 let presence = presence::open(&js, &config).await?;
                 let queue = queue::open(&js, &config).await?;
-                let nodes = health::open(&js, &config).await?;
-                let leases = lease::open(&js, &config).await?;
+                let nodes = open_expiring_bucket(
+                    &js,
+                    &config,
+                    health::NODES_BUCKET,
+                    "a2acp: the relay nodes alive",
+                    health::NODE_TTL,
+                )
+                .await?;
+                let leases = open_expiring_bucket(
+                    &js,
+                    &config,
+                    lease::LEASES_BUCKET,
+                    "a2acp: which node holds each role",
+                    lease::LEASE_TTL,
+                )
+                .await?;
                 Ok::<_, ClusterError>((registry, presence, queue, nodes, leases))
             };
             let attempt = tokio::time::timeout(config.request_timeout, open).await;

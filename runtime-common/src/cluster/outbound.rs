@@ -11,13 +11,11 @@
 //! a federator killed in between leaves the packet for the next one, whose notice the
 //! stream then keeps once).
 
-use std::time::Duration;
-
 use async_nats::jetstream;
 
 use a2acp_core::Address;
 
-use super::queue::{delete, notice_subject, publish, read_from, Enqueued};
+use super::queue::{delete, notice_subject, publish, Enqueued};
 use super::{hex, unhex, Cluster, ClusterError, Pending};
 
 /// Every outbound subject.
@@ -106,34 +104,7 @@ impl Cluster {
     /// most `window` ahead of the caller; goes on through the cluster's faults like a
     /// recipient's watch. Dropping the reader ends it.
     pub fn read_outbound(&self, window: usize) -> OutboundReader {
-        let (tx, packets) = flume::bounded(window.max(1));
-        let (stop, stopped) = flume::bounded::<()>(0);
-        self.spawn(move |link| async move {
-            let run = async {
-                let mut next: Option<u64> = None;
-                loop {
-                    let read = read_from(&link, OUTBOUND_SUBJECTS, next, &tx, outbound).await;
-                    let (last, why) = match read {
-                        Ok(last) => (last, None),
-                        Err((last, e)) => (last, Some(e)),
-                    };
-                    if tx.is_disconnected() {
-                        return;
-                    }
-                    if let Some(last) = last {
-                        next = Some(last + 1);
-                    }
-                    if let Some(e) = why {
-                        tracing::debug!("outbound reader: {e}; reading again");
-                    }
-                    tokio::time::sleep(Duration::from_millis(250)).await;
-                }
-            };
-            tokio::select! {
-                _ = run => {}
-                _ = stopped.recv_async() => {}
-            }
-        });
+        let (packets, stop) = self.read_on(OUTBOUND_SUBJECTS.to_string(), window, outbound);
         OutboundReader {
             packets,
             _stop: stop,

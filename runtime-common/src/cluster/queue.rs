@@ -291,14 +291,30 @@ impl Cluster {
     /// leader being elected) is made again from the packet after the last one read, so
     /// the watch goes on through the cluster's faults. Dropping the [`Watch`] ends it.
     pub fn watch(&self, recipient: &Address, window: usize) -> Watch {
+        let (packets, stop) = self.read_on(recipient_subjects(recipient), window, queued);
+        Watch {
+            packets,
+            _stop: stop,
+        }
+    }
+
+    /// Reads `filter`'s messages, oldest first, then each as it is stored, each as `map`
+    /// makes it, at most `window` ahead of the caller, through the cluster's faults (a
+    /// consumer lost is made again from the message after the last one read), until the
+    /// returned sender is dropped.
+    pub(super) fn read_on<T: Send + 'static>(
+        &self,
+        filter: String,
+        window: usize,
+        map: fn(&jetstream::Message, u64) -> Option<T>,
+    ) -> (flume::Receiver<Result<T, ClusterError>>, flume::Sender<()>) {
         let (tx, packets) = flume::bounded(window.max(1));
         let (stop, stopped) = flume::bounded::<()>(0);
-        let filter = recipient_subjects(recipient);
         self.spawn(move |link| async move {
             let run = async {
                 let mut next: Option<u64> = None;
                 loop {
-                    let (last, why) = match read_from(&link, &filter, next, &tx, queued).await {
+                    let (last, why) = match read_from(&link, &filter, next, &tx, map).await {
                         Ok(last) => (last, None),
                         Err((last, e)) => (last, Some(e)),
                     };
@@ -309,7 +325,7 @@ impl Cluster {
                         next = Some(last + 1);
                     }
                     if let Some(e) = why {
-                        tracing::debug!("queue watch of {filter}: {e}; reading again");
+                        tracing::debug!("reading {filter}: {e}; reading again");
                     }
                     tokio::time::sleep(Duration::from_millis(250)).await;
                 }
@@ -319,10 +335,7 @@ impl Cluster {
                 _ = stopped.recv_async() => {}
             }
         });
-        Watch {
-            packets,
-            _stop: stop,
-        }
+        (packets, stop)
     }
 }
 
@@ -349,7 +362,7 @@ fn queued(message: &jetstream::Message, id: u64) -> Option<Queued> {
 /// makes it (one it makes nothing of is skipped), until the consumer ends or fails, or
 /// the caller has gone: the last sequence read (to go on from), with why it stopped if
 /// it failed.
-pub(super) async fn read_from<T>(
+async fn read_from<T>(
     link: &super::Link,
     filter: &str,
     from: Option<u64>,
