@@ -39,7 +39,8 @@
 //! url = "https://hooks.slack.com/services/…"
 //! ```
 //!
-//! Every key of `[transparency]` is described in [`crate::transparency`].
+//! Every key of `[transparency]` is described in [`crate::transparency`], every key of
+//! `[acp]` (ACP, seed 004: the gateway, NATS, the principal) in [`crate::acp`].
 //!
 //! The permissions here are the agent's *initial* tiers. Once the agent has run, its tiers
 //! live in its database and change with `a2acp permissions set` (which the agent applies
@@ -178,6 +179,10 @@ pub struct AgentFile {
     /// [`crate::transparency`]; none without the table.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transparency: Option<crate::transparency::TransparencyConfig>,
+    /// ACP (seed 004): the gateway and NATS this agent speaks ACP through, see
+    /// [`crate::acp`]; none without the table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acp: Option<crate::acp::AcpFile>,
 }
 
 impl AgentFile {
@@ -196,6 +201,7 @@ impl AgentFile {
             limits: LimitsFile::default(),
             actions: BTreeMap::new(),
             transparency: None,
+            acp: None,
         }
     }
 
@@ -221,6 +227,15 @@ impl AgentFile {
         })?;
         if let Some(t) = &f.transparency {
             t.check().map_err(|message| ConfigError::Invalid {
+                path: path.to_path_buf(),
+                message,
+            })?;
+        }
+        if let Some(a) = &f.acp {
+            let user = Address::parse(&f.address)
+                .map(|a| a.user().to_string())
+                .unwrap_or_default();
+            a.check(&user).map_err(|message| ConfigError::Invalid {
                 path: path.to_path_buf(),
                 message,
             })?;

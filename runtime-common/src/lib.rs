@@ -26,6 +26,8 @@
 //! - [`tls`]: TLS for the relay link (rustls): the agent's trusted roots (web PKI and a
 //!   private CA), the relay's certificate and key, the plain-or-TLS stream;
 //! - [`term`]: the terminal of an interactive agent (raw mode, one key per choice);
+//! - [`acp`]: ACP (seed 004) beside the agent: its session, the gateway and the NATS
+//!   inbox;
 //! - [`cli`]: the flags of `relay` and `agent run`, shared by both binaries;
 //! - [`race`]: waiting for the first of two futures;
 //! - [`prompt`]: the text of the §7.3 consent prompt and the §8.2 resolution prompt, one
@@ -51,6 +53,7 @@
 
 pub mod a2a;
 pub mod a2a_client;
+pub mod acp;
 pub mod actions;
 pub mod admission;
 pub mod agent_host;

@@ -290,7 +290,8 @@ pub(crate) enum ThreadCmd {
     Start {
         /// The other agent; repeated (`--to A --to B …`, up to 15), a group thread your
         /// agent coordinates. Or a plain A2A agent: its agent card's URL
-        /// (`https://…/.well-known/agent-card.json`) or base URL (§18).
+        /// (`https://…/.well-known/agent-card.json`) or base URL (§18). Or an ACP agent
+        /// (seed 004): `acp:<agent-id>`, reached through the `[acp]` gateway.
         #[arg(long, required = true)]
         to: Vec<String>,
         /// Intent category, e.g. scheduling.

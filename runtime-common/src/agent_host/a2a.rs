@@ -2,7 +2,7 @@
 //! client, one Phase-1 message; the agent answers, the host commits, then the listener
 //! writes the answer.
 
-use a2acp_core::agent::Input;
+use a2acp_core::agent::{Command, Input};
 use a2acp_core::bridge::a2a::{A2aClientCall, A2aOutcome, A2aReply, Client, Server};
 use a2acp_core::bridge::phase1::{Phase1Reply, Tasks};
 use a2acp_core::packet::{Context, Intent};
@@ -49,13 +49,16 @@ impl AgentHost {
         Ok((calls, self.drain()?))
     }
 
-    /// `start_thread` to an A2A agent's URL (§18): one recipient only (`one`); the
-    /// agent reads the card and drives the task. Answers the thread id at once (nothing
-    /// goes through the relay), or why no thread started.
+    /// `start_thread` to a bridged peer: an A2A agent's URL (§18, `bridge` "a2a": the
+    /// agent reads the card and drives the task) or an ACP agent (`acp:ID`, `bridge`
+    /// "acp": the handshake, then the first packet as a request). One recipient only
+    /// (`one`). Answers the thread id at once (nothing goes through the relay), or why no
+    /// thread started.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn start_a2a(
+    pub(super) fn start_bridged(
         &mut self,
         now: Timestamp,
+        bridge: &str,
         one: bool,
         to: Recipients,
         category: String,
@@ -66,7 +69,7 @@ impl AgentHost {
         if !one {
             return Ok((
                 Response::err(
-                    "a thread with an A2A agent (--to https://…) has that one recipient: no group, --quorum or --sequential",
+                    "a thread with an A2A agent (--to https://…) or an ACP agent (--to acp:ID) has that one recipient: no group, --quorum or --sequential",
                 ),
                 Vec::new(),
             ));
@@ -87,7 +90,12 @@ impl AgentHost {
         let before: Vec<String> = self.agent.threads().keys().cloned().collect();
         let e = self.handle(
             now,
-            Input::Command(Client::start(url, intent, context.unwrap_or_default())),
+            Input::Command(Command::StartBridgedThread {
+                bridge: bridge.into(),
+                to: url,
+                intent,
+                context: context.unwrap_or_default(),
+            }),
         )?;
         let new = self
             .agent
@@ -99,7 +107,9 @@ impl AgentHost {
             Some(id) => {
                 let peer = self.agent.thread(&id).map(|t| t.peer.to_string());
                 (
-                    Response::ok(serde_json::json!({ "thread_id": id, "a2a": true, "peer": peer })),
+                    Response::ok(
+                        serde_json::json!({ "thread_id": id, bridge: true, "peer": peer }),
+                    ),
                     e,
                 )
             }

@@ -34,6 +34,7 @@ use crate::keys::KeyError;
 use crate::store::{Durability, Store, StoreError};
 
 mod a2a;
+mod acp;
 mod drift;
 mod fields;
 mod groups;
@@ -130,6 +131,8 @@ pub struct AgentHost {
     audit_log: Option<crate::audit_log::AuditLog>,
     /// The transparency channel (seed 004 §5.2), if the config has one.
     transparency: Option<crate::transparency::Transparency>,
+    /// ACP (seed 004), if the config has an `[acp]` table.
+    acp: Option<crate::acp::AcpHost>,
 }
 
 /// What answers the agent's calls off its loop: the language model, and the runner of
@@ -144,6 +147,8 @@ pub struct Workers {
     pub audit_log: Option<crate::audit_log::AuditLog>,
     /// Where their summaries are posted (seed 004 §5.2).
     pub transparency: Option<crate::transparency::Transparency>,
+    /// ACP's session and link (seed 004).
+    pub acp: Option<crate::acp::AcpHost>,
 }
 
 impl std::fmt::Debug for AgentHost {
@@ -220,6 +225,7 @@ impl AgentHost {
             door: None,
             audit_log: workers.audit_log,
             transparency: workers.transparency,
+            acp: workers.acp,
         };
         let effects = host.drain()?;
         Ok((host, effects, restored))
@@ -257,6 +263,22 @@ impl AgentHost {
                             path: home.config(),
                             message,
                         }
+                    })?,
+                ),
+                None => None,
+            },
+            acp: match &file.acp {
+                Some(a) => Some(
+                    crate::acp::AcpHost::start(
+                        a,
+                        config.address.user(),
+                        home.dir(),
+                        &identity,
+                        crate::clock::os_seed()?,
+                    )
+                    .map_err(|message| ConfigError::Invalid {
+                        path: home.config(),
+                        message,
                     })?,
                 ),
                 None => None,
@@ -397,13 +419,22 @@ impl AgentHost {
     /// The timer of [`AgentHost::poll_timeout`] fired.
     pub fn handle_timeout(&mut self, now: Timestamp) -> Result<Vec<Effect>, HostError> {
         self.now = self.now.max(now);
+        if let Some(a) = &mut self.acp {
+            if a.poll_timeout().is_some_and(|t| t <= self.now) {
+                a.handle_timeout(self.now);
+            }
+        }
         self.agent.handle_timeout(self.now);
         self.drain()
     }
 
     /// When [`AgentHost::handle_timeout`] must be called.
     pub fn poll_timeout(&self) -> Option<Timestamp> {
-        self.agent.poll_timeout()
+        let acp = self.acp.as_ref().and_then(|a| a.poll_timeout());
+        match (self.agent.poll_timeout(), acp) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Drains the core: commits persists (and audit records) in one transaction, then
@@ -434,6 +465,10 @@ impl AgentHost {
             }
             for o in batch {
                 self.execute(o, &mut effects)?;
+            }
+            if let Some(todo) = self.acp.as_mut().and_then(|a| a.next_todo()) {
+                self.acp_todo(todo);
+                continue;
             }
             match self.follow_up.pop_front() {
                 Some(input) => self.agent.handle(self.now, input),
@@ -519,6 +554,12 @@ impl AgentHost {
                 self.phase1
                     .get_or_insert_with(crate::phase1_push::Phase1Pusher::new)
                     .submit(m)
+            }
+            // An ACP answer or request: signed and sent by the session.
+            Output::Bridged(Bridged::Message(m))
+                if m.bridge == a2acp_core::bridge::acp::threads::NAME =>
+            {
+                self.acp_message(m)
             }
             // No other bridge sends to endpoints of its own.
             Output::Bridged(Bridged::Message(_)) => {}

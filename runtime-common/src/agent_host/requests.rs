@@ -178,7 +178,19 @@ impl AgentHost {
                 .any(|a| a2acp_core::bridge::a2a::client::is_url(a)) =>
             {
                 let one = to.list().len() == 1 && quorum.is_none() && !sequential;
-                self.start_a2a(now, one, to, category, summary, context, urgent)?
+                self.start_bridged(now, "a2a", one, to, category, summary, context, urgent)?
+            }
+            Request::StartThread {
+                to,
+                category,
+                summary,
+                context,
+                urgent,
+                quorum,
+                sequential,
+            } if to.list().iter().any(|a| a.starts_with("acp:")) => {
+                let one = to.list().len() == 1 && quorum.is_none() && !sequential;
+                self.start_bridged(now, "acp", one, to, category, summary, context, urgent)?
             }
             Request::StartThread {
                 to,

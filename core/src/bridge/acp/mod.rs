@@ -12,15 +12,20 @@
 //! - [`sign`]: the canonical signed bytes, signing and verifying;
 //! - [`seal`]: the encrypted body;
 //! - [`handshake`]: announcement, capabilities, trust ([`Handshake`]);
+//! - [`exchange`]: what the principal's audit log records of a message;
 //! - [`io`]: the session's configuration, events, outputs and send errors;
 //! - [`session`]: one agent's session with its peers ([`AcpSession`]);
-//! - [`threads`]: an established peer's requests as the agent's threads, and the agent's
-//!   answers as ACP responses ([`threads::Threads`], a registered bridge).
+//! - [`threads`]: an established peer's requests and handoffs as the agent's threads, and
+//!   the agent's answers as ACP responses ([`threads::Threads`], a registered bridge);
+//!   `asking`: the other way, threads this agent opens with an ACP agent, its packets
+//!   as its own requests and the peer's responses read back.
 //!
 //! SPEC-NOTES "ACP (seed 004)" states every decision; docs/protocol.md "ACP (seed 004)"
 //! the wire format, with a worked example.
 
+mod asking;
 pub mod error;
+pub mod exchange;
 pub mod handshake;
 pub mod headers;
 pub mod io;

@@ -24,6 +24,7 @@ use crate::agent::{Agent, Bridge, BridgeMessage, BridgeStep};
 use crate::bridge::a2a::server::Server;
 use crate::bridge::a2a::task::{self as a2a_task, Inbound};
 use crate::bridge::acp::error::code;
+use crate::bridge::acp::io::Handoff;
 use crate::time::Timestamp;
 
 /// The bridge's name ([`Bridge::name`], [`BridgeMessage::bridge`]) and the key of a
@@ -43,11 +44,18 @@ pub struct AcpThread {
     pub peer: String,
     /// The request of the peer waiting for its answer, if one does.
     pub request: Option<String>,
+    /// This agent's request to the peer waiting for the peer's response, if one does
+    /// ([`Threads::asked`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked: Option<String>,
 }
 
 /// What the bridge releases for its peer ([`BridgeMessage::body`], JSON): the session
-/// answers `request` with `body` if it still waits, else sends `body` as a
-/// notification ([`crate::bridge::acp::AcpSession::deliver`]).
+/// answers `request` with `body` if it still waits ([`crate::bridge::acp::AcpSession::deliver`]);
+/// with no request to answer (a thread this agent opened, or one whose request was
+/// answered already) the runtime sends `body` as this agent's own `agent.request`
+/// ([`crate::bridge::acp::AcpSession::request`]) and tells the bridge its id
+/// ([`Threads::asked`]): the peer's response continues the thread ([`Threads::response`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Answer {
     /// The request it answers, if one waits.
@@ -79,6 +87,41 @@ impl Threads {
     }
 }
 
+impl Threads {
+    /// A handoff (`id`) of the established ACP peer `peer` (seed 004 §3.4): it opens a
+    /// thread that goes on from what the handoff carried — its `context` are the
+    /// thread's context fields, so the agent does not ask for them again; its `action`
+    /// (or, without one, what `remaining` lists) is the intent. The handoff is answered
+    /// like a request, by the thread's first answer. The thread's id, or the JSON-RPC
+    /// error to answer with.
+    pub fn handoff(
+        agent: &mut Agent,
+        now: Timestamp,
+        peer: &str,
+        id: &str,
+        handoff: &Handoff,
+    ) -> Result<String, (i64, String)> {
+        let mut body = Map::new();
+        let action = match handoff.rest.get("action") {
+            Some(Value::String(a)) if !a.trim().is_empty() => a.clone(),
+            _ => {
+                let remaining: Vec<String> = handoff
+                    .remaining
+                    .iter()
+                    .map(|r| match r {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    })
+                    .collect();
+                format!("Continue a handoff: {}", remaining.join("; "))
+            }
+        };
+        body.insert("action".into(), Value::String(action));
+        body.insert("parameters".into(), Value::Object(handoff.context.clone()));
+        agent.bridged_input(now, |a| request_in(a, peer, id, &body))
+    }
+}
+
 fn request_in(
     agent: &mut Agent,
     peer_id: &str,
@@ -103,6 +146,7 @@ fn request_in(
     let state = AcpThread {
         peer: peer_id.to_string(),
         request: Some(id.to_string()),
+        asked: None,
     };
     let state = serde_json::to_value(&state).map_err(|e| (code::INTERNAL_ERROR, e.to_string()))?;
     match body.get("thread_id") {
@@ -146,6 +190,19 @@ fn request_in(
     }
 }
 
+/// The context fields `packets` share (`context_provided`, `context`), merged in order.
+fn shared_fields(packets: &[Value]) -> Map<String, Value> {
+    let mut fields = Map::new();
+    for p in packets {
+        for key in ["context_provided", "context"] {
+            if let Some(c) = p.get(key).and_then(Value::as_object) {
+                fields.extend(c.iter().map(|(k, v)| (k.clone(), v.clone())));
+            }
+        }
+    }
+    fields
+}
+
 /// Whether `packet` shares a field whose tier for `peer` is ask_first or never_share.
 fn sensitive(agent: &Agent, peer: &Address, packet: &Value) -> bool {
     packet
@@ -168,6 +225,18 @@ impl Bridge for Threads {
 
     fn peer_kind(&self) -> &'static str {
         "its ACP agent"
+    }
+
+    /// `thread start --to acp:<agent-id>`: a thread with the ACP agent `to`; its first
+    /// packet goes as this agent's `agent.request` once the handshake completed.
+    fn open(
+        &self,
+        agent: &mut Agent,
+        to: &str,
+        intent: crate::packet::Intent,
+        context: crate::packet::Context,
+    ) -> Option<String> {
+        super::asking::open(agent, to, intent, context)
     }
 
     /// The packets released for ACP peers, by thread, become one [`Answer`] each.
@@ -195,17 +264,28 @@ impl Bridge for Threads {
                 .filter(|p| p.thread_id == tid)
                 .filter_map(|p| serde_json::from_str(&p.json).ok())
                 .collect();
+            let request = state.request.take();
+            let mut body = json!({
+                "thread_id": tid,
+                "state": view.state().as_str(),
+                "packets": packets,
+            })
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+            if request.is_none() {
+                // This agent's own request: what a peer that knows only seed 004 reads
+                // (§8: `action`, `parameters`), beside the packets.
+                body.insert(
+                    "action".into(),
+                    Value::String(view.intent().summary.clone()),
+                );
+                body.insert("parameters".into(), Value::Object(shared_fields(&packets)));
+            }
             let answer = Answer {
-                request: state.request.take(),
+                request,
                 sensitive: packets.iter().any(|p| sensitive(agent, &peer, p)),
-                body: json!({
-                    "thread_id": tid,
-                    "state": view.state().as_str(),
-                    "packets": packets,
-                })
-                .as_object()
-                .cloned()
-                .unwrap_or_default(),
+                body,
             };
             let Ok(body) = serde_json::to_string(&answer) else {
                 continue;

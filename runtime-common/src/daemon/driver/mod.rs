@@ -34,6 +34,8 @@ enum Ev {
             a2acp_core::bridge::a2a::A2aOutcome,
         )>,
     ),
+    /// A message or a key from the ACP link.
+    Acp(Option<crate::acp::Incoming>),
     Timer,
 }
 
@@ -95,6 +97,7 @@ impl Driver {
         let llm = self.host.llm_replies();
         let work = self.host.action_results();
         let a2a_out = self.a2a_client.outcomes();
+        let acp = self.host.acp_link();
         let mut link_open = true;
         let mut turn = false;
         loop {
@@ -150,6 +153,12 @@ impl Driver {
                 let from_work = race(from_work, async {
                     Ev::A2aClient(a2a_out.recv_async().await.ok())
                 });
+                let from_work = race(from_work, async {
+                    match &acp {
+                        Some(r) => Ev::Acp(r.recv_async().await.ok()),
+                        None => never().await,
+                    }
+                });
                 let from_keys = async {
                     match &keys {
                         Some(k) => Ev::Key(k.recv_async().await.ok()),
@@ -200,12 +209,16 @@ impl Driver {
                     let e = self.host.a2a_client(self.now(), &call, outcome)?;
                     self.execute(e);
                 }
-                Ev::Llm(None) | Ev::Work(None) | Ev::A2aClient(None) => {}
+                Ev::Acp(Some(item)) => {
+                    let e = self.host.acp_incoming(self.now(), item)?;
+                    self.execute(e);
+                }
+                Ev::Llm(None) | Ev::Work(None) | Ev::A2aClient(None) | Ev::Acp(None) => {}
                 Ev::Ctl(None | Some(Ctl::Stop)) => return Ok(()),
                 Ev::Ctl(Some(Ctl::Request(req, reply))) => {
                     let start = matches!(req, Request::StartThread { .. });
                     let to_a2a = matches!(&req, Request::StartThread { to, .. }
-                        if to.list().iter().any(|a| a2acp_core::bridge::a2a::client::is_url(a)));
+                        if to.list().iter().any(|a| a2acp_core::bridge::a2a::client::is_url(a) || a.starts_with("acp:")));
                     let (resp, e) = self.host.control(self.now(), req)?;
                     self.sync_ui_after_answer();
                     self.execute(e);
