@@ -63,6 +63,7 @@ impl World {
     fn drain(&mut self) {
         loop {
             let before = self.outputs.len();
+            let mut asked: Vec<(String, String)> = Vec::new();
             crate::harness::drain_answering_actions(
                 &mut self.agent,
                 self.now,
@@ -73,19 +74,31 @@ impl World {
                 if let Output::Bridged(Bridged::Message(m)) = o {
                     if m.bridge == NAME {
                         let a: Answer = serde_json::from_str(&m.body).unwrap();
-                        self.bob
-                            .deliver(
-                                self.now,
-                                &m.endpoint,
-                                a.request.as_deref(),
-                                &a.body,
-                                a.sensitive,
-                            )
-                            .unwrap();
+                        if a.request.is_some() {
+                            self.bob
+                                .deliver(
+                                    self.now,
+                                    &m.endpoint,
+                                    a.request.as_deref(),
+                                    &a.body,
+                                    a.sensitive,
+                                )
+                                .unwrap();
+                        } else {
+                            // No request to answer: Bob's agent asks (as the runtime does).
+                            let id = self
+                                .bob
+                                .request(self.now, &m.endpoint, &a.body, a.sensitive)
+                                .unwrap();
+                            asked.push((m.thread_id.clone(), id));
+                        }
                     }
                 }
             }
-            let mut moved = false;
+            let mut moved = !asked.is_empty();
+            for (thread, id) in asked {
+                Threads::asked(&mut self.agent, self.now, &thread, &id);
+            }
             while let Some(o) = self.alpha.poll_output() {
                 moved = true;
                 match o {
@@ -99,8 +112,8 @@ impl World {
                 match o {
                     AcpOutput::Send { json, .. } => self.alpha.handle(self.now, json.as_bytes()),
                     AcpOutput::Refusal { json, .. } => panic!("bob refused: {json}"),
-                    AcpOutput::Event(e) => {
-                        if let AcpEvent::Request { peer, id, body, .. } = *e {
+                    AcpOutput::Event(e) => match *e {
+                        AcpEvent::Request { peer, id, body, .. } => {
                             if let Err((code, message)) =
                                 Threads::request(&mut self.agent, self.now, &peer, &id, &body)
                             {
@@ -113,7 +126,26 @@ impl World {
                                 );
                             }
                         }
-                    }
+                        AcpEvent::Handoff {
+                            peer, id, handoff, ..
+                        } => {
+                            if let Err((code, message)) =
+                                Threads::handoff(&mut self.agent, self.now, &peer, &id, &handoff)
+                            {
+                                let _ = self.bob.respond(
+                                    self.now,
+                                    &peer,
+                                    &id,
+                                    Err((code, message)),
+                                    false,
+                                );
+                            }
+                        }
+                        AcpEvent::Response { peer, id, outcome } => {
+                            Threads::response(&mut self.agent, self.now, &peer, &id, &outcome);
+                        }
+                        _ => {}
+                    },
                 }
             }
             if !moved && self.outputs.len() == before {
@@ -159,6 +191,7 @@ impl World {
             .filter_map(|e| match e {
                 AcpEvent::Response { outcome: Ok(b), .. } => Some(b.clone()),
                 AcpEvent::Notification { body, .. } => Some(body.clone()),
+                AcpEvent::Request { body, .. } => Some(body.clone()),
                 _ => None,
             })
             .collect()
@@ -277,4 +310,163 @@ fn a_request_naming_another_agents_thread_is_refused() {
     assert!(w.alpha_events.iter().any(|e| matches!(e,
         AcpEvent::Response { id: i, outcome: Err(r), .. }
             if *i == id && r.code == crate::bridge::acp::code::INVALID_PARAMS)));
+}
+
+/// The packets of thread `tid`, parsed, with whether Bob's agent sent each.
+fn packets(w: &World, tid: &str) -> Vec<(bool, Value)> {
+    w.agent
+        .thread_view(tid)
+        .unwrap()
+        .packets()
+        .map(|p| (p.outgoing, serde_json::from_str(p.json).unwrap()))
+        .collect()
+}
+
+#[test]
+fn a_handoff_is_a_thread_that_does_not_ask_again_for_what_it_carried() {
+    let mut w = World::new();
+    w.alpha.connect(w.now, "bob").unwrap();
+    w.drain();
+    let mut rest = Map::new();
+    rest.insert("action".into(), json!(dinner::intent().summary));
+    let handoff = crate::bridge::acp::Handoff {
+        completed: vec![json!("found two restaurants in central Reading")],
+        remaining: vec![json!("agree a time with Bob")],
+        context: dinner::context(),
+        rest,
+    };
+    let id = w.alpha.handoff(w.now, "bob", &handoff, false).unwrap();
+    w.drain();
+    let peer = peer_address("agent-alpha").unwrap();
+    let tid = w
+        .agent
+        .thread_views()
+        .find(|t| t.peer() == &peer)
+        .map(|t| t.id().to_string())
+        .expect("the handoff opened a thread");
+    let view = w.agent.thread_view(&tid).unwrap();
+    assert_eq!(view.intent().summary, dinner::intent().summary);
+    // What the handoff carried is the thread's context: Bob's agent asks alpha for none
+    // of it.
+    for (outgoing, p) in packets(&w, &tid) {
+        if !outgoing {
+            continue;
+        }
+        for key in ["needs", "context_needed", "additional_context_needed"] {
+            for n in p["body"][key].as_array().cloned().unwrap_or_default() {
+                let f = n["field"].as_str().unwrap_or("");
+                assert!(
+                    !dinner::context().contains_key(f),
+                    "asked again for `{f}`: {p}"
+                );
+            }
+        }
+    }
+    // The handoff is answered like a request (or waits for Bob).
+    let mut rounds = 0;
+    while w.answer_prompts() > 0 && rounds < 10 {
+        rounds += 1;
+    }
+    assert!(
+        w.alpha_events.iter().any(|e| matches!(e,
+            AcpEvent::Response { id: i, outcome: Ok(b), .. }
+                if *i == id && b["thread_id"] == json!(tid))),
+        "{:?}",
+        w.alpha_events
+    );
+}
+
+#[test]
+fn a_thread_opened_to_an_acp_agent_goes_as_requests_and_its_responses_continue_it() {
+    let mut w = World::new();
+    w.alpha.connect(w.now, "bob").unwrap();
+    w.drain();
+    let intent = crate::packet::Intent {
+        category: "scheduling".into(),
+        summary: "get-availability".into(),
+        urgency: None,
+        scope_change: None,
+    };
+    let mut context = crate::packet::Context::new();
+    context.insert("duration_minutes".into(), json!(60));
+    w.agent.handle_command(
+        w.now,
+        Command::StartBridgedThread {
+            bridge: NAME.into(),
+            to: "acp:agent-alpha".into(),
+            intent,
+            context,
+        },
+    );
+    w.drain();
+    let peer = peer_address("agent-alpha").unwrap();
+    let tid = w
+        .agent
+        .thread_views()
+        .find(|t| t.peer() == &peer)
+        .map(|t| t.id().to_string())
+        .expect("a thread with the ACP agent");
+    // Alpha received Bob's agent's request: the seed's `action` and `parameters`, and
+    // the thread's packets.
+    let (rid, body) = w
+        .alpha_events
+        .iter()
+        .find_map(|e| match e {
+            AcpEvent::Request { id, body, .. } => Some((id.clone(), body.clone())),
+            _ => None,
+        })
+        .expect("a request reached the ACP agent");
+    assert_eq!(body["action"], json!("get-availability"));
+    assert_eq!(body["parameters"]["duration_minutes"], json!(60));
+    assert_eq!(body["thread_id"], json!(tid));
+    assert!(!body["packets"].as_array().unwrap().is_empty());
+    let asked = w
+        .agent
+        .thread_view(&tid)
+        .unwrap()
+        .bridge_state(NAME)
+        .cloned()
+        .unwrap();
+    assert_eq!(asked["asked"], json!(rid));
+    // Alpha answers as seed 004 §8 does: the result's members are what it says.
+    let before = packets(&w, &tid).len();
+    w.tick();
+    let answer = json!({"available_slots": ["2026-02-18T10:00:00Z", "2026-02-19T14:00:00Z"]});
+    w.alpha
+        .respond(w.now, "bob", &rid, Ok(answer.as_object().unwrap()), false)
+        .unwrap();
+    w.drain();
+    let after = packets(&w, &tid);
+    assert!(after.len() > before, "{after:?}");
+    assert!(
+        after.iter().any(|(out, p)| !out
+            && p.to_string().contains("available_slots")
+            && p.to_string().contains("2026-02-18T10:00:00Z")),
+        "{after:?}"
+    );
+    // The request is no longer waiting.
+    let st = w
+        .agent
+        .thread_view(&tid)
+        .unwrap()
+        .bridge_state(NAME)
+        .cloned()
+        .unwrap();
+    assert_ne!(st["asked"], json!(rid));
+}
+
+#[test]
+fn a_thread_to_a_malformed_agent_id_is_not_started() {
+    let mut w = World::new();
+    w.agent.handle_command(
+        w.now,
+        Command::StartBridgedThread {
+            bridge: NAME.into(),
+            to: "acp:Not Valid".into(),
+            intent: dinner::intent(),
+            context: crate::packet::Context::new(),
+        },
+    );
+    w.drain();
+    assert_eq!(w.agent.thread_views().count(), 0);
 }
