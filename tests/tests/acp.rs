@@ -65,7 +65,15 @@ fn client() -> std::path::PathBuf {
 fn run_client(scenario: &str, gateway: &str, nats: &str, home: &Path, extra: &[&str]) -> Value {
     let out = Command::new(python())
         .arg(client())
-        .args([scenario, "--gateway", gateway, "--nats", nats, "--me", "beta"])
+        .args([
+            scenario,
+            "--gateway",
+            gateway,
+            "--nats",
+            nats,
+            "--me",
+            "beta",
+        ])
         .args(["--peer", "alice", "--home"])
         .arg(home)
         .args(extra)
@@ -142,8 +150,10 @@ fn alice_log(home: &a2acp_runtime::home::Home) -> Vec<Value> {
 fn methods(entries: &[Value], direction: &str) -> Vec<String> {
     entries
         .iter()
-        .filter(|e| e["direction"] == direction && e["channel"] == "nats:agent.alice.inbox"
-            || e["direction"] == direction && e["channel"] == "nats:agent.beta.inbox")
+        .filter(|e| {
+            e["direction"] == direction && e["channel"] == "nats:agent.alice.inbox"
+                || e["direction"] == direction && e["channel"] == "nats:agent.beta.inbox"
+        })
         .map(|e| e["method"].as_str().unwrap_or("").to_string())
         .collect()
 }
@@ -154,19 +164,25 @@ async fn an_acp_agent_and_an_a2acp_agent_both_ways(rt: Runtime) {
 
     // 1. The ACP agent initiates: handshake, §8 request, notification, handoff.
     let (gateway, nats, home) = (s.gateway.clone(), s.nats_url.clone(), beta_home.clone());
-    let out = tokio::task::spawn_blocking(move || {
-        run_client("initiate", &gateway, &nats, &home, &[])
-    })
-    .await
-    .unwrap();
+    let out =
+        tokio::task::spawn_blocking(move || run_client("initiate", &gateway, &nats, &home, &[]))
+            .await
+            .unwrap();
     assert_eq!(out["established"], json!(true), "{out}");
     let answer = &out["request"]["result"];
-    let thread = answer["thread_id"].as_str().unwrap_or_else(|| panic!("{out}"));
+    let thread = answer["thread_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{out}"));
     assert!(answer["state"].is_string(), "{out}");
-    assert!(answer["packets"].as_array().is_some_and(|p| !p.is_empty()), "{out}");
+    assert!(
+        answer["packets"].as_array().is_some_and(|p| !p.is_empty()),
+        "{out}"
+    );
     assert_eq!(out["notification_status"], json!(202), "{out}");
     let handed = &out["handoff"]["result"];
-    let handoff_thread = handed["thread_id"].as_str().unwrap_or_else(|| panic!("{out}"));
+    let handoff_thread = handed["thread_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{out}"));
     assert_ne!(handoff_thread, thread);
     // Alice's agent holds both threads with the ACP peer; the handoff's carries what the
     // handoff said, and her agent asked beta for none of it.
@@ -178,14 +194,25 @@ async fn an_acp_agent_and_an_a2acp_agent_both_ways(rt: Runtime) {
         .await;
     let text = shown.data.to_string();
     assert!(text.contains("the canteen"), "{text}");
-    assert!(!text.contains("\"field\":\"location_preference\""), "{text}");
+    assert!(
+        !text.contains("\"field\":\"location_preference\""),
+        "{text}"
+    );
 
     // 2. Alice's agent initiates: `thread start --to acp:beta`.
     let (gateway, nats, home) = (s.gateway.clone(), s.nats_url.clone(), beta_home.clone());
     let mut responder = KilledOnDrop(
         Command::new(python())
             .arg(client())
-            .args(["respond", "--gateway", &gateway, "--nats", &nats, "--me", "beta"])
+            .args([
+                "respond",
+                "--gateway",
+                &gateway,
+                "--nats",
+                &nats,
+                "--me",
+                "beta",
+            ])
             .args(["--peer", "alice", "--serve-for", "20", "--home"])
             .arg(&home)
             .stdin(Stdio::null())
@@ -225,12 +252,19 @@ async fn an_acp_agent_and_an_a2acp_agent_both_ways(rt: Runtime) {
     let got = lines.recv_timeout(Duration::from_secs(30)).unwrap();
     let got: Value = serde_json::from_str(&got).unwrap();
     assert_eq!(got["request"]["action"], json!("get-availability"), "{got}");
-    assert_eq!(got["request"]["parameters"]["duration_minutes"], json!(60), "{got}");
+    assert_eq!(
+        got["request"]["parameters"]["duration_minutes"],
+        json!(60),
+        "{got}"
+    );
     assert_eq!(got["request"]["thread_id"], json!(mine), "{got}");
     // beta's §8 response continues Alice's thread.
     eventually(20, "the available slots in Alice's thread", || async {
         let t = s.alice.ask(Request::Thread { id: mine.clone() }).await;
-        t.data.to_string().contains("2026-02-19T14:00:00Z").then_some(())
+        t.data
+            .to_string()
+            .contains("2026-02-19T14:00:00Z")
+            .then_some(())
     })
     .await;
 
@@ -239,23 +273,51 @@ async fn an_acp_agent_and_an_a2acp_agent_both_ways(rt: Runtime) {
     let log = alice_log(&s.home);
     let received = methods(&log, "received");
     let sent = methods(&log, "sent");
-    for m in ["agent.announce", "agent.capabilities", "agent.request", "agent.notification", "agent.handoff"] {
-        assert!(received.contains(&m.to_string()), "received {m}: {received:?}");
+    for m in [
+        "agent.announce",
+        "agent.capabilities",
+        "agent.request",
+        "agent.notification",
+        "agent.handoff",
+    ] {
+        assert!(
+            received.contains(&m.to_string()),
+            "received {m}: {received:?}"
+        );
     }
-    for m in ["agent.announce", "agent.capabilities", "agent.request", "response"] {
+    for m in [
+        "agent.announce",
+        "agent.capabilities",
+        "agent.request",
+        "response",
+    ] {
         assert!(sent.contains(&m.to_string()), "sent {m}: {sent:?}");
     }
     let verified = audit_log::verify(&s.home.dir().join(audit_log::DIR));
     assert!(verified.as_ref().is_ok_and(|v| v.lines > 0), "{verified:?}");
     // The client's own log (seed 004 §6 schema) holds both directions.
     let theirs = std::fs::read_to_string(beta_home.join("audit.jsonl")).unwrap();
-    let theirs: Vec<Value> = theirs.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let theirs: Vec<Value> = theirs
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     for d in ["sent", "received"] {
-        assert!(theirs.iter().any(|e| e["direction"] == d && e["method"] == "agent.request"
-            || e["direction"] == d && e["method"] == "response"));
+        assert!(theirs
+            .iter()
+            .any(|e| e["direction"] == d && e["method"] == "agent.request"
+                || e["direction"] == d && e["method"] == "response"));
     }
     for e in &theirs {
-        for k in ["ts", "direction", "from", "to", "type", "method", "summary", "channel"] {
+        for k in [
+            "ts",
+            "direction",
+            "from",
+            "to",
+            "type",
+            "method",
+            "summary",
+            "channel",
+        ] {
             assert!(e.get(k).is_some(), "{k} in {e}");
         }
     }
@@ -285,13 +347,25 @@ async fn hostile_acp_messages_are_refused(rt: Runtime) {
     // agent), Alice's agent refuses it with -32005.
     assert_eq!(out["early"]["status"], json!(202), "{out}");
     assert_eq!(out["early"]["code"], json!(-32005), "{out}");
-    for h in ["agent-id", "principal-id", "timestamp", "message-type", "trust-layer-version", "skill-layers-loaded"] {
+    for h in [
+        "agent-id",
+        "principal-id",
+        "timestamp",
+        "message-type",
+        "trust-layer-version",
+        "skill-layers-loaded",
+    ] {
         let missing = &out["missing"][h];
         assert_eq!(missing[0], json!(400), "{h}: {missing}");
         assert_eq!(missing[1]["error"]["code"], json!(-32001), "{h}: {missing}");
         assert_eq!(missing[1]["error"]["header"], json!(h), "{h}: {missing}");
         let malformed = &out["malformed"][h];
-        assert!(malformed[0].as_u64().is_some_and(|c| (400..500).contains(&c)), "{h}: {malformed}");
+        assert!(
+            malformed[0]
+                .as_u64()
+                .is_some_and(|c| (400..500).contains(&c)),
+            "{h}: {malformed}"
+        );
     }
     assert_eq!(out["bad_signature"][0], json!(401), "{out}");
     assert_eq!(out["too_large"], json!(413), "{out}");
@@ -302,7 +376,12 @@ async fn hostile_acp_messages_are_refused(rt: Runtime) {
     assert_eq!(out["replay"]["error"]["code"], json!(-32006), "{out}");
     assert_eq!(out["stale"]["error"]["code"], json!(-32006), "{out}");
     // The flood: every answer is 202 or 429, and the gateway held some back.
-    let flood: Vec<u64> = out["flood"].as_array().unwrap().iter().filter_map(Value::as_u64).collect();
+    let flood: Vec<u64> = out["flood"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect();
     assert_eq!(flood.len(), 40);
     assert!(flood.iter().all(|c| *c == 202 || *c == 429), "{flood:?}");
     // Alice's audit log holds the exchanges of the handshake and the one request, not the

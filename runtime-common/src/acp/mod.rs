@@ -377,3 +377,53 @@ impl AcpHost {
         refused
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file() -> AcpFile {
+        AcpFile {
+            gateway: "https://relay.example:8443".into(),
+            nats: vec!["nats://nats.example:4222".into()],
+            principal_id: "principal-alice".into(),
+            agent_id: None,
+            gateway_ca: None,
+            known_principals: vec![],
+            layers: None,
+        }
+    }
+
+    #[test]
+    fn the_acp_table_is_checked() {
+        assert_eq!(file().check("alice"), Ok(()));
+        assert_eq!(file().agent_id("alice"), "alice");
+        let mut f = file();
+        f.gateway = "http://127.0.0.1:8443".into();
+        assert_eq!(f.check("alice"), Ok(()));
+        f.gateway = "http://relay.example:8443".into();
+        assert!(f.check("alice").unwrap_err().contains("https://"));
+        f.gateway = "ftp://x".into();
+        assert!(f.check("alice").is_err());
+        let mut f = file();
+        assert!(f.check("Alice Smith").unwrap_err().contains("agent_id"));
+        f.agent_id = Some("alice-2".into());
+        assert_eq!(f.check("Alice Smith"), Ok(()));
+        let mut f = file();
+        f.principal_id = String::new();
+        assert!(f.check("alice").is_err());
+        let mut f = file();
+        f.nats = vec![];
+        assert!(f.check("alice").is_err());
+        f.nats = vec!["http://nats".into()];
+        assert!(f.check("alice").is_err());
+        let mut f = file();
+        f.layers = Some(vec![0, 64]);
+        assert!(f.check("alice").is_err());
+        // Unknown keys are refused, not ignored.
+        assert!(toml::from_str::<AcpFile>(
+            "gateway = \"https://x\"\nnats = [\"nats://y:4222\"]\nprincipal_id = \"p\"\nsecret = 1\n"
+        )
+        .is_err());
+    }
+}
