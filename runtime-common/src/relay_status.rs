@@ -10,7 +10,6 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -113,33 +112,10 @@ pub struct ClusterStatus {
 pub fn fetch(url: &str, ca: Option<&Path>) -> Result<RelayStatus, StatusError> {
     let base = url.trim_end_matches('/');
     let metrics = format!("{base}/metrics");
-    let mut config = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .timeout_global(Some(TIMEOUT))
-        .user_agent(concat!("a2acp/", env!("CARGO_PKG_VERSION")));
-    if let Some(ca) = ca {
-        let fail = |why: String| StatusError::Ca {
-            path: ca.display().to_string(),
-            why,
-        };
-        let pem = std::fs::read(ca).map_err(|e| fail(e.to_string()))?;
-        let certs: Vec<_> = ureq::tls::parse_pem(&pem)
-            .filter_map(|i| match i {
-                Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
-                _ => None,
-            })
-            .collect();
-        if certs.is_empty() {
-            return Err(fail("no PEM certificate in it".into()));
-        }
-        config = config.tls_config(
-            ureq::tls::TlsConfig::builder()
-                .root_certs(ureq::tls::RootCerts::Specific(Arc::new(certs)))
-                .build(),
-        );
-    }
-    let agent: ureq::Agent = config.build().into();
+    let agent = crate::tls::https_agent(ca, TIMEOUT).map_err(|why| StatusError::Ca {
+        path: ca.map(|c| c.display().to_string()).unwrap_or_default(),
+        why,
+    })?;
     let fetch_err = |why: String| StatusError::Fetch {
         url: metrics.clone(),
         why,

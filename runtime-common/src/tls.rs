@@ -231,3 +231,36 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for MaybeTls<S> {
         }
     }
 }
+
+/// A blocking HTTP(S) client for calls to a2acp's own services (a relay's metrics, the ACP
+/// gateway): an HTTP status is an answer, not an error; no redirect; each call within
+/// `timeout`; trusting the web PKI roots, or only the PEM certificates of `ca` when given
+/// (`Err`: why `ca` is unusable).
+pub(crate) fn https_agent(
+    ca: Option<&Path>,
+    timeout: std::time::Duration,
+) -> Result<ureq::Agent, String> {
+    let mut config = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .timeout_global(Some(timeout))
+        .user_agent(concat!("a2acp/", env!("CARGO_PKG_VERSION")));
+    if let Some(ca) = ca {
+        let pem = std::fs::read(ca).map_err(|e| e.to_string())?;
+        let certs: Vec<_> = ureq::tls::parse_pem(&pem)
+            .filter_map(|i| match i {
+                Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
+                _ => None,
+            })
+            .collect();
+        if certs.is_empty() {
+            return Err("no PEM certificate in it".into());
+        }
+        config = config.tls_config(
+            ureq::tls::TlsConfig::builder()
+                .root_certs(ureq::tls::RootCerts::Specific(Arc::new(certs)))
+                .build(),
+        );
+    }
+    Ok(config.build().into())
+}

@@ -63,6 +63,7 @@ fn client() -> std::path::PathBuf {
 
 /// Runs the client's `scenario` to its end: its JSON result.
 fn run_client(scenario: &str, gateway: &str, nats: &str, home: &Path, extra: &[&str]) -> Value {
+    // As `beta`.
     let out = Command::new(python())
         .arg(client())
         .args([
@@ -199,8 +200,13 @@ async fn an_acp_agent_and_an_a2acp_agent_both_ways(rt: Runtime) {
         "{text}"
     );
 
-    // 2. Alice's agent initiates: `thread start --to acp:beta`.
-    let (gateway, nats, home) = (s.gateway.clone(), s.nats_url.clone(), beta_home.clone());
+    // 2. Alice's agent initiates: `thread start --to acp:gamma`, another ACP agent (a
+    // fresh one: Alice's agent knows nothing of it until it looks its key up).
+    let (gateway, nats, home) = (
+        s.gateway.clone(),
+        s.nats_url.clone(),
+        s.dir.path().join("gamma"),
+    );
     let mut responder = KilledOnDrop(
         Command::new(python())
             .arg(client())
@@ -211,7 +217,7 @@ async fn an_acp_agent_and_an_a2acp_agent_both_ways(rt: Runtime) {
                 "--nats",
                 &nats,
                 "--me",
-                "beta",
+                "gamma",
             ])
             .args(["--peer", "alice", "--serve-for", "20", "--home"])
             .arg(&home)
@@ -233,7 +239,7 @@ async fn an_acp_agent_and_an_a2acp_agent_both_ways(rt: Runtime) {
     let r = s
         .alice
         .ask(Request::StartThread {
-            to: Recipients::from_list(vec!["acp:beta".into()]),
+            to: Recipients::from_list(vec!["acp:gamma".into()]),
             category: "scheduling".into(),
             summary: "get-availability".into(),
             context: Some(

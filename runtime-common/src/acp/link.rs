@@ -11,7 +11,6 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use a2acp_core::bridge::acp::exchange::sender_of;
@@ -97,33 +96,10 @@ pub enum LinkError {
 }
 
 fn http_agent(ca: Option<&Path>) -> Result<ureq::Agent, LinkError> {
-    let mut config = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .timeout_global(Some(CALL_TIMEOUT))
-        .user_agent(concat!("a2acp/", env!("CARGO_PKG_VERSION")));
-    if let Some(ca) = ca {
-        let fail = |why: String| LinkError::Ca {
-            path: ca.display().to_string(),
-            why,
-        };
-        let pem = std::fs::read(ca).map_err(|e| fail(e.to_string()))?;
-        let certs: Vec<_> = ureq::tls::parse_pem(&pem)
-            .filter_map(|i| match i {
-                Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
-                _ => None,
-            })
-            .collect();
-        if certs.is_empty() {
-            return Err(fail("no PEM certificate in it".into()));
-        }
-        config = config.tls_config(
-            ureq::tls::TlsConfig::builder()
-                .root_certs(ureq::tls::RootCerts::Specific(Arc::new(certs)))
-                .build(),
-        );
-    }
-    Ok(config.build().into())
+    crate::tls::https_agent(ca, CALL_TIMEOUT).map_err(|why| LinkError::Ca {
+        path: ca.map(|c| c.display().to_string()).unwrap_or_default(),
+        why,
+    })
 }
 
 /// One HTTP call's answer: status and body (capped), or why there was none.
