@@ -130,6 +130,12 @@ pub struct RelayArgs {
     /// This node's name in the cluster (unique per node, e.g. its host name).
     #[arg(long, value_name = "NAME", requires = "cluster")]
     pub node: Option<String>,
+    /// Serve the ACP gateway (seed 004 §5.1) on this address: ACP agents submit signed
+    /// messages over HTTP(S), stored in their recipients' inboxes agent.<id>.inbox on the
+    /// cluster's NATS (docs/relay.md "The ACP gateway"). Needs --cluster; off loopback,
+    /// HTTPS with --tls-cert and --tls-key.
+    #[arg(long, value_name = "HOST:PORT", requires = "cluster")]
+    pub acp_listen: Option<String>,
 }
 
 fn parse_route(s: &str) -> Result<(String, String), String> {
@@ -293,6 +299,14 @@ impl RelayArgs {
             ..relay
         };
         let cluster = self.cluster_config()?;
+        let acp_gateway = match &self.acp_listen {
+            Some(listen) => Some(crate::acp_gateway::GatewayConfig {
+                listen: listen.clone(),
+                tls: self.server_tls()?,
+                limits: crate::acp_gateway::GatewayLimits::default(),
+            }),
+            None => None,
+        };
         Ok(ServiceConfig {
             relay,
             data: Some(self.data.clone()),
@@ -300,6 +314,7 @@ impl RelayArgs {
             verifiers: self.verifiers,
             federation,
             cluster,
+            acp_gateway,
             ..ServiceConfig::default()
         })
     }

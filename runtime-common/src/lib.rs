@@ -54,6 +54,7 @@
 pub mod a2a;
 pub mod a2a_client;
 pub mod acp;
+pub mod acp_gateway;
 pub mod actions;
 pub mod admission;
 pub mod agent_host;
@@ -68,6 +69,7 @@ pub mod dev_ca;
 pub mod federation;
 pub mod home;
 pub mod http;
+pub mod http_door;
 pub mod keys;
 pub mod linger;
 pub mod llm;

@@ -142,6 +142,7 @@ impl ClientTls {
 #[derive(Clone)]
 pub struct ServerTls {
     acceptor: TlsAcceptor,
+    config: Arc<ServerConfig>,
 }
 
 impl std::fmt::Debug for ServerTls {
@@ -168,9 +169,16 @@ impl ServerTls {
                 message: format!("unusable with the certificate of {}: {e}", cert.display()),
             })?;
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let config = Arc::new(config);
         Ok(ServerTls {
-            acceptor: TlsAcceptor::from(Arc::new(config)),
+            acceptor: TlsAcceptor::from(config.clone()),
+            config,
         })
+    }
+
+    /// Its rustls configuration (for a listener on another I/O stack: the ACP gateway).
+    pub fn config(&self) -> Arc<ServerConfig> {
+        self.config.clone()
     }
 
     /// The TLS handshake with a client over `stream`.

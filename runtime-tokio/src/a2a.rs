@@ -110,16 +110,17 @@ pub async fn serve(
         local,
         streams: Mutex::new(BTreeMap::new()),
     });
-    let door = crate::http_door::Door {
+    let door = a2acp_runtime::http_door::Door {
         name: "a2a",
         max_connections: opts.limits.max_connections,
         header_timeout: opts.limits.header_timeout,
+        max_per_source: None,
     };
     let open = {
         let state = state.clone();
         move || !state.ctl.is_disconnected()
     };
-    crate::http_door::serve(listener, door, open, move |req| handle(state.clone(), req)).await;
+    a2acp_runtime::http_door::serve(listener, door, open, move |req| handle(state.clone(), req)).await;
 }
 
 fn full(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response<Body> {
@@ -206,7 +207,7 @@ fn base_url(state: &State, req: &Request<Incoming>) -> String {
 async fn read_body(state: &State, req: Request<Incoming>) -> Result<Bytes, StatusCode> {
     let (parts, body) = req.into_parts();
     let l = &state.limits;
-    crate::http_door::read_body(&parts.headers, body, l.max_body, l.body_timeout)
+    a2acp_runtime::http_door::read_body(&parts.headers, body, l.max_body, l.body_timeout)
         .await
         .map_err(|e| e.status())
 }
@@ -233,7 +234,7 @@ async fn phase1(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
     let (parts, body) = req.into_parts();
     let l = &state.limits;
     let bytes =
-        match crate::http_door::read_body(&parts.headers, body, l.max_body, l.body_timeout).await {
+        match a2acp_runtime::http_door::read_body(&parts.headers, body, l.max_body, l.body_timeout).await {
             Ok(b) => b,
             Err(e) => return phase1_refusal(&state, e.status(), &e.to_string()),
         };

@@ -14,7 +14,6 @@ pub mod agent;
 pub mod bench;
 pub mod demo;
 pub mod federation;
-mod http_door;
 pub mod mcp;
 mod mcp_args;
 pub mod mcp_http;

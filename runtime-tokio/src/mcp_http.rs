@@ -153,12 +153,13 @@ pub async fn serve(listener: TcpListener, options: McpHttpOptions) {
         mcp,
         opening: tokio::sync::Mutex::new(()),
     });
-    let gate = crate::http_door::Door {
+    let gate = a2acp_runtime::http_door::Door {
         name: "mcp",
         max_connections: options.limits.max_connections,
         header_timeout: options.limits.header_timeout,
+        max_per_source: None,
     };
-    crate::http_door::serve(
+    a2acp_runtime::http_door::serve(
         listener,
         gate,
         || true,
@@ -197,7 +198,7 @@ impl Door {
         let (parts, body) = req.into_parts();
         let l = &self.limits;
         let body =
-            match crate::http_door::read_body(&parts.headers, body, l.max_body, l.body_timeout)
+            match a2acp_runtime::http_door::read_body(&parts.headers, body, l.max_body, l.body_timeout)
                 .await
             {
                 Ok(b) => b,

@@ -18,8 +18,11 @@
 //!   packets from any node;
 //! - [`outbound`]: the packets for other domains, in the same stream, read by the
 //!   domain's federator;
-//! - [`lease`]: which node is the federator.
+//! - [`lease`]: which node is the federator;
+//! - [`acp_inbox`]: the inboxes of ACP agents (seed 004 §5.1), which the relay's ACP
+//!   gateway publishes to.
 
+pub mod acp_inbox;
 pub mod health;
 pub mod lease;
 pub mod outbound;
@@ -409,6 +412,7 @@ impl Link {
                 let registry = registry::open(&js, &config).await?;
                 let presence = presence::open(&js, &config).await?;
                 let queue = queue::open(&js, &config).await?;
+                acp_inbox::open(&js, &config).await?;
                 let nodes = open_expiring_bucket(
                     &js,
                     &config,

@@ -96,6 +96,8 @@ pub struct ServiceConfig {
     /// Cluster mode: the NATS cluster this node shares the domain's registry, presence and
     /// queue through (`None`: a single relay on its own store).
     pub cluster: Option<crate::cluster::ClusterConfig>,
+    /// The ACP gateway (seed 004 §5.1, `--acp-listen`), which needs `cluster`.
+    pub acp_gateway: Option<crate::acp_gateway::GatewayConfig>,
 }
 
 impl Default for ServiceConfig {
@@ -110,6 +112,7 @@ impl Default for ServiceConfig {
             verifiers: 0,
             federation: None,
             cluster: None,
+            acp_gateway: None,
         }
     }
 }
@@ -446,6 +449,8 @@ pub struct RelayService {
     federation: Option<crate::federation::Federation>,
     /// What federation must do, until a binding takes it ([`RelayService::federation_tasks`]).
     tasks: Mutex<Option<flume::Receiver<Task>>>,
+    /// The ACP gateway, if it serves one.
+    acp_gateway: Option<crate::acp_gateway::AcpGateway>,
 }
 
 impl RelayService {
@@ -456,6 +461,18 @@ impl RelayService {
         let cluster = match &cfg.cluster {
             Some(c) => Some(Arc::new(crate::cluster::Cluster::connect(c.clone())?)),
             None => None,
+        };
+        let acp_gateway = match (&cfg.acp_gateway, &cluster) {
+            (None, _) => None,
+            (Some(_), None) => {
+                return Err(ServiceError::Settings(
+                    "--acp-listen needs --cluster: the ACP gateway stores messages in the inboxes agent.<id>.inbox on NATS JetStream (seed 004 §5.1)".into(),
+                ))
+            }
+            (Some(g), Some(c)) => Some(
+                crate::acp_gateway::AcpGateway::start(g.clone(), c.clone(), cfg.relay.domain.clone())
+                    .map_err(|e| ServiceError::Settings(e.to_string()))?,
+            ),
         };
         let store = match &cfg.data {
             Some(_) if cluster.is_some() => Store::in_memory()?,
@@ -607,7 +624,13 @@ impl RelayService {
             verifiers: nverif,
             federation: cfg.federation,
             tasks: Mutex::new(Some(tasks_rx)),
+            acp_gateway,
         })
+    }
+
+    /// The address of the ACP gateway, if the relay serves one.
+    pub fn acp_gateway_addr(&self) -> Option<std::net::SocketAddr> {
+        self.acp_gateway.as_ref().map(|g| g.addr())
     }
 
     /// What the state machine asks federation to do (discover, dial), for the binding to
