@@ -39,8 +39,8 @@ use hyper::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 
-use crate::acp::link::REGISTER_LABEL;
 use crate::acp::inbox_subject;
+use crate::acp::link::REGISTER_LABEL;
 use crate::cluster::{Claim, Cluster, ClusterError};
 use crate::http_door::{self, Door, Source};
 
@@ -169,10 +169,16 @@ impl AcpGateway {
                         header_timeout: limits.header_timeout,
                         max_per_source: Some(limits.max_per_source),
                     };
-                    let serve = http_door::serve_tls(listener, door, tls, || true, move |req| {
-                        let state = state.clone();
-                        async move { state.handle(req).await }
-                    });
+                    let serve = http_door::serve_tls(
+                        listener,
+                        door,
+                        tls,
+                        || true,
+                        move |req| {
+                            let state = state.clone();
+                            async move { state.handle(req).await }
+                        },
+                    );
                     tokio::select! {
                         _ = serve => {}
                         _ = stopped.recv_async() => {}
@@ -383,7 +389,9 @@ impl State {
             return bad("`agent_id`, `public_key` and `proof` (strings) are required");
         };
         let Some(address) = self.address(id) else {
-            return bad("`agent_id`: 1-64 characters of a-z 0-9 _ -, starting with a letter or digit");
+            return bad(
+                "`agent_id`: 1-64 characters of a-z 0-9 _ -, starting with a letter or digit",
+            );
         };
         let Some(key) = b64_decode(key)
             .and_then(|k| <[u8; 32]>::try_from(k).ok())

@@ -142,19 +142,23 @@ pub async fn serve_tls<H, Fut, B>(
                 .clone();
             match tls {
                 None => {
-                    let conn = http.serve_connection(TokioIo::new(sock), svc).without_shutdown();
+                    let conn = http
+                        .serve_connection(TokioIo::new(sock), svc)
+                        .without_shutdown();
                     finish(door.name, peer, conn.await.map(|p| p.io.into_inner())).await;
                 }
-                Some(tls) => match tokio::time::timeout(door.header_timeout, tls.accept(sock)).await {
-                    Ok(Ok(stream)) => {
-                        let conn = http
-                            .serve_connection(TokioIo::new(stream), svc)
-                            .without_shutdown();
-                        finish(door.name, peer, conn.await.map(|p| p.io.into_inner())).await;
+                Some(tls) => {
+                    match tokio::time::timeout(door.header_timeout, tls.accept(sock)).await {
+                        Ok(Ok(stream)) => {
+                            let conn = http
+                                .serve_connection(TokioIo::new(stream), svc)
+                                .without_shutdown();
+                            finish(door.name, peer, conn.await.map(|p| p.io.into_inner())).await;
+                        }
+                        Ok(Err(e)) => debug!(%peer, "{} TLS handshake: {e}", door.name),
+                        Err(_) => debug!(%peer, "{} TLS handshake: too slow", door.name),
                     }
-                    Ok(Err(e)) => debug!(%peer, "{} TLS handshake: {e}", door.name),
-                    Err(_) => debug!(%peer, "{} TLS handshake: too slow", door.name),
-                },
+                }
             }
             if door.max_per_source.is_some() {
                 sources.leave(peer.ip());

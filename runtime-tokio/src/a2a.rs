@@ -120,7 +120,8 @@ pub async fn serve(
         let state = state.clone();
         move || !state.ctl.is_disconnected()
     };
-    a2acp_runtime::http_door::serve(listener, door, open, move |req| handle(state.clone(), req)).await;
+    a2acp_runtime::http_door::serve(listener, door, open, move |req| handle(state.clone(), req))
+        .await;
 }
 
 fn full(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response<Body> {
@@ -234,7 +235,9 @@ async fn phase1(state: Arc<State>, req: Request<Incoming>) -> Response<Body> {
     let (parts, body) = req.into_parts();
     let l = &state.limits;
     let bytes =
-        match a2acp_runtime::http_door::read_body(&parts.headers, body, l.max_body, l.body_timeout).await {
+        match a2acp_runtime::http_door::read_body(&parts.headers, body, l.max_body, l.body_timeout)
+            .await
+        {
             Ok(b) => b,
             Err(e) => return phase1_refusal(&state, e.status(), &e.to_string()),
         };

@@ -197,13 +197,17 @@ impl Door {
             req.method() == Method::POST && !req.headers().contains_key(SESSION_HEADER);
         let (parts, body) = req.into_parts();
         let l = &self.limits;
-        let body =
-            match a2acp_runtime::http_door::read_body(&parts.headers, body, l.max_body, l.body_timeout)
-                .await
-            {
-                Ok(b) => b,
-                Err(e) => return plain(e.status(), &e.to_string()),
-            };
+        let body = match a2acp_runtime::http_door::read_body(
+            &parts.headers,
+            body,
+            l.max_body,
+            l.body_timeout,
+        )
+        .await
+        {
+            Ok(b) => b,
+            Err(e) => return plain(e.status(), &e.to_string()),
+        };
         let req = Request::from_parts(parts, Full::new(body));
         let mut mcp = self.mcp.clone();
         if !opens_session {

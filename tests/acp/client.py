@@ -232,10 +232,13 @@ async def handshake_responder(a, peer):
         "limits": {}}, with_id=False))
 
 
-async def ask(a, peer, m, timeout=45):
+async def ask(a, peer, m, timeout=45, replay=False):
+    """Posts request `m` and waits for its answer. A replay's error answers with the id
+    `null` (docs/protocol.md §4: the original may still wait for its own answer)."""
     st, body = a.post(peer, m)
     assert st == 202, (st, body)
-    r = await a.next(timeout, want=lambda x: x.get("id") == m["id"] and "method" not in x)
+    ids = (m["id"], None) if replay else (m["id"],)
+    r = await a.next(timeout, want=lambda x: x.get("id") in ids and "method" not in x)
     if "error" in r:
         return {"error": r["error"]}
     return {"result": a.open_body(r, peer)}
@@ -330,9 +333,9 @@ async def hostile(args):
     again = json.loads(json.dumps(first))
     container(again)["headers"]["timestamp"] = now_ts(1)
     a.sign(again)
-    out["replay"] = await ask(a, peer, again, timeout=20)
+    out["replay"] = await ask(a, peer, again, timeout=20, replay=True)
     stale = a.call("agent.request", "request", {"action": "x"}, ts=now_ts(-600))
-    out["stale"] = await ask(a, peer, stale, timeout=20)
+    out["stale"] = await ask(a, peer, stale, timeout=20, replay=True)
     # A flood: many notifications at once; the gateway answers each with 202 or 429.
     statuses = []
     for i in range(args.flood):

@@ -227,6 +227,33 @@ impl Runtime {
         }
     }
 
+    /// Starts a relay node of a cluster on this runtime (domain `localhost`, node `n1` of
+    /// `nats`) serving the ACP gateway on `gateway` (plain HTTP on loopback).
+    pub async fn acp_gateway_relay(self, nats: &nats::NatsCluster, gateway: &str) -> Relay {
+        let cfg = ServiceConfig {
+            cluster: Some(nats::relay_cluster_config(nats, 0, "n1")),
+            durability: Durability::Normal,
+            acp_gateway: Some(a2acp_runtime::acp_gateway::GatewayConfig {
+                listen: gateway.to_string(),
+                tls: None,
+                limits: a2acp_runtime::acp_gateway::GatewayLimits::default(),
+            }),
+            ..ServiceConfig::default()
+        };
+        match self {
+            Runtime::Tokio => Relay::Tokio(
+                a2acp_tokio::relay::start("127.0.0.1:0", cfg)
+                    .await
+                    .expect("relay with the ACP gateway starts"),
+            ),
+            Runtime::Smol => Relay::Smol(
+                a2acp_smol::relay::start("127.0.0.1:0", cfg)
+                    .await
+                    .expect("smol relay with the ACP gateway starts"),
+            ),
+        }
+    }
+
     /// Starts a relay on this runtime with default settings, these connection caps and
     /// HTTP-phase deadline, and TLS with `tls` (`wss://`) or none (`ws://`).
     pub async fn relay_tls(
