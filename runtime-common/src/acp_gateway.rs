@@ -140,6 +140,7 @@ impl AcpGateway {
             domain,
             sources: Mutex::new(Buckets::default()),
             senders: Mutex::new(Buckets::default()),
+            keys: Mutex::new(HashMap::new()),
             limits,
         });
         let thread = std::thread::Builder::new()
@@ -241,6 +242,10 @@ struct State {
     domain: String,
     sources: Mutex<Buckets<IpAddr>>,
     senders: Mutex<Buckets<String>>,
+    /// Keys found in the registry. A registration is first come first served and never
+    /// changes, so a key found stays right; kept up to [`MAX_BUCKETS`] agents, then
+    /// forgotten whole.
+    keys: Mutex<HashMap<String, PublicKey>>,
     limits: GatewayLimits,
 }
 
@@ -428,9 +433,26 @@ impl State {
         let Some(address) = self.address(agent_id) else {
             return Ok(None);
         };
-        Ok(wait(self.cluster.registered(&address))
+        let known = self
+            .keys
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(agent_id)
+            .cloned();
+        if let Some(k) = known {
+            return Ok(Some(k));
+        }
+        let key = wait(self.cluster.registered(&address))
             .await?
-            .and_then(|k| PublicKey::from_bytes(&k).ok()))
+            .and_then(|k| PublicKey::from_bytes(&k).ok());
+        if let Some(k) = &key {
+            let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+            if keys.len() >= MAX_BUCKETS {
+                keys.clear();
+            }
+            keys.insert(agent_id.to_string(), k.clone());
+        }
+        Ok(key)
     }
 
     async fn look_up(&self, id: &str) -> Answer {

@@ -19,6 +19,9 @@ use a2acp_tests::nats::{relay_cluster_config, NatsCluster};
 use a2acp_tests::*;
 use serde_json::{json, Value};
 
+#[path = "common/pki.rs"]
+mod pki;
+
 /// One HTTP/1.1 request on a new connection: status and JSON body.
 fn call(addr: &str, method: &str, path: &str, ctype: &str, body: &[u8]) -> (u16, Value) {
     let mut s = TcpStream::connect(addr).unwrap();
@@ -87,18 +90,70 @@ fn notification(from: &str, k: &IdentityKey, n: u64) -> Value {
 }
 
 fn gateway(nats: &NatsCluster, limits: GatewayLimits) -> (RelayService, String) {
+    gateway_on(nats, "127.0.0.1:0", None, limits).unwrap()
+}
+
+fn gateway_on(
+    nats: &NatsCluster,
+    listen: &str,
+    tls: Option<a2acp_runtime::tls::ServerTls>,
+    limits: GatewayLimits,
+) -> Result<(RelayService, String), ServiceError> {
     let cfg = ServiceConfig {
         cluster: Some(relay_cluster_config(nats, 0, "n1")),
         acp_gateway: Some(GatewayConfig {
-            listen: "127.0.0.1:0".into(),
-            tls: None,
+            listen: listen.into(),
+            tls,
             limits,
         }),
         ..ServiceConfig::default()
     };
-    let relay = RelayService::start(cfg).expect("relay with the gateway");
+    let relay = RelayService::start(cfg)?;
     let addr = relay.acp_gateway_addr().unwrap().to_string();
-    (relay, addr)
+    Ok((relay, addr))
+}
+
+#[test]
+#[ignore = "needs nats-server: bash .ci/test-deps"]
+fn off_loopback_the_gateway_speaks_tls_only() {
+    let dir = tmp();
+    let nats = NatsCluster::start(&dir.path().join("nats"), 1);
+    nats.wait_ready(Duration::from_secs(30));
+    // Plain HTTP on every address is refused.
+    match gateway_on(&nats, "0.0.0.0:0", None, GatewayLimits::default()) {
+        Err(ServiceError::Settings(why)) => assert!(why.contains("HTTPS"), "{why}"),
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+    // HTTPS with the relay's certificate (a private CA's leaf): a client that trusts the
+    // CA registers; one that speaks plain HTTP gets nothing.
+    let p = pki::pki(dir.path());
+    let tls = a2acp_runtime::tls::ServerTls::from_files(&p.cert, &p.key).unwrap();
+    let (_relay, addr) = gateway_on(&nats, "127.0.0.1:0", Some(tls), GatewayLimits::default()).unwrap();
+    let pem = std::fs::read(&p.ca).unwrap();
+    let certs: Vec<_> = ureq::tls::parse_pem(&pem)
+        .filter_map(|i| match i {
+            Ok(ureq::tls::PemItem::Certificate(c)) => Some(c),
+            _ => None,
+        })
+        .collect();
+    let http: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .tls_config(
+            ureq::tls::TlsConfig::builder()
+                .root_certs(ureq::tls::RootCerts::Specific(std::sync::Arc::new(certs)))
+                .build(),
+        )
+        .build()
+        .into();
+    let k = key(5);
+    let r = http
+        .post(format!("https://{addr}/acp/v1/agents"))
+        .header("content-type", "application/json")
+        .send(registration("delta", &k, &k).to_string())
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let (st, _) = call(&addr, "GET", "/acp/v1/agents/delta", "application/json", b"");
+    assert_eq!(st, 0, "plain HTTP to the TLS gateway gets no HTTP answer");
 }
 
 #[test]
