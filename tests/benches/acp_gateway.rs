@@ -140,7 +140,10 @@ fn main() {
         .unwrap();
     let nats_url = nats.url(0);
     println!("ACP gateway: signed request → response round trips through the gateway and NATS ({secs} s per rate, clients in this process)");
-    println!("{:>10} {:>10} {:>10} {:>10} {:>12} {:>14}", "offered/s", "completed", "p50 ms", "p99 ms", "refused", "gateway µs/msg");
+    println!(
+        "{:>10} {:>10} {:>10} {:>10} {:>12} {:>14}",
+        "offered/s", "completed", "p50 ms", "p99 ms", "refused", "gateway µs/msg"
+    );
     rt.block_on(async {
         let nc = async_nats::connect(&nats_url).await.unwrap();
         let mut inbox_b = nc.subscribe("agent.b.inbox").await.unwrap();

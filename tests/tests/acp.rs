@@ -152,8 +152,10 @@ fn methods(entries: &[Value], direction: &str) -> Vec<String> {
     entries
         .iter()
         .filter(|e| {
-            e["direction"] == direction && e["channel"] == "nats:agent.alice.inbox"
-                || e["direction"] == direction && e["channel"] == "nats:agent.beta.inbox"
+            e["direction"] == direction
+                && e["channel"]
+                    .as_str()
+                    .is_some_and(|c| c.starts_with("nats:agent."))
         })
         .map(|e| e["method"].as_str().unwrap_or("").to_string())
         .collect()
@@ -301,17 +303,27 @@ async fn an_acp_agent_and_an_a2acp_agent_both_ways(rt: Runtime) {
     }
     let verified = audit_log::verify(&s.home.dir().join(audit_log::DIR));
     assert!(verified.as_ref().is_ok_and(|v| v.lines > 0), "{verified:?}");
-    // The client's own log (seed 004 §6 schema) holds both directions.
-    let theirs = std::fs::read_to_string(beta_home.join("audit.jsonl")).unwrap();
-    let theirs: Vec<Value> = theirs
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    for d in ["sent", "received"] {
-        assert!(theirs
-            .iter()
-            .any(|e| e["direction"] == d && e["method"] == "agent.request"
-                || e["direction"] == d && e["method"] == "response"));
+    // The clients' own logs (seed 004 §6 schema) hold both directions.
+    let mut theirs: Vec<Value> = Vec::new();
+    for who in ["beta", "gamma"] {
+        let text = std::fs::read_to_string(s.dir.path().join(who).join("audit.jsonl")).unwrap();
+        theirs.extend(
+            text.lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap()),
+        );
+    }
+    for (d, m) in [
+        ("sent", "agent.request"),
+        ("received", "response"),
+        ("received", "agent.request"),
+        ("sent", "response"),
+    ] {
+        assert!(
+            theirs
+                .iter()
+                .any(|e| e["direction"] == d && e["method"] == m),
+            "{d} {m}"
+        );
     }
     for e in &theirs {
         for k in [

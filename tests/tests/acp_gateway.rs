@@ -128,7 +128,8 @@ fn off_loopback_the_gateway_speaks_tls_only() {
     // CA registers; one that speaks plain HTTP gets nothing.
     let p = pki::pki(dir.path());
     let tls = a2acp_runtime::tls::ServerTls::from_files(&p.cert, &p.key).unwrap();
-    let (_relay, addr) = gateway_on(&nats, "127.0.0.1:0", Some(tls), GatewayLimits::default()).unwrap();
+    let (_relay, addr) =
+        gateway_on(&nats, "127.0.0.1:0", Some(tls), GatewayLimits::default()).unwrap();
     let pem = std::fs::read(&p.ca).unwrap();
     let certs: Vec<_> = ureq::tls::parse_pem(&pem)
         .filter_map(|i| match i {
@@ -152,7 +153,13 @@ fn off_loopback_the_gateway_speaks_tls_only() {
         .send(registration("delta", &k, &k).to_string())
         .unwrap();
     assert_eq!(r.status().as_u16(), 201);
-    let (st, _) = call(&addr, "GET", "/acp/v1/agents/delta", "application/json", b"");
+    let (st, _) = call(
+        &addr,
+        "GET",
+        "/acp/v1/agents/delta",
+        "application/json",
+        b"",
+    );
     assert_eq!(st, 0, "plain HTTP to the TLS gateway gets no HTTP answer");
 }
 
