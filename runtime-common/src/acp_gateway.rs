@@ -143,50 +143,40 @@ impl AcpGateway {
             keys: Mutex::new(HashMap::new()),
             limits,
         });
-        let thread = std::thread::Builder::new()
-            .name("acp-gateway".into())
-            .spawn(move || {
-                let runtime = match tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                {
-                    Ok(r) => r,
+        let thread = crate::tokio_thread::spawn(
+            "acp-gateway",
+            |e| tracing::error!("ACP gateway: no runtime: {e}"),
+            move || async move {
+                let listener = match tokio::net::TcpListener::from_std(std_listener) {
+                    Ok(l) => l,
                     Err(e) => {
-                        tracing::error!("ACP gateway: no runtime: {e}");
+                        tracing::error!("ACP gateway: {e}");
                         return;
                     }
                 };
-                runtime.block_on(async move {
-                    let listener = match tokio::net::TcpListener::from_std(std_listener) {
-                        Ok(l) => l,
-                        Err(e) => {
-                            tracing::error!("ACP gateway: {e}");
-                            return;
-                        }
-                    };
-                    let door = Door {
-                        name: "acp-gateway",
-                        max_connections: limits.max_connections,
-                        header_timeout: limits.header_timeout,
-                        max_per_source: Some(limits.max_per_source),
-                    };
-                    let serve = http_door::serve_tls(
-                        listener,
-                        door,
-                        tls,
-                        || true,
-                        move |req| {
-                            let state = state.clone();
-                            async move { state.handle(req).await }
-                        },
-                    );
-                    tokio::select! {
-                        _ = serve => {}
-                        _ = stopped.recv_async() => {}
-                    }
-                });
-            })
-            .map_err(|e| listen_err(e.to_string()))?;
+                let door = Door {
+                    name: "acp-gateway",
+                    max_connections: limits.max_connections,
+                    header_timeout: limits.header_timeout,
+                    max_per_source: Some(limits.max_per_source),
+                };
+                let serve = http_door::serve_tls(
+                    listener,
+                    door,
+                    tls,
+                    || true,
+                    move |req| {
+                        let state = state.clone();
+                        async move { state.handle(req).await }
+                    },
+                );
+                tokio::select! {
+                    _ = serve => {}
+                    _ = stopped.recv_async() => {}
+                }
+            },
+        )
+        .map_err(|e| listen_err(e.to_string()))?;
         tracing::info!("ACP gateway on {addr}");
         Ok(AcpGateway {
             addr,

@@ -87,6 +87,7 @@ pub mod scripted;
 pub mod store;
 pub mod term;
 pub mod tls;
+mod tokio_thread;
 pub mod transcript;
 pub mod transparency;
 pub mod ws;

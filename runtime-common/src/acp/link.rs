@@ -171,22 +171,12 @@ impl AcpLink {
                 .spawn(move || http_thread(http, gateway, registration, job_rx, in_tx))
                 .map_err(|e| LinkError::Thread(e.to_string()))?;
         }
-        std::thread::Builder::new()
-            .name("acp-nats".into())
-            .spawn(move || {
-                let runtime = match tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                {
-                    Ok(r) => r,
-                    Err(e) => {
-                        tracing::warn!("ACP: no runtime for NATS: {e}");
-                        return;
-                    }
-                };
-                runtime.block_on(inbox(config, http, gateway, in_tx));
-            })
-            .map_err(|e| LinkError::Thread(e.to_string()))?;
+        crate::tokio_thread::spawn(
+            "acp-nats",
+            |e| tracing::warn!("ACP: no runtime for NATS: {e}"),
+            move || inbox(config, http, gateway, in_tx),
+        )
+        .map_err(|e| LinkError::Thread(e.to_string()))?;
         Ok(AcpLink { jobs, incoming })
     }
 

@@ -177,37 +177,30 @@ impl Cluster {
         let thread_config = config.clone();
         let health = Arc::new(health::HealthCell::default());
         let cell = health.clone();
-        let thread = std::thread::Builder::new()
-            .name(format!("cluster-{}", config.node))
-            .spawn(move || {
-                let runtime = match tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                {
-                    Ok(r) => r,
+        let failed = ready_tx.clone();
+        let thread = crate::tokio_thread::spawn(
+            &format!("cluster-{}", config.node),
+            move |e| {
+                let _ = failed.send(Err(ClusterError::Unreachable(e)));
+            },
+            move || async move {
+                let link = match Link::open(thread_config, cell).await {
+                    Ok(link) => {
+                        let _ = ready_tx.send(Ok(()));
+                        link
+                    }
                     Err(e) => {
-                        let _ = ready_tx.send(Err(ClusterError::Unreachable(e.to_string())));
+                        let _ = ready_tx.send(Err(e));
                         return;
                     }
                 };
-                runtime.block_on(async move {
-                    let link = match Link::open(thread_config, cell).await {
-                        Ok(link) => {
-                            let _ = ready_tx.send(Ok(()));
-                            link
-                        }
-                        Err(e) => {
-                            let _ = ready_tx.send(Err(e));
-                            return;
-                        }
-                    };
-                    let link = Arc::new(link);
-                    while let Ok(job) = rx.recv_async().await {
-                        job(link.clone());
-                    }
-                });
-            })
-            .map_err(|e| ClusterError::Unreachable(e.to_string()))?;
+                let link = Arc::new(link);
+                while let Ok(job) = rx.recv_async().await {
+                    job(link.clone());
+                }
+            },
+        )
+        .map_err(|e| ClusterError::Unreachable(e.to_string()))?;
         ready_rx.recv().unwrap_or(Err(ClusterError::Stopped))?;
         let cluster = Cluster {
             jobs,
