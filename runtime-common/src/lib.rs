@@ -59,6 +59,7 @@ pub mod actions;
 pub mod admission;
 pub mod agent_host;
 pub mod audit_log;
+pub mod backup;
 pub mod cli;
 pub mod clock;
 pub mod cluster;

@@ -126,6 +126,15 @@ impl Store {
         Self::init(conn, path, Durability::Normal)
     }
 
+    /// Writes a consistent copy of the whole database to `to` (a new file): how a backup
+    /// copies the database of a running agent, which holds it exclusively.
+    pub fn snapshot(&self, to: &Path) -> Result<(), StoreError> {
+        self.conn
+            .execute("VACUUM INTO ?1", [to.to_string_lossy()])
+            .map(|_| ())
+            .map_err(|e| wrap(to, e))
+    }
+
     fn init(conn: Connection, path: PathBuf, durability: Durability) -> Result<Store, StoreError> {
         let sync = match durability {
             Durability::Full => "FULL",

@@ -281,6 +281,26 @@ pub(crate) enum AgentCmd {
     },
     /// Run the agent: connect, keep threads going, show prompts, serve the control socket.
     Run(RunArgs),
+    /// Write an encrypted backup of the agent (identity key, config, every thread, memory,
+    /// audit log) under a passphrase (Argon2id, XChaCha20-Poly1305): asked on the
+    /// terminal, or A2ACP_PASSPHRASE, or --passphrase-file. Safe while the agent runs.
+    Backup {
+        /// Where to write it.
+        #[arg(long)]
+        out: PathBuf,
+        /// A file whose first line is the passphrase.
+        #[arg(long)]
+        passphrase_file: Option<PathBuf>,
+    },
+    /// Restore a backup into a new home (--home, absent or empty): the agent resumes every
+    /// thread there; the old device, if it comes back, is replaced at the relay.
+    Restore {
+        /// The backup file.
+        file: PathBuf,
+        /// A file whose first line is the passphrase.
+        #[arg(long)]
+        passphrase_file: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]

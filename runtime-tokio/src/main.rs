@@ -130,6 +130,61 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
             .await
         }
         Cmd::Agent(AgentCmd::Run(a)) => agent_run(&home, &a).await,
+        Cmd::Agent(AgentCmd::Backup {
+            out,
+            passphrase_file,
+        }) => {
+            use a2acp_runtime::backup;
+            let p = backup::passphrase(passphrase_file.as_deref(), true)?;
+            let bytes = match backup::backup(&home, &out, &p) {
+                Err(backup::BackupError::Running(_)) => {
+                    // The running agent copies its own database.
+                    let name = format!(".agent.db.backup-{}", std::process::id());
+                    let r = agent::control_request(
+                        &home.socket(),
+                        &a2acp_runtime::control::Request::Snapshot { name: name.clone() },
+                    )
+                    .await
+                    .map_err(|e| {
+                        format!("the agent runs but its control socket does not answer: {e}")
+                    })?;
+                    if !r.ok {
+                        return Err(r.error.unwrap_or_else(|| "snapshot refused".into()));
+                    }
+                    let snap = home.dir().join(&name);
+                    let done = backup::backup_with(
+                        &home,
+                        &out,
+                        &p,
+                        (backup::M_COST, backup::T_COST, backup::P_COST),
+                        Some(&snap),
+                    );
+                    let _ = std::fs::remove_file(&snap);
+                    done.map_err(|e| e.to_string())?
+                }
+                other => other.map_err(|e| e.to_string())?,
+            };
+            println!(
+                "Backup of {} written to {} ({bytes} bytes, encrypted). Keep the passphrase: without it the backup cannot be opened.",
+                home.dir().display(),
+                out.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Agent(AgentCmd::Restore {
+            file,
+            passphrase_file,
+        }) => {
+            let p = a2acp_runtime::backup::passphrase(passphrase_file.as_deref(), false)?;
+            let n =
+                a2acp_runtime::backup::restore(&file, &p, home.dir()).map_err(|e| e.to_string())?;
+            println!(
+                "Restored {n} files into {}. Run `a2acp --home {} agent run`: every thread goes on from where the backup left it, and the other device, if it comes back, is replaced at the relay.",
+                home.dir().display(),
+                home.dir().display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Cmd::Demo {
             interactive,
             group,

@@ -20,6 +20,7 @@ impl AgentHost {
         let cmd = |h: &mut AgentHost, c: Command| h.handle(now, Input::Command(c));
         Ok(match req {
             Request::Status => (Response::ok(self.status()), Vec::new()),
+            Request::Snapshot { name } => (self.snapshot(&name), Vec::new()),
             Request::Threads => {
                 // The groups this agent coordinates first, each one row; then every
                 // thread (a leg names its group).

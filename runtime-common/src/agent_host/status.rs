@@ -6,6 +6,30 @@ use super::*;
 use crate::control::{PermissionsInfo, Response, StatusInfo};
 
 impl AgentHost {
+    /// `snapshot`: a consistent copy of the database beside it, named `name` (a plain
+    /// file name that does not exist yet).
+    pub(super) fn snapshot(&mut self, name: &str) -> Response {
+        let plain = !name.is_empty()
+            && !name.contains(['/', '\\'])
+            && name != "."
+            && name != ".."
+            && name.starts_with(".agent.db.backup-");
+        if !plain {
+            return Response::err("snapshot: a file name .agent.db.backup-… in the home");
+        }
+        let Some(dir) = self.store.path().parent() else {
+            return Response::err("snapshot: the agent's database is in memory");
+        };
+        let to = dir.join(name);
+        if to.exists() {
+            return Response::err(format!("snapshot: {name} exists"));
+        }
+        match self.store.snapshot(&to) {
+            Ok(()) => Response::ok(serde_json::json!({ "path": to.display().to_string() })),
+            Err(e) => Response::err(format!("snapshot: {e}")),
+        }
+    }
+
     pub(super) fn read_notifications(&mut self, number: Option<u64>, all: bool) -> Response {
         match (number, all) {
             (_, true) => {

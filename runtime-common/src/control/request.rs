@@ -13,6 +13,12 @@ use super::*;
 pub enum Request {
     /// Address, connection, counts.
     Status,
+    /// Write a consistent copy of the agent's database to `path` (a new file in the
+    /// agent's home): `agent backup` of a running agent.
+    Snapshot {
+        /// The file's name, in the home.
+        name: String,
+    },
     /// Start a thread (§4), or a group thread (§10) when `to` lists two or more agents.
     StartThread {
         /// The other agent's address (a two-party thread), or a list of addresses: one

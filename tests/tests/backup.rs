@@ -1,0 +1,207 @@
+//! An agent moves to a new device through its encrypted backup: Alice's agent is backed
+//! up while it runs, in the middle of the spec's dinner with her consent prompt open; it
+//! stops, the backup is restored into a new home, and the agent run there shows the same
+//! prompt again, sends what she answers, and the dinner completes with every packet once
+//! on both sides. A wrong passphrase, a truncated or altered file, a backup of a newer
+//! format, a file that is no backup and a home that is not empty each get their own error
+//! and leave nothing behind.
+
+use std::path::Path;
+
+use a2acp_runtime::backup::{self, BackupError};
+use a2acp_runtime::home::Home;
+use a2acp_runtime::scripted::ScriptedUser;
+use a2acp_tests::*;
+
+const PASSPHRASE: &str = "correct horse battery staple";
+/// Cheap Argon2id parameters for the tests (the command uses 64 MiB, 3 passes).
+const CHEAP: (u32, u32, u32) = (1024, 1, 1);
+
+per_runtime!(a_backup_resumes_the_dinner_on_a_new_device);
+
+async fn a_backup_resumes_the_dinner_on_a_new_device(rt: Runtime) {
+    let dir = tmp();
+    let relay = rt.relay(&free_addr(), &dir.path().join("relay")).await;
+    let DinnerHomes {
+        bob_cfg,
+        alice: ha,
+        bob: hb,
+        ..
+    } = dinner_homes(dir.path(), &relay.url());
+    let alice = rt.agent(&ha, "alice", None);
+    let bob = rt.agent(&hb, "bob", Some(ScriptedUser::dinner()));
+    wait_online(&alice).await;
+    wait_online(&bob).await;
+    let consent = start_dinner_until_consent(&alice, bob_cfg.address.clone()).await;
+
+    // Backed up while it runs, then the old device goes away.
+    // The agent holds its database: the backup asks it for a copy (what `agent backup`
+    // does through the control socket).
+    let file = dir.path().join("alice.backup");
+    assert!(matches!(
+        backup::backup_with(&ha, &file, PASSPHRASE, CHEAP, None),
+        Err(BackupError::Running(_))
+    ));
+    let r = ctl(
+        &ha,
+        a2acp_runtime::control::Request::Snapshot {
+            name: ".agent.db.backup-test".into(),
+        },
+    )
+    .await;
+    assert!(r.ok, "{r:?}");
+    let snap = ha.dir().join(".agent.db.backup-test");
+    backup::backup_with(&ha, &file, PASSPHRASE, CHEAP, Some(&snap)).unwrap();
+    std::fs::remove_file(&snap).unwrap();
+    alice.stop().await;
+
+    // The new device.
+    let new_home = Home::new(dir.path().join("alice-new"));
+    let n = backup::restore(&file, PASSPHRASE, new_home.dir()).unwrap();
+    assert!(n >= 3, "{n}");
+    let alice = rt.agent(&new_home, "alice", None);
+    wait_online(&alice).await;
+    // The same prompt, open again.
+    let again = eventually(15, "the consent prompt on the new device", || async {
+        prompts(&alice)
+            .await
+            .into_iter()
+            .find(|p| p.thread_id == consent.thread_id)
+    })
+    .await;
+    answer(
+        &new_home,
+        again.id,
+        &ScriptedUser::dinner().answer_args(&again),
+    )
+    .await;
+    dinner_ends_once_each(&alice, &new_home, &bob, &hb).await;
+    alice.stop().await;
+    bob.stop().await;
+    relay.stop(true).await;
+}
+
+/// A home with an agent and a database, and its backup.
+fn backed_up(dir: &Path) -> (Home, std::path::PathBuf) {
+    let (alice_cfg, _) = a2acp_runtime::scripted::dinner_configs("localhost").unwrap();
+    let home = init_home(&dir.join("alice"), &alice_cfg, "ws://127.0.0.1:9");
+    let opened = a2acp_runtime::agent_host::AgentHost::open_home(
+        &home,
+        a2acp_runtime::store::Durability::Normal,
+    )
+    .unwrap();
+    drop(opened);
+    let file = dir.join("alice.backup");
+    backup::backup_with(&home, &file, PASSPHRASE, CHEAP, None).unwrap();
+    (home, file)
+}
+
+#[test]
+fn a_bad_backup_gets_its_own_error_and_changes_nothing() {
+    let dir = tmp();
+    let (home, file) = backed_up(dir.path());
+    let target = dir.path().join("restored");
+    let bytes = std::fs::read(&file).unwrap();
+    let variant = |name: &str, b: &[u8]| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, b).unwrap();
+        p
+    };
+
+    // A passphrase too short is refused before anything is written.
+    let weak = dir.path().join("weak.backup");
+    assert!(matches!(
+        backup::backup_with(&home, &weak, "short", CHEAP, None),
+        Err(BackupError::WeakPassphrase)
+    ));
+    assert!(!weak.exists());
+
+    // The wrong passphrase.
+    let e = backup::restore(&file, "not the passphrase at all", &target).unwrap_err();
+    assert!(matches!(e, BackupError::CannotOpen(_)), "{e}");
+    // Cut short, at the end and inside the header.
+    let cut = variant("cut.backup", &bytes[..bytes.len() - 10]);
+    assert!(matches!(
+        backup::restore(&cut, PASSPHRASE, &target),
+        Err(BackupError::CannotOpen(_))
+    ));
+    let stub = variant("stub.backup", &bytes[..30]);
+    assert!(matches!(
+        backup::restore(&stub, PASSPHRASE, &target),
+        Err(BackupError::Truncated(_))
+    ));
+    // One byte changed in the content, and in the header (bound as associated data).
+    let mut altered = bytes.clone();
+    let i = altered.len() / 2;
+    altered[i] ^= 1;
+    let altered = variant("altered.backup", &altered);
+    assert!(matches!(
+        backup::restore(&altered, PASSPHRASE, &target),
+        Err(BackupError::CannotOpen(_))
+    ));
+    let mut salted = bytes.clone();
+    salted[30] ^= 1;
+    let salted = variant("salted.backup", &salted);
+    assert!(matches!(
+        backup::restore(&salted, PASSPHRASE, &target),
+        Err(BackupError::CannotOpen(_))
+    ));
+    // A newer format; absurd Argon2 parameters; not a backup at all.
+    let mut newer = bytes.clone();
+    newer[13] = 2;
+    let newer = variant("newer.backup", &newer);
+    let e = backup::restore(&newer, PASSPHRASE, &target).unwrap_err();
+    assert!(matches!(e, BackupError::Newer { version: 2, .. }), "{e}");
+    assert!(e.to_string().contains("newer a2acp"), "{e}");
+    let mut greedy = bytes.clone();
+    greedy[14..18].copy_from_slice(&u32::MAX.to_be_bytes());
+    let greedy = variant("greedy.backup", &greedy);
+    assert!(matches!(
+        backup::restore(&greedy, PASSPHRASE, &target),
+        Err(BackupError::Damaged { .. })
+    ));
+    let toml = variant("config.backup", b"address = \"agent:alice@localhost\"\n");
+    assert!(matches!(
+        backup::restore(&toml, PASSPHRASE, &target),
+        Err(BackupError::NotABackup(_))
+    ));
+    // None of them left anything.
+    assert!(!target.exists());
+    assert_eq!(
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().contains("restoring"))
+            .count(),
+        0
+    );
+
+    // A home that is not empty is not overwritten.
+    std::fs::create_dir_all(&target).unwrap();
+    std::fs::write(target.join("notes.txt"), b"mine").unwrap();
+    assert!(matches!(
+        backup::restore(&file, PASSPHRASE, &target),
+        Err(BackupError::HomeNotEmpty(_))
+    ));
+    assert_eq!(std::fs::read(target.join("notes.txt")).unwrap(), b"mine");
+
+    // The good one restores the key, the config and the database, byte for byte where
+    // they are files.
+    let fresh = dir.path().join("fresh");
+    backup::restore(&file, PASSPHRASE, &fresh).unwrap();
+    let restored = Home::new(&fresh);
+    assert_eq!(
+        std::fs::read(restored.key()).unwrap(),
+        std::fs::read(home.key()).unwrap()
+    );
+    assert_eq!(
+        std::fs::read(restored.config()).unwrap(),
+        std::fs::read(home.config()).unwrap()
+    );
+    assert!(restored.db().exists());
+    // Nothing of the plaintext key is in the backup.
+    let key = std::fs::read(home.key()).unwrap();
+    assert!(!bytes
+        .windows(key.len().min(32))
+        .any(|w| w == &key[..key.len().min(32)]));
+}
