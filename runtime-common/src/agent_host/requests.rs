@@ -173,25 +173,10 @@ impl AgentHost {
                 urgent,
                 quorum,
                 sequential,
-            } if to
-                .list()
-                .iter()
-                .any(|a| a2acp_core::bridge::a2a::client::is_url(a)) =>
-            {
+            } if to.list().iter().any(|a| bridge_of(a).is_some()) => {
                 let one = to.list().len() == 1 && quorum.is_none() && !sequential;
-                self.start_bridged(now, "a2a", one, to, category, summary, context, urgent)?
-            }
-            Request::StartThread {
-                to,
-                category,
-                summary,
-                context,
-                urgent,
-                quorum,
-                sequential,
-            } if to.list().iter().any(|a| a.starts_with("acp:")) => {
-                let one = to.list().len() == 1 && quorum.is_none() && !sequential;
-                self.start_bridged(now, "acp", one, to, category, summary, context, urgent)?
+                let bridge = to.list().iter().find_map(|a| bridge_of(a)).unwrap_or("a2a");
+                self.start_bridged(now, bridge, one, to, category, summary, context, urgent)?
             }
             Request::StartThread {
                 to,
@@ -363,5 +348,17 @@ impl AgentHost {
             | Request::MemoryExport { .. }
             | Request::MemoryImport { .. }) => return self.memory_request(now, r),
         })
+    }
+}
+
+/// The bridge a `thread start --to` names, if it names a bridged peer: an A2A agent's URL
+/// (`a2a`) or an ACP agent (`acp:<agent-id>`, `acp`).
+fn bridge_of(to: &str) -> Option<&'static str> {
+    if a2acp_core::bridge::a2a::client::is_url(to) {
+        Some("a2a")
+    } else if to.starts_with("acp:") {
+        Some("acp")
+    } else {
+        None
     }
 }
