@@ -412,7 +412,7 @@ impl State {
             Ok(Claim::Same) => answer(StatusCode::OK, me),
             Ok(Claim::Taken) => refuse(
                 StatusCode::CONFLICT,
-                code::UNKNOWN_AGENT,
+                code::REFUSED,
                 format!("`{id}` is registered with another key"),
             ),
             Err(e) => unavailable(&e),

@@ -45,6 +45,9 @@ pub struct Door {
     pub max_per_source: Option<usize>,
 }
 
+/// What a connection over its source's cap reads before it is closed.
+const OVER_THE_CAP: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: 91\r\n\r\n{\"error\": {\"code\": -32012, \"message\": \"too many connections from this address; try again\"}}";
+
 /// The source address of a request, in its extensions (set by [`serve`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Source(pub std::net::SocketAddr);
@@ -124,6 +127,18 @@ pub async fn serve_tls<H, Fut, B>(
         if let Some(max) = door.max_per_source {
             if !sources.enter(peer.ip(), max) {
                 debug!(%peer, "{}: too many connections from this source", door.name);
+                // A plain connection reads why; a TLS one is closed (no handshake for it).
+                if tls.is_none() {
+                    tokio::spawn(async move {
+                        use tokio::io::AsyncWriteExt;
+                        let mut sock = sock;
+                        let _ = tokio::time::timeout(
+                            Duration::from_secs(1),
+                            sock.write_all(OVER_THE_CAP),
+                        )
+                        .await;
+                    });
+                }
                 continue;
             }
         }

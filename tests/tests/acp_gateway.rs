@@ -195,6 +195,7 @@ fn the_gateway_refuses_what_it_must() {
     );
     let (st, body) = post(&addr, "/acp/v1/agents", &registration("alpha", &b, &b));
     assert_eq!(st, 409, "{body}");
+    assert_eq!(body["error"]["code"], json!(-32013), "{body}");
     assert_eq!(
         post(&addr, "/acp/v1/agents", &registration("beta", &b, &b)).0,
         201
@@ -317,9 +318,16 @@ fn the_gateway_refuses_what_it_must() {
     extra
         .set_read_timeout(Some(Duration::from_secs(3)))
         .unwrap();
-    let mut buf = [0u8; 16];
-    let n = extra.read(&mut buf).unwrap_or(0);
-    assert_eq!(n, 0, "the connection over the cap is closed");
+    let mut got = Vec::new();
+    let _ = extra.read_to_end(&mut got);
+    let got = String::from_utf8_lossy(&got);
+    assert!(got.starts_with("HTTP/1.1 503"), "{got}");
+    let body: Value = serde_json::from_str(got.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!(
+        body["error"]["code"],
+        json!(-32012),
+        "the connection over the cap reads why"
+    );
     drop(held);
 }
 
