@@ -67,64 +67,13 @@ impl AgentHost {
     }
 
     fn acp_event(&mut self, now: Timestamp, e: AcpEvent) {
-        match e {
-            AcpEvent::Established {
-                peer, principal, ..
-            } => {
-                self.agent.bridged_input(now, |a| {
-                    a.note(
-                        None,
-                        format!("ACP handshake with `{peer}` (principal `{principal}`) complete"),
-                    )
-                });
-                if let Some(a) = &mut self.acp {
-                    a.established(now, &peer);
-                }
-            }
-            AcpEvent::Request { peer, id, body, .. } => {
-                if let Err((code, message)) =
-                    Threads::request(&mut self.agent, now, &peer, &id, &body)
-                {
-                    if let Some(a) = &mut self.acp {
-                        a.refuse(now, &peer, &id, code, message);
-                    }
-                }
-            }
-            AcpEvent::Handoff {
-                peer, id, handoff, ..
-            } => {
-                if let Err((code, message)) =
-                    Threads::handoff(&mut self.agent, now, &peer, &id, &handoff)
-                {
-                    if let Some(a) = &mut self.acp {
-                        a.refuse(now, &peer, &id, code, message);
-                    }
-                }
-            }
-            AcpEvent::Response { peer, id, outcome } => {
-                Threads::response(&mut self.agent, now, &peer, &id, &outcome);
-            }
-            AcpEvent::Unanswered { peer, id } => {
-                Threads::unanswered(&mut self.agent, now, &peer, &id)
-            }
-            AcpEvent::Notification { peer, .. } => self.agent.bridged_input(now, |a| {
-                a.note(None, format!("ACP notification from `{peer}`"))
-            }),
-            AcpEvent::TimedOut { peer, id } => self.agent.bridged_input(now, |a| {
-                a.note(
-                    None,
-                    format!("ACP request `{id}` of `{peer}` answered -32008: not answered in time"),
-                )
-            }),
-            AcpEvent::Refused { peer, error } => self.agent.bridged_input(now, |a| {
-                a.note(
-                    None,
-                    format!(
-                        "ACP message from `{}` refused: {error}",
-                        peer.as_deref().unwrap_or("?")
-                    ),
-                )
-            }),
+        let refuse = Threads::on_event(&mut self.agent, now, &e);
+        let Some(a) = &mut self.acp else { return };
+        if let AcpEvent::Established { peer, .. } = &e {
+            a.established(now, peer);
+        }
+        if let Some(r) = refuse {
+            a.refuse(now, &r.peer, &r.id, r.code, r.message);
         }
     }
 }

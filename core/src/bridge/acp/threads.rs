@@ -24,7 +24,7 @@ use crate::agent::{Agent, Bridge, BridgeMessage, BridgeStep};
 use crate::bridge::a2a::server::Server;
 use crate::bridge::a2a::task::{self as a2a_task, Inbound};
 use crate::bridge::acp::error::code;
-use crate::bridge::acp::io::Handoff;
+use crate::bridge::acp::io::{AcpEvent, Handoff};
 use crate::time::Timestamp;
 
 /// The bridge's name ([`Bridge::name`], [`BridgeMessage::bridge`]) and the key of a
@@ -87,7 +87,82 @@ impl Threads {
     }
 }
 
+/// A request or handoff of `peer` the agent could not take: the session answers it with
+/// this error ([`crate::bridge::acp::AcpSession::respond`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refuse {
+    /// The peer.
+    pub peer: String,
+    /// The request's or handoff's id.
+    pub id: String,
+    /// The JSON-RPC code.
+    pub code: i64,
+    /// Why.
+    pub message: String,
+}
+
 impl Threads {
+    /// What the session reported ([`AcpEvent`]), applied to the agent: a request or a
+    /// handoff taken as a thread, a response continuing this agent's thread, an
+    /// unanswered request told to the user; the rest noted in the agent's audit trail.
+    /// `Some` when a request or handoff must be answered with an error.
+    pub fn on_event(agent: &mut Agent, now: Timestamp, e: &AcpEvent) -> Option<Refuse> {
+        let refuse = |peer: &str, id: &str, (code, message): (i64, String)| Refuse {
+            peer: peer.to_string(),
+            id: id.to_string(),
+            code,
+            message,
+        };
+        let note = |agent: &mut Agent, text: String| {
+            agent.bridged_input(now, |a| a.note(None, text));
+        };
+        match e {
+            AcpEvent::Request { peer, id, body, .. } => {
+                Threads::request(agent, now, peer, id, body)
+                    .err()
+                    .map(|e| refuse(peer, id, e))
+            }
+            AcpEvent::Handoff {
+                peer, id, handoff, ..
+            } => Threads::handoff(agent, now, peer, id, handoff)
+                .err()
+                .map(|e| refuse(peer, id, e)),
+            AcpEvent::Response { peer, id, outcome } => {
+                Threads::response(agent, now, peer, id, outcome);
+                None
+            }
+            AcpEvent::Unanswered { peer, id } => {
+                Threads::unanswered(agent, now, peer, id);
+                None
+            }
+            AcpEvent::Established {
+                peer, principal, ..
+            } => {
+                note(
+                    agent,
+                    format!("ACP handshake with `{peer}` (principal `{principal}`) complete"),
+                );
+                None
+            }
+            AcpEvent::Notification { peer, .. } => {
+                note(agent, format!("ACP notification from `{peer}`"));
+                None
+            }
+            AcpEvent::TimedOut { peer, id } => {
+                note(
+                    agent,
+                    format!("ACP request `{id}` of `{peer}` answered -32008: not answered in time"),
+                );
+                None
+            }
+            AcpEvent::Refused { peer, error } => {
+                let from = peer.as_deref().unwrap_or("?");
+                note(agent, format!("ACP message from `{from}` refused: {error}"));
+                None
+            }
+        }
+    }
+
     /// A handoff (`id`) of the established ACP peer `peer` (seed 004 §3.4): it opens a
     /// thread that goes on from what the handoff carried — its `context` are the
     /// thread's context fields, so the agent does not ask for them again; its `action`

@@ -112,40 +112,17 @@ impl World {
                 match o {
                     AcpOutput::Send { json, .. } => self.alpha.handle(self.now, json.as_bytes()),
                     AcpOutput::Refusal { json, .. } => panic!("bob refused: {json}"),
-                    AcpOutput::Event(e) => match *e {
-                        AcpEvent::Request { peer, id, body, .. } => {
-                            if let Err((code, message)) =
-                                Threads::request(&mut self.agent, self.now, &peer, &id, &body)
-                            {
-                                let _ = self.bob.respond(
-                                    self.now,
-                                    &peer,
-                                    &id,
-                                    Err((code, message)),
-                                    false,
-                                );
-                            }
+                    AcpOutput::Event(e) => {
+                        if let Some(r) = Threads::on_event(&mut self.agent, self.now, &e) {
+                            let _ = self.bob.respond(
+                                self.now,
+                                &r.peer,
+                                &r.id,
+                                Err((r.code, r.message)),
+                                false,
+                            );
                         }
-                        AcpEvent::Handoff {
-                            peer, id, handoff, ..
-                        } => {
-                            if let Err((code, message)) =
-                                Threads::handoff(&mut self.agent, self.now, &peer, &id, &handoff)
-                            {
-                                let _ = self.bob.respond(
-                                    self.now,
-                                    &peer,
-                                    &id,
-                                    Err((code, message)),
-                                    false,
-                                );
-                            }
-                        }
-                        AcpEvent::Response { peer, id, outcome } => {
-                            Threads::response(&mut self.agent, self.now, &peer, &id, &outcome);
-                        }
-                        _ => {}
-                    },
+                    }
                 }
             }
             if !moved && self.outputs.len() == before {
