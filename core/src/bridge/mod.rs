@@ -9,6 +9,9 @@
 //!   codes, HTTP statuses, retry rule and sender;
 //! - [`acp`]: the Agent Communication Protocol (seed 004): its signed JSON-RPC messages,
 //!   the handshake, and an established peer's requests as threads;
+//! - [`agentic`]: the Agentic Protocol (seed 002) as a service over the agent's memory:
+//!   deposits, pulls, orientation, digests, reviews and facts, decided here, served by the
+//!   runtime's `--agentic-listen`;
 //! - [`retry`]: the retry schedule both bridges' calls follow (seed 001's).
 //!
 //! Each bridge meets the agent through the agent's one bridge interface
@@ -22,6 +25,7 @@
 
 pub mod a2a;
 pub mod acp;
+pub mod agentic;
 pub mod phase1;
 pub mod retry;
 

@@ -18,6 +18,7 @@ pub mod ndjson;
 mod package;
 mod relationship;
 
+pub(crate) use fact::format_time;
 pub use fact::Fact;
 pub use package::{Package, PackageDraft, PACKAGE_TYPES, RELAY_VERSION, STATUSES};
 pub use relationship::{
