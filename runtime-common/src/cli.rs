@@ -445,6 +445,16 @@ pub struct RunArgs {
     /// A file whose first line is the bearer token A2A clients must present.
     #[arg(long, value_name = "FILE", requires = "a2a_listen")]
     pub a2a_token_file: Option<PathBuf>,
+    /// Serve the agent's memory as an Agentic Protocol service (seed 002, L3: `/v1/…`,
+    /// the descriptor at `/v1/conformance`), stored in `agentic.db` in the home: a
+    /// loopback address, or any with `--agentic-token-file`.
+    #[arg(long, value_name = "ADDR")]
+    pub agentic_listen: Option<String>,
+    /// Bearer tokens of the Agentic Protocol service, one a line:
+    /// `TOKEN TYPE:ACTOR_ID [PROJECT_ID …]` (TYPE human, agent or script; the token stands
+    /// for that actor, and reaches only the projects named, or all).
+    #[arg(long, value_name = "FILE", requires = "agentic_listen")]
+    pub agentic_token_file: Option<PathBuf>,
 }
 
 /// An agent ready to be spawned by a binding.
@@ -481,6 +491,18 @@ pub fn prepare_agent_run(home: &Home, args: &RunArgs) -> Result<ReadyAgent, Stri
             listen: listen.clone(),
             token,
             limits: crate::a2a::A2aLimits::default(),
+        });
+    }
+    if let Some(listen) = &args.agentic_listen {
+        let tokens = match &args.agentic_token_file {
+            Some(p) => crate::agentic::Tokens::read(p)?,
+            None => crate::agentic::Tokens::default(),
+        };
+        o.agentic = Some(crate::agentic::AgenticOptions {
+            listen: listen.clone(),
+            tokens,
+            db: home.dir().join(crate::agentic::DB_FILE),
+            limits: crate::agentic::AgenticLimits::default(),
         });
     }
     if interactive {

@@ -53,6 +53,7 @@
 
 pub mod a2a;
 pub mod a2a_client;
+pub mod agentic;
 pub mod acp;
 pub mod acp_gateway;
 pub mod actions;

@@ -142,6 +142,12 @@ async fn agent_run(home: &Home, a: &RunArgs) -> Result<ExitCode, String> {
                 .into(),
         );
     }
+    if a.agentic_listen.is_some() {
+        return Err(
+            "--agentic-listen is served by the tokio agent (`a2acp agent run`), not by a2acp-smol"
+                .into(),
+        );
+    }
     let ready = prepare_agent_run(home, a)?;
     let h = a2acp_smol::agent::spawn(ready.host, ready.effects, ready.options)
         .map_err(|e| e.to_string())?;

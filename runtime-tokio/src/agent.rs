@@ -24,12 +24,19 @@ pub struct AgentHandle {
     events: broadcast::Sender<AgentEvent>,
     task: JoinHandle<Result<(), AgentError>>,
     a2a: Option<std::net::SocketAddr>,
+    agentic: Option<std::net::SocketAddr>,
 }
 
 impl AgentHandle {
     /// Where the A2A listener listens (`--a2a-listen`), if it was asked for.
     pub fn a2a_addr(&self) -> Option<std::net::SocketAddr> {
         self.a2a
+    }
+
+    /// Where the Agentic Protocol service listens (`--agentic-listen`), if it was asked
+    /// for.
+    pub fn agentic_addr(&self) -> Option<std::net::SocketAddr> {
+        self.agentic
     }
 
     /// Sends a control request.
@@ -108,6 +115,20 @@ pub fn spawn(
         None => None,
     };
     let a2a_addr = a2a.as_ref().and_then(|(_, _, a)| *a);
+    let agentic = match &opts.agentic {
+        Some(o) => {
+            let fail = |message: String| AgentError::Control {
+                path: std::path::PathBuf::from(&o.listen),
+                message,
+            };
+            let store = crate::agentic::open_store(o).map_err(fail)?;
+            let l = crate::agentic::bind(o).map_err(fail)?;
+            let addr = l.local_addr().ok();
+            Some((l, o.clone(), store, addr))
+        }
+        None => None,
+    };
+    let agentic_addr = agentic.as_ref().and_then(|(_, _, _, a)| *a);
     let address = (
         host.agent().address().clone(),
         a2acp_core::bridge::phase1::Tasks::id(host.agent()),
@@ -132,6 +153,8 @@ pub fn spawn(
         ));
         let control = control.map(|(l, file)| tokio::spawn(serve_control(l, file, ctl2)));
         let a2a = a2a.map(|(l, o, _)| tokio::spawn(crate::a2a::serve(l, o, address, ctl3)));
+        let agentic =
+            agentic.map(|(l, o, store, _)| tokio::spawn(crate::agentic::serve(l, o, store)));
         let emit = Box::new(move |e| {
             let _ = ev.send(e);
         });
@@ -153,6 +176,10 @@ pub fn spawn(
             a.abort();
             let _ = a.await;
         }
+        if let Some(a) = agentic {
+            a.abort();
+            let _ = a.await;
+        }
         r
     });
     Ok(AgentHandle {
@@ -160,6 +187,7 @@ pub fn spawn(
         events,
         task,
         a2a: a2a_addr,
+        agentic: agentic_addr,
     })
 }
 

@@ -11,6 +11,7 @@
 
 pub mod a2a;
 pub mod agent;
+pub mod agentic;
 pub mod bench;
 pub mod demo;
 pub mod federation;

@@ -82,6 +82,8 @@ pub struct RunOptions {
     /// How long a blocking `SendMessage` of an A2A client is held at most
     /// ([`BLOCKING_WAIT`](crate::a2a::BLOCKING_WAIT); tests shorten it).
     pub a2a_blocking_wait: Duration,
+    /// Serve the Agentic Protocol (`--agentic-listen`; the tokio binding only).
+    pub agentic: Option<crate::agentic::AgenticOptions>,
 }
 
 /// How long after losing the relay the short backoff cap
@@ -112,6 +114,7 @@ impl RunOptions {
             a2a: None,
             a2a_call_timeout: crate::a2a_client::CALL_TIMEOUT,
             a2a_blocking_wait: crate::a2a::BLOCKING_WAIT,
+            agentic: None,
         }
     }
 }

@@ -63,11 +63,13 @@ fn fact_values(facts: &[Fact]) -> Vec<Value> {
 }
 
 /// The §8.3 OrientationBundle of `project`: `recent` (newest first, the store's read of
-/// the window), the current facts, the open questions of those packages.
+/// the window), the current facts, the open questions of those packages, and (as
+/// `x-awaiting_review`) how many of the project's packages await review.
 pub fn orient(
     project: &Project,
     recent: &[Package],
     active_facts: &[Fact],
+    awaiting: u64,
     window_days: u32,
     now: Timestamp,
 ) -> Value {
@@ -76,10 +78,6 @@ pub fn orient(
         .filter(|p| status_of(p) != "draft")
         .take(ORIENT_PACKAGES)
         .collect();
-    let awaiting = recent
-        .iter()
-        .filter(|p| status_of(p) == "awaiting_review")
-        .count();
     json!({
         "project": project,
         "recent_packages": shown.iter().map(|p| Value::Object(p.body().clone())).collect::<Vec<_>>(),
@@ -96,8 +94,12 @@ pub fn orient(
 pub struct ProjectActivity {
     /// The project.
     pub project: Project,
-    /// Its packages in the window, newest first.
+    /// Its newest packages in the window, newest first (the decisions, handoffs and open
+    /// questions of the digest are theirs).
     pub recent: Vec<Package>,
+    /// How many packages the whole window holds, by (`package_type`, `status`), drafts
+    /// left out.
+    pub counts: Vec<(String, String, u64)>,
     /// Its current facts.
     pub active_facts: Vec<Fact>,
     /// Its packages awaiting review (any age).
@@ -147,14 +149,14 @@ pub fn orchestrate(
             .filter(|p| status_of(p) != "draft")
             .cloned()
             .collect();
-        total += shown.len() as u64;
+        let mut in_window = 0u64;
+        for (t, s, n) in a.counts.iter().filter(|(_, s, _)| s != "draft") {
+            *by_type.entry(t.clone()).or_default() += n;
+            *by_status.entry(s.clone()).or_default() += n;
+            in_window += n;
+        }
+        total += in_window;
         for p in &shown {
-            let t = p
-                .member("package_type")
-                .and_then(Value::as_str)
-                .unwrap_or("standard");
-            *by_type.entry(t.to_string()).or_default() += 1;
-            *by_status.entry(status_of(p).to_string()).or_default() += 1;
             for d in p.decisions_made() {
                 decisions.push(json!({"decision": d, "package_id": p.package_id(), "project_id": p.project_id()}));
             }
@@ -185,7 +187,7 @@ pub fn orchestrate(
             "project_id": a.project.project_id,
             "name": a.project.name,
             "archived_at": a.project.archived_at,
-            "packages_in_window": shown.len(),
+            "packages_in_window": in_window,
             "awaiting_review": a.awaiting_review.len(),
             "active_facts": a.active_facts.len(),
             "open_questions": qs.len(),
