@@ -70,6 +70,9 @@ pub async fn serve(listener: TcpListener, opts: AgenticOptions, store: Arc<Agent
         name: "agentic",
         max_connections: opts.limits.max_connections,
         header_timeout: opts.limits.header_timeout,
+        header_timeout_answer: Some(
+            r#"{"error":"request_timeout","message":"the request head did not arrive in time"}"#,
+        ),
     };
     let opts = Arc::new(opts);
     crate::http_door::serve(

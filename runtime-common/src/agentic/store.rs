@@ -473,8 +473,9 @@ impl AgenticStore {
             params![project_id, subject, predicate],
             |r| r.get(0),
         )?;
-        let fact = facts::parse_assertion(project_id, body, access, now, sequence as u64)?;
-        let current = series_current(&tx, project_id, &fact.subject, &fact.predicate)?;
+        let current = series_current(&tx, project_id, subject, predicate)?;
+        let floor = current.first().map(|c| c.valid_from);
+        let fact = facts::parse_assertion(project_id, body, access, now, floor, sequence as u64)?;
         if let Some(end) = facts::supersede(current.first(), &fact)? {
             for c in &current {
                 let mut ended = c.clone();

@@ -24,12 +24,15 @@ const KNOWN: [&str; 7] = [
 
 /// The fact an `assert_fact` request asks for, in `project_id`, at `now`, the
 /// `sequence`-th of its series (for its derived id). `asserted_by` is the token's actor,
-/// else what the body names; `valid_from` defaults to `now`.
+/// else what the body names; `valid_from` defaults to `now`, or to `floor` (the start of
+/// the series' current fact) when the clock is behind it — so that concurrent assertions
+/// without a `valid_from` always supersede in the order they are applied.
 pub fn parse_assertion(
     project_id: &str,
     body: &Value,
     access: &Access,
     now: Timestamp,
+    floor: Option<Timestamp>,
     sequence: u64,
 ) -> Result<Fact, AgenticError> {
     let Value::Object(map) = body else {

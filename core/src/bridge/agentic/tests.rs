@@ -215,6 +215,7 @@ fn facts_supersede_in_order_and_answer_points_in_time() {
         &json!({"subject": "s", "predicate": "p", "value": "1", "x-k": true}),
         &Access::Open,
         now,
+        None,
         0,
     )
     .unwrap();
@@ -227,6 +228,7 @@ fn facts_supersede_in_order_and_answer_points_in_time() {
         &json!({"subject": "s", "predicate": "p", "value": "2"}),
         &Access::Open,
         later,
+        Some(now),
         1,
     )
     .unwrap();
@@ -247,6 +249,7 @@ fn facts_supersede_in_order_and_answer_points_in_time() {
         &json!({"subject": "s", "predicate": "p", "value": "0", "valid_from": "2026-04-01T00:00:00Z"}),
         &Access::Open,
         later,
+        None,
         2,
     )
     .unwrap();
@@ -258,6 +261,7 @@ fn facts_supersede_in_order_and_answer_points_in_time() {
         &json!({"subject": "s", "predicate": "p", "value": 97.0}),
         &Access::Open,
         now,
+        None,
         0,
     )
     .unwrap_err();
