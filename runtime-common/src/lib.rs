@@ -53,12 +53,12 @@
 
 pub mod a2a;
 pub mod a2a_client;
-pub mod agentic;
 pub mod acp;
 pub mod acp_gateway;
 pub mod actions;
 pub mod admission;
 pub mod agent_host;
+pub mod agentic;
 pub mod audit_log;
 pub mod backup;
 pub mod cli;

@@ -32,8 +32,8 @@ pub fn bind(opts: &AgenticOptions) -> Result<TcpListener, String> {
         .next()
         .ok_or_else(|| format!("--agentic-listen {}: no address", opts.listen))?;
     check_listen(&addr, &opts.tokens)?;
-    let l = std::net::TcpListener::bind(addr)
-        .map_err(|e| format!("--agentic-listen {addr}: {e}"))?;
+    let l =
+        std::net::TcpListener::bind(addr).map_err(|e| format!("--agentic-listen {addr}: {e}"))?;
     l.set_nonblocking(true)
         .and_then(|()| TcpListener::from_std(l))
         .map_err(|e| format!("--agentic-listen {addr}: {e}"))
@@ -47,9 +47,7 @@ pub fn open_store(opts: &AgenticOptions) -> Result<Arc<AgenticStore>, String> {
 }
 
 /// Binds, opens the store and serves in a task: the address it listens on and the task.
-pub fn start(
-    opts: AgenticOptions,
-) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), String> {
+pub fn start(opts: AgenticOptions) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), String> {
     let store = open_store(&opts)?;
     start_with(opts, store)
 }
@@ -66,16 +64,14 @@ pub fn start_with(
 
 /// Serves clients on `listener` until the task is dropped.
 pub async fn serve(listener: TcpListener, opts: AgenticOptions, store: Arc<AgenticStore>) {
-    let door = crate::http_door::Door {
+    let door = a2acp_runtime::http_door::Door {
         name: "agentic",
         max_connections: opts.limits.max_connections,
         header_timeout: opts.limits.header_timeout,
-        header_timeout_answer: Some(
-            r#"{"error":"request_timeout","message":"the request head did not arrive in time"}"#,
-        ),
+        max_per_source: Some(opts.limits.max_per_source),
     };
     let opts = Arc::new(opts);
-    crate::http_door::serve(
+    a2acp_runtime::http_door::serve(
         listener,
         door,
         || true,
@@ -113,7 +109,7 @@ async fn handle(
         ));
     };
     let (parts, body) = req.into_parts();
-    let bytes = match crate::http_door::read_body(
+    let bytes = match a2acp_runtime::http_door::read_body(
         &parts.headers,
         body,
         opts.limits.max_body,

@@ -12,7 +12,8 @@ use a2acp_tests::*;
 use serde_json::{json, Value};
 
 /// The seed's §6.7 example and its hash (Appendix A, computed independently).
-const EXAMPLE_HASH: &str = "sha256:0efe5d06aaaaf2dc735b3f9ce7cfc1a0f7cd715491ab61d991f57be1d4c0db33";
+const EXAMPLE_HASH: &str =
+    "sha256:0efe5d06aaaaf2dc735b3f9ce7cfc1a0f7cd715491ab61d991f57be1d4c0db33";
 
 fn example() -> Value {
     json!({
@@ -148,9 +149,13 @@ async fn l1_deposit_hashes_and_is_idempotent() {
     assert!(r["session"]["callsign"].as_str().unwrap().contains('-'));
     // The same content again (members in another order): the stored package, no error.
     let reordered: Value = serde_json::from_str(&{
-        let mut m: Vec<(String, Value)> = example().as_object().unwrap().clone().into_iter().collect();
+        let mut m: Vec<(String, Value)> =
+            example().as_object().unwrap().clone().into_iter().collect();
         m.reverse();
-        let body: Vec<String> = m.iter().map(|(k, v)| format!("{}:{v}", Value::String(k.clone()))).collect();
+        let body: Vec<String> = m
+            .iter()
+            .map(|(k, v)| format!("{}:{v}", Value::String(k.clone())))
+            .collect();
         format!("{{{}}}", body.join(", "))
     })
     .unwrap();
@@ -162,19 +167,41 @@ async fn l1_deposit_hashes_and_is_idempotent() {
     let mut other = example();
     other["title"] = "Something else".into();
     let (st, r) = post(a, "/v1/projects/proj_dev_relay/packages", &other).await;
-    assert_eq!((st, r["error"].as_str()), (409, Some("duplicate_package_id")), "{r}");
+    assert_eq!(
+        (st, r["error"].as_str()),
+        (409, Some("duplicate_package_id")),
+        "{r}"
+    );
     // The same id in another project is another package's id: 409 too.
     let mut moved = example();
     moved["project_id"] = "proj_other".into();
     let (st, r) = post(a, "/v1/projects/proj_other/packages", &moved).await;
-    assert_eq!((st, r["error"].as_str()), (409, Some("duplicate_package_id")), "{r}");
+    assert_eq!(
+        (st, r["error"].as_str()),
+        (409, Some("duplicate_package_id")),
+        "{r}"
+    );
     // Schema: every required field, and the types.
-    for field in ["package_id", "project_id", "relay_version", "title", "status", "package_type", "review_type", "created_at", "created_by"] {
+    for field in [
+        "package_id",
+        "project_id",
+        "relay_version",
+        "title",
+        "status",
+        "package_type",
+        "review_type",
+        "created_at",
+        "created_by",
+    ] {
         let mut p = example();
         p["package_id"] = format!("pkg_missing_{field}").into();
         p.as_object_mut().unwrap().remove(field);
         let (st, r) = post(a, "/v1/projects/proj_dev_relay/packages", &p).await;
-        assert_eq!((st, r["error"].as_str()), (400, Some("invalid_schema")), "{field}: {r}");
+        assert_eq!(
+            (st, r["error"].as_str()),
+            (400, Some("invalid_schema")),
+            "{field}: {r}"
+        );
     }
     let mut p = example();
     p["package_id"] = "pkg_bad_type".into();
@@ -187,13 +214,18 @@ async fn l1_deposit_hashes_and_is_idempotent() {
     p["package_type"] = "x-model-eval".into();
     p["x-trust-score"] = json!({"score": 0.75, "by": ["a", null]});
     p["a_future_member"] = json!([1, 2.5, "three"]);
-    p["deliverables"] = json!([{"path": "docs/x.md", "type": "md", "hash": "sha256:00", "size_bytes": 12}]);
+    p["deliverables"] =
+        json!([{"path": "docs/x.md", "type": "md", "hash": "sha256:00", "size_bytes": 12}]);
     let (st, r) = post(a, "/v1/projects/proj_dev_relay/packages", &p).await;
     assert_eq!(st, 201, "{r}");
     let (st, r) = get(a, "/v1/packages/pkg_ext").await;
     assert_eq!(st, 200);
     assert_eq!(r["package"], p);
-    let (_, r2) = get(a, "/v1/projects/proj_dev_relay/packages?mode=specific&package_id=pkg_ext").await;
+    let (_, r2) = get(
+        a,
+        "/v1/projects/proj_dev_relay/packages?mode=specific&package_id=pkg_ext",
+    )
+    .await;
     assert_eq!(r2["content_hash"], r["content_hash"]);
 }
 
@@ -202,7 +234,17 @@ async fn l1_deposit_hashes_and_is_idempotent() {
 async fn l0_pull_every_mode_and_orient() {
     let s = open();
     let a = s.addr;
-    for (n, title) in ["Booked the dinner venue", "Chose the train to Lyon", "Drafted the budget", "Dinner menu agreed", "Paid the deposit", "Met the caterer"].iter().enumerate() {
+    for (n, title) in [
+        "Booked the dinner venue",
+        "Chose the train to Lyon",
+        "Drafted the budget",
+        "Dinner menu agreed",
+        "Paid the deposit",
+        "Met the caterer",
+    ]
+    .iter()
+    .enumerate()
+    {
         let mut p = package("trip", n, "complete", title);
         if n == 1 {
             p["open_questions"] = json!(["Which return train?"]);
@@ -214,25 +256,59 @@ async fn l0_pull_every_mode_and_orient() {
     // latest: newest first, 5 by default, `limit` honoured.
     let (st, r) = get(a, "/v1/projects/trip/packages?mode=latest").await;
     assert_eq!(st, 200, "{r}");
-    let titles: Vec<&str> = r["packages"].as_array().unwrap().iter().map(|p| p["title"].as_str().unwrap()).collect();
-    assert_eq!(titles, ["Met the caterer", "Paid the deposit", "Dinner menu agreed", "Drafted the budget", "Chose the train to Lyon"]);
+    let titles: Vec<&str> = r["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["title"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        titles,
+        [
+            "Met the caterer",
+            "Paid the deposit",
+            "Dinner menu agreed",
+            "Drafted the budget",
+            "Chose the train to Lyon"
+        ]
+    );
     let (_, r) = get(a, "/v1/projects/trip/packages?limit=2").await;
     assert_eq!(r["packages"].as_array().unwrap().len(), 2);
     // specific, and 404 package_not_found.
     let (st, r) = get(a, "/v1/packages/pkg_trip_0").await;
-    assert_eq!((st, r["package"]["title"].as_str()), (200, Some("Booked the dinner venue")));
+    assert_eq!(
+        (st, r["package"]["title"].as_str()),
+        (200, Some("Booked the dinner venue"))
+    );
     let (st, r) = get(a, "/v1/packages/pkg_nope").await;
     assert_eq!((st, r["error"].as_str()), (404, Some("package_not_found")));
     // relevant: full-text search, ranked.
-    let (st, r) = get(a, "/v1/projects/trip/packages?mode=relevant&query=dinner&limit=10").await;
+    let (st, r) = get(
+        a,
+        "/v1/projects/trip/packages?mode=relevant&query=dinner&limit=10",
+    )
+    .await;
     assert_eq!(st, 200, "{r}");
-    let mut found: Vec<&str> = r["packages"].as_array().unwrap().iter().map(|p| p["package_id"].as_str().unwrap()).collect();
+    let mut found: Vec<&str> = r["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["package_id"].as_str().unwrap())
+        .collect();
     found.sort();
     assert_eq!(found, ["pkg_trip_0", "pkg_trip_3"]);
-    let (_, r) = get(a, "/v1/projects/trip/packages?mode=relevant&query=paris%20return").await;
+    let (_, r) = get(
+        a,
+        "/v1/projects/trip/packages?mode=relevant&query=paris%20return",
+    )
+    .await;
     assert_eq!(r["packages"][0]["package_id"], "pkg_trip_1", "{r}");
     // Search syntax in a query is just words.
-    let (st, _) = get(a, "/v1/projects/trip/packages?mode=relevant&query=%22NEAR(%20*").await;
+    let (st, _) = get(
+        a,
+        "/v1/projects/trip/packages?mode=relevant&query=%22NEAR(%20*",
+    )
+    .await;
     assert_eq!(st, 200);
     let (st, _) = get(a, "/v1/projects/trip/packages?mode=relevant").await;
     assert_eq!(st, 400);
@@ -259,19 +335,37 @@ async fn l2_facts_supersede_and_answer_points_in_time() {
     let s = open();
     let a = s.addr;
     let f = |v: &str, from: &str| json!({"subject": "longmemeval_s", "predicate": "recall_any_at_5", "value": v, "valid_from": from, "tags": ["benchmark"], "x-run": 7});
-    let (st, r) = post(a, "/v1/projects/p/facts", &f("95.0", "2026-04-01T00:00:00Z")).await;
+    let (st, r) = post(
+        a,
+        "/v1/projects/p/facts",
+        &f("95.0", "2026-04-01T00:00:00Z"),
+    )
+    .await;
     assert_eq!(st, 200, "{r}");
     assert_eq!(r["fact"]["valid_to"], Value::Null);
     assert_eq!(r["fact"]["x-run"], 7);
     let first_id = r["fact"]["fact_id"].as_str().unwrap().to_string();
-    let (st, _) = post(a, "/v1/projects/p/facts", &f("97.0", "2026-04-10T12:00:00Z")).await;
+    let (st, _) = post(
+        a,
+        "/v1/projects/p/facts",
+        &f("97.0", "2026-04-10T12:00:00Z"),
+    )
+    .await;
     assert_eq!(st, 200);
     // Current: the new one alone.
-    let (_, r) = get(a, "/v1/projects/p/facts?subject=longmemeval_s&predicate=recall_any_at_5").await;
+    let (_, r) = get(
+        a,
+        "/v1/projects/p/facts?subject=longmemeval_s&predicate=recall_any_at_5",
+    )
+    .await;
     assert_eq!(r["facts"].as_array().unwrap().len(), 1, "{r}");
     assert_eq!(r["facts"][0]["value"], "97.0");
     // On 2026-04-05: the old one, which now ends where the new one starts.
-    let (_, r) = get(a, "/v1/projects/p/facts?subject=longmemeval_s&at=2026-04-05T00:00:00Z").await;
+    let (_, r) = get(
+        a,
+        "/v1/projects/p/facts?subject=longmemeval_s&at=2026-04-05T00:00:00Z",
+    )
+    .await;
     assert_eq!(r["facts"][0]["value"], "95.0", "{r}");
     assert_eq!(r["facts"][0]["fact_id"], first_id);
     assert_eq!(r["facts"][0]["valid_to"], "2026-04-10T12:00:00Z");
@@ -281,21 +375,53 @@ async fn l2_facts_supersede_and_answer_points_in_time() {
     let (_, r) = get(a, "/v1/projects/p/facts?at=2026-03-01T00:00:00Z").await;
     assert!(r["facts"].as_array().unwrap().is_empty());
     // Before the current fact started: refused, nothing changed.
-    let (st, r) = post(a, "/v1/projects/p/facts", &f("90.0", "2026-04-02T00:00:00Z")).await;
-    assert_eq!((st, r["error"].as_str()), (409, Some("fact_out_of_order")), "{r}");
+    let (st, r) = post(
+        a,
+        "/v1/projects/p/facts",
+        &f("90.0", "2026-04-02T00:00:00Z"),
+    )
+    .await;
+    assert_eq!(
+        (st, r["error"].as_str()),
+        (409, Some("fact_out_of_order")),
+        "{r}"
+    );
     // A number as a value: §7.1 says strings.
-    let (st, _) = post(a, "/v1/projects/p/facts", &json!({"subject": "s", "predicate": "p", "value": 97})).await;
+    let (st, _) = post(
+        a,
+        "/v1/projects/p/facts",
+        &json!({"subject": "s", "predicate": "p", "value": 97}),
+    )
+    .await;
     assert_eq!(st, 400);
     // Invalidate: with a value that does not match, nothing; then the current one.
-    let (st, r) = call(a, "DELETE", "/v1/projects/p/facts?subject=longmemeval_s&predicate=recall_any_at_5&object=1.0", None, None).await;
+    let (st, r) = call(
+        a,
+        "DELETE",
+        "/v1/projects/p/facts?subject=longmemeval_s&predicate=recall_any_at_5&object=1.0",
+        None,
+        None,
+    )
+    .await;
     assert_eq!((st, r["invalidated"].as_u64()), (200, Some(0)));
-    let (st, r) = call(a, "DELETE", "/v1/projects/p/facts?subject=longmemeval_s&predicate=recall_any_at_5", None, None).await;
+    let (st, r) = call(
+        a,
+        "DELETE",
+        "/v1/projects/p/facts?subject=longmemeval_s&predicate=recall_any_at_5",
+        None,
+        None,
+    )
+    .await;
     assert_eq!((st, r["invalidated"].as_u64()), (200, Some(1)), "{r}");
     let (_, r) = get(a, "/v1/projects/p/facts?subject=longmemeval_s").await;
     assert!(r["facts"].as_array().unwrap().is_empty());
     let (_, r) = get(a, "/v1/projects/p/facts?history=true").await;
     assert_eq!(r["facts"].as_array().unwrap().len(), 2);
-    assert!(r["facts"].as_array().unwrap().iter().all(|f| !f["valid_to"].is_null()));
+    assert!(r["facts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|f| !f["valid_to"].is_null()));
     let (st, _) = call(a, "DELETE", "/v1/projects/p/facts?subject=x", None, None).await;
     assert_eq!(st, 400);
 }
@@ -310,7 +436,8 @@ async fn l2_concurrent_asserts_supersede_atomically() {
     for w in 0..8 {
         tasks.push(tokio::spawn(async move {
             for i in 0..25 {
-                let body = json!({"subject": "venue", "predicate": "status", "value": format!("{w}-{i}")});
+                let body =
+                    json!({"subject": "venue", "predicate": "status", "value": format!("{w}-{i}")});
                 let (st, r) = post(a, "/v1/projects/race/facts", &body).await;
                 assert_eq!(st, 200, "{r}");
             }
@@ -329,10 +456,22 @@ async fn l2_concurrent_asserts_supersede_atomically() {
     // Each ended fact ends where another starts; no two overlap.
     for pair in all.windows(2) {
         assert!(!pair[0]["valid_to"].is_null());
-        assert!(ms(&pair[0]["valid_to"]) <= ms(&pair[1]["valid_from"]) || ms(&pair[0]["valid_to"]) == ms(&pair[0]["valid_from"]), "{pair:?}");
+        assert!(
+            ms(&pair[0]["valid_to"]) <= ms(&pair[1]["valid_from"])
+                || ms(&pair[0]["valid_to"]) == ms(&pair[0]["valid_from"]),
+            "{pair:?}"
+        );
     }
-    let ends: std::collections::BTreeSet<u64> = all.iter().filter(|f| !f["valid_to"].is_null()).map(|f| ms(&f["valid_to"]).as_millis()).collect();
-    let starts: std::collections::BTreeSet<u64> = all.iter().skip(1).map(|f| ms(&f["valid_from"]).as_millis()).collect();
+    let ends: std::collections::BTreeSet<u64> = all
+        .iter()
+        .filter(|f| !f["valid_to"].is_null())
+        .map(|f| ms(&f["valid_to"]).as_millis())
+        .collect();
+    let starts: std::collections::BTreeSet<u64> = all
+        .iter()
+        .skip(1)
+        .map(|f| ms(&f["valid_from"]).as_millis())
+        .collect();
     assert!(ends.is_subset(&starts));
 }
 
@@ -342,7 +481,10 @@ async fn l2_concurrent_asserts_supersede_atomically() {
 async fn l3_review_and_every_illegal_transition() {
     let s = open();
     let a = s.addr;
-    for (n, status) in ["draft", "complete", "awaiting_review", "revision_requested"].iter().enumerate() {
+    for (n, status) in ["draft", "complete", "awaiting_review", "revision_requested"]
+        .iter()
+        .enumerate()
+    {
         let mut p = package("rev", n, status, &format!("A {status} package"));
         if *status == "awaiting_review" {
             p["review_type"] = "human".into();
@@ -351,35 +493,82 @@ async fn l3_review_and_every_illegal_transition() {
         assert_eq!(st, 201, "{r}");
     }
     // What awaits review, per project.
-    let (_, r) = get(a, "/v1/projects/rev/packages?status=awaiting_review&limit=50").await;
+    let (_, r) = get(
+        a,
+        "/v1/projects/rev/packages?status=awaiting_review&limit=50",
+    )
+    .await;
     assert_eq!(r["packages"].as_array().unwrap().len(), 1);
     let (_, r) = get(a, "/v1/projects/rev/awaiting_review").await;
     assert_eq!(r["packages"][0]["package_id"], "pkg_rev_2");
     // Flag the draft: awaiting_review, review_type human.
-    let (st, r) = post(a, "/v1/packages/pkg_rev_0/flag", &json!({"review_type": "human", "note": "is the budget right?"})).await;
+    let (st, r) = post(
+        a,
+        "/v1/packages/pkg_rev_0/flag",
+        &json!({"review_type": "human", "note": "is the budget right?"}),
+    )
+    .await;
     assert_eq!(st, 200, "{r}");
     assert_eq!(r["package"]["status"], "awaiting_review");
     assert_eq!(r["package"]["review_type"], "human");
     let (_, r) = get(a, "/v1/projects/rev/awaiting_review").await;
     assert_eq!(r["packages"].as_array().unwrap().len(), 2);
     // Review: revision_requested, back to awaiting_review, then complete.
-    let (st, r) = post(a, "/v1/packages/pkg_rev_0/review", &json!({"status": "revision_requested", "note": "split it"})).await;
-    assert_eq!((st, r["package"]["status"].as_str()), (200, Some("revision_requested")), "{r}");
+    let (st, r) = post(
+        a,
+        "/v1/packages/pkg_rev_0/review",
+        &json!({"status": "revision_requested", "note": "split it"}),
+    )
+    .await;
+    assert_eq!(
+        (st, r["package"]["status"].as_str()),
+        (200, Some("revision_requested")),
+        "{r}"
+    );
     assert_eq!(r["package"]["x-reviewed-by"]["type"], "human");
-    let (st, _) = post(a, "/v1/packages/pkg_rev_0/flag", &json!({"review_type": "human"})).await;
+    let (st, _) = post(
+        a,
+        "/v1/packages/pkg_rev_0/flag",
+        &json!({"review_type": "human"}),
+    )
+    .await;
     assert_eq!(st, 200);
     // An agent does not complete a human review.
-    let (st, r) = post(a, "/v1/packages/pkg_rev_0/review", &json!({"status": "complete", "reviewed_by": {"id": "bot", "type": "agent"}})).await;
-    assert_eq!((st, r["error"].as_str()), (403, Some("unauthorized")), "{r}");
-    let (st, r) = post(a, "/v1/packages/pkg_rev_0/review", &json!({"status": "complete"})).await;
-    assert_eq!((st, r["package"]["status"].as_str()), (200, Some("complete")), "{r}");
+    let (st, r) = post(
+        a,
+        "/v1/packages/pkg_rev_0/review",
+        &json!({"status": "complete", "reviewed_by": {"id": "bot", "type": "agent"}}),
+    )
+    .await;
+    assert_eq!(
+        (st, r["error"].as_str()),
+        (403, Some("unauthorized")),
+        "{r}"
+    );
+    let (st, r) = post(
+        a,
+        "/v1/packages/pkg_rev_0/review",
+        &json!({"status": "complete"}),
+    )
+    .await;
+    assert_eq!(
+        (st, r["package"]["status"].as_str()),
+        (200, Some("complete")),
+        "{r}"
+    );
     let hash_done = r["content_hash"].clone();
     // Every transition the §5.3 table does not list, from each state.
     let illegal: &[(&str, &str)] = &[
-        ("complete", "draft"), ("complete", "awaiting_review"), ("complete", "revision_requested"), ("complete", "complete"),
-        ("awaiting_review", "draft"), ("awaiting_review", "awaiting_review"),
-        ("revision_requested", "draft"), ("revision_requested", "revision_requested"),
-        ("draft", "draft"), ("draft", "revision_requested"),
+        ("complete", "draft"),
+        ("complete", "awaiting_review"),
+        ("complete", "revision_requested"),
+        ("complete", "complete"),
+        ("awaiting_review", "draft"),
+        ("awaiting_review", "awaiting_review"),
+        ("revision_requested", "draft"),
+        ("revision_requested", "revision_requested"),
+        ("draft", "draft"),
+        ("draft", "revision_requested"),
     ];
     for (i, (from, to)) in illegal.iter().enumerate() {
         let id = format!("ill_{i}");
@@ -390,21 +579,49 @@ async fn l3_review_and_every_illegal_transition() {
         }
         let (st, _) = post(a, "/v1/projects/ill/packages", &p).await;
         assert_eq!(st, 201);
-        let (st, r) = post(a, &format!("/v1/packages/{id}/review"), &json!({"status": to})).await;
-        assert_eq!((st, r["error"].as_str()), (400, Some("invalid_transition")), "{from} → {to}: {r}");
+        let (st, r) = post(
+            a,
+            &format!("/v1/packages/{id}/review"),
+            &json!({"status": to}),
+        )
+        .await;
+        assert_eq!(
+            (st, r["error"].as_str()),
+            (400, Some("invalid_transition")),
+            "{from} → {to}: {r}"
+        );
         let (_, r) = get(a, &format!("/v1/packages/{id}")).await;
         assert_eq!(r["package"]["status"], *from, "unchanged");
     }
     // Nothing leaves complete: not by a flag either (§8.5).
     for id in ["pkg_rev_1", "pkg_rev_0"] {
-        let (st, r) = post(a, &format!("/v1/packages/{id}/flag"), &json!({"review_type": "agent"})).await;
-        assert_eq!((st, r["error"].as_str()), (400, Some("invalid_transition")), "{r}");
+        let (st, r) = post(
+            a,
+            &format!("/v1/packages/{id}/flag"),
+            &json!({"review_type": "agent"}),
+        )
+        .await;
+        assert_eq!(
+            (st, r["error"].as_str()),
+            (400, Some("invalid_transition")),
+            "{r}"
+        );
     }
     let (_, r) = get(a, "/v1/packages/pkg_rev_0").await;
     assert_eq!(r["content_hash"], hash_done);
-    let (st, r) = post(a, "/v1/packages/pkg_nope/flag", &json!({"review_type": "human"})).await;
+    let (st, r) = post(
+        a,
+        "/v1/packages/pkg_nope/flag",
+        &json!({"review_type": "human"}),
+    )
+    .await;
     assert_eq!((st, r["error"].as_str()), (404, Some("package_not_found")));
-    let (st, _) = post(a, "/v1/packages/pkg_rev_3/flag", &json!({"review_type": "none"})).await;
+    let (st, _) = post(
+        a,
+        "/v1/packages/pkg_rev_3/flag",
+        &json!({"review_type": "none"}),
+    )
+    .await;
     assert_eq!(st, 400);
 }
 
@@ -424,20 +641,44 @@ async fn orchestrate_digests_activity_facts_questions_and_focus() {
     let mut draft = package("dig", 1, "draft", "Secret draft about restaurants");
     draft["open_questions"] = json!(["Hidden question?"]);
     post(a, "/v1/projects/dig/packages", &draft).await;
-    post(a, "/v1/projects/other/packages", &package("other", 0, "complete", "Unrelated work")).await;
-    post(a, "/v1/projects/dig/facts", &json!({"subject": "dinner", "predicate": "venue", "value": "Le Petit Zinc"})).await;
+    post(
+        a,
+        "/v1/projects/other/packages",
+        &package("other", 0, "complete", "Unrelated work"),
+    )
+    .await;
+    post(
+        a,
+        "/v1/projects/dig/facts",
+        &json!({"subject": "dinner", "predicate": "venue", "value": "Le Petit Zinc"}),
+    )
+    .await;
     let (st, g) = get(a, "/v1/orchestrate?project=dig&focus=restaurant&snippets=5").await;
     assert_eq!(st, 200, "{g}");
     assert_eq!(g["scope"], "project");
     assert_eq!(g["summary"]["packages"], 1, "drafts are left out: {g}");
     assert_eq!(g["summary"]["by_type"]["decision"], 1);
-    assert_eq!(g["summary"]["decisions"][0]["decision"], "Le Petit Zinc, Friday 19:30");
-    assert_eq!(g["summary"]["handoffs"][0]["handoff_note"], "Book a table for four");
+    assert_eq!(
+        g["summary"]["decisions"][0]["decision"],
+        "Le Petit Zinc, Friday 19:30"
+    );
+    assert_eq!(
+        g["summary"]["handoffs"][0]["handoff_note"],
+        "Book a table for four"
+    );
     assert_eq!(g["active_facts"][0]["value"], "Le Petit Zinc");
-    let qs: Vec<&str> = g["open_questions"].as_array().unwrap().iter().map(|q| q["question"].as_str().unwrap()).collect();
+    let qs: Vec<&str> = g["open_questions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["question"].as_str().unwrap())
+        .collect();
     assert_eq!(qs, ["Does Sam eat fish?"]);
     assert_eq!(g["snippets"][0]["package_id"], "pkg_dig_0", "{g}");
-    assert_eq!(g["snippets"][0]["excerpt"], "Compared three restaurants near the station.");
+    assert_eq!(
+        g["snippets"][0]["excerpt"],
+        "Compared three restaurants near the station."
+    );
     let (st, g) = get(a, "/v1/orchestrate").await;
     assert_eq!(st, 200);
     assert_eq!(g["scope"], "global");
@@ -453,27 +694,73 @@ async fn orchestrate_digests_activity_facts_questions_and_focus() {
 async fn projects_archive_and_sessions_have_callsigns() {
     let s = open();
     let a = s.addr;
-    let (st, r) = call(a, "PUT", "/v1/projects/arch", None, Some(&json!({"name": "Dinner with Bob"}))).await;
-    assert_eq!((st, r["project"]["name"].as_str()), (200, Some("Dinner with Bob")), "{r}");
-    post(a, "/v1/projects/arch/packages", &package("arch", 0, "draft", "Before archival")).await;
+    let (st, r) = call(
+        a,
+        "PUT",
+        "/v1/projects/arch",
+        None,
+        Some(&json!({"name": "Dinner with Bob"})),
+    )
+    .await;
+    assert_eq!(
+        (st, r["project"]["name"].as_str()),
+        (200, Some("Dinner with Bob")),
+        "{r}"
+    );
+    post(
+        a,
+        "/v1/projects/arch/packages",
+        &package("arch", 0, "draft", "Before archival"),
+    )
+    .await;
     let (st, r) = post(a, "/v1/projects/arch/archive", &json!({})).await;
     assert_eq!(st, 200);
     assert!(r["project"]["archived_at"].is_string());
-    let (st, r) = post(a, "/v1/projects/arch/packages", &package("arch", 1, "complete", "After")).await;
-    assert_eq!((st, r["error"].as_str()), (403, Some("project_archived")), "{r}");
-    let (st, _) = post(a, "/v1/projects/arch/facts", &json!({"subject": "s", "predicate": "p", "value": "v"})).await;
+    let (st, r) = post(
+        a,
+        "/v1/projects/arch/packages",
+        &package("arch", 1, "complete", "After"),
+    )
+    .await;
+    assert_eq!(
+        (st, r["error"].as_str()),
+        (403, Some("project_archived")),
+        "{r}"
+    );
+    let (st, _) = post(
+        a,
+        "/v1/projects/arch/facts",
+        &json!({"subject": "s", "predicate": "p", "value": "v"}),
+    )
+    .await;
     assert_eq!(st, 403);
-    let (st, _) = post(a, "/v1/packages/pkg_arch_0/flag", &json!({"review_type": "human"})).await;
+    let (st, _) = post(
+        a,
+        "/v1/packages/pkg_arch_0/flag",
+        &json!({"review_type": "human"}),
+    )
+    .await;
     assert_eq!(st, 403);
     let (st, _) = get(a, "/v1/projects/arch/packages").await;
     assert_eq!(st, 200);
     let (st, _) = get(a, "/v1/projects/arch/orient").await;
     assert_eq!(st, 200);
     let (_, g) = get(a, "/v1/orchestrate").await;
-    assert!(g["projects"].as_array().unwrap().is_empty(), "archived projects leave the global digest");
+    assert!(
+        g["projects"].as_array().unwrap().is_empty(),
+        "archived projects leave the global digest"
+    );
     let (st, r) = post(a, "/v1/projects/arch/unarchive", &json!({})).await;
-    assert_eq!((st, r["project"]["archived_at"].clone()), (200, Value::Null));
-    let (st, _) = post(a, "/v1/projects/arch/packages", &package("arch", 1, "complete", "After")).await;
+    assert_eq!(
+        (st, r["project"]["archived_at"].clone()),
+        (200, Value::Null)
+    );
+    let (st, _) = post(
+        a,
+        "/v1/projects/arch/packages",
+        &package("arch", 1, "complete", "After"),
+    )
+    .await;
     assert_eq!(st, 201);
     let (_, r) = get(a, "/v1/projects").await;
     assert_eq!(r["projects"][0]["project_id"], "arch");
@@ -483,7 +770,10 @@ async fn projects_archive_and_sessions_have_callsigns() {
     let sessions = r["sessions"].as_array().unwrap();
     assert_eq!(sessions.len(), 1, "{r}");
     assert_eq!(sessions[0]["actor_id"], "jordan");
-    assert_eq!(sessions[0]["packages_deposited"], json!(["pkg_arch_0", "pkg_arch_1"]));
+    assert_eq!(
+        sessions[0]["packages_deposited"],
+        json!(["pkg_arch_0", "pkg_arch_1"])
+    );
     assert!(sessions[0]["callsign"].as_str().unwrap().contains('-'));
     assert!(sessions[0]["ended_at"].is_null());
 }
@@ -504,27 +794,70 @@ async fn tokens_stand_for_one_actor_and_their_projects() {
     let path = "/v1/projects/proj_dev_relay/packages";
     let (st, r) = call(a, "POST", path, None, Some(&example())).await;
     assert_eq!((st, r["error"].as_str()), (401, Some("unauthenticated")));
-    let (st, _) = call(a, "POST", path, Some("not-a-token-of-ours-000"), Some(&example())).await;
+    let (st, _) = call(
+        a,
+        "POST",
+        path,
+        Some("not-a-token-of-ours-000"),
+        Some(&example()),
+    )
+    .await;
     assert_eq!(st, 401);
     // Sam's token does not deposit Jordan's package.
     let (st, r) = call(a, "POST", path, Some(SAM), Some(&example())).await;
-    assert_eq!((st, r["error"].as_str()), (403, Some("unauthorized")), "{r}");
+    assert_eq!(
+        (st, r["error"].as_str()),
+        (403, Some("unauthorized")),
+        "{r}"
+    );
     let (st, _) = call(a, "POST", path, Some(JORDAN), Some(&example())).await;
     assert_eq!(st, 201);
     // Jordan's token does not reach another project.
     let mut other = example();
     other["package_id"] = "pkg_other".into();
     other["project_id"] = "proj_other".into();
-    let (st, r) = call(a, "POST", "/v1/projects/proj_other/packages", Some(JORDAN), Some(&other)).await;
-    assert_eq!((st, r["error"].as_str()), (403, Some("unauthorized")), "{r}");
-    let (st, _) = call(a, "GET", "/v1/projects/proj_other/orient", Some(JORDAN), None).await;
+    let (st, r) = call(
+        a,
+        "POST",
+        "/v1/projects/proj_other/packages",
+        Some(JORDAN),
+        Some(&other),
+    )
+    .await;
+    assert_eq!(
+        (st, r["error"].as_str()),
+        (403, Some("unauthorized")),
+        "{r}"
+    );
+    let (st, _) = call(
+        a,
+        "GET",
+        "/v1/projects/proj_other/orient",
+        Some(JORDAN),
+        None,
+    )
+    .await;
     assert_eq!(st, 403);
-    let (st, _) = call(a, "POST", "/v1/projects/proj_other/facts", Some(BOT), Some(&json!({"subject": "s", "predicate": "p", "value": "v"}))).await;
+    let (st, _) = call(
+        a,
+        "POST",
+        "/v1/projects/proj_other/facts",
+        Some(BOT),
+        Some(&json!({"subject": "s", "predicate": "p", "value": "v"})),
+    )
+    .await;
     assert_eq!(st, 403);
     // Sam (every project) deposits his own package there; Jordan cannot read it.
     let mut sams = other.clone();
     sams["created_by"] = json!({"id": "sam", "type": "human"});
-    let (st, _) = call(a, "POST", "/v1/projects/proj_other/packages", Some(SAM), Some(&sams)).await;
+    let (st, _) = call(
+        a,
+        "POST",
+        "/v1/projects/proj_other/packages",
+        Some(SAM),
+        Some(&sams),
+    )
+    .await;
     assert_eq!(st, 201);
     let (st, _) = call(a, "GET", "/v1/packages/pkg_other", Some(JORDAN), None).await;
     assert_eq!(st, 404);
@@ -535,18 +868,47 @@ async fn tokens_stand_for_one_actor_and_their_projects() {
     p["created_by"] = json!({"id": "bot", "type": "agent"});
     let (st, _) = call(a, "POST", path, Some(BOT), Some(&p)).await;
     assert_eq!(st, 201);
-    let (st, _) = call(a, "POST", "/v1/packages/pkg_proj_dev_relay_1/flag", Some(BOT), Some(&json!({"review_type": "human"}))).await;
+    let (st, _) = call(
+        a,
+        "POST",
+        "/v1/packages/pkg_proj_dev_relay_1/flag",
+        Some(BOT),
+        Some(&json!({"review_type": "human"})),
+    )
+    .await;
     assert_eq!(st, 200);
-    let (st, _) = call(a, "POST", "/v1/packages/pkg_proj_dev_relay_1/review", Some(BOT), Some(&json!({"status": "complete", "reviewed_by": {"id": "x", "type": "human"}}))).await;
-    assert_eq!(st, 403, "the token's actor reviews, not the one the body names");
-    let (st, r) = call(a, "POST", "/v1/packages/pkg_proj_dev_relay_1/review", Some(JORDAN), Some(&json!({"status": "complete"}))).await;
+    let (st, _) = call(
+        a,
+        "POST",
+        "/v1/packages/pkg_proj_dev_relay_1/review",
+        Some(BOT),
+        Some(&json!({"status": "complete", "reviewed_by": {"id": "x", "type": "human"}})),
+    )
+    .await;
+    assert_eq!(
+        st, 403,
+        "the token's actor reviews, not the one the body names"
+    );
+    let (st, r) = call(
+        a,
+        "POST",
+        "/v1/packages/pkg_proj_dev_relay_1/review",
+        Some(JORDAN),
+        Some(&json!({"status": "complete"})),
+    )
+    .await;
     assert_eq!(st, 200, "{r}");
-    assert_eq!(r["package"]["x-reviewed-by"], json!({"id": "jordan", "type": "human"}));
+    assert_eq!(
+        r["package"]["x-reviewed-by"],
+        json!({"id": "jordan", "type": "human"})
+    );
     // The fact's asserter is the token's actor.
     let (_, r) = call(a, "POST", "/v1/projects/proj_dev_relay/facts", Some(BOT), Some(&json!({"subject": "s", "predicate": "p", "value": "v", "asserted_by": {"id": "jordan", "type": "human"}}))).await;
     assert_eq!(r["fact"]["asserted_by"]["id"], "bot");
     // A non-loopback address needs tokens.
-    let err = a2acp_runtime::agentic::check_listen(&"0.0.0.0:7420".parse().unwrap(), &Tokens::default()).unwrap_err();
+    let err =
+        a2acp_runtime::agentic::check_listen(&"0.0.0.0:7420".parse().unwrap(), &Tokens::default())
+            .unwrap_err();
     assert!(err.contains("--agentic-token-file"), "{err}");
 }
 
@@ -577,8 +939,12 @@ async fn hostile_input_gets_a_4xx_never_a_5xx_or_a_hang() {
     let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
     let mut nested = example();
     nested["project_id"] = "h".into();
-    nested["x-deep"] = serde_json::from_str(&format!("{}1{}", "[".repeat(40), "]".repeat(40))).unwrap();
-    let mut bad_utf8 = example().to_string().replace("proj_dev_relay", "h").into_bytes();
+    nested["x-deep"] =
+        serde_json::from_str(&format!("{}1{}", "[".repeat(40), "]".repeat(40))).unwrap();
+    let mut bad_utf8 = example()
+        .to_string()
+        .replace("proj_dev_relay", "h")
+        .into_bytes();
     let at = bad_utf8.windows(7).position(|w| w == b"Shipped").unwrap();
     bad_utf8[at] = 0xff;
     let ok = example().to_string().replace("proj_dev_relay", "h");
@@ -613,15 +979,36 @@ async fn hostile_input_gets_a_4xx_never_a_5xx_or_a_hang() {
         let t = Instant::now();
         let r = raw_http(a, &bytes, long).await;
         let (st, body) = parse(&r);
-        assert_eq!(st, want, "{what}: {}", r.chars().take(300).collect::<String>());
-        assert!(body["error"].is_string() || st == 400 && what == "not HTTP", "{what}: {r}");
-        assert!(t.elapsed() < Duration::from_secs(5), "{what} took {:?}", t.elapsed());
+        assert_eq!(
+            st,
+            want,
+            "{what}: {}",
+            r.chars().take(300).collect::<String>()
+        );
+        assert!(
+            body["error"].is_string() || st == 400 && what == "not HTTP",
+            "{what}: {r}"
+        );
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "{what} took {:?}",
+            t.elapsed()
+        );
     }
     // Slow headers: a head that never ends is answered 408 at the header deadline.
     let t = Instant::now();
-    let r = raw_http(a, b"POST /v1/projects/h/packages HTTP/1.1\r\nhost: x\r\n", long).await;
+    let r = raw_http(
+        a,
+        b"POST /v1/projects/h/packages HTTP/1.1\r\nhost: x\r\n",
+        long,
+    )
+    .await;
     assert!(r.starts_with("HTTP/1.1 408"), "{r}");
-    assert!(t.elapsed() < Duration::from_secs(3), "held {:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "held {:?}",
+        t.elapsed()
+    );
     // A body that never comes: 408 at the body deadline.
     let t = Instant::now();
     let r = raw_http(a, format!("POST {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{{").as_bytes(), long).await;

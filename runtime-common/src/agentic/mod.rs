@@ -22,6 +22,8 @@ pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections served at once.
 pub const MAX_CONNECTIONS: usize = 256;
+/// Connections served at once from one source address.
+pub const MAX_PER_SOURCE: usize = 32;
 /// The deepest JSON nesting of a body accepted.
 pub const MAX_DEPTH: usize = 32;
 /// The database file's name in the agent's home.
@@ -51,6 +53,8 @@ pub struct AgenticLimits {
     pub body_timeout: Duration,
     /// [`MAX_CONNECTIONS`].
     pub max_connections: usize,
+    /// [`MAX_PER_SOURCE`].
+    pub max_per_source: usize,
 }
 
 impl Default for AgenticLimits {
@@ -60,6 +64,7 @@ impl Default for AgenticLimits {
             header_timeout: HEADER_TIMEOUT,
             body_timeout: BODY_TIMEOUT,
             max_connections: MAX_CONNECTIONS,
+            max_per_source: MAX_PER_SOURCE,
         }
     }
 }
@@ -89,9 +94,9 @@ impl Tokens {
             }
             let mut words = line.split_whitespace();
             let token = words.next().unwrap_or("");
-            let actor = words.next().ok_or_else(|| {
-                format!("line {}: `TOKEN TYPE:ACTOR_ID [PROJECT_ID …]`", i + 1)
-            })?;
+            let actor = words
+                .next()
+                .ok_or_else(|| format!("line {}: `TOKEN TYPE:ACTOR_ID [PROJECT_ID …]`", i + 1))?;
             if token.len() < 16 || token.chars().any(char::is_control) {
                 return Err(format!("line {}: a token is at least 16 characters", i + 1));
             }
@@ -122,8 +127,7 @@ impl Tokens {
 
     /// Reads a token file ([`Tokens::parse`]).
     pub fn read(path: &Path) -> Result<Tokens, String> {
-        let text =
-            std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         Tokens::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
     }
 

@@ -75,7 +75,11 @@ fn answer(r: Result<Value, ServiceError>) -> Reply {
 
 /// The packages and content hashes of a list.
 fn packages(list: &[Package]) -> Value {
-    Value::Array(list.iter().map(|p| Value::Object(p.body().clone())).collect())
+    Value::Array(
+        list.iter()
+            .map(|p| Value::Object(p.body().clone()))
+            .collect(),
+    )
 }
 
 /// A package as one operation answers it: the package object and its content hash.
@@ -246,7 +250,18 @@ fn known_path(seg: &[&str]) -> bool {
         ["v1", "conformance"]
             | ["v1", "projects"]
             | ["v1", "projects", _]
-            | ["v1", "projects", _, "archive" | "unarchive" | "packages" | "awaiting_review" | "orient" | "facts" | "sessions"]
+            | [
+                "v1",
+                "projects",
+                _,
+                "archive"
+                    | "unarchive"
+                    | "packages"
+                    | "awaiting_review"
+                    | "orient"
+                    | "facts"
+                    | "sessions"
+            ]
             | ["v1", "packages", _]
             | ["v1", "packages", _, "flag" | "review"]
             | ["v1", "orchestrate"]
@@ -266,10 +281,7 @@ fn pull(
             .ok()
             .filter(|n| (1..=super::store::MAX_LIMIT).contains(n))
             .ok_or_else(|| {
-                AgenticError::InvalidRequest(format!(
-                    "`limit` is 1–{}",
-                    super::store::MAX_LIMIT
-                ))
+                AgenticError::InvalidRequest(format!("`limit` is 1–{}", super::store::MAX_LIMIT))
             })?,
     };
     match q.get("mode").unwrap_or("latest") {
@@ -277,21 +289,25 @@ fn pull(
             let status = q.get("status");
             if let Some(s) = status {
                 if !a2acp_core::memory::STATUSES.contains(&s) {
-                    return Err(AgenticError::InvalidRequest(format!("unknown status {s:?}")).into());
+                    return Err(
+                        AgenticError::InvalidRequest(format!("unknown status {s:?}")).into(),
+                    );
                 }
             }
             let l = store.latest(access, project_id, limit, status)?;
             Ok(json!({"mode": "latest", "packages": packages(&l)}))
         }
         "relevant" => {
-            let query = q.get("query")
+            let query = q
+                .get("query")
                 .filter(|s| !s.trim().is_empty())
                 .ok_or_else(|| AgenticError::InvalidRequest("`query` is required".into()))?;
             let l = store.relevant(access, project_id, query, limit)?;
             Ok(json!({"mode": "relevant", "query": query, "packages": packages(&l)}))
         }
         "specific" => {
-            let id = q.get("package_id")
+            let id = q
+                .get("package_id")
                 .ok_or_else(|| AgenticError::InvalidRequest("`package_id` is required".into()))?;
             let p = store.package(access, id)?;
             if p.project_id() != project_id {

@@ -389,12 +389,7 @@ impl AgenticStore {
             Some(f) if self.fts && snippets > 0 => {
                 let mut all = Vec::new();
                 for a in &activity {
-                    all.extend(search_in(
-                        &conn,
-                        Some(&a.project.project_id),
-                        f,
-                        snippets,
-                    )?);
+                    all.extend(search_in(&conn, Some(&a.project.project_id), f, snippets)?);
                 }
                 all.truncate(snippets);
                 all
@@ -441,8 +436,8 @@ impl AgenticStore {
             p.check_writable()?;
         }
         let next = decide(&current)?;
-        let body = serde_json::to_string(next.body())
-            .map_err(|e| ServiceError::Storage(e.to_string()))?;
+        let body =
+            serde_json::to_string(next.body()).map_err(|e| ServiceError::Storage(e.to_string()))?;
         tx.execute(
             "UPDATE ap_packages SET body = ?2, content_hash = ?3, status = ?4 WHERE package_id = ?1",
             params![package_id, body, next.content_hash(), ops::status_of(&next)],

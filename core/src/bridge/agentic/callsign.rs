@@ -25,8 +25,8 @@ pub fn callsign(session_id: &str) -> String {
     let n = usize::from_str_radix(digits.get(2..4).unwrap_or("0"), 16).unwrap_or(0);
     format!(
         "{}-{}",
-        ADJECTIVES[a % ADJECTIVES.len()],
-        NOUNS[n % NOUNS.len()]
+        ADJECTIVES.get(a % ADJECTIVES.len()).unwrap_or(&"quiet"),
+        NOUNS.get(n % NOUNS.len()).unwrap_or(&"otter")
     )
 }
 

@@ -236,10 +236,15 @@ pub fn orchestrate(
             "excerpt": excerpt(p),
         })).collect::<Vec<_>>(),
     });
-    if global {
-        out["projects"] = Value::Array(projects);
-    } else if let Some(a) = activity.first() {
-        out["project"] = serde_json::to_value(&a.project).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut out {
+        if global {
+            map.insert("projects".into(), Value::Array(projects));
+        } else if let Some(a) = activity.first() {
+            map.insert(
+                "project".into(),
+                serde_json::to_value(&a.project).unwrap_or(Value::Null),
+            );
+        }
     }
     out
 }

@@ -58,7 +58,7 @@ pub fn parse_assertion(
         _ => return Err(bad("`value` is not a string (§7.1: values are strings)")),
     };
     let valid_from = match map.get("valid_from") {
-        None | Some(Value::Null) => now,
+        None | Some(Value::Null) => floor.filter(|f| *f > now).unwrap_or(now),
         Some(Value::String(s)) => {
             Timestamp::parse_rfc3339(s).ok_or_else(|| bad("`valid_from` is not RFC 3339 UTC"))?
         }

@@ -21,7 +21,7 @@ pub mod search;
 mod tests;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// The protocol version served (`protocol_version`, §11.5).
 pub const PROTOCOL_VERSION: &str = "0.1";
@@ -106,11 +106,13 @@ impl AgenticError {
     /// The JSON body: `{"error": code, "message": text}` (and, for a missing capability,
     /// `capability`, §10.2).
     pub fn body(&self) -> Value {
-        let mut v = json!({"error": self.code(), "message": self.to_string()});
+        let mut v = serde_json::Map::new();
+        v.insert("error".into(), Value::String(self.code().into()));
+        v.insert("message".into(), Value::String(self.to_string()));
         if let AgenticError::SearchNotSupported(cap) = self {
-            v["capability"] = Value::String(cap.clone());
+            v.insert("capability".into(), Value::String(cap.clone()));
         }
-        v
+        Value::Object(v)
     }
 }
 
