@@ -134,6 +134,8 @@ fn collect(home: &Home, snapshot: Option<&Path>) -> Result<Vec<(String, Vec<u8>)
         name == "agent.db"
             || name.starts_with("agent.db-")
             || name.starts_with(".agent.db.backup-")
+            || name.starts_with(crate::agentic::DB_FILE)
+            || name.starts_with(".agentic.db.backup-")
             || name.ends_with(".sock")
     };
     while let Some(d) = dirs.pop() {
@@ -155,6 +157,23 @@ fn collect(home: &Home, snapshot: Option<&Path>) -> Result<Vec<(String, Vec<u8>)
                 out.push((rel, std::fs::read(&path).map_err(io(&path))?));
             }
         }
+    }
+    // The Agentic Protocol store (WAL: readable while the agent writes), as one
+    // consistent copy.
+    let agentic = root.join(crate::agentic::DB_FILE);
+    if agentic.exists() {
+        let tmp = root.join(format!(".agentic.db.backup-{}", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        let copy = rusqlite::Connection::open(&agentic).and_then(|c| {
+            c.busy_timeout(std::time::Duration::from_secs(5))?;
+            c.execute("VACUUM INTO ?1", [tmp.to_string_lossy()])
+                .map(|_| ())
+        });
+        let bytes = copy
+            .map_err(|e| BackupError::Database(e.to_string()))
+            .and_then(|()| std::fs::read(&tmp).map_err(io(&tmp)));
+        let _ = std::fs::remove_file(&tmp);
+        out.push((crate::agentic::DB_FILE.into(), bytes?));
     }
     // The database, as one consistent copy: the running agent's (`snapshot`), or made
     // here when no agent holds it.

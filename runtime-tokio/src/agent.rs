@@ -86,7 +86,7 @@ impl AgentHandle {
 
 /// Starts an agent from its host and first effects.
 pub fn spawn(
-    host: AgentHost,
+    mut host: AgentHost,
     first: Vec<Effect>,
     opts: RunOptions,
 ) -> Result<AgentHandle, AgentError> {
@@ -121,7 +121,14 @@ pub fn spawn(
                 path: std::path::PathBuf::from(&o.listen),
                 message,
             };
-            let store = crate::agentic::open_store(o).map_err(fail)?;
+            let store = match host.agentic_store() {
+                Some(s) => s,
+                None => {
+                    let s = crate::agentic::open_store(o).map_err(fail)?;
+                    host.set_agentic_store(s.clone());
+                    s
+                }
+            };
             let l = crate::agentic::bind(o).map_err(fail)?;
             let addr = l.local_addr().ok();
             Some((l, o.clone(), store, addr))

@@ -81,11 +81,15 @@ pub async fn serve(listener: TcpListener, opts: AgenticOptions, store: Arc<Agent
 }
 
 fn reply(r: Reply) -> Response<Body> {
-    let mut resp = Response::new(Full::new(Bytes::from(r.body.to_string())).boxed_unsync());
+    let (bytes, kind) = match r.ndjson {
+        Some(text) => (Bytes::from(text), "application/x-ndjson"),
+        None => (Bytes::from(r.body.to_string()), "application/json"),
+    };
+    let mut resp = Response::new(Full::new(bytes).boxed_unsync());
     *resp.status_mut() =
         StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     resp.headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        .insert(CONTENT_TYPE, HeaderValue::from_static(kind));
     if r.status == 401 {
         resp.headers_mut()
             .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
@@ -109,10 +113,15 @@ async fn handle(
         ));
     };
     let (parts, body) = req.into_parts();
+    let max_body = if parts.uri.path() == "/v1/import" {
+        opts.limits.max_import
+    } else {
+        opts.limits.max_body
+    };
     let bytes = match a2acp_runtime::http_door::read_body(
         &parts.headers,
         body,
-        opts.limits.max_body,
+        max_body,
         opts.limits.body_timeout,
     )
     .await

@@ -16,6 +16,7 @@ pub mod bench;
 pub mod demo;
 pub mod federation;
 pub mod mcp;
+mod mcp_agentic;
 mod mcp_args;
 pub mod mcp_http;
 pub mod relay;

@@ -786,10 +786,27 @@ pub fn tmp() -> tempfile::TempDir {
 /// passes, and returns what came back (empty if nothing did).
 pub async fn raw_http(addr: std::net::SocketAddr, req: &[u8], wait: Duration) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    s.write_all(req).await.unwrap();
+    let s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut r, mut w) = s.into_split();
+    // Written while the answer is read: a server may refuse (and close) before the whole
+    // request is written, and its refusal must still be read.
+    let req = req.to_vec();
+    let writer = tokio::spawn(async move {
+        let _ = w.write_all(&req).await;
+        w
+    });
     let mut out = Vec::new();
-    let _ = tokio::time::timeout(wait, s.read_to_end(&mut out)).await;
+    let _ = tokio::time::timeout(wait, async {
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            match r.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    writer.abort();
     String::from_utf8_lossy(&out).into_owned()
 }
 

@@ -5,7 +5,9 @@
 //!
 //! - `{"kind":"package","content_hash":"sha256:<64 hex>","package":{…seed 002 §6…}}` —
 //!   the hash travels beside the package, not inside it (§6.6: no self-reference);
-//! - `{"kind":"fact","fact":{…seed 002 §7…}}`.
+//! - `{"kind":"fact","fact":{…seed 002 §7…}}`;
+//! - `{"kind":"project",…}` and `{"kind":"session",…}`, which the Agentic Protocol
+//!   service's export (`GET /v1/export`) adds, are read and skipped: one format for both.
 //!
 //! Export writes every package (by project, then `package_id`), then every fact (by project, subject,
 //! predicate, then `valid_from`), each line's members in canonical order (RFC 8785), so
@@ -115,6 +117,9 @@ impl MemoryStore {
                         .map_err(|e| malformed(format!("fact: {e}")))?;
                     facts.push((line, fact));
                 }
+                // The Agentic Protocol service's export also carries its projects and
+                // sessions (same format); the agent's memory has neither, and skips them.
+                Some("project" | "session") => {}
                 other => return Err(malformed(format!("unknown `kind` {other:?}"))),
             }
         }

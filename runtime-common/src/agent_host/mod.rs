@@ -35,6 +35,7 @@ use crate::store::{Durability, Store, StoreError};
 
 mod a2a;
 mod acp;
+mod agentic;
 mod drift;
 mod fields;
 mod groups;
@@ -133,6 +134,8 @@ pub struct AgentHost {
     transparency: Option<crate::transparency::Transparency>,
     /// ACP (seed 004), if the config has an `[acp]` table.
     acp: Option<crate::acp::AcpHost>,
+    /// The Agentic Protocol store (`--agentic-listen`), where threads leave packages.
+    agentic: Option<std::sync::Arc<crate::agentic::store::AgenticStore>>,
 }
 
 /// What answers the agent's calls off its loop: the language model, and the runner of
@@ -226,6 +229,7 @@ impl AgentHost {
             audit_log: workers.audit_log,
             transparency: workers.transparency,
             acp: workers.acp,
+            agentic: None,
         };
         let effects = host.drain()?;
         Ok((host, effects, restored))
@@ -284,8 +288,16 @@ impl AgentHost {
                 None => None,
             },
         };
-        let (host, effects, restored) =
+        let (mut host, effects, restored) =
             AgentHost::start_with(config, identity, store, crate::clock::now(), workers)?;
+        let agentic_db = home.dir().join(crate::agentic::DB_FILE);
+        let agentic = crate::agentic::store::AgenticStore::open(&agentic_db).map_err(|e| {
+            ConfigError::Invalid {
+                path: agentic_db.clone(),
+                message: e.to_string(),
+            }
+        })?;
+        host.set_agentic_store(std::sync::Arc::new(agentic));
         let warning = (restored && host.agent.permissions() != &wanted).then(|| {
             format!(
                 "the [permissions] of {} differ from the tiers this agent keeps; the kept ones apply (see `a2acp permissions show`, change them with `a2acp permissions set`)",
@@ -459,6 +471,7 @@ impl AgentHost {
             // commit does the step again after its restart (the relay redelivers, the
             // user is asked again), so a message is logged at least once, never lost.
             self.log_messages(&audit);
+            self.leave_outcomes(&audit);
             if !ops.is_empty() || !audit.is_empty() {
                 self.store.apply(&ops, &audit)?;
                 self.stats.commits += 1;

@@ -347,6 +347,16 @@ impl AgentHost {
             | Request::MemoryForget { .. }
             | Request::MemoryExport { .. }
             | Request::MemoryImport { .. }) => return self.memory_request(now, r),
+            r @ (Request::Projects
+            | Request::Orient { .. }
+            | Request::Orchestrate { .. }
+            | Request::Pull { .. }
+            | Request::Deposit { .. }
+            | Request::FlagForReview { .. }
+            | Request::Review { .. }
+            | Request::AssertFact { .. }
+            | Request::InvalidateFact { .. }
+            | Request::Facts { .. }) => (self.agentic_request(now, r), Vec::new()),
         })
     }
 }

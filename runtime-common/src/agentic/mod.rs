@@ -16,6 +16,9 @@ use a2acp_core::bridge::agentic::{Access, Caller};
 /// The largest request body (1 MiB): a package is prose, not a blob (`blob_storage` is
 /// false).
 pub const MAX_BODY: usize = 1 << 20;
+/// The largest NDJSON import (`POST /v1/import`, 64 MiB); a larger backup is imported in
+/// parts (one project a file).
+pub const MAX_IMPORT: usize = 64 << 20;
 /// The request head must arrive within this.
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// The body must arrive within this.
@@ -47,6 +50,8 @@ pub struct AgenticOptions {
 pub struct AgenticLimits {
     /// [`MAX_BODY`].
     pub max_body: usize,
+    /// [`MAX_IMPORT`].
+    pub max_import: usize,
     /// [`HEADER_TIMEOUT`].
     pub header_timeout: Duration,
     /// [`BODY_TIMEOUT`].
@@ -61,6 +66,7 @@ impl Default for AgenticLimits {
     fn default() -> Self {
         AgenticLimits {
             max_body: MAX_BODY,
+            max_import: MAX_IMPORT,
             header_timeout: HEADER_TIMEOUT,
             body_timeout: BODY_TIMEOUT,
             max_connections: MAX_CONNECTIONS,

@@ -33,11 +33,17 @@ pub struct Reply {
     pub status: u16,
     /// The JSON body.
     pub body: Value,
+    /// An NDJSON body instead (`GET /v1/export`), served as `application/x-ndjson`.
+    pub ndjson: Option<String>,
 }
 
 impl Reply {
     fn ok(body: Value) -> Reply {
-        Reply { status: 200, body }
+        Reply {
+            status: 200,
+            body,
+            ndjson: None,
+        }
     }
 
     /// A refusal with the protocol's error body.
@@ -45,6 +51,7 @@ impl Reply {
         Reply {
             status: e.status(),
             body: e.body(),
+            ndjson: None,
         }
     }
 
@@ -53,6 +60,7 @@ impl Reply {
         Reply {
             status,
             body: json!({"error": code, "message": message}),
+            ndjson: None,
         }
     }
 }
@@ -158,6 +166,7 @@ pub fn handle(
                     Reply {
                         status: if d.created { 201 } else { 200 },
                         body: v,
+                        ndjson: None,
                     }
                 }
                 Err(e) => answer(Err(e)),
@@ -219,6 +228,36 @@ pub fn handle(
                     .map(|f| json!({ "facts": f, "at": q.get("at") }))
             })
         }
+        ("GET", ["v1", "export"]) => {
+            return match store.export_ndjson(access, q.get("project_id")) {
+                Ok(text) => Reply {
+                    status: 200,
+                    body: Value::Null,
+                    ndjson: Some(text),
+                },
+                Err(e) => answer(Err(e)),
+            }
+        }
+        ("POST", ["v1", "import"]) => {
+            let ndjson = call
+                .content_type
+                .and_then(|c| c.split(';').next())
+                .map(|c| c.trim().eq_ignore_ascii_case("application/x-ndjson"))
+                .unwrap_or(false);
+            match (ndjson, std::str::from_utf8(call.body)) {
+                (false, _) => {
+                    return Reply::refusal(
+                        415,
+                        "unsupported_media_type",
+                        "an import is Content-Type: application/x-ndjson",
+                    )
+                }
+                (true, Err(_)) => Err(AgenticError::InvalidRequest("the body is not UTF-8".into()).into()),
+                (true, Ok(text)) => store
+                    .import_ndjson(access, text, now)
+                    .map(|i| json!({ "imported": i })),
+            }
+        }
         ("GET", ["v1", "projects", p, "sessions"]) => store
             .sessions(access, p)
             .map(|s| json!({ "sessions": s })),
@@ -264,7 +303,7 @@ fn known_path(seg: &[&str]) -> bool {
             ]
             | ["v1", "packages", _]
             | ["v1", "packages", _, "flag" | "review"]
-            | ["v1", "orchestrate"]
+            | ["v1", "orchestrate" | "export" | "import"]
     )
 }
 

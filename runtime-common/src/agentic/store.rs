@@ -7,6 +7,12 @@
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
+mod ndjson;
+mod outcomes;
+
+pub use ndjson::Imported;
+pub use outcomes::USER_REVIEWER;
+
 use a2acp_core::bridge::agentic::{
     callsign, digest, facts, ops, rfc3339, search, Access, AgenticError, Project, Session,
     SESSION_IDLE,

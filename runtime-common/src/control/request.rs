@@ -118,6 +118,102 @@ pub enum Request {
         /// The NDJSON text.
         ndjson: String,
     },
+    /// The Agentic Protocol's projects (seed 002 §5): every relationship's, each group's,
+    /// and those other tools made.
+    Projects,
+    /// `orient` (seed 002 §8.3) on a project: its recent packages, current facts, open
+    /// questions and what awaits review.
+    Orient {
+        /// The project (a relationship's is the peer's address).
+        project: String,
+        /// How many days back (default 7).
+        #[serde(default)]
+        window_days: Option<u32>,
+    },
+    /// `orchestrate` (seed 002 §8.4): a digest of one project or all, with snippets about
+    /// `focus`.
+    Orchestrate {
+        /// One project, or all.
+        #[serde(default)]
+        project: Option<String>,
+        /// What the snippets are about.
+        #[serde(default)]
+        focus: Option<String>,
+    },
+    /// `pull` (seed 002 §8.2): the latest packages, one by id, or the relevant ones.
+    Pull {
+        /// The project.
+        project: String,
+        /// `latest` (default), `specific` or `relevant`.
+        #[serde(default)]
+        mode: Option<String>,
+        /// For `relevant`: what to search for.
+        #[serde(default)]
+        query: Option<String>,
+        /// For `specific`: the package.
+        #[serde(default)]
+        package_id: Option<String>,
+        /// For `latest`: only packages of this status.
+        #[serde(default)]
+        status: Option<String>,
+        /// At most this many (default 5).
+        #[serde(default)]
+        limit: Option<u32>,
+    },
+    /// `deposit` (seed 002 §8.1) of a package (§6) into a project.
+    Deposit {
+        /// The project.
+        project: String,
+        /// The package.
+        package: Value,
+    },
+    /// `flag_for_review` (seed 002 §8.5).
+    FlagForReview {
+        /// The package.
+        package_id: String,
+        /// `human` or `agent`.
+        review_type: String,
+        /// Why.
+        #[serde(default)]
+        note: Option<String>,
+    },
+    /// A review (seed 002 §5.3) made by the person: `complete` or `revision_requested`.
+    Review {
+        /// The package.
+        package_id: String,
+        /// The status it moves to.
+        status: String,
+        /// The person's note.
+        #[serde(default)]
+        note: Option<String>,
+    },
+    /// `assert_fact` (seed 002 §8.6).
+    AssertFact {
+        /// The project.
+        project: String,
+        /// The fact (§7: subject, predicate, value, optional valid_from…).
+        fact: Value,
+    },
+    /// `invalidate_fact` (seed 002 §8.7).
+    InvalidateFact {
+        /// The project.
+        project: String,
+        /// The subject.
+        subject: String,
+        /// The predicate.
+        predicate: String,
+        /// Only the fact with this value.
+        #[serde(default)]
+        object: Option<String>,
+    },
+    /// The facts of a project (seed 002 §7.3): current ones, or those holding at `at`.
+    Facts {
+        /// The project.
+        project: String,
+        /// An RFC 3339 time.
+        #[serde(default)]
+        at: Option<String>,
+    },
     /// Recent notifications: the unread ones, or all kept (at most
     /// [`crate::agent_host::MAX_NOTIFICATIONS`]).
     Notifications {

@@ -15,6 +15,7 @@ pub mod conformance;
 pub mod digest;
 pub mod facts;
 pub mod ops;
+pub mod outcomes;
 pub mod search;
 
 #[cfg(test)]
