@@ -11,6 +11,10 @@ PyPI) against a running agent's bridge (`a2acp mcp`, spec §17):
         DELETE and logs no "Session termination failed".
     python told.py thread SERVER_JSON THREAD_ID
         The `thread` tool's answer for THREAD_ID.
+    python told.py orient SERVER_JSON PROJECT
+        The agent's Agentic Protocol memory through the tools: `projects`, `orient` on the
+        relationship PROJECT, `pull` (latest and relevant), a `deposit`, `flag_for_review`,
+        the person's `review` (asked through the host), `assert_fact` and `facts`.
 
 SERVER_JSON as for negotiate.py. Prints one JSON report on stdout; exits non-zero with
 the reason when an expectation fails.
@@ -22,7 +26,7 @@ import sys
 
 import anyio
 
-from negotiate import Failed, expect, host
+from negotiate import Failed, Person, expect, host
 
 
 async def errors(server):
@@ -95,6 +99,55 @@ async def thread(server, thread_id):
         return {"thread": await h.tool("thread", {"id": thread_id})}
 
 
+async def orient(server, project):
+    person = Person("alice")
+    async with host(server, person) as h:
+        projects = await h.tool("projects")
+        oriented = await h.tool("orient", {"project": project})
+        latest = await h.tool("pull", {"project": project, "limit": 20})
+        relevant = await h.tool("pull", {"project": project, "mode": "relevant", "query": "dinner"})
+        package = {
+            "package_id": "pkg_mcp_note_1",
+            "project_id": project,
+            "relay_version": "0.1",
+            "title": "Notes before the next dinner",
+            "status": "draft",
+            "package_type": "standard",
+            "review_type": "none",
+            "created_at": "2026-11-28T10:00:00Z",
+            "created_by": {"id": "mcp-host", "type": "agent"},
+            "open_questions": ["Same place next time?"],
+        }
+        deposited = await h.tool("deposit", {"project": project, "package": package})
+        flagged = await h.tool(
+            "flag_for_review", {"package_id": "pkg_mcp_note_1", "review_type": "human"}
+        )
+        reviewed = await h.tool(
+            "review", {"package_id": "pkg_mcp_note_1", "status": "complete", "note": "fine"}
+        )
+        again = await h.tool(
+            "review", {"package_id": "pkg_mcp_note_1", "status": "draft"}, error=True
+        )
+        fact = await h.tool(
+            "assert_fact",
+            {"project": project, "fact": {"subject": "dinner", "predicate": "place", "value": "Reading"}},
+        )
+        facts = await h.tool("facts", {"project": project})
+        return {
+            "projects": projects,
+            "orient": oriented,
+            "latest": latest,
+            "relevant": relevant,
+            "deposited": deposited,
+            "flagged": flagged,
+            "reviewed": reviewed,
+            "illegal": again,
+            "fact": fact,
+            "facts": facts,
+            "asked": person.asked,
+        }
+
+
 async def main(argv):
     mode, server = argv[0], json.loads(argv[1])
     if mode == "errors":
@@ -105,6 +158,8 @@ async def main(argv):
         report = await close(server)
     elif mode == "thread":
         report = await thread(server, argv[2])
+    elif mode == "orient":
+        report = await orient(server, argv[2])
     else:
         raise Failed(f"unknown mode {mode}")
     print(json.dumps(report))

@@ -1307,3 +1307,38 @@ async fn export_and_import_keep_hashes_and_refuse_a_tampered_line() {
         Err(e) => assert!(!e.to_string().contains("unknown `kind`"), "{e}"),
     }
 }
+
+/// A client written from seed 002 alone (`tests/agentic/client.py`: stdlib and the
+/// `rfc8785` package of the acp venv) drives the service: its own content hash equals
+/// the service's, deposit → orient → flag → revision → flag → complete, nothing leaves
+/// `complete`, facts supersede and answer at a point in time, pull relevant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the acp venv (rfc8785): bash .ci/test-deps"]
+async fn a_client_written_from_the_seed_alone_drives_the_review_cycle() {
+    let python = venv_python("acp", "A2ACP_ACP_PYTHON");
+    let s = open();
+    let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("agentic/client.py");
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new(&python)
+            .arg(&script)
+            .arg(format!("http://{}", s.addr))
+            .arg("agent:bob@example.org")
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the client finished within 60 s")
+    .expect("run the client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(r["level"], "L3");
+    assert_eq!(r["duplicate"], "duplicate_package_id");
+    assert_eq!(r["after_complete"], "invalid_transition");
+    assert_eq!(r["facts"], json!({"now": ["yes"], "then": ["unknown"]}));
+}

@@ -251,3 +251,64 @@ async fn closing_an_http_session_answers_what_the_sdk_expects() {
     );
     assert_eq!(r["failed"], serde_json::json!([]), "{r}");
 }
+
+/// An MCP host orients on a relationship (issue: the agent's memory through MCP): after a
+/// dinner, Alice's host reads the project of her relationship with Bob — the decision the
+/// person confirmed and the milestone — then deposits a note, flags it, and the person
+/// (asked through the host) completes it; a transition out of `complete` is refused; a
+/// fact asserted is among the project's facts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the official mcp SDK: bash .ci/test-deps"]
+async fn an_mcp_host_orients_on_a_relationship_and_the_person_reviews() {
+    let python = python();
+    let dir = tmp();
+    let relay = Runtime::Tokio
+        .relay("127.0.0.1:0", &dir.path().join("relay"))
+        .await;
+    let homes = dinner_homes(dir.path(), &relay.url());
+    let dinner = a2acp_runtime::scripted::ScriptedUser::dinner();
+    let alice = Runtime::Tokio.agent(&homes.alice, "alice", Some(dinner.clone()));
+    let bob = Runtime::Tokio.agent(&homes.bob, "bob", Some(dinner));
+    wait_online(&alice).await;
+    wait_online(&bob).await;
+    let thread = dinner_completes(&alice, &bob, &homes.bob, homes.bob_cfg.address.clone()).await;
+    let project = homes.bob_cfg.address.to_string();
+    let r = told(&python, &["orient", &bridge(&homes.alice), &project]).await;
+    let projects = r["projects"]["projects"].as_array().unwrap();
+    assert!(
+        projects.iter().any(|p| p["project_id"] == project.as_str()),
+        "{r}"
+    );
+    let o = r["orient"].to_string();
+    assert!(o.contains(&thread) && o.contains("Done: "), "{o}");
+    let latest = r["latest"]["packages"].as_array().unwrap();
+    assert!(
+        latest
+            .iter()
+            .any(|p| p["package_type"] == "decision" && p["status"] == "complete"),
+        "{r}"
+    );
+    assert!(
+        !r["relevant"]["packages"].as_array().unwrap().is_empty(),
+        "{r}"
+    );
+    assert_eq!(r["deposited"]["created"], true, "{r}");
+    assert_eq!(r["flagged"]["package"]["status"], "awaiting_review");
+    assert_eq!(r["reviewed"]["package"]["status"], "complete");
+    assert_eq!(r["reviewed"]["package"]["x-reviewed-by"]["type"], "human");
+    assert!(
+        r["illegal"]
+            .as_str()
+            .unwrap()
+            .contains("invalid_transition"),
+        "{r}"
+    );
+    let asked = r["asked"].to_string();
+    assert!(
+        asked.contains("Mark package pkg_mcp_note_1 as complete"),
+        "{asked}"
+    );
+    assert!(r["facts"].to_string().contains("Reading"), "{r}");
+    alice.stop().await;
+    bob.stop().await;
+}
