@@ -28,7 +28,7 @@ pub(crate) const AGENTIC_TOOLS: &[ToolSpec] = &[
                 "type": "object",
                 "properties": {
                     "project": project(),
-                    "window_days": {"type": "integer", "minimum": 1, "maximum": 3650, "description": "How many days back (default 7)."}
+                    "window_days": {"type": "integer", "minimum": 1, "maximum": 3650, "description": "How many days back (default 14)."}
                 },
                 "required": ["project"],
                 "additionalProperties": false

@@ -4,9 +4,10 @@ Appendix A canonical JSON), driving a conformant L3 service:
 
     python client.py BASE_URL PROJECT_ID
 
-conformance → deposit (its hash computed here and compared) → idempotent re-deposit →
-409 for another package under the same id → orient → flag_for_review → a review that
-asks for a revision → flagged again → completed → nothing leaves `complete` → facts
+conformance → deposit, awaiting a human review (its hash computed here and compared) →
+idempotent re-deposit → 409 for another package under the same id → orient shows it →
+a review that asks for a revision → flag_for_review → completed → nothing leaves
+`complete` → facts
 asserted, superseded and queried at a point in time → pull relevant.
 
 Canonical JSON (Appendix A): object members without nulls, keys sorted, no whitespace,
@@ -83,9 +84,9 @@ def main(base, project):
         "project_id": project,
         "relay_version": "0.1",
         "title": "Drafted the venue shortlist",
-        "status": "draft",
+        "status": "awaiting_review",
         "package_type": "standard",
-        "review_type": "none",
+        "review_type": "human",
         "created_at": "2026-11-20T18:00:00Z",
         "created_by": {"id": "seed-client", "type": "script", "session_id": None},
         "tags": ["venues", "dinner"],
@@ -115,13 +116,11 @@ def main(base, project):
            f"orient does not show the package: {d}")
 
     pid = package["package_id"]
-    status, d = s.call("POST", f"/v1/packages/{pid}/flag", {"review_type": "human", "note": "check the list"})
-    expect(status == 200 and d["package"]["status"] == "awaiting_review", f"flag: {status} {d}")
-    expect(d["package"]["review_type"] == "human", f"flag review_type: {d}")
     status, d = s.call("POST", f"/v1/packages/{pid}/review", {"status": "revision_requested", "note": "add a fourth"})
     expect(status == 200 and d["package"]["status"] == "revision_requested", f"revise: {status} {d}")
-    status, d = s.call("POST", f"/v1/packages/{pid}/flag", {"review_type": "human"})
-    expect(status == 200 and d["package"]["status"] == "awaiting_review", f"re-flag: {status} {d}")
+    status, d = s.call("POST", f"/v1/packages/{pid}/flag", {"review_type": "human", "note": "four now"})
+    expect(status == 200 and d["package"]["status"] == "awaiting_review", f"flag: {status} {d}")
+    expect(d["package"]["review_type"] == "human", f"flag review_type: {d}")
     status, d = s.call("POST", f"/v1/packages/{pid}/review", {"status": "complete"})
     expect(status == 200 and d["package"]["status"] == "complete", f"complete: {status} {d}")
     expect(d["content_hash"] == content_hash(d["package"]), "the reviewed package's hash")

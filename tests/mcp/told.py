@@ -126,7 +126,7 @@ async def orient(server, project):
             "review", {"package_id": "pkg_mcp_note_1", "status": "complete", "note": "fine"}
         )
         again = await h.tool(
-            "review", {"package_id": "pkg_mcp_note_1", "status": "draft"}, error=True
+            "review", {"package_id": "pkg_mcp_note_1", "status": "revision_requested"}, error=True
         )
         fact = await h.tool(
             "assert_fact",

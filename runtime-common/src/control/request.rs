@@ -126,7 +126,7 @@ pub enum Request {
     Orient {
         /// The project (a relationship's is the peer's address).
         project: String,
-        /// How many days back (default 7).
+        /// How many days back (default 14).
         #[serde(default)]
         window_days: Option<u32>,
     },
