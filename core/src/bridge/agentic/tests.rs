@@ -380,3 +380,161 @@ fn every_error_is_a_client_error_but_the_missing_capability() {
         assert!((400..500).contains(&e.status()), "{e}");
     }
 }
+
+mod leaves {
+    //! What a thread leaves (`outcomes`), on the harness's dinner: each step's new audit
+    //! records read with the thread as it is right after that step.
+
+    use std::collections::BTreeMap;
+
+    use super::super::outcomes::{outcomes, Outcome, THREAD_MEMBER};
+    use crate::agent::{ConsentAnswer, FieldChoice, PromptKind, ResolutionAnswer};
+    use crate::harness::{dinner, Net};
+
+    /// The outcomes of agent `i`'s audit records from `from` on.
+    fn new_outcomes(net: &Net, i: usize, from: &mut usize, secrets: &[String]) -> Vec<Outcome> {
+        let node = &net.nodes[i];
+        let me = node.agent.address().clone();
+        let mut out = Vec::new();
+        for r in &node.audit[*from..] {
+            let t = r.thread_id.as_deref().and_then(|id| node.agent.thread(id));
+            out.extend(outcomes(r, t, &me, secrets));
+        }
+        *from = node.audit.len();
+        out
+    }
+
+    /// Answers every open prompt with `resolution` (consent: share what is asked), one
+    /// step, and returns Alice's outcomes of that step.
+    fn step(
+        net: &mut Net,
+        a: usize,
+        seen: &mut [usize; 2],
+        resolution: &ResolutionAnswer,
+    ) -> Vec<Outcome> {
+        for i in 0..net.nodes.len() {
+            if let Some(p) = net.prompt(i) {
+                match p.kind {
+                    PromptKind::Consent { .. } => {
+                        let mut m = BTreeMap::new();
+                        m.insert("transport_mode".to_string(), FieldChoice::Share);
+                        m.insert("cuisine_preference".to_string(), FieldChoice::DontShare);
+                        net.answer_consent(i, p.id, ConsentAnswer::ShareSelected(m));
+                    }
+                    PromptKind::Resolution { .. } => {
+                        net.answer_resolution(i, p.id, resolution.clone())
+                    }
+                }
+            }
+            let _ = net.finish_action(i, Ok(()));
+            net.settle();
+        }
+        let out = new_outcomes(net, a, &mut seen[0], &["Italian".to_string()]);
+        let b = 1 - a;
+        let _ = new_outcomes(net, b, &mut seen[1], &[]);
+        out
+    }
+
+    fn deposits(o: &[Outcome]) -> Vec<(&str, &str, &str)> {
+        o.iter()
+            .filter_map(|o| match o {
+                Outcome::Deposit { package, .. } => Some((
+                    package["package_type"].as_str().unwrap_or(""),
+                    package["status"].as_str().unwrap_or(""),
+                    package["review_type"].as_str().unwrap_or(""),
+                )),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn reviews(o: &[Outcome]) -> Vec<&'static str> {
+        o.iter()
+            .filter_map(|o| match o {
+                Outcome::Review { status, .. } => Some(*status),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_dinner_leaves_a_decision_reviewed_by_the_person_and_a_milestone() {
+        let (mut net, a, b) = dinner::net();
+        dinner::start(&mut net, a, b);
+        let mut seen = [0, 0];
+        let mut all = Vec::new();
+        for _ in 0..20 {
+            let o = step(&mut net, a, &mut seen, &ResolutionAnswer::Confirm);
+            all.extend(o);
+        }
+        let d = deposits(&all);
+        assert!(
+            d.contains(&("decision", "awaiting_review", "human")),
+            "{d:?}"
+        );
+        assert!(d.contains(&("milestone", "complete", "none")), "{d:?}");
+        assert_eq!(reviews(&all), vec!["complete"]);
+        // Every package names the thread and never holds a never-share value.
+        for o in &all {
+            if let Outcome::Deposit {
+                package,
+                project_id,
+                ..
+            } = o
+            {
+                assert!(package[THREAD_MEMBER].is_string());
+                assert_eq!(project_id, &net.address(b).to_string());
+                assert!(!serde_json::Value::Object(package.clone())
+                    .to_string()
+                    .contains("Italian"));
+            }
+        }
+        // The milestone points at the decision; ids are stable (derived, not random).
+        let id_of = |t: &str| {
+            all.iter().find_map(|o| match o {
+                Outcome::Deposit { package, .. } if package["package_type"] == t => {
+                    Some(package.clone())
+                }
+                _ => None,
+            })
+        };
+        let (dec, mil) = (id_of("decision").unwrap(), id_of("milestone").unwrap());
+        assert_eq!(mil["parent_package_id"], dec["package_id"]);
+        assert!(dec["package_id"].as_str().unwrap().starts_with("pkg_"));
+    }
+
+    #[test]
+    fn a_different_time_sends_the_decision_back_and_a_decline_too() {
+        for (answer, note) in [
+            (
+                ResolutionAnswer::DifferentTime,
+                "a different time or place was asked for",
+            ),
+            (ResolutionAnswer::Decline, "declined"),
+        ] {
+            let (mut net, a, b) = dinner::net();
+            dinner::start(&mut net, a, b);
+            let mut seen = [0, 0];
+            let mut all = Vec::new();
+            for _ in 0..4 {
+                all.extend(step(&mut net, a, &mut seen, &answer));
+            }
+            let sent_back: Vec<&String> = all
+                .iter()
+                .filter_map(|o| match o {
+                    Outcome::Review {
+                        status: "revision_requested",
+                        note,
+                        ..
+                    } => Some(note),
+                    _ => None,
+                })
+                .collect();
+            assert!(
+                sent_back.iter().any(|n| n.as_str() == note),
+                "{answer:?}: {all:?}"
+            );
+            assert!(!reviews(&all).contains(&"complete"), "{answer:?}");
+        }
+    }
+}
