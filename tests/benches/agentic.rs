@@ -45,12 +45,12 @@ fn package(project: &str, n: usize, at_ms: u64) -> Map<String, Value> {
         "relay_version": "0.1",
         "title": format!("{} {} {} #{n}", w(1), w(7), w(31)),
         "status": "complete",
-        "package_type": if n % 10 == 0 { "decision" } else { "standard" },
+        "package_type": if n.is_multiple_of(10) { "decision" } else { "standard" },
         "review_type": "none",
         "created_at": a2acp_core::Timestamp::from_millis(at_ms).to_rfc3339(),
         "created_by": {"id": "bench", "type": "script"},
         "decisions_made": [format!("{} over {}", w(3), w(5))],
-        "open_questions": if n % 50 == 0 { json!([format!("{}?", w(11))]) } else { json!([]) },
+        "open_questions": if n.is_multiple_of(50) { json!([format!("{}?", w(11))]) } else { json!([]) },
         "handoff_note": format!("Next: {} then {}.", w(13), w(17)),
     });
     match v {
@@ -58,6 +58,9 @@ fn package(project: &str, n: usize, at_ms: u64) -> Map<String, Value> {
         _ => unreachable!(),
     }
 }
+
+/// The i-th request of a run: method, path, body.
+type MakeRequest = Arc<dyn Fn(u64) -> (String, String, Option<String>) + Send + Sync>;
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
@@ -70,12 +73,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 /// Offers `rate` requests/s for `secs` from 8 client threads (keep-alive connections);
 /// `make(i)` is the i-th request (method, path, body). Latencies in ms, sorted, and the
 /// count that failed.
-fn paced(
-    base: &str,
-    rate: u64,
-    secs: u64,
-    make: Arc<dyn Fn(u64) -> (String, String, Option<String>) + Send + Sync>,
-) -> (Vec<f64>, u64) {
+fn paced(base: &str, rate: u64, secs: u64, make: MakeRequest) -> (Vec<f64>, u64) {
     let total = rate * secs;
     let start = Instant::now() + Duration::from_millis(50);
     let lat = Arc::new(Mutex::new(Vec::with_capacity(total as usize)));
@@ -188,10 +186,7 @@ fn main() {
         "offered/s", "operation", "done", "p50 ms", "p99 ms", "failed"
     );
     for rate in [100u64, 1000] {
-        let ops: Vec<(
-            &str,
-            Arc<dyn Fn(u64) -> (String, String, Option<String>) + Send + Sync>,
-        )> = vec![
+        let ops: Vec<(&str, MakeRequest)> = vec![
             (
                 "conformance",
                 Arc::new(|_| ("GET".into(), "/v1/conformance".into(), None)),
