@@ -66,6 +66,14 @@ pub enum ClientFrame {
         /// The ping's `n`.
         n: u64,
     },
+    /// Where the relay sends a wake-up when it queues a packet for this agent while it is
+    /// offline (a UnifiedPush or ntfy endpoint), or `null` for none. Answered
+    /// [`RelayFrame::WakeUpSet`], or an `error` `wake_up_refused`.
+    WakeUp {
+        /// The endpoint (an `https://` URL), or `None` to stop wake-ups.
+        #[serde(default)]
+        endpoint: Option<String>,
+    },
     /// Relay link (docs/protocol.md "The federation link"): a relay that dialed another
     /// answers its `challenge` with this instead of `auth`/`register`, signing
     /// [`link_signed_bytes`] with label [`LINK_DIAL_LABEL`], and challenges it back with
@@ -175,6 +183,12 @@ pub enum RelayFrame {
     },
     /// A newer connection of the same agent took over; this one is about to close.
     Replaced,
+    /// The answer to [`ClientFrame::WakeUp`]: the endpoint now kept (persisted).
+    WakeUpSet {
+        /// The endpoint, or `None`: no wake-ups.
+        #[serde(default)]
+        endpoint: Option<String>,
+    },
     /// A packet this relay accepted (`accepted {seq, id}`) for an address on another
     /// domain could not be handed to that domain's relay: it expired in the outbound queue,
     /// or the remote relay refused it for good. Acknowledge it with `ack {id}`.
@@ -292,6 +306,10 @@ pub enum ErrorCode {
     /// reach its shared store): nothing was accepted; try again later, perhaps through
     /// another of the domain's relays.
     Unavailable,
+    /// A wake-up endpoint the relay does not accept: not an `https://` URL, too long, or
+    /// one naming a loopback or private address (unless the operator allows them), or
+    /// the relay does not send wake-ups.
+    WakeUpRefused,
 }
 
 impl ErrorCode {
@@ -315,6 +333,7 @@ impl ErrorCode {
             ErrorCode::Expired => "expired",
             ErrorCode::DomainRefused => "domain_refused",
             ErrorCode::Unavailable => "unavailable",
+            ErrorCode::WakeUpRefused => "wake_up_refused",
         }
     }
 }

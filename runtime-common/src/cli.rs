@@ -54,6 +54,17 @@ pub struct RelayArgs {
     /// The window of --registrations-per-source, in seconds.
     #[arg(long, default_value_t = 3600)]
     pub registration_window_secs: u64,
+    /// At most one wake-up per offline agent in this many seconds (an agent's wake-up
+    /// endpoint: `wake_up` in its config.toml).
+    #[arg(long, default_value_t = 60)]
+    pub wake_up_interval_secs: u64,
+    /// Accept wake-up endpoints on loopback and private addresses, and http:// (refused by
+    /// default: the relay would make requests into its own network for anyone).
+    #[arg(long)]
+    pub wake_up_allow_private: bool,
+    /// Send no wake-ups (endpoints are refused with `wake_up_refused`).
+    #[arg(long)]
+    pub no_wake_ups: bool,
     /// Threads parsing frames and verifying envelope signatures (0: one per core).
     #[arg(long, default_value_t = 0)]
     pub verifiers: usize,
@@ -284,6 +295,11 @@ impl RelayArgs {
             conn_rate_burst: self.conn_rate_burst.max(1),
             registrations_per_source: self.registrations_per_source.max(1),
             registration_window: std::time::Duration::from_secs(self.registration_window_secs),
+            wake_up: a2acp_core::relay::WakeUpConfig {
+                enabled: !self.no_wake_ups,
+                interval: std::time::Duration::from_secs(self.wake_up_interval_secs.max(1)),
+                allow_private: self.wake_up_allow_private,
+            },
             ..RelayConfig::default()
         };
         let federation = self.federation_config()?;

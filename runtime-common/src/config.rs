@@ -146,6 +146,11 @@ pub struct AgentFile {
     /// agent's home.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub relay_ca: Option<String>,
+    /// Where the relay wakes this agent when a packet waits for it while it is offline: an
+    /// `https://` UnifiedPush or ntfy endpoint (spec §13.2). The relay posts nothing but
+    /// "something is waiting" there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake_up: Option<String>,
     /// Decide with a language model instead of the deterministic negotiator; implied by
     /// an `[llm]` table (without one, every model call fails and the chain of §13.3
     /// runs: the deterministic negotiator for scheduling, the queue otherwise).
@@ -192,6 +197,7 @@ impl AgentFile {
             address: address.to_string(),
             relay: relay.into(),
             relay_ca: None,
+            wake_up: None,
             use_llm: false,
             llm: None,
             profile,
@@ -286,6 +292,11 @@ impl AgentFile {
         }
         c.permissions = self.permissions.clone();
         c.profile = toml_to_context(&self.profile);
+        if let Some(w) = &self.wake_up {
+            a2acp_core::relay::wake_up::check_endpoint(w, true)
+                .map_err(|e| invalid(format!("wake_up `{w}`: {e}")))?;
+            c.wake_up = Some(w.clone());
+        }
         for (addr, o) in &self.overrides {
             let a =
                 Address::parse(addr).map_err(|e| invalid(format!("override for `{addr}`: {e}")))?;

@@ -92,6 +92,7 @@ pub mod tls;
 mod tokio_thread;
 pub mod transcript;
 pub mod transparency;
+pub mod wake_up;
 pub mod ws;
 
 pub use clock::{now, os_seed};

@@ -213,6 +213,11 @@ pub struct AgentConfig {
     pub use_llm: bool,
     /// Limits and timeouts.
     pub limits: Limits,
+    /// Where the relay wakes this agent when a packet waits for it while it is offline
+    /// (an `https://` UnifiedPush or ntfy endpoint; spec §13.2): given to the relay at
+    /// every connection. `None`: no wake-ups (one given before is withdrawn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake_up: Option<String>,
 }
 
 /// Where a thread to an address the relay does not know goes on
@@ -241,6 +246,7 @@ impl AgentConfig {
             bridged_fallbacks: BTreeMap::new(),
             use_llm: false,
             limits: Limits::default(),
+            wake_up: None,
         }
     }
 }
@@ -322,6 +328,7 @@ impl Agent {
             last_suggestion: 0,
             threads_begun: 0,
             introduced: BTreeSet::new(),
+            wake_up: None,
         };
         let mut a = Agent {
             threads: BTreeMap::new(),

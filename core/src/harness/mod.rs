@@ -101,6 +101,8 @@ pub struct Net {
     pub relay: Relay,
     /// The relay's persisted records.
     pub relay_store: BTreeMap<String, Vec<u8>>,
+    /// The wake-ups the relay asked for: when, and to which endpoint.
+    pub wake_ups: Vec<(Timestamp, String)>,
     /// The agents.
     pub nodes: Vec<Node>,
     /// One-way latency between an agent and the relay.
@@ -142,6 +144,7 @@ impl Net {
             now: start,
             relay: Relay::new(relay_config.clone(), seed),
             relay_store: BTreeMap::new(),
+            wake_ups: Vec::new(),
             nodes: Vec::new(),
             latency: Duration::from_millis(20),
             relay_up: true,
@@ -628,6 +631,10 @@ impl Net {
                     if let Some(text) = describe_relay_event(&e) {
                         self.line_relay(text);
                     }
+                }
+                RelayOutput::WakeUp { endpoint } => {
+                    self.line_relay("wake-up sent".to_string());
+                    self.wake_ups.push((self.now, endpoint));
                 }
                 // The harness runs one relay, without federation nor a cluster.
                 RelayOutput::Discover { .. }

@@ -155,6 +155,32 @@ pub struct RelayConfig {
     /// Cluster mode: this relay is one node of several serving the domain through a
     /// shared store ([`super::cluster`]). Default `None`: a single relay.
     pub cluster: Option<ClusterMode>,
+    /// Wake-ups for offline agents ([`super::wake_up`]). Default: on, once a minute per
+    /// agent at most, public endpoints only.
+    pub wake_up: WakeUpConfig,
+}
+
+/// How the relay wakes agents that are offline when a packet is queued for them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WakeUpConfig {
+    /// Whether agents may register endpoints at all.
+    pub enabled: bool,
+    /// At most one wake-up per agent in this interval. Default 60 s.
+    pub interval: Duration,
+    /// Accept endpoints naming loopback, private, link-local and other non-public
+    /// addresses, and `http://` (a test bed, a push server on the operator's own network).
+    /// Default false: those are refused (server-side request forgery).
+    pub allow_private: bool,
+}
+
+impl Default for WakeUpConfig {
+    fn default() -> Self {
+        WakeUpConfig {
+            enabled: true,
+            interval: Duration::from_secs(60),
+            allow_private: false,
+        }
+    }
 }
 
 impl Default for RelayConfig {
@@ -180,6 +206,7 @@ impl Default for RelayConfig {
             max_registration_sources: 65_536,
             federation: None,
             cluster: None,
+            wake_up: WakeUpConfig::default(),
         }
     }
 }
@@ -223,6 +250,15 @@ pub enum RelayOutput {
         /// The remote domain.
         domain: String,
         /// Its relay's endpoint, from discovery.
+        endpoint: String,
+    },
+    /// POST a wake-up to `endpoint` (an agent was offline when a packet was queued for
+    /// it): the body is the fixed [`super::wake_up::WAKE_UP_BODY`], nothing else. A runtime
+    /// sends it off the routing path (a bounded queue, a deadline), checks again that
+    /// the endpoint's host resolves to no address the operator did not allow, and drops
+    /// it when its queue is full; nothing waits for it.
+    WakeUp {
+        /// The endpoint.
         endpoint: String,
     },
     /// Cluster mode: ask the domain's shared store ([`ClusterOp`]). Nothing waits for it

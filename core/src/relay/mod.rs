@@ -151,6 +151,7 @@ mod liveness;
 mod parse;
 mod queue;
 mod route;
+pub mod wake_up;
 
 #[cfg(test)]
 mod tests;
@@ -264,6 +265,7 @@ struct Counters {
     closed_for_refusals: u64,
     closed_oversized: u64,
     registrations_limited: u64,
+    wake_ups: u64,
 }
 
 /// The relay state machine. See the [module documentation](self) for the protocol.
@@ -296,6 +298,8 @@ pub struct Relay {
     fed: Option<Box<Fed>>,
     /// Cluster-mode state (`None`: a single relay).
     cluster: Option<Box<ClusterState>>,
+    /// Wake-up endpoints of agents ([`wake_up`]).
+    wake_ups: BTreeMap<Address, wake_up::WakeUp>,
 }
 
 impl fmt::Debug for Relay {
@@ -337,6 +341,7 @@ impl Relay {
             counters: Counters::default(),
             fed,
             cluster,
+            wake_ups: BTreeMap::new(),
         }
     }
 
@@ -393,6 +398,8 @@ impl Relay {
                     return Err(bad("recipient or id differs from the key".into()));
                 }
                 items.push((key.clone(), item));
+            } else if let Some(addr) = key.strip_prefix(wake_up::WAKE_PREFIX) {
+                relay.restore_wake_record(&key, addr, &value)?;
             } else if key == NEXT_ID_KEY {
                 let n: u64 = serde_json::from_slice(&value).map_err(|e| bad(e.to_string()))?;
                 high_water = high_water.max(n);
@@ -576,6 +583,7 @@ impl Relay {
                     ),
                     ClientFrame::Ack { .. }
                     | ClientFrame::Lookup { .. }
+                    | ClientFrame::WakeUp { .. }
                     | ClientFrame::Push { .. } => self.refuse(
                         conn,
                         ErrorCode::NotAuthenticated,
@@ -610,6 +618,13 @@ impl Relay {
                             .filter(|_| who.domain() == self.config.domain)
                             .map(|r| r.key_bytes);
                         self.send(conn, &RelayFrame::Key { address: who, key });
+                    }
+                    ClientFrame::WakeUp { endpoint } => {
+                        if !self.bucket(now, &address).try_take(now, rate, burst) {
+                            self.refuse(conn, ErrorCode::RateLimited, "slow down".into(), None);
+                            return;
+                        }
+                        self.on_wake_up(conn, &address, endpoint);
                     }
                     ClientFrame::Ping { n } => self.send(conn, &RelayFrame::Pong { n }),
                     ClientFrame::Pong { .. } => {}

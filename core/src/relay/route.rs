@@ -182,6 +182,7 @@ impl Relay {
         }));
         self.queues.insert(item);
         self.counters.routed = self.counters.routed.saturating_add(1);
+        self.maybe_wake(now, &to);
     }
 
     pub(super) fn on_ack(&mut self, conn: ConnId, address: &Address, id: u64) {

@@ -58,6 +58,8 @@ pub(super) struct Committer {
     pub(super) core: flume::WeakSender<Msg>,
     pub(super) shared: Arc<Shared>,
     pub(super) log: Arc<ClientLog>,
+    /// Where wake-ups go (`None`: the relay sends none).
+    pub(super) wake_ups: Option<crate::wake_up::WakeUps>,
 }
 
 impl Committer {
@@ -147,6 +149,11 @@ impl Committer {
                 RelayOutput::Close { conn, code } => {
                     if let Some(tx) = self.conns.remove(&conn) {
                         let _ = tx.try_send(ConnOut::Close(Some(code)));
+                    }
+                }
+                RelayOutput::WakeUp { endpoint } => {
+                    if let Some(w) = &self.wake_ups {
+                        w.send(endpoint);
                     }
                 }
                 RelayOutput::Persist(_)

@@ -567,6 +567,13 @@ impl RelayService {
         let (commit_tx, commit_rx) = flume::bounded(COMMIT_QUEUE);
         let (dropped_tx, dropped_rx) = flume::unbounded();
         let log = Arc::new(ClientLog::new());
+        let wake = relay.config().wake_up;
+        let wake_ups = wake.enabled.then(|| {
+            crate::wake_up::WakeUps::start(crate::wake_up::WakeUpOptions {
+                allow_private: wake.allow_private,
+                ..crate::wake_up::WakeUpOptions::default()
+            })
+        });
         let committer = Committer {
             store,
             rx: commit_rx,
@@ -575,6 +582,7 @@ impl RelayService {
             core: tx.downgrade(),
             shared: shared.clone(),
             log: log.clone(),
+            wake_ups,
         };
         let committer = std::thread::Builder::new()
             .name("a2acp-commit".into())
@@ -1010,6 +1018,8 @@ impl Core {
                     }
                 }
                 RelayOutput::Send { .. } => self.pending.actions.push(o),
+                // After the commit: the packet it announces is durable by then.
+                RelayOutput::WakeUp { .. } => self.pending.actions.push(o),
                 // Not revealing anything, they need not wait for the commit.
                 RelayOutput::Discover { domain } => {
                     let _ = self.tasks.send(Task::Discover(domain));

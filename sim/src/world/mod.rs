@@ -88,6 +88,8 @@ pub struct Stats {
     pub relay_crashes: u64,
     /// Relay links that came up (both sides authenticated; federated worlds).
     pub relay_links: u64,
+    /// Wake-ups relays asked for (agents offline with an endpoint).
+    pub wake_ups: u64,
     /// Packets handed over from one relay to another (settled by the receiving relay).
     pub handed_over: u64,
     /// Prompts shown (reminders and re-shows included).

@@ -392,6 +392,11 @@ pub enum AgentEvent {
     // -- The relay link --
     /// The connection to the relay opened.
     RelayConnected,
+    /// The relay keeps this wake-up endpoint (or none) for when this agent is offline.
+    WakeUpSet {
+        /// The endpoint, or `None`.
+        endpoint: Option<String>,
+    },
     /// The connection to the relay closed.
     RelayDisconnected,
     /// The relay accepted this agent's identity.
@@ -863,6 +868,10 @@ impl AgentEvent {
             E::RelayConnected => out.write_str("relay connected"),
             E::RelayDisconnected => out.write_str("relay disconnected"),
             E::RelayAuthenticated => out.write_str("relay authenticated"),
+            E::WakeUpSet { endpoint: Some(_) } => {
+                out.write_str("relay keeps a wake-up endpoint for this agent")
+            }
+            E::WakeUpSet { endpoint: None } => out.write_str("relay sends this agent no wake-ups"),
             E::RelayReplaced => out.write_str("relay: another connection of this agent took over"),
             E::RelaySilent => out.write_str("relay silent too long: closing the connection"),
             E::RelayError { code, message } => {

@@ -267,6 +267,13 @@ impl Agent {
                 self.shared.link = Link::Down;
                 self.shared.replaced = true;
             }
+            RelayFrame::WakeUpSet { endpoint } => {
+                if self.shared.meta.wake_up != endpoint {
+                    self.shared.meta.wake_up = endpoint.clone();
+                    self.shared.dirty.meta = true;
+                }
+                self.shared.audit(None, AgentEvent::WakeUpSet { endpoint });
+            }
             RelayFrame::Error { code, message, seq } => self.on_relay_error(code, message, seq),
             RelayFrame::Undeliverable {
                 id,
@@ -312,6 +319,13 @@ impl Agent {
         self.shared.meta.authenticated_before = true;
         self.shared.dirty.meta = true;
         self.shared.audit(None, AgentEvent::RelayAuthenticated);
+        // The wake-up endpoint, at every connection (the relay may have lost it, or the
+        // config changed); withdrawn when the config has none but the relay had one.
+        let wanted = self.shared.config.wake_up.clone();
+        if wanted.is_some() || self.shared.meta.wake_up.is_some() {
+            self.shared
+                .send_frame(&ClientFrame::WakeUp { endpoint: wanted });
+        }
         // Replay the local queue in order (§13.1), paced under the relay's rate.
         let mut seqs = Vec::with_capacity(self.shared.outbox.len());
         for o in self.shared.outbox.values_mut() {
@@ -380,6 +394,15 @@ impl Agent {
                 if self.shared.link == Link::Authenticating =>
             {
                 self.shared.registration_refused(code, message);
+            }
+            (E::WakeUpRefused, _) => {
+                self.shared.notify(
+                    None,
+                    NotifyKind::Delivery,
+                    format!(
+                        "The relay will not wake this agent when something waits for it: {message}"
+                    ),
+                );
             }
             (E::AuthFailed | E::AddressTaken, _) => {
                 self.shared.notify(

@@ -51,6 +51,9 @@ pub(in crate::agent) struct Meta {
     /// The §14.2 introductions shown: each is shown once.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub(in crate::agent) introduced: BTreeSet<crate::agent::introductions::Introduction>,
+    /// The wake-up endpoint the relay last confirmed (`wake_up_set`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(in crate::agent) wake_up: Option<String>,
 }
 
 /// Settings the user can change at run time (`settings`).

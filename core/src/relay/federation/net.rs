@@ -233,8 +233,8 @@ impl Net {
                     }
                     _ => self.pending.push_back((i, Msg::DialFailed(domain))),
                 },
-                // Federation's test network runs single relays.
-                RelayOutput::Cluster(_) => {}
+                // Federation's test network runs single relays, and sends no wake-ups.
+                RelayOutput::Cluster(_) | RelayOutput::WakeUp { .. } => {}
             }
         }
     }
