@@ -98,17 +98,17 @@ fn allow_private() -> RelayConfig {
 async fn wake_up_answer(events: &mut Events) -> Result<Option<String>, String> {
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
-        match tokio::time::timeout(Duration::from_millis(200), events.next()).await {
-            Ok(Some(AgentEvent::Effect(Effect::Audit(r)))) => match r.event {
+        if let Ok(Some(AgentEvent::Effect(Effect::Audit(r)))) =
+            tokio::time::timeout(Duration::from_millis(200), events.next()).await
+        {
+            match r.event {
                 Core::WakeUpSet { endpoint } => return Ok(endpoint),
-                Core::RelayError { code, message }
-                    if code == a2acp_core::link::ErrorCode::WakeUpRefused =>
-                {
-                    return Err(message)
-                }
+                Core::RelayError {
+                    code: a2acp_core::link::ErrorCode::WakeUpRefused,
+                    message,
+                } => return Err(message),
                 _ => {}
-            },
-            _ => {}
+            }
         }
     }
     panic!("no answer to the wake-up endpoint");
