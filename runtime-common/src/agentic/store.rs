@@ -63,7 +63,10 @@ CREATE INDEX IF NOT EXISTS ap_facts_series ON ap_facts (project_id, subject, pre
 CREATE TABLE IF NOT EXISTS ap_sessions (
     session_id TEXT PRIMARY KEY NOT NULL, project_id TEXT NOT NULL, actor_id TEXT NOT NULL,
     actor_type TEXT NOT NULL, callsign TEXT, started_at TEXT NOT NULL, ended_at TEXT,
-    last_ms INTEGER NOT NULL, packages TEXT NOT NULL);
+    last_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS ap_session_packages (
+    session_id TEXT NOT NULL, n INTEGER NOT NULL, package_id TEXT NOT NULL,
+    PRIMARY KEY (session_id, n));
 CREATE INDEX IF NOT EXISTS ap_sessions_actor ON ap_sessions (project_id, actor_id, actor_type);
 ";
 
@@ -73,6 +76,8 @@ const FTS: &str = "CREATE VIRTUAL TABLE IF NOT EXISTS ap_packages_fts USING fts5
 pub const DIGEST_PACKAGES: usize = 200;
 /// The most packages one pull returns.
 pub const MAX_LIMIT: usize = 200;
+/// The most packages listed per session (`GET …/sessions`; an export lists all).
+pub const MAX_SESSION_LIST: usize = 1000;
 /// The most current facts a bundle carries per project.
 pub const MAX_BUNDLE_FACTS: usize = 500;
 
@@ -330,7 +335,8 @@ impl AgenticStore {
         let conn = self.conn()?;
         let project = require_project(&conn, project_id)?;
         let since = digest::window_start(now, window_days);
-        let recent = latest_of(&conn, project_id, DIGEST_PACKAGES, None, Some(since))?;
+        let recent = latest_shown(&conn, project_id, digest::ORIENT_PACKAGES, since)?;
+        let asking = asking_of(&conn, project_id, DIGEST_PACKAGES, since)?;
         let active = current_facts(&conn, project_id)?;
         let awaiting: i64 = conn.query_row(
             "SELECT COUNT(*) FROM ap_packages WHERE project_id = ?1 AND status = 'awaiting_review'",
@@ -340,6 +346,7 @@ impl AgenticStore {
         Ok(digest::orient(
             &project,
             &recent,
+            &asking,
             &active,
             awaiting as u64,
             window_days,
@@ -561,11 +568,15 @@ impl AgenticStore {
         let conn = self.conn()?;
         require_project(&conn, project_id)?;
         let mut st = conn.prepare(
-            "SELECT session_id, project_id, actor_id, actor_type, callsign, started_at, ended_at, packages
+            "SELECT session_id, project_id, actor_id, actor_type, callsign, started_at, ended_at
              FROM ap_sessions WHERE project_id = ?1 ORDER BY started_at DESC, session_id LIMIT 1000",
         )?;
         let rows = st.query_map([project_id], session_row)?;
-        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        let mut out = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+        for s in &mut out {
+            s.packages_deposited = session_packages(&conn, &s.session_id, MAX_SESSION_LIST)?;
+        }
+        Ok(out)
     }
 
     /// Stores already-checked packages in one transaction, without sessions: the bench's
@@ -642,8 +653,17 @@ fn project_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Project> {
     })
 }
 
+/// The packages a session deposited, in order, at most `limit`.
+fn session_packages(conn: &Connection, session_id: &str, limit: usize) -> Result<Vec<String>> {
+    let mut st = conn.prepare_cached(
+        "SELECT package_id FROM ap_session_packages WHERE session_id = ?1 ORDER BY n LIMIT ?2",
+    )?;
+    let rows = st.query_map(params![session_id, limit as i64], |r| r.get(0))?;
+    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+}
+
+/// A session row; its packages are read apart ([`session_packages`]).
 fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Session> {
-    let packages: String = r.get(7)?;
     Ok(Session {
         session_id: r.get(0)?,
         project_id: r.get(1)?,
@@ -652,7 +672,7 @@ fn session_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Session> {
         callsign: r.get(4)?,
         started_at: r.get(5)?,
         ended_at: r.get(6)?,
-        packages_deposited: serde_json::from_str(&packages).unwrap_or_default(),
+        packages_deposited: Vec::new(),
     })
 }
 
@@ -725,15 +745,84 @@ fn latest_of(
     rows.iter().map(|(b, h)| read_package(b, h)).collect()
 }
 
+/// The newest `limit` packages of the window that are not drafts (what orient shows).
+fn latest_shown(
+    conn: &Connection,
+    project_id: &str,
+    limit: usize,
+    since: Timestamp,
+) -> Result<Vec<Package>> {
+    let mut st = conn.prepare_cached(
+        "SELECT body, content_hash FROM ap_packages WHERE project_id = ?1
+         AND status != 'draft' AND created_at_ms >= ?2
+         ORDER BY created_at_ms DESC, seq DESC LIMIT ?3",
+    )?;
+    let rows = st
+        .query_map(
+            params![project_id, since.as_millis() as i64, limit as i64],
+            |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+        )?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    rows.iter().map(|(b, h)| read_package(b, h)).collect()
+}
+
+/// The newest `limit` packages of the window, drafts left out, that ask something: open
+/// questions, or a `question` not complete (the open questions of orient); only these
+/// are read whole.
+fn asking_of(
+    conn: &Connection,
+    project_id: &str,
+    limit: usize,
+    since: Timestamp,
+) -> Result<Vec<Package>> {
+    let mut st = conn.prepare_cached(
+        "SELECT body, content_hash FROM ap_packages WHERE project_id = ?1
+         AND status != 'draft' AND created_at_ms >= ?2
+         AND (json_array_length(body, '$.open_questions') > 0
+              OR (package_type = 'question' AND status != 'complete'))
+         ORDER BY created_at_ms DESC, seq DESC LIMIT ?3",
+    )?;
+    let rows = st
+        .query_map(
+            params![project_id, since.as_millis() as i64, limit as i64],
+            |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+        )?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    rows.iter().map(|(b, h)| read_package(b, h)).collect()
+}
+
 fn search_in(
     conn: &Connection,
     project_id: Option<&str>,
     query: &str,
     limit: usize,
 ) -> Result<Vec<Package>> {
-    let Some(q) = search::fts_query(query) else {
+    let (Some(all), Some(any)) = (search::fts_query_all(query), search::fts_query(query)) else {
         return Err(AgenticError::InvalidRequest("`query` has no word to search".into()).into());
     };
+    // Packages with every word first; then, if they are fewer than asked, those with any.
+    let mut found = ranked(conn, &all, project_id, limit)?;
+    if found.len() < limit && all != any {
+        let more = ranked(conn, &any, project_id, limit)?;
+        for p in more {
+            if found.len() >= limit {
+                break;
+            }
+            if !found.iter().any(|f| f.package_id() == p.package_id()) {
+                found.push(p);
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// The packages matching the FTS5 expression `q`, best first.
+fn ranked(
+    conn: &Connection,
+    q: &str,
+    project_id: Option<&str>,
+    limit: usize,
+) -> Result<Vec<Package>> {
     let mut st = conn.prepare_cached(
         "SELECT p.body, p.content_hash FROM ap_packages_fts f JOIN ap_packages p ON p.seq = f.rowid
          WHERE ap_packages_fts MATCH ?1 AND (?2 IS NULL OR p.project_id = ?2)
@@ -832,28 +921,26 @@ fn record_session(
         }
     };
     let project_id = package.project_id();
-    let open: Option<(String, i64, String)> = conn
+    let open: Option<(String, i64)> = conn
         .query_row(
-            "SELECT session_id, last_ms, packages FROM ap_sessions
+            "SELECT session_id, last_ms FROM ap_sessions
              WHERE project_id = ?1 AND actor_id = ?2 AND actor_type = ?3 AND ended_at IS NULL",
             params![project_id, actor_id, actor_type],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .optional()?;
     let idle_ms = SESSION_IDLE.as_millis() as i64;
     let now_ms = now.as_millis() as i64;
     let session_id = match open {
-        Some((id, last, packages)) if now_ms - last < idle_ms => {
-            let mut list: Vec<String> = serde_json::from_str(&packages).unwrap_or_default();
-            list.push(package.package_id().to_string());
+        Some((id, last)) if now_ms - last < idle_ms => {
             conn.execute(
-                "UPDATE ap_sessions SET last_ms = ?2, packages = ?3 WHERE session_id = ?1",
-                params![id, now_ms, serde_json::to_string(&list).unwrap_or_default()],
+                "UPDATE ap_sessions SET last_ms = ?2 WHERE session_id = ?1",
+                params![id, now_ms],
             )?;
             id
         }
         stale => {
-            if let Some((id, last, _)) = stale {
+            if let Some((id, last)) = stale {
                 conn.execute(
                     "UPDATE ap_sessions SET ended_at = ?2 WHERE session_id = ?1",
                     params![id, rfc3339(Timestamp::from_millis(last.max(0) as u64))],
@@ -861,8 +948,8 @@ fn record_session(
             }
             let id = callsign::session_id(project_id, &actor_id, &actor_type, now.as_millis());
             conn.execute(
-                "INSERT OR IGNORE INTO ap_sessions (session_id, project_id, actor_id, actor_type, callsign, started_at, last_ms, packages)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                "INSERT OR IGNORE INTO ap_sessions (session_id, project_id, actor_id, actor_type, callsign, started_at, last_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 params![
                     id,
                     project_id,
@@ -871,14 +958,19 @@ fn record_session(
                     callsign::callsign(&id),
                     rfc3339(now),
                     now_ms,
-                    serde_json::to_string(&[package.package_id()]).unwrap_or_default()
                 ],
             )?;
             id
         }
     };
+    conn.execute(
+        "INSERT INTO ap_session_packages (session_id, n, package_id)
+         VALUES (?1, (SELECT COALESCE(MAX(n), 0) + 1 FROM ap_session_packages WHERE session_id = ?1), ?2)",
+        params![session_id, package.package_id()],
+    )?;
+    // The deposit's answer names the session; `GET …/sessions` lists its packages.
     Ok(conn.query_row(
-        "SELECT session_id, project_id, actor_id, actor_type, callsign, started_at, ended_at, packages
+        "SELECT session_id, project_id, actor_id, actor_type, callsign, started_at, ended_at
          FROM ap_sessions WHERE session_id = ?1",
         [session_id],
         session_row,

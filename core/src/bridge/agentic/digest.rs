@@ -63,11 +63,13 @@ fn fact_values(facts: &[Fact]) -> Vec<Value> {
 }
 
 /// The §8.3 OrientationBundle of `project`: `recent` (newest first, the store's read of
-/// the window), the current facts, the open questions of those packages, and (as
+/// the window: at most [`ORIENT_PACKAGES`] are shown), the current facts, the open
+/// questions of `asking` (the window's packages that ask any, newest first), and (as
 /// `x-awaiting_review`) how many of the project's packages await review.
 pub fn orient(
     project: &Project,
     recent: &[Package],
+    asking: &[Package],
     active_facts: &[Fact],
     awaiting: u64,
     window_days: u32,
@@ -82,7 +84,7 @@ pub fn orient(
         "project": project,
         "recent_packages": shown.iter().map(|p| Value::Object(p.body().clone())).collect::<Vec<_>>(),
         "active_facts": fact_values(active_facts),
-        "open_questions": open_questions(recent),
+        "open_questions": open_questions(asking),
         "window_days": window_days,
         "generated_at": rfc3339(now),
         "x-awaiting_review": awaiting,

@@ -1,6 +1,6 @@
 //! The query `pull` with `mode=relevant` (§8.2) hands to full-text search: the words of
-//! the caller's text, each quoted, any of them matching, so that nothing a caller writes
-//! is read as the search engine's syntax.
+//! the caller's text, each quoted, so that nothing a caller writes is read as the search
+//! engine's syntax — packages with all of them first, then those with any.
 
 /// At most this many words of a query are searched.
 pub const MAX_TERMS: usize = 32;
@@ -19,4 +19,9 @@ pub fn fts_query(query: &str) -> Option<String> {
     } else {
         Some(terms.join(" OR "))
     }
+}
+
+/// The same words, all of them required (`AND`); `None` when there is no word.
+pub fn fts_query_all(query: &str) -> Option<String> {
+    fts_query(query).map(|q| q.replace(" OR ", " AND "))
 }

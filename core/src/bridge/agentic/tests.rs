@@ -312,7 +312,7 @@ fn orient_and_digest_leave_drafts_out_and_gather_questions() {
     let c = pkg("complete", "none");
     let now = t("2026-04-19T00:00:00Z");
     let recent = vec![q.clone(), d, c.clone()];
-    let o = digest::orient(&project, &recent, &[], 1, 14, now);
+    let o = digest::orient(&project, &recent, &recent, &[], 1, 14, now);
     assert_eq!(o["recent_packages"].as_array().unwrap().len(), 2);
     let qs: Vec<&str> = o["open_questions"]
         .as_array()

@@ -19,8 +19,8 @@ use rusqlite::{params, OptionalExtension};
 use serde_json::{json, Map, Value};
 
 use super::{
-    check_id, insert_fact, ops, project_row, read_package, session_row, str_member, AgenticStore,
-    Result, ServiceError,
+    check_id, insert_fact, ops, project_row, read_package, session_packages, session_row,
+    str_member, AgenticStore, Result, ServiceError,
 };
 
 /// What an import stored.
@@ -164,12 +164,13 @@ impl AgenticStore {
             }
         }
         let mut st = conn.prepare(
-            "SELECT session_id, project_id, actor_id, actor_type, callsign, started_at, ended_at, packages
+            "SELECT session_id, project_id, actor_id, actor_type, callsign, started_at, ended_at
              FROM ap_sessions ORDER BY started_at, session_id",
         )?;
         for s in st.query_map([], session_row)? {
-            let s = s?;
+            let mut s = s?;
             if reach(&s.project_id) {
+                s.packages_deposited = session_packages(&conn, &s.session_id, usize::MAX >> 1)?;
                 push(&mut out, &json!({"kind": "session", "session": s}))?;
             }
         }
@@ -321,16 +322,24 @@ impl AgenticStore {
                 }
                 Line::Session(s) => {
                     ensure_project(&tx, *n, &s.project_id, &mut done)?;
-                    let packages = serde_json::to_string(&s.packages_deposited).unwrap_or_default();
                     let last =
                         Timestamp::parse_rfc3339(s.ended_at.as_deref().unwrap_or(&s.started_at))
                             .unwrap_or(now)
                             .as_millis() as i64;
-                    done.sessions += tx.execute(
-                        "INSERT OR IGNORE INTO ap_sessions (session_id, project_id, actor_id, actor_type, callsign, started_at, ended_at, last_ms, packages)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                        params![s.session_id, s.project_id, s.actor_id, s.actor_type, s.callsign, s.started_at, s.ended_at, last, packages],
+                    let added = tx.execute(
+                        "INSERT OR IGNORE INTO ap_sessions (session_id, project_id, actor_id, actor_type, callsign, started_at, ended_at, last_ms)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                        params![s.session_id, s.project_id, s.actor_id, s.actor_type, s.callsign, s.started_at, s.ended_at, last],
                     )?;
+                    if added > 0 {
+                        for (i, id) in s.packages_deposited.iter().enumerate() {
+                            tx.execute(
+                                "INSERT OR IGNORE INTO ap_session_packages (session_id, n, package_id) VALUES (?1, ?2, ?3)",
+                                params![s.session_id, i as i64 + 1, id],
+                            )?;
+                        }
+                    }
+                    done.sessions += added;
                 }
             }
         }

@@ -96,6 +96,10 @@ impl AgenticStore {
         )?;
         tx.execute("DELETE FROM ap_facts WHERE project_id = ?1", [project_id])?;
         tx.execute(
+            "DELETE FROM ap_session_packages WHERE session_id IN (SELECT session_id FROM ap_sessions WHERE project_id = ?1)",
+            [project_id],
+        )?;
+        tx.execute(
             "DELETE FROM ap_sessions WHERE project_id = ?1",
             [project_id],
         )?;
