@@ -52,8 +52,9 @@ CREATE TABLE IF NOT EXISTS ap_packages (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, package_id TEXT NOT NULL UNIQUE,
     project_id TEXT NOT NULL, created_at_ms INTEGER NOT NULL, package_type TEXT NOT NULL,
     status TEXT NOT NULL, body TEXT NOT NULL, content_hash TEXT NOT NULL,
-    deposit_hash TEXT NOT NULL);
+    deposit_hash TEXT NOT NULL, asks INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS ap_packages_time ON ap_packages (project_id, created_at_ms);
+CREATE INDEX IF NOT EXISTS ap_packages_asks ON ap_packages (project_id, asks, created_at_ms);
 CREATE INDEX IF NOT EXISTS ap_packages_status ON ap_packages (project_id, status);
 CREATE TABLE IF NOT EXISTS ap_facts (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, fact_id TEXT NOT NULL UNIQUE,
@@ -247,8 +248,8 @@ impl AgenticStore {
         let body_text = serde_json::to_string(package.body())
             .map_err(|e| ServiceError::Storage(e.to_string()))?;
         tx.execute(
-            "INSERT INTO ap_packages (package_id, project_id, created_at_ms, package_type, status, body, content_hash, deposit_hash)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
+            "INSERT INTO ap_packages (package_id, project_id, created_at_ms, package_type, status, body, content_hash, deposit_hash, asks)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8)",
             params![
                 package.package_id(),
                 project_id,
@@ -257,6 +258,7 @@ impl AgenticStore {
                 ops::status_of(&package),
                 body_text,
                 package.content_hash(),
+                asks(&package),
             ],
         )?;
         if self.fts {
@@ -336,7 +338,7 @@ impl AgenticStore {
         let project = require_project(&conn, project_id)?;
         let since = digest::window_start(now, window_days);
         let recent = latest_shown(&conn, project_id, digest::ORIENT_PACKAGES, since)?;
-        let asking = asking_of(&conn, project_id, DIGEST_PACKAGES, since)?;
+        let asking = asking_of(&conn, project_id, digest::ORIENT_ASKING, since)?;
         let active = current_facts(&conn, project_id)?;
         let awaiting: i64 = conn.query_row(
             "SELECT COUNT(*) FROM ap_packages WHERE project_id = ?1 AND status = 'awaiting_review'",
@@ -452,8 +454,8 @@ impl AgenticStore {
         let body =
             serde_json::to_string(next.body()).map_err(|e| ServiceError::Storage(e.to_string()))?;
         tx.execute(
-            "UPDATE ap_packages SET body = ?2, content_hash = ?3, status = ?4 WHERE package_id = ?1",
-            params![package_id, body, next.content_hash(), ops::status_of(&next)],
+            "UPDATE ap_packages SET body = ?2, content_hash = ?3, status = ?4, asks = ?5 WHERE package_id = ?1",
+            params![package_id, body, next.content_hash(), ops::status_of(&next), asks(&next)],
         )?;
         tx.commit()?;
         Ok(next)
@@ -592,8 +594,8 @@ impl AgenticStore {
             let body = serde_json::to_string(p.body())
                 .map_err(|e| ServiceError::Storage(e.to_string()))?;
             tx.execute(
-                "INSERT INTO ap_packages (package_id, project_id, created_at_ms, package_type, status, body, content_hash, deposit_hash)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
+                "INSERT INTO ap_packages (package_id, project_id, created_at_ms, package_type, status, body, content_hash, deposit_hash, asks)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8)",
                 params![
                     p.package_id(),
                     p.project_id(),
@@ -601,7 +603,8 @@ impl AgenticStore {
                     str_member(p, "package_type"),
                     ops::status_of(p),
                     body,
-                    p.content_hash()
+                    p.content_hash(),
+                    asks(p)
                 ],
             )?;
             if self.fts {
@@ -624,6 +627,15 @@ fn check_id(name: &str, id: &str) -> std::result::Result<(), AgenticError> {
         )));
     }
     Ok(())
+}
+
+/// 1 when the package asks something orient gathers: open questions, or a `question`
+/// not complete — drafts never (the `asks` column, indexed).
+fn asks(p: &Package) -> i64 {
+    let status = ops::status_of(p);
+    let question = p.member("package_type").and_then(Value::as_str) == Some("question")
+        && status != "complete";
+    i64::from(status != "draft" && (question || !p.open_questions().is_empty()))
 }
 
 fn str_member<'a>(p: &'a Package, name: &str) -> &'a str {
@@ -777,10 +789,8 @@ fn asking_of(
 ) -> Result<Vec<Package>> {
     let mut st = conn.prepare_cached(
         "SELECT body, content_hash FROM ap_packages WHERE project_id = ?1
-         AND status != 'draft' AND created_at_ms >= ?2
-         AND (json_array_length(body, '$.open_questions') > 0
-              OR (package_type = 'question' AND status != 'complete'))
-         ORDER BY created_at_ms DESC, seq DESC LIMIT ?3",
+         AND asks = 1 AND created_at_ms >= ?2
+         ORDER BY created_at_ms DESC LIMIT ?3",
     )?;
     let rows = st
         .query_map(

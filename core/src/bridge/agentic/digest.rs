@@ -15,6 +15,8 @@ pub const DEFAULT_WINDOW_DAYS: u32 = 14;
 pub const MAX_WINDOW_DAYS: u32 = 3650;
 /// Packages in an orientation bundle at most.
 pub const ORIENT_PACKAGES: usize = 20;
+/// The packages an orientation gathers open questions from at most (the newest that ask).
+pub const ORIENT_ASKING: usize = 50;
 /// `snippets` when the caller gives none (§8.4).
 pub const DEFAULT_SNIPPETS: usize = 25;
 /// The most snippets asked for.

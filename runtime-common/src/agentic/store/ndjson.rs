@@ -266,8 +266,8 @@ impl AgenticStore {
                             let body = serde_json::to_string(p.body())
                                 .map_err(|e| ServiceError::Storage(e.to_string()))?;
                             tx.execute(
-                                "INSERT INTO ap_packages (package_id, project_id, created_at_ms, package_type, status, body, content_hash, deposit_hash)
-                                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
+                                "INSERT INTO ap_packages (package_id, project_id, created_at_ms, package_type, status, body, content_hash, deposit_hash, asks)
+                                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8)",
                                 params![
                                     p.package_id(),
                                     p.project_id(),
@@ -275,7 +275,8 @@ impl AgenticStore {
                                     str_member(p, "package_type"),
                                     ops::status_of(p),
                                     body,
-                                    p.content_hash()
+                                    p.content_hash(),
+                                    super::asks(p)
                                 ],
                             )?;
                             if self.fts {
