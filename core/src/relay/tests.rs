@@ -583,7 +583,8 @@ fn lookup_returns_registered_key() {
         frames,
         vec![RelayFrame::Key {
             address: addr("bob"),
-            key: Some(b.public().to_bytes())
+            key: Some(b.public().to_bytes()),
+            rotation: None
         }]
     );
     let frames = h.input(
@@ -596,7 +597,8 @@ fn lookup_returns_registered_key() {
         frames,
         vec![RelayFrame::Key {
             address: addr("zed"),
-            key: None
+            key: None,
+            rotation: None
         }]
     );
 }

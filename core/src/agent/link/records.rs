@@ -51,6 +51,10 @@ pub(in crate::agent) struct Meta {
     /// The §14.2 introductions shown: each is shown once.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub(in crate::agent) introduced: BTreeSet<crate::agent::introductions::Introduction>,
+    /// The rotation statement that installed this agent's current key (none before its
+    /// first rotation); carried by every envelope sealed under that key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(in crate::agent) rotation: Option<Box<crate::rotation::RotationStatement>>,
 }
 
 /// Settings the user can change at run time (`settings`).
@@ -68,6 +72,12 @@ pub(in crate::agent) struct PeerRecord {
     pub(in crate::agent) key: Option<[u8; 32]>,
     /// A different key seen after pinning, awaiting the user.
     pub(in crate::agent) changed_key: Option<[u8; 32]>,
+    /// The key the peer rotated away from (its last rotation statement's `old_key`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(in crate::agent) retired_key: Option<[u8; 32]>,
+    /// The rotation number of the statement that installed `key` (0: none).
+    #[serde(default)]
+    pub(in crate::agent) rotation_seq: u64,
     /// Malformed packets received (§13.4).
     pub(in crate::agent) malformed: u32,
     /// Flagged as a sender of malformed packets.
