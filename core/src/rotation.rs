@@ -194,8 +194,8 @@ mod tests {
             b64_encode(&s.new_key),
             "gTl3Dqh9F19Wo1Rmw0x-zMuNipG07jeiXfYPW4_Js5Q"
         );
-        assert_eq!(b64_encode(&s.old_sig), "OLD_SIG");
-        assert_eq!(b64_encode(&s.new_sig), "NEW_SIG");
+        assert_eq!(b64_encode(&s.old_sig), "_W6VHBVwy26wQcKC0DU6RL3v-y8rk1mI48blFX62iGx9LNFtrw8RlSmsIjE-a25JBh9gMYq51UmwFKKFDJtsBg");
+        assert_eq!(b64_encode(&s.new_sig), "jisBdKaWm4tCiaN3GWDJvuj-7FChHt1_PoUCEwKHDrkDMBZBeutQR9KxcvNXizZxvNscZD8A-qnVCdF2HDgMBw");
         let back: RotationStatement = serde_json::from_str(&json).unwrap();
         assert_eq!(back, s);
         assert!(back.verify().is_ok());

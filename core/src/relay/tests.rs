@@ -16,6 +16,7 @@ use crate::link::{
 use crate::persist;
 
 mod cluster;
+mod rotation;
 
 const T0: Timestamp = Timestamp::from_secs(1_800_000_000);
 
