@@ -201,7 +201,7 @@ pub enum Command {
     /// the rotation.
     RotateKey {
         /// The new key.
-        new: IdentityKey,
+        new: Box<IdentityKey>,
     },
     /// Accept a changed key of an agent after the user checked it out of band (§16).
     AcceptKeyChange {

@@ -300,7 +300,9 @@ impl Agent {
 
     pub(super) fn on_ready(&mut self) {
         self.shared.link = Link::Ready;
-        self.shared.rotation_on_ready();
+        if self.shared.rotation_on_ready() {
+            self.rotation_notice_due();
+        }
         let reconnect = self.shared.meta.authenticated_before;
         self.shared.meta.authenticated_before = true;
         self.shared.dirty.meta = true;

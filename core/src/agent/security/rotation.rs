@@ -78,8 +78,19 @@ impl Agent {
             .is_some_and(|r| r.statement.seq == seq)
         {
             self.shared.finish_rotation();
+            self.rotation_notice_due();
             self.shared.link = Link::Down;
             self.shared.buf.close.push(Output::CloseConnection);
+        }
+    }
+
+    /// After a rotation every open thread sends its `thread_state` on the next
+    /// authentication, even with nothing new: it carries the statement to the peer.
+    pub(in crate::agent) fn rotation_notice_due(&mut self) {
+        for t in self.threads.values_mut() {
+            if !t.state.is_terminal() {
+                t.summarised = None;
+            }
         }
     }
 }
@@ -129,17 +140,20 @@ impl Shared {
         }
     }
 
-    /// `auth_ok`: registered with the new key means the relay installed the statement.
-    pub(in crate::agent) fn rotation_on_ready(&mut self) {
+    /// `auth_ok`: registered with the new key means the relay installed the statement
+    /// (`true`: the rotation finished now).
+    pub(in crate::agent) fn rotation_on_ready(&mut self) -> bool {
         let Some(r) = self.rotating.as_mut() else {
-            return;
+            return false;
         };
         if self.link_key == Some(r.statement.new_key) {
             self.finish_rotation();
+            return true;
         } else {
             r.sent = false;
             r.try_new = false;
         }
+        false
     }
 
     /// Sends `rotate` once the connection is up and nothing sealed under its key waits

@@ -28,7 +28,12 @@ fn rotated_events(net: &Net, i: usize) -> usize {
 
 /// Rotates `a`'s key with the relay answering, and reconnects it.
 fn rotate(net: &mut Net, a: usize) {
-    net.command(a, Command::RotateKey { new: new_key() });
+    net.command(
+        a,
+        Command::RotateKey {
+            new: Box::new(new_key()),
+        },
+    );
     net.settle();
     net.connect(a);
     net.settle();
@@ -100,13 +105,23 @@ fn a_crash_before_the_relay_answers_is_finished_on_restart() {
     let (mut net, a, b) = dinner_net();
     let id = to_proposed(&mut net, a, b);
     net.disconnect(a);
-    net.command(a, Command::RotateKey { new: new_key() });
+    net.command(
+        a,
+        Command::RotateKey {
+            new: Box::new(new_key()),
+        },
+    );
     net.crash_and_restart_agent(a, [44; 32]);
     assert_eq!(
         registered(&net, a),
         Some(IdentityKey::from_seed([1; 32]).public().to_bytes())
     );
-    net.command(a, Command::RotateKey { new: new_key() });
+    net.command(
+        a,
+        Command::RotateKey {
+            new: Box::new(new_key()),
+        },
+    );
     net.connect(a);
     net.settle();
     net.connect(a);
@@ -123,13 +138,23 @@ fn a_crash_after_the_relay_installed_the_statement_is_finished_on_restart() {
     let (mut net, a, b) = dinner_net();
     let id = to_proposed(&mut net, a, b);
     let before = net.nodes[a].store.clone();
-    net.command(a, Command::RotateKey { new: new_key() });
+    net.command(
+        a,
+        Command::RotateKey {
+            new: Box::new(new_key()),
+        },
+    );
     net.settle();
     assert_eq!(registered(&net, a), Some(new_key().public().to_bytes()));
     // The agent's records as they were before it heard `rotated`.
     net.nodes[a].store = before;
     net.crash_and_restart_agent(a, [45; 32]);
-    net.command(a, Command::RotateKey { new: new_key() });
+    net.command(
+        a,
+        Command::RotateKey {
+            new: Box::new(new_key()),
+        },
+    );
     net.connect(a);
     net.settle();
     assert_eq!(net.nodes[a].agent.public_key(), new_key().public());
