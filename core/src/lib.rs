@@ -53,6 +53,7 @@ pub mod persist;
 pub mod rate_limit;
 pub mod relay;
 pub mod rng;
+pub mod rotation;
 pub mod space;
 pub mod thread_state;
 pub mod time;

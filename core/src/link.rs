@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::address::Address;
 use crate::crypto::envelope::Envelope;
 use crate::encoding::{b64_array, b64_opt_array};
+use crate::rotation::RotationStatement;
 
 /// A frame an agent sends to its relay.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,6 +51,13 @@ pub enum ClientFrame {
     Ack {
         /// Delivery id from [`RelayFrame::Deliver`].
         id: u64,
+    },
+    /// Move this (authenticated) address to a new identity key (SPEC-NOTES "Key
+    /// rotation"): answered by [`RelayFrame::Rotated`], after which the relay closes the
+    /// connection, or by `error rotation_refused`.
+    Rotate {
+        /// The statement, signed by the current key and the new one.
+        statement: RotationStatement,
     },
     /// Ask for the registered key of an address (first contact).
     Lookup {
@@ -170,6 +178,19 @@ pub enum RelayFrame {
             skip_serializing_if = "Option::is_none"
         )]
         key: Option<[u8; 32]>,
+        /// The rotation statement that installed `key`, when the address rotated (its
+        /// `new_key` is `key`): a peer that pinned the statement's `old_key` re-pins.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rotation: Option<Box<RotationStatement>>,
+    },
+    /// The address's key is now the statement's `new_key` (durably); the relay closes the
+    /// connection right after this frame, and the agent authenticates again with the new
+    /// key.
+    Rotated {
+        /// The address.
+        address: Address,
+        /// The statement's rotation number.
+        seq: u64,
     },
     /// Heartbeat request.
     Ping {
@@ -310,6 +331,12 @@ pub enum ErrorCode {
     /// one naming a loopback or private address (unless the operator allows them), or
     /// the relay does not send wake-ups.
     WakeUpRefused,
+    /// A `rotate` was refused: its statement does not verify, is not for the
+    /// authenticated address, or does not start from the address's current key (a
+    /// replay, or a statement signed by another key). The message starts with the reason
+    /// (`bad_key`, `same_key`, `bad_seq`, `old_signature`, `new_signature`,
+    /// `wrong_address`, `not_current_key`, `stale_seq`, `cluster`).
+    RotationRefused,
 }
 
 impl ErrorCode {
@@ -334,6 +361,7 @@ impl ErrorCode {
             ErrorCode::DomainRefused => "domain_refused",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::WakeUpRefused => "wake_up_refused",
+            ErrorCode::RotationRefused => "rotation_refused",
         }
     }
 }

@@ -411,6 +411,7 @@ pub fn summarize_packet(json: &str) -> String {
 pub fn describe_relay_event(e: &RelayEvent) -> Option<String> {
     Some(match e {
         RelayEvent::Registered { address } => format!("registered {address}"),
+        RelayEvent::Rotated { address, seq } => format!("rotated {address} (rotation {seq})"),
         RelayEvent::Authenticated { address, .. } => format!("authenticated {address}"),
         RelayEvent::Routed { from, to, id } => format!(
             "queued #{id} {} -> {}",

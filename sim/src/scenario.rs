@@ -65,6 +65,10 @@ pub const SHIPPED: &[(&str, &str)] = &[
     ),
     ("key_change", include_str!("../scenarios/key_change.toml")),
     (
+        "group_key_rotation",
+        include_str!("../scenarios/group_key_rotation.toml"),
+    ),
+    (
         "llm_failures",
         include_str!("../scenarios/llm_failures.toml"),
     ),
@@ -356,6 +360,9 @@ pub enum ScriptAction {
         /// Thread index.
         thread: usize,
     },
+    /// Rotate the agent's own identity key (SPEC-NOTES "Key rotation"): a new key drawn
+    /// from the run's seed, handed to the agent as its runtime would.
+    RotateKey,
     /// Accept the changed key of an agent.
     AcceptKeyChange {
         /// The agent.

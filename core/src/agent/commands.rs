@@ -126,6 +126,7 @@ impl Agent {
                 }
             }
             Command::AcceptKeyChange { address } => self.accept_key_change(&address),
+            Command::RotateKey { new } => self.rotate_key(*new),
             Command::CreateSpace {
                 name,
                 participants,

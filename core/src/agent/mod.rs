@@ -276,6 +276,13 @@ pub struct Agent {
 struct Shared {
     config: AgentConfig,
     identity: IdentityKey,
+    /// The key this agent rotated away from, while it runs: envelopes peers sealed to it
+    /// before they learnt the new one still open.
+    retired_identity: Option<IdentityKey>,
+    /// A rotation of this agent's key under way.
+    rotating: Option<security::rotation::OwnRotation>,
+    /// The key the current connection registered with.
+    link_key: Option<[u8; 32]>,
     meta: Meta,
     settings: Settings,
     peers: BTreeMap<Address, PeerRecord>,
@@ -329,12 +336,16 @@ impl Agent {
             threads_begun: 0,
             introduced: BTreeSet::new(),
             wake_up: None,
+            rotation: None,
         };
         let mut a = Agent {
             threads: BTreeMap::new(),
             shared: Shared {
                 config,
                 identity,
+                retired_identity: None,
+                rotating: None,
+                link_key: None,
                 meta,
                 settings,
                 peers: BTreeMap::new(),

@@ -245,6 +245,7 @@ fn refused_sender(drop: &DropReason) -> Option<&Address> {
     match drop {
         DropReason::Blocked { peer }
         | DropReason::BadSignature { peer }
+        | DropReason::RetiredKey { peer }
         | DropReason::BadKey { peer, .. }
         | DropReason::Refused { peer, .. }
         | DropReason::UnknownThread { peer }

@@ -132,6 +132,7 @@ fn refusal(drop: &DropReason) -> &'static str {
     match drop {
         DropReason::Blocked { .. } => "the sender is blocked",
         DropReason::BadSignature { .. } => "bad signature",
+        DropReason::RetiredKey { .. } => "under a key its sender rotated away from",
         DropReason::BadKey { .. } => "the sender's key cannot be used",
         DropReason::Refused { .. } => "it does not open",
         DropReason::UnknownThread { .. } => "unknown thread",

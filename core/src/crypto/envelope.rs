@@ -84,6 +84,12 @@ pub struct Envelope {
     /// Outer Ed25519 signature by `from_key` over the envelope's signed bytes.
     #[serde(with = "b64_array")]
     pub sig: [u8; 64],
+    /// The rotation statement that moved the sender to `from_key`, carried by the
+    /// envelopes an agent sends after rotating (SPEC-NOTES "Key rotation"): a recipient
+    /// that pinned the statement's `old_key` re-pins to `from_key` instead of halting.
+    /// Not covered by `sig`: the statement is signed by both keys on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotation: Option<Box<crate::rotation::RotationStatement>>,
 }
 
 impl Envelope {

@@ -176,6 +176,13 @@ impl IdentityKey {
     }
 }
 
+/// Two identity keys are equal when their public halves are (the seed determines both).
+impl PartialEq for IdentityKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.public == other.public
+    }
+}
+
 impl fmt::Debug for IdentityKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("IdentityKey")

@@ -262,6 +262,7 @@ impl ThreadSession {
             nonce,
             ct,
             sig: [0u8; 64],
+            rotation: None,
         };
         env.sig = me.sign(&env.signed_bytes());
         // Commit.
@@ -1069,6 +1070,7 @@ mod tests {
             nonce,
             ct,
             sig: [0; 64],
+            rotation: None,
         };
         env.sig = outer_signer.sign(&env.signed_bytes());
         env

@@ -390,6 +390,7 @@ impl HostilePeer {
             RelayFrame::Key {
                 address,
                 key: Some(k),
+                ..
             } => {
                 if let Ok(pk) = PublicKey::from_bytes(&k) {
                     self.keys.entry(address).or_insert(pk);

@@ -50,10 +50,17 @@ impl Relay {
                         address: address.clone(),
                         key: key_bytes,
                         registered_at: now,
+                        rotation: None,
                     };
                     self.persist_put(reg_key(&address), &rec);
-                    self.registry
-                        .insert(address.clone(), Registration { key, key_bytes });
+                    self.registry.insert(
+                        address.clone(),
+                        Registration {
+                            key,
+                            key_bytes,
+                            rotation: None,
+                        },
+                    );
                     self.push_event(RelayEvent::Registered {
                         address: address.clone(),
                     });

@@ -741,6 +741,7 @@ impl Relay {
                 super::Registration {
                     key: k,
                     key_bytes: key,
+                    rotation: None,
                 },
             );
         }

@@ -321,6 +321,14 @@ pub enum RelayEvent {
         /// The address.
         address: Address,
     },
+    /// An address moved to a new key by a rotation statement (persisted); its
+    /// connection, authenticated under the old key, is closed.
+    Rotated {
+        /// The address.
+        address: Address,
+        /// The statement's rotation number.
+        seq: u64,
+    },
     /// A connection authenticated.
     Authenticated {
         /// The connection.

@@ -150,6 +150,7 @@ mod limits;
 mod liveness;
 mod parse;
 mod queue;
+mod rotate;
 mod route;
 pub mod wake_up;
 
@@ -196,6 +197,8 @@ const CHEAP_FRAME_COST: u64 = MILLI / 4;
 struct Registration {
     key: PublicKey,
     key_bytes: [u8; 32],
+    /// The statement that installed the key, when the address rotated.
+    rotation: Option<Box<crate::rotation::RotationStatement>>,
 }
 
 /// Where a connection is in its life.
@@ -382,11 +385,17 @@ impl Relay {
                 // Validated (`PublicKey::from_bytes`) when the agent registered.
                 let key = PublicKey::from_stored_bytes(&rec.key)
                     .map_err(|_| bad("invalid public key".into()))?;
+                if let Some(r) = &rec.rotation {
+                    if r.new_key != rec.key || r.address != rec.address || r.verify().is_err() {
+                        return Err(bad("rotation statement does not install this key".into()));
+                    }
+                }
                 relay.registry.insert(
                     rec.address,
                     Registration {
                         key,
                         key_bytes: rec.key,
+                        rotation: rec.rotation,
                     },
                 );
             } else if let Some(rest) = key.strip_prefix(QUEUE_PREFIX) {
@@ -584,6 +593,7 @@ impl Relay {
                     ClientFrame::Ack { .. }
                     | ClientFrame::Lookup { .. }
                     | ClientFrame::WakeUp { .. }
+                    | ClientFrame::Rotate { .. }
                     | ClientFrame::Push { .. } => self.refuse(
                         conn,
                         ErrorCode::NotAuthenticated,
@@ -603,6 +613,9 @@ impl Relay {
                         self.on_send(now, conn, address, seq, (env, env_json), verified)
                     }
                     ClientFrame::Ack { id } => self.on_ack(conn, &address, id),
+                    ClientFrame::Rotate { statement } => {
+                        self.on_rotate(now, conn, address, statement)
+                    }
                     ClientFrame::Lookup { address: who } => {
                         if !self.bucket(now, &address).try_take(now, rate, burst) {
                             self.refuse(conn, ErrorCode::RateLimited, "slow down".into(), None);
@@ -612,12 +625,20 @@ impl Relay {
                             self.remote_lookup(now, conn, who);
                             return;
                         }
-                        let key = self
+                        let reg = self
                             .registry
                             .get(&who)
-                            .filter(|_| who.domain() == self.config.domain)
-                            .map(|r| r.key_bytes);
-                        self.send(conn, &RelayFrame::Key { address: who, key });
+                            .filter(|_| who.domain() == self.config.domain);
+                        let key = reg.map(|r| r.key_bytes);
+                        let rotation = reg.and_then(|r| r.rotation.clone());
+                        self.send(
+                            conn,
+                            &RelayFrame::Key {
+                                address: who,
+                                key,
+                                rotation,
+                            },
+                        );
                     }
                     ClientFrame::WakeUp { endpoint } => {
                         if !self.bucket(now, &address).try_take(now, rate, burst) {

@@ -48,6 +48,10 @@ pub(crate) struct RegRecord {
     pub(crate) key: [u8; 32],
     /// When it was registered.
     pub(crate) registered_at: Timestamp,
+    /// The rotation statement that installed `key`, when the address rotated (its
+    /// `new_key` is `key`); absent for a key as first registered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) rotation: Option<Box<crate::rotation::RotationStatement>>,
 }
 
 /// A queued packet: what the relay decided about it, the two header fields it routes by,

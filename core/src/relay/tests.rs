@@ -16,6 +16,7 @@ use crate::link::{
 use crate::persist;
 
 mod cluster;
+mod rotation;
 mod wake_up;
 
 const T0: Timestamp = Timestamp::from_secs(1_800_000_000);
@@ -584,7 +585,8 @@ fn lookup_returns_registered_key() {
         frames,
         vec![RelayFrame::Key {
             address: addr("bob"),
-            key: Some(b.public().to_bytes())
+            key: Some(b.public().to_bytes()),
+            rotation: None
         }]
     );
     let frames = h.input(
@@ -597,7 +599,8 @@ fn lookup_returns_registered_key() {
         frames,
         vec![RelayFrame::Key {
             address: addr("zed"),
-            key: None
+            key: None,
+            rotation: None
         }]
     );
 }

@@ -19,6 +19,7 @@ impl Core {
     pub(super) fn log_event(&mut self, e: RelayEvent) {
         match e {
             RelayEvent::Registered { address } => info!(%address, "registered"),
+            RelayEvent::Rotated { address, seq } => info!(%address, seq, "key rotated"),
             RelayEvent::Authenticated { conn, address } => {
                 debug!(conn = conn.0, %address, "authenticated")
             }

@@ -792,6 +792,7 @@ fn resolve(raw: RawScenario, file: &str) -> Result<Spec, SimError> {
                     intents: c.intents.iter().map(intent).collect(),
                 }
             }
+            "rotate_key" => ScriptAction::RotateKey,
             "cancel" => ScriptAction::Cancel {
                 thread: thread_ref(c.thread)?,
             },

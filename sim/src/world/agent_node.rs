@@ -592,6 +592,20 @@ impl Sim {
                 let Some(id) = tid(self, thread) else { return };
                 Command::CancelThread { thread_id: id }
             }
+            ScriptAction::RotateKey => {
+                // The new key is stored beside the old one first; the node's identity is
+                // the new one from here on (a scenario does not crash mid-rotation).
+                let name = self.nodes[c.agent].name.clone();
+                self.nodes[c.agent].identity_gen += 1;
+                let seed = crate::util::derive_seed(
+                    self.seed,
+                    &format!("identity/{name}/{}", self.nodes[c.agent].identity_gen),
+                );
+                self.nodes[c.agent].identity = seed;
+                Command::RotateKey {
+                    new: Box::new(a2acp_core::crypto::IdentityKey::from_seed(seed)),
+                }
+            }
             ScriptAction::AcceptKeyChange { peer } => Command::AcceptKeyChange {
                 address: self.nodes[peer].address.clone(),
             },

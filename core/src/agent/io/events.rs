@@ -316,6 +316,24 @@ pub enum AgentEvent {
         /// Threads halted.
         halted: usize,
     },
+    /// A pinned peer moved to a new key by a rotation statement its pinned key signed:
+    /// re-pinned, nothing halted (SPEC-NOTES "Key rotation").
+    KeyRotated {
+        /// The peer.
+        peer: Address,
+        /// The statement's rotation number.
+        seq: u64,
+    },
+    /// This agent moved to a new identity key: its relay installed the rotation statement.
+    OwnKeyRotated {
+        /// The statement's rotation number.
+        seq: u64,
+    },
+    /// This agent's relay refused its rotation statement.
+    OwnRotationRefused {
+        /// The relay's message (its reason first).
+        message: String,
+    },
     /// The user accepted a peer's new key.
     KeyAccepted {
         /// The peer.
@@ -583,6 +601,12 @@ pub enum DropReason {
         /// The sender.
         peer: Address,
     },
+    /// The envelope is under a key the sender rotated away from (a stale envelope: after
+    /// the rotation the relay refuses that key).
+    RetiredKey {
+        /// The sender.
+        peer: Address,
+    },
     /// The envelope is not authentic under the pinned key nor under a new one.
     BadSignature {
         /// The sender.
@@ -834,6 +858,14 @@ impl AgentEvent {
                 "SECURITY key change for {peer}; halted {halted} thread(s)"
             ),
             E::KeyAccepted { peer } => write!(out, "user accepted the new key of {peer}"),
+            E::KeyRotated { peer, seq } => write!(
+                out,
+                "{peer} rotated its key (rotation {seq}, signed by the pinned key): re-pinned"
+            ),
+            E::OwnKeyRotated { seq } => write!(out, "identity key rotated (rotation {seq})"),
+            E::OwnRotationRefused { message } => {
+                write!(out, "the relay refused the key rotation: {message}")
+            }
             E::PinRefused { peer } => {
                 write!(out, "pin of {peer} refused: another key is pinned")
             }
@@ -919,6 +951,12 @@ impl DropReason {
             DropReason::Blocked { peer } => write!(out, "envelope from blocked {peer} dropped"),
             DropReason::BadSignature { peer } => {
                 write!(out, "envelope from {peer} refused: bad signature")
+            }
+            DropReason::RetiredKey { peer } => {
+                write!(
+                    out,
+                    "envelope from {peer} dropped: under a key it rotated away from"
+                )
             }
             DropReason::BadKey { peer, error } => {
                 write!(out, "envelope from {peer} dropped: {error}")

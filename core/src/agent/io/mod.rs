@@ -15,6 +15,7 @@ use serde_json::Value;
 use crate::address::Address;
 use crate::agent::io::events::AgentEvent;
 use crate::agent::permissions::Tier;
+use crate::crypto::IdentityKey;
 use crate::packet::{ActionSpec, Context, Intent, Need, Priority, Proposal};
 use crate::persist::PersistOp;
 use crate::space::{FieldValue, SpacePermission, SpaceRefusal};
@@ -193,6 +194,14 @@ pub enum Command {
         field: String,
         /// What to write.
         value: crate::space::FieldValue,
+    },
+    /// Move this agent's address to the identity key `new` (SPEC-NOTES "Key rotation"):
+    /// the runtime has stored `new` durably and keeps the current key until
+    /// [`AgentEvent::OwnKeyRotated`]. Given again after a restart, it finishes or retries
+    /// the rotation.
+    RotateKey {
+        /// The new key.
+        new: Box<IdentityKey>,
     },
     /// Accept a changed key of an agent after the user checked it out of band (§16).
     AcceptKeyChange {

@@ -10,7 +10,7 @@ use super::thread::ThreadState;
 use super::*;
 
 use crate::crypto::Envelope;
-use crate::link::{challenge_signed_bytes, ClientFrame, RelayFrame, REGISTER_LABEL};
+use crate::link::{ClientFrame, RelayFrame};
 use crate::persist::PersistOp;
 
 /// A sealed packet the relay has not yet accepted (`outbox/<seq>`).
@@ -223,22 +223,8 @@ impl Agent {
             RelayFrame::Challenge { nonce, domain, ts } => {
                 // Sign the relay's own time: the nonce already makes the answer fresh and
                 // single-use, and an agent whose clock is off still gets in.
-                let key = self.shared.identity.public().to_bytes();
-                let msg = challenge_signed_bytes(
-                    REGISTER_LABEL,
-                    &nonce,
-                    &domain,
-                    ts,
-                    &self.shared.config.address,
-                    Some(&key),
-                );
-                let sig = self.shared.identity.sign(&msg);
-                self.shared.send_frame(&ClientFrame::Register {
-                    address: self.shared.config.address.clone(),
-                    key,
-                    ts,
-                    sig,
-                });
+                let frame = self.shared.register_frame(&nonce, &domain, ts);
+                self.shared.send_frame(&frame);
             }
             RelayFrame::AuthOk { .. } => self.on_ready(),
             RelayFrame::Accepted { seq, .. } => {
@@ -246,14 +232,20 @@ impl Agent {
                     self.shared.dirty.ops.push(PersistOp::Delete {
                         key: outbox_key(seq),
                     });
+                    self.shared.maybe_send_rotate();
                 }
             }
+            RelayFrame::Rotated { seq, .. } => self.on_rotated(seq),
             RelayFrame::Deliver { id, env } => {
                 self.on_envelope(env);
                 self.shared.send_frame(&ClientFrame::Ack { id });
             }
             RelayFrame::Overflow { seq, to, .. } => self.shared.on_overflow(seq, &to),
-            RelayFrame::Key { address, key } => self.on_key(address, key),
+            RelayFrame::Key {
+                address,
+                key,
+                rotation,
+            } => self.on_key(address, key, rotation.as_deref()),
             RelayFrame::Ping { n } => self.shared.send_frame(&ClientFrame::Pong { n }),
             RelayFrame::Pong { .. } => {}
             RelayFrame::Replaced => {
@@ -315,6 +307,9 @@ impl Agent {
 
     pub(super) fn on_ready(&mut self) {
         self.shared.link = Link::Ready;
+        if self.shared.rotation_on_ready() {
+            self.rotation_notice_due();
+        }
         let reconnect = self.shared.meta.authenticated_before;
         self.shared.meta.authenticated_before = true;
         self.shared.dirty.meta = true;
@@ -335,6 +330,7 @@ impl Agent {
         for seq in seqs {
             self.shared.send_outbox(seq);
         }
+        self.shared.maybe_send_rotate();
         let lookups: Vec<Address> = self
             .shared
             .peers
@@ -390,6 +386,10 @@ impl Agent {
             },
         );
         match (code, seq) {
+            (E::AddressTaken, None)
+                if self.shared.link == Link::Authenticating && self.shared.retry_with_new_key() => {
+            }
+            (E::RotationRefused, None) => self.shared.rotation_refused(message),
             (E::AddressTaken | E::RegistrationLimited | E::UnknownRecipient, None)
                 if self.shared.link == Link::Authenticating =>
             {
@@ -769,10 +769,13 @@ impl Shared {
     pub(super) fn paced_frame(&self, p: &Paced) -> Option<Vec<u8>> {
         match p {
             Paced::Frame(b) => Some(b.clone()),
+            // An item sealed under a key this connection did not register with waits for
+            // one that did (a rotation under way, SPEC-NOTES "Key rotation").
             Paced::Outbox(seq) => self
                 .outbox
                 .get(seq)
                 .filter(|o| o.parked_until.is_none())
+                .filter(|o| self.link_key.is_none_or(|k| k == o.env.from_key))
                 .map(|o| {
                     ClientFrame::Send {
                         seq: o.seq,
@@ -812,7 +815,14 @@ impl Shared {
         self.queue_item(thread_id, packet_id, env, true);
     }
 
-    fn queue_item(&mut self, thread_id: &str, packet_id: &str, env: Envelope, threadless: bool) {
+    fn queue_item(
+        &mut self,
+        thread_id: &str,
+        packet_id: &str,
+        mut env: Envelope,
+        threadless: bool,
+    ) {
+        env.rotation = self.statement_for(&env.from_key);
         let seq = self.meta.next_seq;
         self.meta.next_seq += 1;
         self.dirty.meta = true;

@@ -54,6 +54,10 @@ pub(in crate::agent) struct Meta {
     /// The wake-up endpoint the relay last confirmed (`wake_up_set`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(in crate::agent) wake_up: Option<String>,
+    /// The rotation statement that installed this agent's current key (none before its
+    /// first rotation); carried by every envelope sealed under that key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(in crate::agent) rotation: Option<Box<crate::rotation::RotationStatement>>,
 }
 
 /// Settings the user can change at run time (`settings`).
@@ -71,6 +75,12 @@ pub(in crate::agent) struct PeerRecord {
     pub(in crate::agent) key: Option<[u8; 32]>,
     /// A different key seen after pinning, awaiting the user.
     pub(in crate::agent) changed_key: Option<[u8; 32]>,
+    /// The key the peer rotated away from (its last rotation statement's `old_key`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(in crate::agent) retired_key: Option<[u8; 32]>,
+    /// The rotation number of the statement that installed `key` (0: none).
+    #[serde(default)]
+    pub(in crate::agent) rotation_seq: u64,
     /// Malformed packets received (§13.4).
     pub(in crate::agent) malformed: u32,
     /// Flagged as a sender of malformed packets.

@@ -7,6 +7,7 @@ use crate::agent::thread::{ThreadState, Waiting};
 use crate::agent::*;
 
 use crate::packet::{Body, ResolutionResponseBody, ResolutionStatus};
+use crate::rotation::RotationStatement;
 
 impl Agent {
     pub(in crate::agent) fn accept_key_change(&mut self, peer: &Address) {
@@ -63,7 +64,20 @@ impl Agent {
         }
     }
 
-    pub(in crate::agent) fn on_key(&mut self, address: Address, key: Option<[u8; 32]>) {
+    pub(in crate::agent) fn on_key(
+        &mut self,
+        address: Address,
+        key: Option<[u8; 32]>,
+        rotation: Option<&RotationStatement>,
+    ) {
+        // The relay's answer carries the statement that installed the key: a peer that
+        // pinned its old key re-pins (it may have missed every envelope carrying it).
+        if let Some(r) = rotation.filter(|r| Some(r.new_key) == key) {
+            let pinned = self.shared.peers.get(&address).and_then(|p| p.key);
+            if pinned.is_some_and(|k| k != r.new_key) {
+                self.peer_rotated(&address, r);
+            }
+        }
         let Some(rec) = self.shared.peers.get_mut(&address) else {
             return;
         };
@@ -155,6 +169,46 @@ impl Agent {
                 Ok(())
             }
         }
+    }
+
+    /// `statement` moves `peer` from its pinned key to a new one: if it verifies under the
+    /// pinned key, the new key is pinned (the old one kept as retired, to recognise stale
+    /// envelopes), nothing is halted, and the user is told once. `false` (and nothing
+    /// changed) if it does not verify under the pin.
+    pub(in crate::agent) fn peer_rotated(
+        &mut self,
+        peer: &Address,
+        statement: &RotationStatement,
+    ) -> bool {
+        let Some(rec) = self.shared.peers.get_mut(peer) else {
+            return false;
+        };
+        let Some(old) = rec.key else {
+            return false;
+        };
+        let Some(pk) = statement.verify_from(peer, &old) else {
+            return false;
+        };
+        rec.retired_key = Some(old);
+        rec.key = Some(statement.new_key);
+        rec.rotation_seq = statement.seq;
+        self.shared.dirty.peers.insert(peer.clone());
+        self.shared.keys.insert(peer.clone(), pk);
+        self.shared.audit(
+            None,
+            AgentEvent::KeyRotated {
+                peer: peer.clone(),
+                seq: statement.seq,
+            },
+        );
+        self.shared.notify(
+            None,
+            NotifyKind::Info,
+            format!(
+                "{peer} moved to a new identity key, signed by the key you had for it; threads with it go on. Its safety number changed: `a2acp keys show {peer}`."
+            ),
+        );
+        true
     }
 
     /// A pinned peer presented another key: halt its threads, alert the user (§16).

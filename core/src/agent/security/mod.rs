@@ -5,6 +5,7 @@
 
 pub(super) mod keys;
 pub(super) mod refusals;
+pub(super) mod rotation;
 
 #[cfg(test)]
 mod hostile_tests;

@@ -3,6 +3,7 @@
 mod records;
 mod relay_link;
 mod resolution;
+mod rotation;
 pub(super) mod support;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -51,9 +51,25 @@ impl Agent {
             self.shared.dropped(None, DropReason::Blocked { peer });
             return;
         }
-        if let Some(rec) = self.shared.peers.get(&peer) {
-            if let Some(k) = rec.key {
-                if k != env.from_key {
+        let pinned = self
+            .shared
+            .peers
+            .get(&peer)
+            .and_then(|rec| rec.key.map(|k| (k, rec.retired_key)));
+        if let Some((k, retired)) = pinned {
+            if k != env.from_key {
+                // A rotation statement signed by the pinned key moves the pin without
+                // halting anything (SPEC-NOTES "Key rotation").
+                let rotated = env
+                    .rotation
+                    .as_deref()
+                    .filter(|r| r.new_key == env.from_key)
+                    .is_some_and(|r| self.peer_rotated(&peer, r));
+                if !rotated && retired == Some(env.from_key) {
+                    self.shared.dropped(None, DropReason::RetiredKey { peer });
+                    return;
+                }
+                if !rotated {
                     // Only an envelope that is authentic under the new key is a key
                     // change; anything else is noise (or tampering) and changes nothing.
                     let authentic = PublicKey::from_bytes(&env.from_key)
@@ -99,10 +115,19 @@ impl Agent {
                     return;
                 };
                 let expected = t.my_direction().reverse();
-                match t
-                    .session
-                    .open(&self.shared.identity, &me, &env, &sender_key, expected)
-                {
+                // A peer that has not learnt this agent's rotation yet sealed to the key it
+                // left: that one still opens it (SPEC-NOTES "Key rotation").
+                let opened =
+                    t.session
+                        .open(&self.shared.identity, &me, &env, &sender_key, expected);
+                let opened = match (opened, &self.shared.retired_identity) {
+                    (Err(e), Some(old)) => t
+                        .session
+                        .open(old, &me, &env, &sender_key, expected)
+                        .map_err(|_| e),
+                    (r, _) => r,
+                };
+                match opened {
                     Ok(o) => (o, None),
                     Err(e) => {
                         self.shared.dropped(
@@ -125,13 +150,20 @@ impl Agent {
                 // Draw the session only if the envelope opens, so bad input changes nothing.
                 let mut probe = self.shared.meta.rng.clone();
                 let mut s = new_session(&mut probe);
-                match s.open(
+                let opened = s.open(
                     &self.shared.identity,
                     &me,
                     &env,
                     &sender_key,
                     Direction::FromInitiator,
-                ) {
+                );
+                let opened = match (opened, &self.shared.retired_identity) {
+                    (Err(e), Some(old)) => s
+                        .open(old, &me, &env, &sender_key, Direction::FromInitiator)
+                        .map_err(|_| e),
+                    (r, _) => r,
+                };
+                match opened {
                     Ok(o) => {
                         self.shared.meta.rng = probe;
                         self.shared.dirty.meta = true;

@@ -101,9 +101,14 @@ impl Relay {
             (LinkPhase::Out { .. }, RelayFrame::Rejected { n, code, message }) => {
                 self.on_rejected(now, &domain, n, code, message)
             }
-            (LinkPhase::Out { .. }, RelayFrame::Key { address, key }) => {
-                self.on_link_key(now, &domain, address, key)
-            }
+            (
+                LinkPhase::Out { .. },
+                RelayFrame::Key {
+                    address,
+                    key,
+                    rotation,
+                },
+            ) => self.on_link_key(now, &domain, address, key, rotation),
             (LinkPhase::Out { .. }, RelayFrame::Error { code, message, .. }) => {
                 // The other relay refused something of this link (its budget, say): logged.
                 if self.fed_log_allowed(now, &domain) {

@@ -272,7 +272,15 @@ impl Relay {
             );
         }
         let pinned = self.fed.as_ref().and_then(|f| f.pins.get(&from)).copied();
-        if pinned.is_some_and(|k| k != env.from_key) {
+        // A key other than the pinned one is a lie unless the envelope carries the
+        // rotation statement moving the pinned key to it: then the new key is pinned.
+        let rotated = pinned.filter(|&k| {
+            k != env.from_key
+                && env.rotation.as_ref().is_some_and(|r| {
+                    r.new_key == env.from_key && r.verify_from(&from, &k).is_some()
+                })
+        });
+        if rotated.is_none() && pinned.is_some_and(|k| k != env.from_key) {
             self.fed_lie(now, domain, format!("a changed key for {from}"));
             return Decision::Rejected(
                 ErrorCode::WrongSender,
@@ -288,6 +296,9 @@ impl Relay {
                 ErrorCode::BadSignature,
                 "envelope signature does not verify".into(),
             );
+        }
+        if rotated.is_some() {
+            self.pin(&from, env.from_key);
         }
         self.forget_remote_senders();
         let Some((cfg, f)) = self.config.federation.as_ref().zip(self.fed.as_mut()) else {
@@ -454,11 +465,19 @@ impl Relay {
             self.refuse(conn, ErrorCode::RateLimited, "slow down".into(), None);
             return;
         }
-        let key = self
+        let reg = self
             .registry
             .get(&who)
-            .filter(|_| who.domain() == self.config.domain)
-            .map(|r| r.key_bytes);
-        self.send(conn, &RelayFrame::Key { address: who, key });
+            .filter(|_| who.domain() == self.config.domain);
+        let key = reg.map(|r| r.key_bytes);
+        let rotation = reg.and_then(|r| r.rotation.clone());
+        self.send(
+            conn,
+            &RelayFrame::Key {
+                address: who,
+                key,
+                rotation,
+            },
+        );
     }
 }

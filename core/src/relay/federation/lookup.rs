@@ -23,6 +23,7 @@ impl Relay {
                 &RelayFrame::Key {
                     address: who,
                     key: None,
+                    rotation: None,
                 },
             );
             return;
@@ -36,6 +37,7 @@ impl Relay {
                 &RelayFrame::Key {
                     address: who,
                     key: Some(key),
+                    rotation: None,
                 },
             );
             return;
@@ -55,6 +57,7 @@ impl Relay {
                 &RelayFrame::Key {
                     address: who,
                     key: None,
+                    rotation: None,
                 },
             );
             return;
@@ -107,6 +110,7 @@ impl Relay {
         domain: &str,
         address: Address,
         key: Option<[u8; 32]>,
+        rotation: Option<Box<crate::rotation::RotationStatement>>,
     ) {
         if address.domain() != domain {
             self.fed_lie(
@@ -122,7 +126,13 @@ impl Relay {
                 .as_ref()
                 .and_then(|f| f.pins.get(&address))
                 .copied();
-            if pinned.is_some_and(|p| p != k) {
+            // A changed key is a lie unless a rotation statement moves the pinned key to it.
+            let rotated = |p: &[u8; 32]| {
+                rotation
+                    .as_ref()
+                    .is_some_and(|r| r.new_key == k && r.verify_from(&address, p).is_some())
+            };
+            if pinned.is_some_and(|p| p != k && !rotated(&p)) {
                 self.fed_lie(now, domain, format!("a changed key for {address}"));
                 return;
             }
@@ -142,6 +152,7 @@ impl Relay {
                     &RelayFrame::Key {
                         address: address.clone(),
                         key,
+                        rotation: rotation.clone(),
                     },
                 );
             }
@@ -175,7 +186,14 @@ impl Relay {
         r.lookups_sent.retain(|a| left.contains(a));
         for (conn, address) in answers {
             if self.conns.contains_key(&conn) {
-                self.send(conn, &RelayFrame::Key { address, key: None });
+                self.send(
+                    conn,
+                    &RelayFrame::Key {
+                        address,
+                        key: None,
+                        rotation: None,
+                    },
+                );
             }
         }
     }

@@ -249,7 +249,8 @@ fn a_remote_lookup_is_answered_through_the_link() {
         frames,
         vec![RelayFrame::Key {
             address: addr("bob", 1),
-            key: Some(b.public().to_bytes())
+            key: Some(b.public().to_bytes()),
+            rotation: None
         }]
     );
     net.client(
@@ -263,7 +264,8 @@ fn a_remote_lookup_is_answered_through_the_link() {
         net.take(0, 1),
         vec![RelayFrame::Key {
             address: addr("nobody", 1),
-            key: None
+            key: None,
+            rotation: None
         }]
     );
 }
@@ -1032,7 +1034,8 @@ fn a_lookup_waits_while_the_domains_relay_is_unreachable() {
         net.take(0, 1),
         vec![RelayFrame::Key {
             address: addr("bob", 1),
-            key: Some(b.public().to_bytes())
+            key: Some(b.public().to_bytes()),
+            rotation: None
         }]
     );
 }

@@ -1,0 +1,260 @@
+//! This agent rotating its own identity key (SPEC-NOTES "Key rotation"): the statement, the
+//! `rotate` frame, holding back what was sealed under the key the connection did not
+//! authenticate with, and finishing (or retrying) the rotation after a restart.
+//!
+//! The runtime writes the new key durably *before* it hands it over
+//! ([`Command::RotateKey`]) and keeps the old one until [`AgentEvent::OwnKeyRotated`]; a
+//! restarted runtime hands both over again (the old as the identity, the new in the
+//! command), and the agent finds out from its relay which of the two is registered.
+
+use crate::agent::link::records::outbox_key;
+use crate::agent::*;
+use crate::link::{challenge_signed_bytes, ClientFrame, REGISTER_LABEL};
+use crate::persist::PersistOp;
+use crate::rotation::RotationStatement;
+
+/// A rotation of this agent's key under way: started, not yet confirmed by the relay.
+#[derive(Debug, Clone)]
+pub(in crate::agent) struct OwnRotation {
+    /// The key the address leaves.
+    pub(in crate::agent) old: IdentityKey,
+    /// The key it takes.
+    pub(in crate::agent) new: IdentityKey,
+    /// The statement, signed by both.
+    pub(in crate::agent) statement: RotationStatement,
+    /// `rotate` went on the current connection (from then on new packets are sealed
+    /// under the new key, and wait for a connection authenticated with it).
+    pub(in crate::agent) sent: bool,
+    /// This connection registers with the new key (the old one was `address_taken`:
+    /// the relay installed the statement before this agent heard its answer).
+    pub(in crate::agent) try_new: bool,
+}
+
+impl Agent {
+    /// [`Command::RotateKey`]: starts moving this agent's address to `new`.
+    pub(in crate::agent) fn rotate_key(&mut self, new: IdentityKey) {
+        let new_pub = new.public_ref().to_bytes();
+        let current = self.shared.identity.public_ref().to_bytes();
+        if self
+            .shared
+            .rotating
+            .as_ref()
+            .is_some_and(|r| r.statement.new_key == new_pub)
+        {
+            return;
+        }
+        // Finished before the runtime learnt it (the statement is this agent's record):
+        // take the new key at once.
+        if let Some(r) = self.shared.meta.rotation.as_deref() {
+            if r.new_key == new_pub && r.old_key == current {
+                let seq = r.seq;
+                self.shared.identity = new;
+                self.shared.audit(None, AgentEvent::OwnKeyRotated { seq });
+                return;
+            }
+        }
+        if new_pub == current {
+            return;
+        }
+        let seq = self.shared.meta.rotation.as_ref().map_or(0, |r| r.seq) + 1;
+        let old = self.shared.identity.clone();
+        let statement = RotationStatement::sign(&self.shared.config.address, &old, &new, seq);
+        self.shared.rotating = Some(OwnRotation {
+            old,
+            new,
+            statement,
+            sent: false,
+            try_new: false,
+        });
+        self.shared.maybe_send_rotate();
+    }
+
+    /// `rotated`: the relay installed the statement (the connection closes after it).
+    pub(in crate::agent) fn on_rotated(&mut self, seq: u64) {
+        if self
+            .shared
+            .rotating
+            .as_ref()
+            .is_some_and(|r| r.statement.seq == seq)
+        {
+            self.shared.finish_rotation();
+            self.rotation_notice_due();
+            self.shared.link = Link::Down;
+            self.shared.buf.close.push(Output::CloseConnection);
+        }
+    }
+
+    /// After a rotation every open thread sends its `thread_state` on the next
+    /// authentication, even with nothing new: it carries the statement to the peer.
+    pub(in crate::agent) fn rotation_notice_due(&mut self) {
+        for t in self.threads.values_mut() {
+            if !t.state.is_terminal() {
+                t.summarised = None;
+            }
+        }
+    }
+}
+
+impl Shared {
+    /// The key to register with on this connection, and remembers it as the connection's.
+    pub(in crate::agent) fn register_frame(
+        &mut self,
+        nonce: &[u8; 32],
+        domain: &str,
+        ts: u64,
+    ) -> ClientFrame {
+        let id = match &self.rotating {
+            Some(r) if r.try_new => &r.new,
+            Some(r) => &r.old,
+            None => &self.identity,
+        };
+        let key = id.public_ref().to_bytes();
+        let msg = challenge_signed_bytes(
+            REGISTER_LABEL,
+            nonce,
+            domain,
+            ts,
+            &self.config.address,
+            Some(&key),
+        );
+        let sig = id.sign(&msg);
+        self.link_key = Some(key);
+        ClientFrame::Register {
+            address: self.config.address.clone(),
+            key,
+            ts,
+            sig,
+        }
+    }
+
+    /// `address_taken` while registering: with a rotation under way and the old key
+    /// tried, the relay may hold the new key already; the next challenge tries it.
+    /// `true` when that is what happens (not a refusal for good).
+    pub(in crate::agent) fn retry_with_new_key(&mut self) -> bool {
+        match self.rotating.as_mut() {
+            Some(r) if !r.try_new => {
+                r.try_new = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// `auth_ok`: registered with the new key means the relay installed the statement
+    /// (`true`: the rotation finished now).
+    pub(in crate::agent) fn rotation_on_ready(&mut self) -> bool {
+        let Some(r) = self.rotating.as_mut() else {
+            return false;
+        };
+        if self.link_key == Some(r.statement.new_key) {
+            self.finish_rotation();
+            return true;
+        } else {
+            r.sent = false;
+            r.try_new = false;
+        }
+        false
+    }
+
+    /// Sends `rotate` once the connection is up and nothing sealed under its key waits
+    /// in the outbox (so nothing of the old key is sent after the relay dropped it).
+    pub(in crate::agent) fn maybe_send_rotate(&mut self) {
+        if self.link != Link::Ready {
+            return;
+        }
+        let Some(key) = self.link_key else {
+            return;
+        };
+        if self.outbox.values().any(|o| o.env.from_key == key) {
+            return;
+        }
+        let Some(r) = self.rotating.as_mut().filter(|r| !r.sent) else {
+            return;
+        };
+        if r.statement.old_key != key {
+            return;
+        }
+        r.sent = true;
+        let frame = ClientFrame::Rotate {
+            statement: r.statement.clone(),
+        };
+        self.identity = r.new.clone();
+        self.retired_identity = Some(r.old.clone());
+        self.buf.send.push(Output::Send(frame.to_bytes()));
+    }
+
+    /// The relay refused the statement: the old key stays; what was sealed under the new
+    /// one meanwhile cannot go and is dropped (its threads are told).
+    pub(in crate::agent) fn rotation_refused(&mut self, message: String) {
+        let Some(r) = self.rotating.take() else {
+            return;
+        };
+        self.identity = r.old.clone();
+        self.retired_identity = None;
+        let stranded: Vec<u64> = self
+            .outbox
+            .values()
+            .filter(|o| o.env.from_key == r.statement.new_key)
+            .map(|o| o.seq)
+            .collect();
+        for seq in stranded {
+            if let Some(o) = self.outbox.remove(&seq) {
+                self.dirty.ops.push(PersistOp::Delete {
+                    key: outbox_key(seq),
+                });
+                self.notify(
+                    Some(o.thread_id),
+                    NotifyKind::Delivery,
+                    "A packet sealed under the refused new key was not sent.".to_string(),
+                );
+            }
+        }
+        self.audit(
+            None,
+            AgentEvent::OwnRotationRefused {
+                message: message.clone(),
+            },
+        );
+        self.notify(
+            None,
+            NotifyKind::Security,
+            format!("The relay refused to rotate this agent's key; the old key stays: {message}"),
+        );
+    }
+
+    fn finish_rotation(&mut self) {
+        let Some(r) = self.rotating.take() else {
+            return;
+        };
+        let seq = r.statement.seq;
+        self.identity = r.new;
+        self.retired_identity = Some(r.old);
+        self.meta.rotation = Some(Box::new(r.statement));
+        self.dirty.meta = true;
+        self.audit(None, AgentEvent::OwnKeyRotated { seq });
+        self.notify(
+            None,
+            NotifyKind::Info,
+            "This agent's identity key was rotated; the agents it knows learn the new key from the statement its old key signed.".to_string(),
+        );
+    }
+
+    /// The rotation statement to carry in an envelope sealed under `from_key`: the one
+    /// that installed it (or is installing it).
+    pub(in crate::agent) fn statement_for(
+        &self,
+        from_key: &[u8; 32],
+    ) -> Option<Box<RotationStatement>> {
+        if let Some(r) = self
+            .rotating
+            .as_ref()
+            .filter(|r| &r.statement.new_key == from_key)
+        {
+            return Some(Box::new(r.statement.clone()));
+        }
+        self.meta
+            .rotation
+            .clone()
+            .filter(|r| &r.new_key == from_key)
+    }
+}

@@ -1,0 +1,212 @@
+//! Key rotation (SPEC-NOTES "Key rotation"): an agent moves to a new key in the middle of
+//! a thread, its peer re-pins without halting, and a crash at any point leaves an agent
+//! that finishes the rotation when given the new key again.
+
+use serde_json::json;
+
+use super::support::*;
+use crate::agent::*;
+use crate::crypto::{Direction, IdentityKey, ThreadSession};
+use crate::harness::Net;
+use crate::rotation::RotationStatement;
+
+fn new_key() -> IdentityKey {
+    IdentityKey::from_seed([91; 32])
+}
+
+fn registered(net: &Net, i: usize) -> Option<[u8; 32]> {
+    net.relay.registered_key(&net.address(i))
+}
+
+fn rotated_events(net: &Net, i: usize) -> usize {
+    net.nodes[i]
+        .audit
+        .iter()
+        .filter(|a| matches!(a.event, AgentEvent::OwnKeyRotated { .. }))
+        .count()
+}
+
+/// Rotates `a`'s key with the relay answering, and reconnects it.
+fn rotate(net: &mut Net, a: usize) {
+    net.command(
+        a,
+        Command::RotateKey {
+            new: Box::new(new_key()),
+        },
+    );
+    net.settle();
+    net.connect(a);
+    net.settle();
+}
+
+/// Bob pinned Alice's new key, nothing halted, no security alert, one notice.
+fn assert_repinned_quietly(net: &Net, a: usize, b: usize, id: &str) {
+    let alice = net.address(a);
+    assert_eq!(
+        net.nodes[b].agent.pinned_key(&alice),
+        Some(new_key().public().to_bytes()),
+        "{}",
+        net.render(None)
+    );
+    assert!(net.nodes[b].agent.changed_key(&alice).is_none());
+    assert!(!notified(net, b, NotifyKind::Security));
+    let told: Vec<String> = notices(net, b, NotifyKind::Info)
+        .into_iter()
+        .filter(|t| t.contains("moved to a new identity key"))
+        .collect();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert!(!net.nodes[b].agent.thread(id).unwrap().halted);
+    assert!(!net.nodes[a].agent.thread(id).unwrap().halted);
+}
+
+#[test]
+fn a_rotation_in_the_middle_of_a_thread_re_pins_and_the_thread_completes() {
+    let (mut net, a, b) = dinner_net();
+    let id = to_proposed(&mut net, a, b);
+    rotate(&mut net, a);
+    assert_eq!(registered(&net, a), Some(new_key().public().to_bytes()));
+    assert_eq!(net.nodes[a].agent.public_key(), new_key().public());
+    assert_eq!(rotated_events(&net, a), 1);
+    assert_repinned_quietly(&net, a, b, &id);
+    // The thread goes on under the new key to its end.
+    let pa = net.prompt(a).unwrap();
+    net.answer_resolution(a, pa.id, ResolutionAnswer::Confirm);
+    let pb = net.prompt(b).unwrap();
+    net.answer_resolution(b, pb.id, ResolutionAnswer::Confirm);
+    net.settle();
+    assert_eq!(
+        state(&net, a, &id),
+        state(&net, b, &id),
+        "{}",
+        net.render(None)
+    );
+    assert!(matches!(
+        state(&net, a, &id),
+        ThreadState::Executing | ThreadState::Completed
+    ));
+    assert!(!notified(&net, b, NotifyKind::Security));
+}
+
+#[test]
+fn a_peer_that_was_offline_re_pins_from_the_statement() {
+    let (mut net, a, b) = dinner_net();
+    let id = to_proposed(&mut net, a, b);
+    net.disconnect(b);
+    rotate(&mut net, a);
+    net.connect(b);
+    net.settle();
+    assert_repinned_quietly(&net, a, b, &id);
+}
+
+/// kill -9 of Alice's agent after the new key is stored and before the relay saw the
+/// statement: restarted with the old key and given the new one again, it rotates.
+#[test]
+fn a_crash_before_the_relay_answers_is_finished_on_restart() {
+    let (mut net, a, b) = dinner_net();
+    let id = to_proposed(&mut net, a, b);
+    net.disconnect(a);
+    net.command(
+        a,
+        Command::RotateKey {
+            new: Box::new(new_key()),
+        },
+    );
+    net.crash_and_restart_agent(a, [44; 32]);
+    assert_eq!(
+        registered(&net, a),
+        Some(IdentityKey::from_seed([1; 32]).public().to_bytes())
+    );
+    net.command(
+        a,
+        Command::RotateKey {
+            new: Box::new(new_key()),
+        },
+    );
+    net.connect(a);
+    net.settle();
+    net.connect(a);
+    net.settle();
+    assert_eq!(registered(&net, a), Some(new_key().public().to_bytes()));
+    assert_eq!(rotated_events(&net, a), 1);
+    assert_repinned_quietly(&net, a, b, &id);
+}
+
+/// kill -9 after the relay installed the statement, before the agent heard it: the old
+/// key is `address_taken`, the new one authenticates, and the rotation is finished.
+#[test]
+fn a_crash_after_the_relay_installed_the_statement_is_finished_on_restart() {
+    let (mut net, a, b) = dinner_net();
+    let id = to_proposed(&mut net, a, b);
+    let before = net.nodes[a].store.clone();
+    net.command(
+        a,
+        Command::RotateKey {
+            new: Box::new(new_key()),
+        },
+    );
+    net.settle();
+    assert_eq!(registered(&net, a), Some(new_key().public().to_bytes()));
+    // The agent's records as they were before it heard `rotated`.
+    net.nodes[a].store = before;
+    net.crash_and_restart_agent(a, [45; 32]);
+    net.command(
+        a,
+        Command::RotateKey {
+            new: Box::new(new_key()),
+        },
+    );
+    net.connect(a);
+    net.settle();
+    assert_eq!(net.nodes[a].agent.public_key(), new_key().public());
+    assert!(rotated_events(&net, a) >= 1);
+    assert!(!notified(&net, a, NotifyKind::Security));
+    assert_repinned_quietly(&net, a, b, &id);
+}
+
+/// An envelope under another key whose statement the pinned key did not sign still
+/// halts and alerts, as any unsigned key change.
+#[test]
+fn a_statement_not_signed_by_the_pinned_key_still_halts() {
+    let (mut net, a, b) = dinner_net();
+    let id = to_proposed(&mut net, a, b);
+    let impostor = IdentityKey::from_seed([66; 32]);
+    let mallory_old = IdentityKey::from_seed([67; 32]);
+    let bob = net.address(b);
+    let mut statement = RotationStatement::sign(&bob, &mallory_old, &impostor, 1);
+    // Claims to leave Bob's pinned key, without its signature.
+    statement.old_key = IdentityKey::from_seed([2; 32]).public().to_bytes();
+    let packet = json!({
+        "protocol": "a2acp/0.2", "packet_id": "pkt_evil", "thread_id": id, "from": bob.as_str(),
+        "to": net.address(a).as_str(), "timestamp": "2026-03-21T14:31:00Z", "type": "context_response",
+        "context_provided": {"time_windows": ["03:00-04:00"]}
+    });
+    let mut s = ThreadSession::new([5; 32]);
+    let mut env = s
+        .seal(
+            &impostor,
+            &bob,
+            &net.address(a),
+            &net.nodes[a].agent.public_key(),
+            &id,
+            Direction::FromResponder,
+            packet.to_string().as_bytes(),
+        )
+        .unwrap();
+    env.rotation = Some(Box::new(statement));
+    let frame = crate::link::RelayFrame::Deliver { id: 5, env }.to_bytes();
+    net.nodes[a].agent.handle(net.now, Input::Bytes(frame));
+    let mut sec = 0;
+    while let Some(o) = net.nodes[a].agent.poll_output() {
+        if let Output::Notify(n) = o {
+            if n.kind == NotifyKind::Security {
+                sec += 1;
+            }
+        }
+    }
+    assert_eq!(sec, 1);
+    assert!(net.nodes[a].agent.thread(&id).unwrap().halted);
+    assert_eq!(
+        net.nodes[a].agent.pinned_key(&bob),
+        Some(IdentityKey::from_seed([2; 32]).public().to_bytes())
+    );
+}
