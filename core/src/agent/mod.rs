@@ -280,7 +280,7 @@ struct Shared {
     /// before they learnt the new one still open.
     retired_identity: Option<IdentityKey>,
     /// A rotation of this agent's key under way.
-    rotating: Option<security::rotation::OwnRotation>,
+    rotating: Option<link::rotation::OwnRotation>,
     /// The key the current connection registered with.
     link_key: Option<[u8; 32]>,
     meta: Meta,

@@ -3,6 +3,7 @@
 
 pub(super) mod records;
 pub(super) mod recovery;
+pub(super) mod rotation;
 
 use super::link::records::outbox_key;
 use super::security::keys::PendingPlain;

@@ -5,7 +5,6 @@
 
 pub(super) mod keys;
 pub(super) mod refusals;
-pub(super) mod rotation;
 
 #[cfg(test)]
 mod hostile_tests;

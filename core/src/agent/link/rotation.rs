@@ -7,7 +7,7 @@
 //! restarted runtime hands both over again (the old as the identity, the new in the
 //! command), and the agent finds out from its relay which of the two is registered.
 
-use crate::agent::link::records::outbox_key;
+use super::records::outbox_key;
 use crate::agent::*;
 use crate::link::{challenge_signed_bytes, ClientFrame, REGISTER_LABEL};
 use crate::persist::PersistOp;
