@@ -245,29 +245,7 @@ impl AgenticStore {
                 session: None,
             });
         }
-        let body_text = serde_json::to_string(package.body())
-            .map_err(|e| ServiceError::Storage(e.to_string()))?;
-        tx.execute(
-            "INSERT INTO ap_packages (package_id, project_id, created_at_ms, package_type, status, body, content_hash, deposit_hash, asks)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8)",
-            params![
-                package.package_id(),
-                project_id,
-                package.created_at().as_millis() as i64,
-                str_member(&package, "package_type"),
-                ops::status_of(&package),
-                body_text,
-                package.content_hash(),
-                asks(&package),
-            ],
-        )?;
-        if self.fts {
-            let seq = tx.last_insert_rowid();
-            tx.execute(
-                "INSERT INTO ap_packages_fts (rowid, title, text) VALUES (?1, ?2, ?3)",
-                params![seq, package.title(), searchable_text(&package)],
-            )?;
-        }
+        insert_package(&tx, &package, self.fts)?;
         let session = record_session(&tx, access, &package, now)?;
         tx.commit()?;
         Ok(Deposited {
@@ -591,28 +569,7 @@ impl AgenticStore {
                 "INSERT OR IGNORE INTO ap_projects (project_id, name, created_at) VALUES (?1, ?1, ?2)",
                 params![p.project_id(), rfc3339(now)],
             )?;
-            let body = serde_json::to_string(p.body())
-                .map_err(|e| ServiceError::Storage(e.to_string()))?;
-            tx.execute(
-                "INSERT INTO ap_packages (package_id, project_id, created_at_ms, package_type, status, body, content_hash, deposit_hash, asks)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8)",
-                params![
-                    p.package_id(),
-                    p.project_id(),
-                    p.created_at().as_millis() as i64,
-                    str_member(p, "package_type"),
-                    ops::status_of(p),
-                    body,
-                    p.content_hash(),
-                    asks(p)
-                ],
-            )?;
-            if self.fts {
-                tx.execute(
-                    "INSERT INTO ap_packages_fts (rowid, title, text) VALUES (?1, ?2, ?3)",
-                    params![tx.last_insert_rowid(), p.title(), searchable_text(p)],
-                )?;
-            }
+            insert_package(&tx, p, self.fts)?;
         }
         tx.commit()?;
         Ok(())
@@ -625,6 +582,32 @@ fn check_id(name: &str, id: &str) -> std::result::Result<(), AgenticError> {
         return Err(AgenticError::InvalidSchema(format!(
             "`{name}` is 1–200 bytes without control characters"
         )));
+    }
+    Ok(())
+}
+
+/// Inserts a checked package (and its full-text row), new to the store.
+fn insert_package(conn: &Connection, p: &Package, fts: bool) -> Result<()> {
+    let body = serde_json::to_string(p.body()).map_err(|e| ServiceError::Storage(e.to_string()))?;
+    conn.execute(
+        "INSERT INTO ap_packages (package_id, project_id, created_at_ms, package_type, status, body, content_hash, deposit_hash, asks)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8)",
+        params![
+            p.package_id(),
+            p.project_id(),
+            p.created_at().as_millis() as i64,
+            str_member(p, "package_type"),
+            ops::status_of(p),
+            body,
+            p.content_hash(),
+            asks(p)
+        ],
+    )?;
+    if fts {
+        conn.execute(
+            "INSERT INTO ap_packages_fts (rowid, title, text) VALUES (?1, ?2, ?3)",
+            params![conn.last_insert_rowid(), p.title(), searchable_text(p)],
+        )?;
     }
     Ok(())
 }
@@ -736,6 +719,21 @@ fn get_package(conn: &Connection, package_id: &str) -> Result<Option<Package>> {
     row.map(|(b, h)| read_package(&b, &h)).transpose()
 }
 
+/// The packages `sql` selects as `(body, content_hash)` rows with `params`, each verified.
+fn packages_of(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> Result<Vec<Package>> {
+    let mut st = conn.prepare_cached(sql)?;
+    let rows = st
+        .query_map(params, |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    rows.iter().map(|(b, h)| read_package(b, h)).collect()
+}
+
 fn latest_of(
     conn: &Connection,
     project_id: &str,
@@ -743,18 +741,18 @@ fn latest_of(
     status: Option<&str>,
     since: Option<Timestamp>,
 ) -> Result<Vec<Package>> {
-    let mut st = conn.prepare_cached(
+    packages_of(
+        conn,
         "SELECT body, content_hash FROM ap_packages WHERE project_id = ?1
          AND (?2 IS NULL OR status = ?2) AND (?3 IS NULL OR created_at_ms >= ?3)
          ORDER BY created_at_ms DESC, seq DESC LIMIT ?4",
-    )?;
-    let since = since.map(|t| t.as_millis() as i64);
-    let rows = st
-        .query_map(params![project_id, status, since, limit as i64], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    rows.iter().map(|(b, h)| read_package(b, h)).collect()
+        params![
+            project_id,
+            status,
+            since.map(|t| t.as_millis() as i64),
+            limit as i64
+        ],
+    )
 }
 
 /// The newest `limit` packages of the window that are not drafts (what orient shows).
@@ -764,18 +762,13 @@ fn latest_shown(
     limit: usize,
     since: Timestamp,
 ) -> Result<Vec<Package>> {
-    let mut st = conn.prepare_cached(
+    packages_of(
+        conn,
         "SELECT body, content_hash FROM ap_packages WHERE project_id = ?1
          AND status != 'draft' AND created_at_ms >= ?2
          ORDER BY created_at_ms DESC, seq DESC LIMIT ?3",
-    )?;
-    let rows = st
-        .query_map(
-            params![project_id, since.as_millis() as i64, limit as i64],
-            |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
-        )?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    rows.iter().map(|(b, h)| read_package(b, h)).collect()
+        params![project_id, since.as_millis() as i64, limit as i64],
+    )
 }
 
 /// The newest `limit` packages of the window, drafts left out, that ask something: open
@@ -787,18 +780,13 @@ fn asking_of(
     limit: usize,
     since: Timestamp,
 ) -> Result<Vec<Package>> {
-    let mut st = conn.prepare_cached(
+    packages_of(
+        conn,
         "SELECT body, content_hash FROM ap_packages WHERE project_id = ?1
          AND asks = 1 AND created_at_ms >= ?2
          ORDER BY created_at_ms DESC LIMIT ?3",
-    )?;
-    let rows = st
-        .query_map(
-            params![project_id, since.as_millis() as i64, limit as i64],
-            |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
-        )?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    rows.iter().map(|(b, h)| read_package(b, h)).collect()
+        params![project_id, since.as_millis() as i64, limit as i64],
+    )
 }
 
 fn search_in(
@@ -833,17 +821,13 @@ fn ranked(
     project_id: Option<&str>,
     limit: usize,
 ) -> Result<Vec<Package>> {
-    let mut st = conn.prepare_cached(
+    packages_of(
+        conn,
         "SELECT p.body, p.content_hash FROM ap_packages_fts f JOIN ap_packages p ON p.seq = f.rowid
          WHERE ap_packages_fts MATCH ?1 AND (?2 IS NULL OR p.project_id = ?2)
          ORDER BY bm25(ap_packages_fts, 4.0, 1.0), p.created_at_ms DESC LIMIT ?3",
-    )?;
-    let rows = st
-        .query_map(params![q, project_id, limit as i64], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    rows.iter().map(|(b, h)| read_package(b, h)).collect()
+        params![q, project_id, limit as i64],
+    )
 }
 
 fn parse_fact(body: &str) -> Result<Fact> {

@@ -263,28 +263,7 @@ impl AgenticStore {
                             )))
                         }
                         None => {
-                            let body = serde_json::to_string(p.body())
-                                .map_err(|e| ServiceError::Storage(e.to_string()))?;
-                            tx.execute(
-                                "INSERT INTO ap_packages (package_id, project_id, created_at_ms, package_type, status, body, content_hash, deposit_hash, asks)
-                                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, ?8)",
-                                params![
-                                    p.package_id(),
-                                    p.project_id(),
-                                    p.created_at().as_millis() as i64,
-                                    str_member(p, "package_type"),
-                                    ops::status_of(p),
-                                    body,
-                                    p.content_hash(),
-                                    super::asks(p)
-                                ],
-                            )?;
-                            if self.fts {
-                                tx.execute(
-                                    "INSERT INTO ap_packages_fts (rowid, title, text) VALUES (?1, ?2, ?3)",
-                                    params![tx.last_insert_rowid(), p.title(), super::searchable_text(p)],
-                                )?;
-                            }
+                            super::insert_package(&tx, p, self.fts)?;
                             done.packages += 1;
                         }
                     }
