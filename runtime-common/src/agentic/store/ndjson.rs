@@ -19,8 +19,8 @@ use rusqlite::{params, OptionalExtension};
 use serde_json::{json, Map, Value};
 
 use super::{
-    check_id, insert_fact, ops, project_row, read_package, session_packages, session_row,
-    str_member, AgenticStore, Result, ServiceError,
+    check_id, insert_fact, project_row, read_package, session_packages, session_row, AgenticStore,
+    Result, ServiceError,
 };
 
 /// What an import stored.
