@@ -14,7 +14,7 @@
 //!
 //! Record key: `wake/<address>` → `{"endpoint": "<url>"}` (docs/protocol.md).
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use serde::{Deserialize, Serialize};
 
