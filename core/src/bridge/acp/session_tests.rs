@@ -70,24 +70,35 @@ impl Pair {
             while let Some(o) = self.a.poll_output() {
                 moved = true;
                 match o {
-                    AcpOutput::Send { to, json } | AcpOutput::Refusal { to: Some(to), json } => {
+                    AcpOutput::Send { to, json } => {
                         assert_eq!(to, "agent-beta");
                         self.sa.push(json.clone());
                         self.b.handle(now, json.as_bytes());
                     }
-                    AcpOutput::Refusal { to: None, json } => self.sa.push(json),
+                    // A refusal goes to whoever the refused message named, which need not
+                    // be the other side (a damaged message may name anyone): only one
+                    // for the other side is delivered.
+                    AcpOutput::Refusal { to: Some(to), json } if to == "agent-beta" => {
+                        self.sa.push(json.clone());
+                        self.b.handle(now, json.as_bytes());
+                    }
+                    AcpOutput::Refusal { json, .. } => self.sa.push(json),
                     AcpOutput::Event(e) => self.ea.push(*e),
                 }
             }
             while let Some(o) = self.b.poll_output() {
                 moved = true;
                 match o {
-                    AcpOutput::Send { to, json } | AcpOutput::Refusal { to: Some(to), json } => {
+                    AcpOutput::Send { to, json } => {
                         assert_eq!(to, "agent-alpha");
                         self.sb.push(json.clone());
                         self.a.handle(now, json.as_bytes());
                     }
-                    AcpOutput::Refusal { to: None, json } => self.sb.push(json),
+                    AcpOutput::Refusal { to: Some(to), json } if to == "agent-alpha" => {
+                        self.sb.push(json.clone());
+                        self.a.handle(now, json.as_bytes());
+                    }
+                    AcpOutput::Refusal { json, .. } => self.sb.push(json),
                     AcpOutput::Event(e) => self.eb.push(*e),
                 }
             }
