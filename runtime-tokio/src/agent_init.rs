@@ -138,7 +138,8 @@ pub(crate) async fn agent_init(
         ),
         (false, Some(r)) => {
             // Nothing of a home the relay refused stays behind.
-            for f in [home.key(), home.config(), home.db()] {
+            let agentic = home.dir().join(a2acp_runtime::agentic::DB_FILE);
+            for f in [home.key(), home.config(), home.db(), agentic] {
                 let _ = std::fs::remove_file(&f);
                 for ext in ["-wal", "-shm", "-journal"] {
                     let mut p = f.clone().into_os_string();
