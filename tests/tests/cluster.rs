@@ -99,7 +99,9 @@ fn a_registration_survives_kill_9_of_a_nats_server_and_a_restart_of_all() {
     for i in 0..3 {
         nats.start_node(i);
     }
-    nats.wait_ready(std::time::Duration::from_secs(30));
+    // Three servers recovering their streams and electing a leader at once: on a loaded
+    // 2-core machine this has taken close to 30 s.
+    nats.wait_ready(std::time::Duration::from_secs(90));
     let r3 = node(&nats, 1, "r3");
     for i in 0..2 {
         assert_eq!(
