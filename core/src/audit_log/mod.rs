@@ -262,14 +262,7 @@ fn refused_sender(drop: &DropReason) -> Option<&Address> {
 /// Whether anything was replaced.
 pub fn scrub(entry: &mut Entry, secrets: &[String]) -> bool {
     let mut hit = false;
-    let mut fix = |s: &mut String| {
-        for secret in secrets {
-            if !secret.is_empty() && s.contains(secret.as_str()) {
-                *s = s.replace(secret.as_str(), "[never_share]");
-                hit = true;
-            }
-        }
-    };
+    let mut fix = |s: &mut String| hit |= scrub_text(s, secrets);
     fix(&mut entry.from.agent);
     fix(&mut entry.from.principal);
     fix(&mut entry.to.agent);
@@ -283,6 +276,19 @@ pub fn scrub(entry: &mut Entry, secrets: &[String]) -> bool {
     }
     if let Some(t) = entry.thread.as_mut() {
         fix(t);
+    }
+    hit
+}
+
+/// Replaces every occurrence of a value of `secrets` in `s` with `[never_share]`;
+/// whether anything was replaced.
+pub fn scrub_text(s: &mut String, secrets: &[String]) -> bool {
+    let mut hit = false;
+    for secret in secrets {
+        if !secret.is_empty() && s.contains(secret.as_str()) {
+            *s = s.replace(secret.as_str(), "[never_share]");
+            hit = true;
+        }
     }
     hit
 }

@@ -16,13 +16,15 @@
 //!
 //! Package ids are derived from the thread and the packet they record, so a step done
 //! again after a crash names the same package (the store keeps the first). Every string
-//! is scrubbed of the user's never-share values before it leaves here.
+//! is scrubbed of the user's never-share values before it leaves here, as the audit log
+//! is.
 
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::agent::ThreadState;
 use crate::agent::{AgentEvent, AuditRecord, Thread};
+use crate::audit_log::scrub_text;
 use crate::packet::Body;
 use crate::Address;
 
@@ -87,7 +89,9 @@ pub fn outcomes(
                     scrub(v, never_share);
                 }
             }
-            Outcome::Review { note, .. } => scrub_str(note, never_share),
+            Outcome::Review { note, .. } => {
+                scrub_text(note, never_share);
+            }
         }
     }
     out
@@ -416,17 +420,11 @@ fn cap(s: &str) -> String {
     }
 }
 
-fn scrub_str(s: &mut String, secrets: &[String]) {
-    for secret in secrets {
-        if !secret.is_empty() && s.contains(secret.as_str()) {
-            *s = s.replace(secret.as_str(), "[never_share]");
-        }
-    }
-}
-
 fn scrub(v: &mut Value, secrets: &[String]) {
     match v {
-        Value::String(s) => scrub_str(s, secrets),
+        Value::String(s) => {
+            scrub_text(s, secrets);
+        }
         Value::Array(a) => a.iter_mut().for_each(|x| scrub(x, secrets)),
         Value::Object(m) => m.values_mut().for_each(|x| scrub(x, secrets)),
         _ => {}
