@@ -40,7 +40,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use async_tungstenite::WebSocketStream;
 use futures_util::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tracing::{debug, info, warn};
 
@@ -106,6 +105,58 @@ pub fn fd_soft_limit() -> Option<u64> {
         .next()?
         .parse()
         .ok()
+}
+
+/// Raises this process's soft limit on open file descriptors (`RLIMIT_NOFILE`) to `want`:
+/// up to the hard limit, and past it (to `want`, at most the kernel's `nr_open`) where the
+/// process may (root, `CAP_SYS_RESOURCE`). A relay starts with `want` its hard limit, as most
+/// servers do (the soft limit of 1,024 many systems give is a limit for `select`, not for a
+/// server); a benchmark asks for what its connections need. Returns the soft limit in force
+/// afterwards (`None` where it cannot be read).
+#[cfg(unix)]
+pub fn raise_fd_limit(want: Option<u64>) -> Option<u64> {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let now = getrlimit(Resource::Nofile);
+    let hard = now.maximum;
+    let soft = now.current;
+    let want = want.or(hard)?;
+    if soft.is_some_and(|s| s >= want) || soft.is_none() {
+        return soft;
+    }
+    // Past the hard limit only if asked for; capped by the kernel's ceiling.
+    if hard.is_some_and(|h| want > h) {
+        let ceiling = std::fs::read_to_string("/proc/sys/fs/nr_open")
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .unwrap_or(want);
+        let target = want.min(ceiling);
+        if setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: Some(target),
+                maximum: Some(target),
+            },
+        )
+        .is_ok()
+        {
+            return Some(target);
+        }
+    }
+    let target = hard.map_or(want, |h| want.min(h));
+    let _ = setrlimit(
+        Resource::Nofile,
+        Rlimit {
+            current: Some(target),
+            maximum: hard,
+        },
+    );
+    getrlimit(Resource::Nofile).current
+}
+
+/// Where there is no `RLIMIT_NOFILE`, the limit in force.
+#[cfg(not(unix))]
+pub fn raise_fd_limit(_want: Option<u64>) -> Option<u64> {
+    fd_soft_limit()
 }
 
 /// The default total cap for a descriptor limit: the limit less a reserve of an eighth of
@@ -493,8 +544,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Prefixed<S> {
 enum HttpPhase<S> {
     /// The client closed, the head was unusable, or an HTTP request was answered.
     Done,
-    /// The WebSocket handshake completed.
-    Upgraded(WebSocketStream<Prefixed<S>>),
+    /// The WebSocket handshake completed: the stream, and what the client sent after its
+    /// request head.
+    Upgraded(S, Vec<u8>),
     /// The deadline passed.
     TimedOut,
     /// Closed to make room.
@@ -582,13 +634,21 @@ where
         }
         return HttpPhase::Done;
     }
+    // The handshake reads the request head alone; what followed it in the same reads is
+    // the link's first bytes.
+    let mut head = head;
+    let end = head
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(head.len(), |p| p + 4);
+    let early = head.split_off(end);
     let stream = Prefixed {
         head,
         at: 0,
         inner: stream,
     };
     match async_tungstenite::accept_async_with_config(stream, Some(crate::ws::config())).await {
-        Ok(ws) => HttpPhase::Upgraded(ws),
+        Ok(ws) => HttpPhase::Upgraded(ws.into_inner().inner, early),
         Err(e) => {
             debug!(%peer, error = %e, "WebSocket handshake failed");
             HttpPhase::Done
@@ -636,9 +696,9 @@ pub async fn serve_connection<S, T, D>(
         ))
         .await;
         match phase {
-            HttpPhase::Upgraded(ws) => {
-                Some(Box::pin(crate::ws::serve_relay_link(ws, peer, handle)))
-            }
+            HttpPhase::Upgraded(stream, early) => Some(Box::pin(crate::ws::serve_relay_link(
+                stream, early, peer, handle,
+            ))),
             HttpPhase::TimedOut => {
                 admission
                     .counters

@@ -94,5 +94,6 @@ pub mod transcript;
 pub mod transparency;
 pub mod wake_up;
 pub mod ws;
+pub mod ws_accepted;
 
 pub use clock::{now, os_seed};

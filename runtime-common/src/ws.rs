@@ -149,27 +149,137 @@ where
     Ok(ws)
 }
 
-/// Serves one accepted agent link (after the server handshake) until it ends: every text
+/// Serves one accepted link (an agent's, or another relay's that dialled this one) after
+/// the server handshake, until it ends: `stream` is the connection after the `101`
+/// answer, `early` what the client sent after its request head, already read. Every text
 /// or binary message goes to the relay service, and what the service releases for this
-/// connection (only after the batch that produced it is committed) is written back, queued
-/// frames in one flush. A message beyond [`MAX_MESSAGE_BYTES`] is reported to the service,
-/// which answers `error too_large` and closes the connection: reading stops, and the
-/// connection ends once both are written (close code 1009). The peer's IP address is the
-/// connection's source for the relay's limits per source. Reports the disconnection to the
-/// service before it returns.
-pub async fn serve_relay_link<S>(ws: WebSocketStream<S>, peer: SocketAddr, handle: RelayHandle)
+/// connection is written back, queued frames in one write. The frames are read and
+/// written by [`crate::ws_accepted`], which keeps no buffer while the link is idle. A
+/// message beyond [`MAX_MESSAGE_BYTES`] is reported to the service, which answers `error
+/// too_large` and closes the connection: reading stops, and the connection ends once both
+/// are written (close code 1009). The peer's IP address is the connection's source for
+/// the relay's limits per source. Reports the disconnection to the service before it
+/// returns.
+pub async fn serve_relay_link<S>(stream: S, early: Vec<u8>, peer: SocketAddr, handle: RelayHandle)
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
+    use crate::ws_accepted::{self as frames, Decoder, Incoming};
+    use futures_util::io::AsyncReadExt;
+    use std::collections::VecDeque;
+
     let Ok((conn, out)) = handle.connect(peer.ip()).await else {
         return;
     };
     debug!(%peer, conn = conn.0, "connected");
-    serve_link(ws, peer, conn, out, handle).await;
+    let (mut rd, mut wr) = stream.split();
+    // A ping's pong, for the writer (only the latest is answered).
+    let pong: std::sync::Mutex<Option<Bytes>> = std::sync::Mutex::new(None);
+    let pong_ready = futures_util::task::AtomicWaker::new();
+    let reader = async {
+        let mut dec = Decoder::default();
+        let mut incoming = VecDeque::new();
+        dec.feed(&early, &mut incoming);
+        drop(early);
+        loop {
+            while let Some(i) = incoming.pop_front() {
+                match i {
+                    Incoming::Message(bytes) => {
+                        if handle.bytes(conn, bytes).await.is_err() {
+                            return;
+                        }
+                    }
+                    Incoming::Ping(p) => {
+                        if let Ok(mut slot) = pong.lock() {
+                            *slot = Some(p);
+                        }
+                        pong_ready.wake();
+                    }
+                    Incoming::Close => return,
+                    Incoming::Oversized(len) => {
+                        // Logged (rate-limited) by the service as a `too_large` refusal.
+                        debug!(%peer, conn = conn.0, len, "message beyond the WebSocket limit");
+                        if handle.oversized(conn, MAX_MESSAGE_BYTES).await.is_ok() {
+                            // The writer sends the error and the close frame, then ends the
+                            // connection (or ends it if the service drops the connection).
+                            std::future::pending::<()>().await;
+                        }
+                        return;
+                    }
+                    Incoming::Protocol(why) => {
+                        debug!(%peer, conn = conn.0, why, "WebSocket protocol error");
+                        return;
+                    }
+                }
+            }
+            // Nothing kept between reads.
+            if incoming.capacity() > 0 {
+                incoming = VecDeque::new();
+            }
+            if !frames::read_more(&mut rd, &mut dec, &mut incoming).await {
+                debug!(%peer, conn = conn.0, "connection lost");
+                return;
+            }
+        }
+    };
+    let writer = async {
+        loop {
+            let got = crate::race::race(
+                async { out.recv_async().await.map(Some).map_err(|_| ()) },
+                std::future::poll_fn(|cx| {
+                    pong_ready.register(cx.waker());
+                    match pong.lock().map(|p| p.is_some()) {
+                        Ok(true) => std::task::Poll::Ready(Ok(None)),
+                        _ => std::task::Poll::Pending,
+                    }
+                }),
+            )
+            .await;
+            let Ok(first) = got else { return };
+            let mut buf = Vec::new();
+            if let Some(p) = pong.lock().ok().and_then(|mut p| p.take()) {
+                frames::encode_pong(&mut buf, &p);
+            }
+            let mut next = first;
+            let mut close = None;
+            while let Some(o) = next.take() {
+                match o {
+                    ConnOut::Frame(b) => {
+                        // The service's frames are JSON text; anything else is not sent.
+                        if std::str::from_utf8(&b).is_ok() {
+                            frames::encode_text(&mut buf, &b);
+                        }
+                    }
+                    ConnOut::Close(code) => {
+                        close = Some(code);
+                        break;
+                    }
+                }
+                next = out.try_recv().ok();
+            }
+            if let Some(code) = close {
+                match code {
+                    Some(c) => frames::encode_close(
+                        &mut buf,
+                        if c == ErrorCode::TooLarge { 1009 } else { 1008 },
+                        c.as_str(),
+                    ),
+                    None => frames::encode_close(&mut buf, 1001, "relay shutting down"),
+                }
+            }
+            if frames::write_all(&mut wr, &buf).await.is_err() || close.is_some() {
+                return;
+            }
+        }
+    };
+    crate::race::race(reader, writer).await;
+    handle.disconnected(conn).await;
+    debug!(%peer, conn = conn.0, "disconnected");
 }
 
-/// Serves one link the service knows as `conn` (accepted, or dialled to another relay),
-/// as [`serve_relay_link`] describes, until it ends; reports the disconnection.
+/// Serves one link this relay dialled (to another relay) that the service knows as
+/// `conn`, as [`serve_relay_link`] does an accepted one, over tungstenite's client side,
+/// until it ends; reports the disconnection.
 pub async fn serve_link<S>(
     ws: WebSocketStream<S>,
     peer: SocketAddr,

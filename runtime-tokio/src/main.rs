@@ -68,6 +68,9 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
     match cli.cmd {
         Cmd::Relay(a) => {
             init_tracing("info", None);
+            // One descriptor per connection: the hard limit, not the soft one, is the
+            // relay's budget (the connection caps follow from it).
+            a2acp_runtime::admission::raise_fd_limit(None);
             run_relay(a).await
         }
         Cmd::RelayKey(k) => {

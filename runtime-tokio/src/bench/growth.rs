@@ -55,7 +55,7 @@ pub(super) async fn run(a: BenchArgs) -> Result<(), BenchError> {
         "RSS MiB"
     );
     for (n, offline) in CASES {
-        if let Some(limit) = a2acp_runtime::admission::fd_soft_limit() {
+        if let Some(limit) = a2acp_runtime::admission::raise_fd_limit(Some((n + 64) as u64)) {
             if (n + 64) as u64 > limit {
                 println!(
                     "  {n:>6} agents: {} descriptors needed, the open-files limit is {limit} \

@@ -121,7 +121,18 @@ pub(super) fn percentile(v: &mut [u64], p: f64) -> f64 {
 /// child and the `ws://` or `wss://` URL its first line names.
 pub(super) async fn spawn_child(args: &[&str]) -> Result<(Child, String), BenchError> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let mut child = Command::new(exe)
+    // A profiler to run the child under (`A2ACP_BENCH_WRAP=heaptrack`, say): its own
+    // lines before the child's are skipped.
+    let mut cmd = match std::env::var("A2ACP_BENCH_WRAP") {
+        Ok(w) if !w.trim().is_empty() => {
+            let mut words = w.split_whitespace();
+            let mut c = Command::new(words.next().unwrap_or_default());
+            c.args(words).arg(exe);
+            c
+        }
+        _ => Command::new(exe),
+    };
+    let mut child = cmd
         .args(args)
         .env("RUST_LOG", "error")
         .stdin(Stdio::null())
@@ -132,17 +143,31 @@ pub(super) async fn spawn_child(args: &[&str]) -> Result<(Child, String), BenchE
         .map_err(|e| format!("cannot start {args:?}: {e}"))?;
     let out = child.stdout.take().ok_or("no stdout")?;
     let mut lines = BufReader::new(out).lines();
-    let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+    let first_url = async {
+        let mut skipped = 0;
+        loop {
+            let line = lines
+                .next_line()
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or("the child exited")?;
+            if let Some(url) = line
+                .split_whitespace()
+                .find(|w| w.starts_with("ws://") || w.starts_with("wss://"))
+            {
+                return Ok::<_, String>(url.trim_end_matches([',', '.', ')']).to_string());
+            }
+            skipped += 1;
+            if skipped > 20 {
+                return Err(format!(
+                    "no URL in the child's first lines (last: `{line}`)"
+                ));
+            }
+        }
+    };
+    let url = tokio::time::timeout(Duration::from_secs(20), first_url)
         .await
-        .map_err(|_| "the child did not start in 20 s".to_string())?
-        .map_err(|e| e.to_string())?
-        .ok_or("the child exited")?;
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("ws://") || w.starts_with("wss://"))
-        .ok_or_else(|| format!("unexpected first line `{line}`"))?
-        .trim_end_matches([',', '.', ')'])
-        .to_string();
+        .map_err(|_| "the child did not start in 20 s".to_string())??;
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     Ok((child, url))
 }
@@ -399,6 +424,9 @@ pub async fn run(a: BenchArgs) -> Result<(), BenchError> {
         a.duration,
         a.sync
     );
+    // The relay (a child: it inherits the limit) and this process each hold one descriptor
+    // per agent: raise the limit to that, past the hard limit where this process may.
+    a2acp_runtime::admission::raise_fd_limit(Some((n + a.idle + 64) as u64));
     let (mut relay, url) = spawn_relay(dir.path(), &a, n + a.idle).await?;
     let pid = relay.id().unwrap_or(0);
 
@@ -430,9 +458,12 @@ pub async fn run(a: BenchArgs) -> Result<(), BenchError> {
             let need = (n + a.idle + 64) as u64;
             if need > limit {
                 println!(
-                    "  idle:      {need} descriptors needed, the open-files limit is {limit}: \
-                     raise it (ulimit -n; the hard limit needs root) or lower --idle"
+                    "  idle:      {need} descriptors needed, the open-files limit is {limit} \
+                     and cannot be raised past the hard limit without privilege: \
+                     raise it (ulimit -Hn as root) or lower --idle"
                 );
+            } else {
+                println!("  idle:      open-files limit {limit}");
             }
         }
         let t = Instant::now();
