@@ -385,7 +385,7 @@ impl Admission {
             admission: self.clone(),
             id,
             ip,
-            closed,
+            closed: Some(closed),
             claimed: AtomicBool::new(false),
         })
     }
@@ -453,7 +453,9 @@ pub struct Ticket {
     admission: Arc<Admission>,
     id: u64,
     ip: IpAddr,
-    closed: flume::Receiver<()>,
+    /// Told to close to make room (`None` once the HTTP phase is over: the link keeps its
+    /// slot, not this channel).
+    closed: Option<flume::Receiver<()>>,
     /// Its request head is complete: it can no longer be closed to make room.
     claimed: AtomicBool,
 }
@@ -462,7 +464,10 @@ impl Ticket {
     /// Waits until this connection is told to close to make room (it was the oldest with
     /// an incomplete request head at the total cap); never, once claimed.
     async fn evicted(&self) {
-        if self.closed.recv_async().await.is_err() {
+        let Some(closed) = &self.closed else {
+            return std::future::pending::<()>().await;
+        };
+        if closed.recv_async().await.is_err() {
             std::future::pending::<()>().await;
         }
     }
@@ -715,6 +720,8 @@ pub async fn serve_connection<S, T, D>(
         }
     };
     drop(tls);
+    let mut ticket = ticket;
+    ticket.closed = None;
     if let Some(link) = link {
         link.await;
     }
@@ -865,7 +872,7 @@ mod tests {
         // Full: the pending one makes room.
         let new = a.admit(ip(4)).unwrap();
         assert!(
-            old.closed.try_recv().is_ok(),
+            old.closed.as_ref().unwrap().try_recv().is_ok(),
             "the oldest pending is told to close"
         );
         assert_eq!(a.stats().evicted, 1);
@@ -888,12 +895,15 @@ mod tests {
         let honest = a.admit(ip(1)).unwrap();
         let heavy: Vec<Ticket> = (0..3).map(|_| a.admit(ip(9)).unwrap()).collect();
         let _new = a.admit(ip(7)).unwrap();
-        assert!(honest.closed.try_recv().is_err(), "the lone client stays");
         assert!(
-            heavy[0].closed.try_recv().is_ok(),
+            honest.closed.as_ref().unwrap().try_recv().is_err(),
+            "the lone client stays"
+        );
+        assert!(
+            heavy[0].closed.as_ref().unwrap().try_recv().is_ok(),
             "the heavy source's oldest goes"
         );
-        assert!(heavy[1].closed.try_recv().is_err());
+        assert!(heavy[1].closed.as_ref().unwrap().try_recv().is_err());
     }
 
     #[test]
@@ -952,5 +962,61 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(out, b"hello world");
+    }
+}
+
+#[cfg(test)]
+mod sizes {
+    use super::*;
+    use crate::relay_service::{RelayService, ServiceConfig};
+    use async_tungstenite::tokio::TokioAdapter;
+
+    /// What an idle agent's connection keeps in the relay's tasks: the link's future (boxed
+    /// at the upgrade) and the connection task's own. A budget (docs/relay.md,
+    /// "Performance"), measured in the test build: an `async fn` that takes futures by
+    /// value keeps them twice, a large inline variant costs every connection.
+    #[test]
+    fn an_idle_connections_task_state_stays_within_its_budget() {
+        let svc = RelayService::start(ServiceConfig::default()).unwrap();
+        let h = svc.handle();
+        let adm = Admission::new(AdmissionConfig::default());
+        let t = adm.admit(IpAddr::from([127, 0, 0, 1])).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let peer: SocketAddr = "127.0.0.1:1".parse().unwrap();
+            let s = tokio::net::TcpStream::connect(l.local_addr().unwrap())
+                .await
+                .unwrap();
+            let link = crate::ws::serve_relay_link(
+                MaybeTls::Plain(TokioAdapter::new(s)),
+                Vec::new(),
+                peer,
+                h.clone(),
+            );
+            let link_bytes = std::mem::size_of_val(&link);
+            drop(link);
+            let s = tokio::net::TcpStream::connect(l.local_addr().unwrap())
+                .await
+                .unwrap();
+            let conn = serve_connection(
+                TokioAdapter::new(s),
+                None,
+                peer,
+                h.clone(),
+                t,
+                tokio::time::sleep,
+            );
+            let conn_bytes = std::mem::size_of_val(&conn);
+            assert!(link_bytes <= 1024, "the link's future: {link_bytes} bytes");
+            assert!(
+                conn_bytes <= 512,
+                "the connection's future: {conn_bytes} bytes"
+            );
+        });
+        drop(svc);
     }
 }
