@@ -365,3 +365,112 @@ async fn replaced(events: &mut Events, what: &str) {
     .await;
     assert_eq!(got, Ok(true), "{what}");
 }
+
+const RESTORE_CHILD_FILE: &str = "A2ACP_TEST_RESTORE_FILE";
+const RESTORE_CHILD_HOME: &str = "A2ACP_TEST_RESTORE_HOME";
+
+/// Not a test by itself: the body of the child process that restores and stops, as if
+/// frozen, after its first file is written (a marker beside the target says so), until
+/// it is killed.
+#[test]
+fn restore_child() {
+    let (Some(file), Some(home)) = (
+        std::env::var_os(RESTORE_CHILD_FILE),
+        std::env::var_os(RESTORE_CHILD_HOME),
+    ) else {
+        return;
+    };
+    let home = std::path::PathBuf::from(home);
+    let marker = home.with_extension("paused");
+    let _ = backup::restore_with(Path::new(&file), PASSPHRASE, &home, &mut |_| {
+        std::fs::write(&marker, b"").unwrap();
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(60));
+        }
+    });
+}
+
+per_runtime!(a_restore_killed_mid_write_leaves_nothing_that_runs);
+
+/// `kill -9` of a restore after it wrote its first file: the target home does not exist,
+/// what the restore left beside it is not an agent's home (no identity key, no config),
+/// and a second restore succeeds, removes the leftover and gives a home whose agent runs.
+async fn a_restore_killed_mid_write_leaves_nothing_that_runs(rt: Runtime) {
+    let dir = tmp();
+    let relay = rt.relay(&free_addr(), &dir.path().join("relay")).await;
+    let (alice_cfg, _) = a2acp_runtime::scripted::dinner_configs("localhost").unwrap();
+    let home = init_home(&dir.path().join("alice"), &alice_cfg, &relay.url());
+    drop(
+        a2acp_runtime::agent_host::AgentHost::open_home(
+            &home,
+            a2acp_runtime::store::Durability::Normal,
+        )
+        .unwrap(),
+    );
+    let file = dir.path().join("alice.backup");
+    backup::backup_with(&home, &file, PASSPHRASE, CHEAP, None).unwrap();
+
+    let target = dir.path().join("alice-new");
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "restore_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(RESTORE_CHILD_FILE, &file)
+        .env(RESTORE_CHILD_HOME, &target)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let marker = target.with_extension("paused");
+    eventually(30, "the restore paused mid-write", || async {
+        marker.exists().then_some(())
+    })
+    .await;
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+
+    assert!(!target.exists(), "a half restore is not the home");
+    let leftovers: Vec<std::path::PathBuf> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(".alice-new.restoring-")
+        })
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(leftovers.len(), 1, "{leftovers:?}");
+    let half = Home::new(&leftovers[0]);
+    assert!(
+        !half.key().exists() && !half.config().exists(),
+        "the key and the config come last"
+    );
+    assert!(
+        a2acp_runtime::agent_host::AgentHost::open_home(
+            &half,
+            a2acp_runtime::store::Durability::Normal
+        )
+        .is_err(),
+        "nothing of a half restore runs as an agent"
+    );
+
+    // A second restore.
+    backup::restore(&file, PASSPHRASE, &target).unwrap();
+    assert!(!leftovers[0].exists(), "the leftover is removed");
+    let restored = Home::new(&target);
+    for (a, b) in [
+        (restored.key(), home.key()),
+        (restored.config(), home.config()),
+    ] {
+        assert_eq!(std::fs::read(a).unwrap(), std::fs::read(b).unwrap());
+    }
+    let agent = rt.agent(&restored, "alice", None);
+    wait_online(&agent).await;
+    agent.stop().await;
+    relay.stop(true).await;
+}
