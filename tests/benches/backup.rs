@@ -136,9 +136,6 @@ async fn run(n: usize) {
         .await
         .ok()?;
         let shown = r.data.as_array().map(Vec::len).unwrap_or(0);
-        if std::env::var_os("BACKUP_BENCH_DEBUG").is_some() {
-            eprintln!("{shown} {}", r.data);
-        }
         (shown >= want).then_some(())
     })
     .await;

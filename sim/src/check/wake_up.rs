@@ -35,11 +35,6 @@ impl Checker {
         }
         self.wake_ups.insert(endpoint.to_string(), at);
     }
-
-    /// How many wake-ups went out, per endpoint (at the last one).
-    pub fn woken(&self) -> usize {
-        self.wake_ups.len()
-    }
 }
 
 #[cfg(test)]
