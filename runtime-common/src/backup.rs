@@ -393,13 +393,41 @@ pub fn open(path: &Path, passphrase: &str) -> Result<Vec<(String, Vec<u8>)>, Bac
 /// Restores the backup `path` into the new home `dir` (absent or empty): written to a
 /// directory beside it, then renamed into place, so a failure leaves nothing behind.
 pub fn restore(path: &Path, passphrase: &str, dir: &Path) -> Result<usize, BackupError> {
+    restore_with(path, passphrase, dir, &mut |_| {})
+}
+
+/// The directory beside `dir` a restore writes into before renaming it to `dir`:
+/// `.NAME.restoring-PID`.
+fn staging_prefix(dir: &Path) -> String {
+    format!(
+        ".{}.restoring-",
+        dir.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    )
+}
+
+/// [`restore`], calling `written` with each file's name once it is written and synced
+/// (the crash tests stop the process there).
+///
+/// A restore killed at any point leaves `dir` absent (or as empty as it was) and at most
+/// a staging directory beside it, `.NAME.restoring-PID`, which the next restore into
+/// `dir` removes. Nothing of a half restore can run as an agent: the staging directory is
+/// not the home, and its identity key and `config.toml` — without which no agent starts —
+/// are written last, after every other file, and only then is it renamed into place.
+pub fn restore_with(
+    path: &Path,
+    passphrase: &str,
+    dir: &Path,
+    written: &mut dyn FnMut(&str),
+) -> Result<usize, BackupError> {
     if dir.exists() {
         let empty = std::fs::read_dir(dir).map_err(io(dir))?.next().is_none();
         if !empty {
             return Err(BackupError::HomeNotEmpty(dir.display().to_string()));
         }
     }
-    let entries = open(path, passphrase)?;
+    let mut entries = open(path, passphrase)?;
     let has = |name: &str| entries.iter().any(|(n, _)| n == name);
     if !has("config.toml") || !has("identity.key") {
         return Err(BackupError::Damaged {
@@ -407,36 +435,48 @@ pub fn restore(path: &Path, passphrase: &str, dir: &Path) -> Result<usize, Backu
             why: "no agent in it (config.toml and the identity key)".into(),
         });
     }
+    // What makes a home an agent's comes last (a stable sort keeps the rest in order).
+    entries.sort_by_key(|(n, _)| n == "identity.key" || n == "config.toml");
     let parent = dir
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."));
     std::fs::create_dir_all(&parent).map_err(io(&parent))?;
-    let staging = parent.join(format!(
-        ".{}.restoring-{}",
-        dir.file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&staging);
-    let written = (|| {
+    let prefix = staging_prefix(dir);
+    // What a restore into the same home left when it was killed.
+    if let Ok(list) = std::fs::read_dir(&parent) {
+        for e in list.filter_map(Result::ok) {
+            if e.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+    let staging = parent.join(format!("{prefix}{}", std::process::id()));
+    let result = (|| {
         for (name, data) in &entries {
             let target = staging.join(name);
             if let Some(p) = target.parent() {
                 std::fs::create_dir_all(p).map_err(io(p))?;
             }
-            std::fs::write(&target, data).map_err(io(&target))?;
+            let mut f = std::fs::File::create(&target).map_err(io(&target))?;
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600));
+            f.write_all(data).map_err(io(&target))?;
+            f.sync_all().map_err(io(&target))?;
+            written(name);
         }
         if dir.exists() {
             std::fs::remove_dir(dir).map_err(io(dir))?;
         }
-        std::fs::rename(&staging, dir).map_err(io(dir))
+        std::fs::rename(&staging, dir).map_err(io(dir))?;
+        // The rename itself, durable.
+        if let Ok(d) = std::fs::File::open(&parent) {
+            let _ = d.sync_all();
+        }
+        Ok(())
     })();
-    if let Err(e) = written {
+    if let Err(e) = result {
         let _ = std::fs::remove_dir_all(&staging);
         return Err(e);
     }

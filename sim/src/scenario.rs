@@ -68,6 +68,8 @@ pub const SHIPPED: &[(&str, &str)] = &[
         "group_key_rotation",
         include_str!("../scenarios/group_key_rotation.toml"),
     ),
+    ("device_swap", include_str!("../scenarios/device_swap.toml")),
+    ("wake_up", include_str!("../scenarios/wake_up.toml")),
     (
         "llm_failures",
         include_str!("../scenarios/llm_failures.toml"),
@@ -363,6 +365,19 @@ pub enum ScriptAction {
     /// Rotate the agent's own identity key (SPEC-NOTES "Key rotation"): a new key drawn
     /// from the run's seed, handed to the agent as its runtime would.
     RotateKey,
+    /// Back the agent up: a snapshot of its persisted records now (`a2acp agent backup`).
+    Backup,
+    /// Move the agent to a new device: the old device goes away (its connection closes,
+    /// its records are kept aside) and a new device with the same identity key restores
+    /// the last [`ScriptAction::Backup`] and connects (`a2acp agent restore`).
+    NewDevice,
+    /// The old device set aside by [`ScriptAction::NewDevice`] comes back from its own
+    /// records and connects last: the relay replaces the new device's connection, which
+    /// is set aside in its turn.
+    OldDeviceReturns,
+    /// The device set aside connects again (the person's choice): the relay replaces the
+    /// other's connection and that device is gone for good (it was told, and stops).
+    OtherDeviceReturns,
     /// Accept the changed key of an agent.
     AcceptKeyChange {
         /// The agent.

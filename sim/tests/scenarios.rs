@@ -33,7 +33,14 @@ fn shipped_scenarios_pass_and_match_their_snapshots() {
 
 #[test]
 fn same_seed_same_transcript() {
-    for name in ["dinner", "relay_outage", "agent_crash", "lossy_network"] {
+    for name in [
+        "dinner",
+        "relay_outage",
+        "agent_crash",
+        "lossy_network",
+        "device_swap",
+        "wake_up",
+    ] {
         let (_, a) = run(name, 7);
         let (_, b) = run(name, 7);
         assert_eq!(a, b, "{name} is not deterministic");

@@ -205,3 +205,272 @@ fn a_bad_backup_gets_its_own_error_and_changes_nothing() {
         .windows(key.len().min(32))
         .any(|w| w == &key[..key.len().min(32)]));
 }
+
+per_runtime!(the_old_device_comes_back_and_changes_nothing);
+
+/// After the restore the old device comes back with the state of the backup (the dinner
+/// at its consent prompt) while the new one has ended the dinner. It connects last, so the
+/// relay gives it the address and tells the new device, which stays offline (no
+/// reconnection fight). The stale old device sends its thread summary and even answers its
+/// stale prompt: Bob's ended thread does not change. When the new device connects again
+/// (the person's choice), the old device is told, stays offline and sends nothing more;
+/// the thread ends the same on the new device and on Bob's.
+async fn the_old_device_comes_back_and_changes_nothing(rt: Runtime) {
+    let dir = tmp();
+    let relay = rt.relay(&free_addr(), &dir.path().join("relay")).await;
+    let DinnerHomes {
+        bob_cfg,
+        alice: ha,
+        bob: hb,
+        ..
+    } = dinner_homes(dir.path(), &relay.url());
+    let alice = rt.agent(&ha, "alice", None);
+    let bob = rt.agent(&hb, "bob", Some(ScriptedUser::dinner()));
+    wait_online(&alice).await;
+    wait_online(&bob).await;
+    let consent = start_dinner_until_consent(&alice, bob_cfg.address.clone()).await;
+    let r = ctl(
+        &ha,
+        a2acp_runtime::control::Request::Snapshot {
+            name: ".agent.db.backup-test".into(),
+        },
+    )
+    .await;
+    assert!(r.ok, "{r:?}");
+    let snap = ha.dir().join(".agent.db.backup-test");
+    let file = dir.path().join("alice.backup");
+    backup::backup_with(&ha, &file, PASSPHRASE, CHEAP, Some(&snap)).unwrap();
+    std::fs::remove_file(&snap).unwrap();
+    // The old device goes away with the backup's state.
+    alice.stop().await;
+    let old_db = std::fs::read(ha.db()).unwrap();
+
+    let new_home = Home::new(dir.path().join("alice-new"));
+    backup::restore(&file, PASSPHRASE, new_home.dir()).unwrap();
+    let new = rt.agent(&new_home, "alice-new", None);
+    wait_online(&new).await;
+    let again = eventually(15, "the consent prompt on the new device", || async {
+        prompts(&new)
+            .await
+            .into_iter()
+            .find(|p| p.thread_id == consent.thread_id)
+    })
+    .await;
+    answer(
+        &new_home,
+        again.id,
+        &ScriptedUser::dinner().answer_args(&again),
+    )
+    .await;
+    let (pa, pb) = dinner_ends_once_each(&new, &new_home, &bob, &hb).await;
+    let packets = |v: &serde_json::Value| -> Vec<String> {
+        v["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["kind"] != "thread_state")
+            .map(|p| p["packet_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let bob_thread = || async {
+        let t = threads(&bob).await;
+        assert_eq!(t.len(), 1);
+        let shown = ctl(
+            &hb,
+            a2acp_runtime::control::Request::Thread {
+                id: t[0].id.clone(),
+            },
+        )
+        .await
+        .data;
+        (t[0].state.clone(), packets(&shown))
+    };
+    assert_eq!(bob_thread().await, ("COMPLETED".to_string(), packets(&pb)));
+
+    // The old device comes back (its database as the backup left it) and connects last.
+    assert_eq!(std::fs::read(ha.db()).unwrap(), old_db);
+    let mut new_events = new.subscribe();
+    let old = rt.agent(&ha, "alice-old", None);
+    wait_online(&old).await;
+    replaced(&mut new_events, "the new device is told").await;
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    assert!(!online(&new).await, "the replaced new device stays offline");
+    assert!(online(&old).await);
+    // The stale prompt is still open on the old device; answering it sends a stale packet.
+    let stale = eventually(15, "the stale prompt on the old device", || async {
+        prompts(&old)
+            .await
+            .into_iter()
+            .find(|p| p.thread_id == consent.thread_id)
+    })
+    .await;
+    let r = ctl(
+        &ha,
+        a2acp_runtime::control::Request::Answer {
+            prompt_id: stale.id,
+            args: ScriptedUser::dinner().answer_args(&stale),
+        },
+    )
+    .await;
+    assert!(r.ok, "{r:?}");
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert_eq!(
+        bob_thread().await,
+        ("COMPLETED".to_string(), packets(&pb)),
+        "the stale device changed Bob's ended thread"
+    );
+
+    // The person starts the new device again: it connects last, the old one is told and
+    // stays offline.
+    let mut old_events = old.subscribe();
+    new.stop().await;
+    let new = rt.agent(&new_home, "alice-new", None);
+    wait_online(&new).await;
+    replaced(&mut old_events, "the old device is told").await;
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    assert!(!online(&old).await, "the old device stays offline");
+    assert!(online(&new).await);
+    let s = relay.snapshot().await;
+    assert_eq!(s.stats.authenticated, 2, "the new device and Bob");
+    // Every thread ends the same on the new device and on Bob's.
+    let t = threads(&new).await;
+    assert_eq!(t.len(), 1);
+    assert_eq!(t[0].state, "COMPLETED");
+    let shown = ctl(
+        &new_home,
+        a2acp_runtime::control::Request::Thread {
+            id: t[0].id.clone(),
+        },
+    )
+    .await
+    .data;
+    assert_eq!(packets(&shown), packets(&pa));
+    assert_eq!(bob_thread().await, ("COMPLETED".to_string(), packets(&pb)));
+    old.stop().await;
+    new.stop().await;
+    bob.stop().await;
+    relay.stop(true).await;
+}
+
+async fn replaced(events: &mut Events, what: &str) {
+    let got = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            match events.next().await {
+                Some(a2acp_runtime::daemon::AgentEvent::Replaced) => return true,
+                Some(_) => {}
+                None => return false,
+            }
+        }
+    })
+    .await;
+    assert_eq!(got, Ok(true), "{what}");
+}
+
+const RESTORE_CHILD_FILE: &str = "A2ACP_TEST_RESTORE_FILE";
+const RESTORE_CHILD_HOME: &str = "A2ACP_TEST_RESTORE_HOME";
+
+/// Not a test by itself: the body of the child process that restores and stops, as if
+/// frozen, after its first file is written (a marker beside the target says so), until
+/// it is killed.
+#[test]
+fn restore_child() {
+    let (Some(file), Some(home)) = (
+        std::env::var_os(RESTORE_CHILD_FILE),
+        std::env::var_os(RESTORE_CHILD_HOME),
+    ) else {
+        return;
+    };
+    let home = std::path::PathBuf::from(home);
+    let marker = home.with_extension("paused");
+    let _ = backup::restore_with(Path::new(&file), PASSPHRASE, &home, &mut |_| {
+        std::fs::write(&marker, b"").unwrap();
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(60));
+        }
+    });
+}
+
+per_runtime!(a_restore_killed_mid_write_leaves_nothing_that_runs);
+
+/// `kill -9` of a restore after it wrote its first file: the target home does not exist,
+/// what the restore left beside it is not an agent's home (no identity key, no config),
+/// and a second restore succeeds, removes the leftover and gives a home whose agent runs.
+async fn a_restore_killed_mid_write_leaves_nothing_that_runs(rt: Runtime) {
+    let dir = tmp();
+    let relay = rt.relay(&free_addr(), &dir.path().join("relay")).await;
+    let (alice_cfg, _) = a2acp_runtime::scripted::dinner_configs("localhost").unwrap();
+    let home = init_home(&dir.path().join("alice"), &alice_cfg, &relay.url());
+    drop(
+        a2acp_runtime::agent_host::AgentHost::open_home(
+            &home,
+            a2acp_runtime::store::Durability::Normal,
+        )
+        .unwrap(),
+    );
+    let file = dir.path().join("alice.backup");
+    backup::backup_with(&home, &file, PASSPHRASE, CHEAP, None).unwrap();
+
+    let target = dir.path().join("alice-new");
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "restore_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(RESTORE_CHILD_FILE, &file)
+        .env(RESTORE_CHILD_HOME, &target)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let marker = target.with_extension("paused");
+    eventually(30, "the restore paused mid-write", || async {
+        marker.exists().then_some(())
+    })
+    .await;
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+
+    assert!(!target.exists(), "a half restore is not the home");
+    let leftovers: Vec<std::path::PathBuf> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(".alice-new.restoring-")
+        })
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(leftovers.len(), 1, "{leftovers:?}");
+    let half = Home::new(&leftovers[0]);
+    assert!(
+        !half.key().exists() && !half.config().exists(),
+        "the key and the config come last"
+    );
+    assert!(
+        a2acp_runtime::agent_host::AgentHost::open_home(
+            &half,
+            a2acp_runtime::store::Durability::Normal
+        )
+        .is_err(),
+        "nothing of a half restore runs as an agent"
+    );
+
+    // A second restore.
+    backup::restore(&file, PASSPHRASE, &target).unwrap();
+    assert!(!leftovers[0].exists(), "the leftover is removed");
+    let restored = Home::new(&target);
+    for (a, b) in [
+        (restored.key(), home.key()),
+        (restored.config(), home.config()),
+    ] {
+        assert_eq!(std::fs::read(a).unwrap(), std::fs::read(b).unwrap());
+    }
+    let agent = rt.agent(&restored, "alice", None);
+    wait_online(&agent).await;
+    agent.stop().await;
+    relay.stop(true).await;
+}

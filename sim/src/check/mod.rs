@@ -20,6 +20,8 @@
 //! - [`restore`]: crashed participants restart from what they persisted;
 //! - [`memory`]: **memory_stays**: what only an agent's relationship memory holds is in
 //!   no packet it sends and in no record the relay stores;
+//! - [`wake_up`]: a wake-up goes only to an endpoint an agent registered, carries
+//!   nothing but that endpoint, and comes at most once per interval per agent;
 //! - [`expect`]: the final states a scenario expects.
 //!
 //! The world ([`crate::world`]) feeds them what happened, from the agent's typed events
@@ -39,6 +41,7 @@ pub mod relay_plaintext;
 pub mod restore;
 pub mod round_trips;
 pub mod space;
+pub mod wake_up;
 
 pub use exactly_once::Audit;
 pub use relay_plaintext::plaintext_markers;
@@ -67,6 +70,7 @@ pub const CHECKS: &[&str] = &[
     "space_convergence",
     "space_permission",
     "memory_stays",
+    "wake_up",
 ];
 
 /// One broken invariant.
@@ -130,6 +134,8 @@ pub struct Checker {
     markers: Vec<String>,
     /// Audit counts.
     pub audit: Audit,
+    /// When each endpoint was last woken.
+    wake_ups: BTreeMap<String, Duration>,
 }
 
 /// The value of `"sig":"…"` in a JSON text (an envelope's outer signature).

@@ -160,6 +160,8 @@ struct RawAgent {
     offline: Vec<RawOutage>,
     #[serde(default)]
     crash: Vec<RawOutage>,
+    /// A push endpoint the relay wakes the agent at while it is offline (relay link §5b).
+    wake_up: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -475,6 +477,7 @@ fn resolve(raw: RawScenario, file: &str) -> Result<Spec, SimError> {
             config.supported_versions = v.clone();
         }
         config.use_llm = a.use_llm;
+        config.wake_up = a.wake_up.clone();
         config.profile = a.profile.clone();
         for (list, tier) in [
             (&a.always_share, Tier::AlwaysShare),
@@ -793,6 +796,10 @@ fn resolve(raw: RawScenario, file: &str) -> Result<Spec, SimError> {
                 }
             }
             "rotate_key" => ScriptAction::RotateKey,
+            "backup" => ScriptAction::Backup,
+            "new_device" => ScriptAction::NewDevice,
+            "old_device_returns" => ScriptAction::OldDeviceReturns,
+            "other_device_returns" => ScriptAction::OtherDeviceReturns,
             "cancel" => ScriptAction::Cancel {
                 thread: thread_ref(c.thread)?,
             },

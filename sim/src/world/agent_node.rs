@@ -43,6 +43,10 @@ pub(super) struct Node {
     pub(super) consent_prompts: BTreeMap<String, BTreeSet<u64>>,
     pub(super) resolution_prompts: BTreeMap<String, BTreeSet<u64>>,
     pub(super) delivering: Option<(String, bool)>,
+    /// The last backup's records (`device.rs`).
+    pub(super) backup: Option<Records>,
+    /// The records of the device set aside by a device swap (`device.rs`).
+    pub(super) other_device: Option<Records>,
 }
 
 impl Node {
@@ -74,6 +78,8 @@ impl Node {
             consent_prompts: BTreeMap::new(),
             resolution_prompts: BTreeMap::new(),
             delivering: None,
+            backup: None,
+            other_device: None,
         }
     }
 }
@@ -606,6 +612,10 @@ impl Sim {
                     new: Box::new(a2acp_core::crypto::IdentityKey::from_seed(seed)),
                 }
             }
+            ScriptAction::Backup => return self.backup(c.agent),
+            ScriptAction::NewDevice => return self.new_device(c.agent),
+            ScriptAction::OldDeviceReturns => return self.device_returns(c.agent, true),
+            ScriptAction::OtherDeviceReturns => return self.device_returns(c.agent, false),
             ScriptAction::AcceptKeyChange { peer } => Command::AcceptKeyChange {
                 address: self.nodes[peer].address.clone(),
             },

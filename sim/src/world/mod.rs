@@ -34,6 +34,7 @@
 
 mod agent_node;
 mod audit;
+mod device;
 mod events;
 mod faults;
 mod federation;

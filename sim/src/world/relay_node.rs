@@ -200,7 +200,7 @@ impl Sim {
             // The simulated relays are single nodes: cluster mode is tested over real
             // NATS servers.
             RelayOutput::Cluster(_) => {}
-            RelayOutput::WakeUp { .. } => self.stats.wake_ups += 1,
+            RelayOutput::WakeUp { endpoint } => self.wake_up(r, endpoint),
         }
     }
 
