@@ -378,3 +378,28 @@ fn recovery_attempts_are_limited_per_source() {
     );
     assert_eq!(recover_refusal(&frames).unwrap().0, "no_binding");
 }
+
+#[test]
+fn malformed_recovery_frames_are_refused_and_change_nothing() {
+    let (mut h, a, _b) = bound();
+    h.connect(5);
+    for bad in [
+        &br#"{"t":"recover","statement":{"type":"key_recovery"}}"#[..],
+        br#"{"t":"recover","statement":{"type":"key_recovery","address":"agent:alice@localhost","old_key":"AA","new_key":"AA","recovery_key":"AA","recovery_sig":"AA","new_sig":"AA"}}"#,
+        br#"{"t":"recover_start","address":"not an address"}"#,
+        br#"{"t":"recover_start"}"#,
+    ] {
+        let frames = h.bytes(5, bad);
+        assert_eq!(error_code(&frames), Some((ErrorCode::Malformed, None)), "{frames:?}");
+    }
+    // Keys that are not points.
+    let mut s = RecoveryStatement::sign(&addr("alice"), &a.public().to_bytes(), &ident(21), &rk());
+    s.new_key = [0xff; 32];
+    h.connect(6);
+    let frames = h.input(6, &ClientFrame::Recover { statement: s });
+    assert!(recover_refusal(&frames).is_some(), "{frames:?}");
+    assert_eq!(
+        h.relay.registered_key(&addr("alice")),
+        Some(a.public().to_bytes())
+    );
+}
