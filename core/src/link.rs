@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::address::Address;
 use crate::crypto::envelope::Envelope;
 use crate::encoding::{b64_array, b64_opt_array};
+use crate::recovery::{RecoveryBinding, RecoveryProof, RecoveryStatement};
 use crate::rotation::RotationStatement;
 
 /// A frame an agent sends to its relay.
@@ -58,6 +59,25 @@ pub enum ClientFrame {
     Rotate {
         /// The statement, signed by the current key and the new one.
         statement: RotationStatement,
+    },
+    /// Bind a recovery key to this (authenticated) address (SPEC-NOTES "Recovery"):
+    /// answered by [`RelayFrame::RecoveryBound`], or by `error recovery_refused`.
+    BindRecovery {
+        /// The binding, signed by the address's current key.
+        binding: RecoveryBinding,
+    },
+    /// On a connection not authenticated: what a recovery of `address` must name
+    /// (SPEC-NOTES "Recovery"), answered by [`RelayFrame::RecoverInfo`] or
+    /// [`RelayFrame::RecoverRefused`].
+    RecoverStart {
+        /// The address to recover.
+        address: Address,
+    },
+    /// On a connection not authenticated: move an address to a new key with its recovery
+    /// key. Answered by [`RelayFrame::Recovered`] or [`RelayFrame::RecoverRefused`].
+    Recover {
+        /// The statement, signed by the bound recovery key and the new key.
+        statement: RecoveryStatement,
     },
     /// Ask for the registered key of an address (first contact).
     Lookup {
@@ -182,6 +202,11 @@ pub enum RelayFrame {
         /// `new_key` is `key`): a peer that pinned the statement's `old_key` re-pins.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         rotation: Option<Box<RotationStatement>>,
+        /// The recovery that installed `key`, when the address was recovered (its
+        /// statement's `new_key` is `key`): the binding and the statement, a chain a peer
+        /// that pinned the statement's `old_key` can check.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        recovery: Option<Box<RecoveryProof>>,
     },
     /// The address's key is now the statement's `new_key` (durably); the relay closes the
     /// connection right after this frame, and the agent authenticates again with the new
@@ -191,6 +216,43 @@ pub enum RelayFrame {
         address: Address,
         /// The statement's rotation number.
         seq: u64,
+    },
+    /// The recovery binding `seq` is installed (durably).
+    RecoveryBound {
+        /// The binding's number.
+        seq: u64,
+    },
+    /// The answer to [`ClientFrame::RecoverStart`]: the address's current key (the
+    /// statement's `old_key`) and the number of its binding (a new device binds its
+    /// recovery key again with the next number).
+    RecoverInfo {
+        /// The address.
+        address: Address,
+        /// Its current key.
+        #[serde(with = "b64_array")]
+        key: [u8; 32],
+        /// The number of its recovery binding.
+        binding_seq: u64,
+    },
+    /// The address is on the statement's `new_key` now (durably); the relay closes the
+    /// connection after this frame and the new device registers with the new key.
+    Recovered {
+        /// The address.
+        address: Address,
+    },
+    /// A `recover_start` or `recover` refused. `reason`: `no_binding` (the address has no
+    /// recovery key, or is not on this relay), `wrong_recovery_key`, `not_current_key`,
+    /// `wrong_address`, a statement's own fault (`bad_key`, `same_key`,
+    /// `recovery_signature`, `new_signature`), `rate_limited` (with `retry_after`),
+    /// `cluster`.
+    RecoverRefused {
+        /// Machine-readable reason.
+        reason: String,
+        /// Human-readable explanation.
+        message: String,
+        /// With `rate_limited`: seconds until an attempt may be made again.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry_after: Option<u64>,
     },
     /// Heartbeat request.
     Ping {
@@ -337,6 +399,10 @@ pub enum ErrorCode {
     /// (`bad_key`, `same_key`, `bad_seq`, `old_signature`, `new_signature`,
     /// `wrong_address`, `not_current_key`, `stale_seq`, `cluster`).
     RotationRefused,
+    /// A `bind_recovery` was refused: the binding does not verify, is not for the
+    /// authenticated address, is not signed by its current key, or does not number a
+    /// later binding than the installed one. The message starts with the reason.
+    RecoveryRefused,
 }
 
 impl ErrorCode {
@@ -362,6 +428,7 @@ impl ErrorCode {
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::WakeUpRefused => "wake_up_refused",
             ErrorCode::RotationRefused => "rotation_refused",
+            ErrorCode::RecoveryRefused => "recovery_refused",
         }
     }
 }

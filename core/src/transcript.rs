@@ -412,6 +412,10 @@ pub fn describe_relay_event(e: &RelayEvent) -> Option<String> {
     Some(match e {
         RelayEvent::Registered { address } => format!("registered {address}"),
         RelayEvent::Rotated { address, seq } => format!("rotated {address} (rotation {seq})"),
+        RelayEvent::RecoveryBound { address, seq } => {
+            format!("bound a recovery key to {address} (binding {seq})")
+        }
+        RelayEvent::Recovered { address } => format!("recovered {address} onto a new key"),
         RelayEvent::Authenticated { address, .. } => format!("authenticated {address}"),
         RelayEvent::Routed { from, to, id } => format!(
             "queued #{id} {} -> {}",

@@ -127,6 +127,7 @@ impl Agent {
             }
             Command::AcceptKeyChange { address } => self.accept_key_change(&address),
             Command::RotateKey { new } => self.rotate_key(*new),
+            Command::BindRecovery { recovery_key } => self.bind_recovery(recovery_key),
             Command::CreateSpace {
                 name,
                 participants,

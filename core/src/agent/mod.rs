@@ -337,6 +337,7 @@ impl Agent {
             introduced: BTreeSet::new(),
             wake_up: None,
             rotation: None,
+            recovery: None,
         };
         let mut a = Agent {
             threads: BTreeMap::new(),

@@ -344,6 +344,31 @@ impl Net {
         self.drain_agent(i);
     }
 
+    /// Agent `i`'s device is lost: it is replaced by a new one with an empty home and the
+    /// identity key of `identity_seed` (a recovery, SPEC-NOTES "Recovery"). Not connected.
+    pub fn lose_device(&mut self, i: usize, identity_seed: [u8; 32], seed: [u8; 32]) {
+        self.disconnect(i);
+        let n = &mut self.nodes[i];
+        n.prompts.clear();
+        n.actions.clear();
+        n.llm.clear();
+        n.store.clear();
+        n.identity = identity_seed;
+        n.agent = Agent::new(
+            n.config.clone(),
+            IdentityKey::from_seed(identity_seed),
+            seed,
+        );
+        crate::bridge::install(&mut n.agent);
+        let name = n.name.clone();
+        self.line(
+            &name,
+            '|',
+            "device lost: a new one with an empty home".into(),
+        );
+        self.drain_agent(i);
+    }
+
     /// Gives agent `i` a user command.
     pub fn command(&mut self, i: usize, c: Command) {
         let text = describe_command(&c, Detail::Buttons);

@@ -51,6 +51,7 @@ impl Relay {
                         key: key_bytes,
                         registered_at: now,
                         rotation: None,
+                        recovery: None,
                     };
                     self.persist_put(reg_key(&address), &rec);
                     self.registry.insert(
@@ -59,6 +60,7 @@ impl Relay {
                             key,
                             key_bytes,
                             rotation: None,
+                            recovery: None,
                         },
                     );
                     self.push_event(RelayEvent::Registered {

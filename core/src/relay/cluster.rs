@@ -742,6 +742,7 @@ impl Relay {
                     key: k,
                     key_bytes: key,
                     rotation: None,
+                    recovery: None,
                 },
             );
         }

@@ -329,6 +329,18 @@ pub enum RelayEvent {
         /// The statement's rotation number.
         seq: u64,
     },
+    /// An address's recovery binding was installed (persisted).
+    RecoveryBound {
+        /// The address.
+        address: Address,
+        /// The binding's number.
+        seq: u64,
+    },
+    /// An address moved to a new key by its recovery key (persisted).
+    Recovered {
+        /// The address.
+        address: Address,
+    },
     /// A connection authenticated.
     Authenticated {
         /// The connection.

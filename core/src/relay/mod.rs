@@ -150,6 +150,7 @@ mod limits;
 mod liveness;
 mod parse;
 mod queue;
+mod recover;
 mod rotate;
 mod route;
 pub mod wake_up;
@@ -160,6 +161,7 @@ mod tests;
 pub use cluster::{Claim, ClusterInput, ClusterMode, ClusterOp, Enqueue};
 pub use io::*;
 pub use parse::{parse_frame, verify_send, FrameError, ParsedFrame, Verified};
+pub use recover::{RECOVER_PER_ADDRESS, RECOVER_PER_SOURCE, RECOVER_WINDOW};
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
@@ -199,6 +201,8 @@ struct Registration {
     key_bytes: [u8; 32],
     /// The statement that installed the key, when the address rotated.
     rotation: Option<Box<crate::rotation::RotationStatement>>,
+    /// The recovery that installed the key, when the address was recovered.
+    recovery: Option<Box<crate::recovery::RecoveryProof>>,
 }
 
 /// Where a connection is in its life.
@@ -303,6 +307,10 @@ pub struct Relay {
     cluster: Option<Box<ClusterState>>,
     /// Wake-up endpoints of agents ([`wake_up`]).
     wake_ups: BTreeMap<Address, wake_up::WakeUp>,
+    /// Recovery bindings by address ([`recover`]).
+    bindings: BTreeMap<Address, crate::recovery::RecoveryBinding>,
+    /// Recovery attempt windows by record key ([`recover`]).
+    recover_windows: BTreeMap<String, recover::AttemptWindow>,
 }
 
 impl fmt::Debug for Relay {
@@ -345,6 +353,8 @@ impl Relay {
             fed,
             cluster,
             wake_ups: BTreeMap::new(),
+            bindings: BTreeMap::new(),
+            recover_windows: BTreeMap::new(),
         }
     }
 
@@ -390,12 +400,23 @@ impl Relay {
                         return Err(bad("rotation statement does not install this key".into()));
                     }
                 }
+                if let Some(r) = &rec.recovery {
+                    let s = &r.statement;
+                    if s.new_key != rec.key
+                        || s.address != rec.address
+                        || r.binding.recovery_key != s.recovery_key
+                        || s.verify().is_err()
+                    {
+                        return Err(bad("recovery statement does not install this key".into()));
+                    }
+                }
                 relay.registry.insert(
                     rec.address,
                     Registration {
                         key,
                         key_bytes: rec.key,
                         rotation: rec.rotation,
+                        recovery: rec.recovery,
                     },
                 );
             } else if let Some(rest) = key.strip_prefix(QUEUE_PREFIX) {
@@ -407,6 +428,7 @@ impl Relay {
                     return Err(bad("recipient or id differs from the key".into()));
                 }
                 items.push((key.clone(), item));
+            } else if relay.restore_recovery_record(&key, &value)? {
             } else if let Some(addr) = key.strip_prefix(wake_up::WAKE_PREFIX) {
                 relay.restore_wake_record(&key, addr, &value)?;
             } else if key == NEXT_ID_KEY {
@@ -575,6 +597,10 @@ impl Relay {
                         ts,
                         sig,
                     } => self.on_auth(now, conn, address, ts, sig, Some(key)),
+                    ClientFrame::RecoverStart { address } => {
+                        self.on_recover_start(now, conn, address)
+                    }
+                    ClientFrame::Recover { statement } => self.on_recover(now, conn, statement),
                     ClientFrame::Ping { n } => self.send(conn, &RelayFrame::Pong { n }),
                     ClientFrame::Pong { .. } => {}
                     ClientFrame::LinkAuth {
@@ -594,6 +620,7 @@ impl Relay {
                     | ClientFrame::Lookup { .. }
                     | ClientFrame::WakeUp { .. }
                     | ClientFrame::Rotate { .. }
+                    | ClientFrame::BindRecovery { .. }
                     | ClientFrame::Push { .. } => self.refuse(
                         conn,
                         ErrorCode::NotAuthenticated,
@@ -616,6 +643,9 @@ impl Relay {
                     ClientFrame::Rotate { statement } => {
                         self.on_rotate(now, conn, address, statement)
                     }
+                    ClientFrame::BindRecovery { binding } => {
+                        self.on_bind_recovery(now, conn, address, binding)
+                    }
                     ClientFrame::Lookup { address: who } => {
                         if !self.bucket(now, &address).try_take(now, rate, burst) {
                             self.refuse(conn, ErrorCode::RateLimited, "slow down".into(), None);
@@ -631,12 +661,14 @@ impl Relay {
                             .filter(|_| who.domain() == self.config.domain);
                         let key = reg.map(|r| r.key_bytes);
                         let rotation = reg.and_then(|r| r.rotation.clone());
+                        let recovery = reg.and_then(|r| r.recovery.clone());
                         self.send(
                             conn,
                             &RelayFrame::Key {
                                 address: who,
                                 key,
                                 rotation,
+                                recovery,
                             },
                         );
                     }
@@ -652,6 +684,8 @@ impl Relay {
                     ClientFrame::Auth { .. }
                     | ClientFrame::Register { .. }
                     | ClientFrame::LinkAuth { .. }
+                    | ClientFrame::RecoverStart { .. }
+                    | ClientFrame::Recover { .. }
                     | ClientFrame::Push { .. } => {
                         self.bucket(now, &address).drain_one(now, rate, burst);
                         self.refuse(

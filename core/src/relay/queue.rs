@@ -52,6 +52,10 @@ pub(crate) struct RegRecord {
     /// `new_key` is `key`); absent for a key as first registered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) rotation: Option<Box<crate::rotation::RotationStatement>>,
+    /// The recovery that installed `key`, when the address was recovered (its
+    /// statement's `new_key` is `key`, its binding the one the relay checked it against).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) recovery: Option<Box<crate::recovery::RecoveryProof>>,
 }
 
 /// A queued packet: what the relay decided about it, the two header fields it routes by,

@@ -47,6 +47,7 @@ impl Relay {
                     key: key_bytes,
                     registered_at: now,
                     rotation: rotation.clone(),
+                    recovery: None,
                 };
                 self.persist_put(reg_key(&address), &rec);
                 self.registry.insert(
@@ -55,6 +56,7 @@ impl Relay {
                         key,
                         key_bytes,
                         rotation,
+                        recovery: None,
                     },
                 );
                 self.send(

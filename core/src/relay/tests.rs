@@ -16,6 +16,7 @@ use crate::link::{
 use crate::persist;
 
 mod cluster;
+mod recovery;
 mod rotation;
 mod wake_up;
 
@@ -586,7 +587,8 @@ fn lookup_returns_registered_key() {
         vec![RelayFrame::Key {
             address: addr("bob"),
             key: Some(b.public().to_bytes()),
-            rotation: None
+            rotation: None,
+            recovery: None,
         }]
     );
     let frames = h.input(
@@ -600,7 +602,8 @@ fn lookup_returns_registered_key() {
         vec![RelayFrame::Key {
             address: addr("zed"),
             key: None,
-            rotation: None
+            rotation: None,
+            recovery: None,
         }]
     );
 }

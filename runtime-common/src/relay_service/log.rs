@@ -20,6 +20,10 @@ impl Core {
         match e {
             RelayEvent::Registered { address } => info!(%address, "registered"),
             RelayEvent::Rotated { address, seq } => info!(%address, seq, "key rotated"),
+            RelayEvent::RecoveryBound { address, seq } => {
+                info!(%address, seq, "recovery key bound")
+            }
+            RelayEvent::Recovered { address } => info!(%address, "key recovered"),
             RelayEvent::Authenticated { conn, address } => {
                 debug!(conn = conn.0, %address, "authenticated")
             }

@@ -324,6 +324,32 @@ pub enum AgentEvent {
         /// The statement's rotation number.
         seq: u64,
     },
+    /// A pinned peer's key changed by a recovery whose chain (binding signed by the pinned
+    /// key, statement signed by the bound recovery key) verifies: its threads halt for the
+    /// user as for any key change, with a notice saying it is a recovery (SPEC-NOTES
+    /// "Recovery").
+    PeerRecovered {
+        /// The peer.
+        peer: Address,
+        /// Threads halted.
+        halted: usize,
+    },
+    /// A peer's key change came with a recovery that does not verify from the pinned key:
+    /// treated as an unsigned key change.
+    PeerRecoveryRefused {
+        /// The peer.
+        peer: Address,
+    },
+    /// This agent's relay installed its recovery binding.
+    OwnRecoveryBound {
+        /// The binding's number.
+        seq: u64,
+    },
+    /// This agent's relay refused its recovery binding.
+    OwnRecoveryRefused {
+        /// The relay's message (its reason first).
+        message: String,
+    },
     /// This agent moved to a new identity key: its relay installed the rotation statement.
     OwnKeyRotated {
         /// The statement's rotation number.
@@ -863,6 +889,18 @@ impl AgentEvent {
                 "{peer} rotated its key (rotation {seq}, signed by the pinned key): re-pinned"
             ),
             E::OwnKeyRotated { seq } => write!(out, "identity key rotated (rotation {seq})"),
+            E::PeerRecovered { peer, halted } => write!(
+                out,
+                "{peer} recovered its address onto a new key with its recovery key: {halted} thread(s) halted until the user accepts it"
+            ),
+            E::PeerRecoveryRefused { peer } => write!(
+                out,
+                "{peer} presented a recovery that does not verify from the pinned key"
+            ),
+            E::OwnRecoveryBound { seq } => write!(out, "recovery key bound (binding {seq})"),
+            E::OwnRecoveryRefused { message } => {
+                write!(out, "the relay refused the recovery key: {message}")
+            }
             E::OwnRotationRefused { message } => {
                 write!(out, "the relay refused the key rotation: {message}")
             }

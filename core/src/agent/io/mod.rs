@@ -203,6 +203,14 @@ pub enum Command {
         /// The new key.
         new: Box<IdentityKey>,
     },
+    /// Bind the recovery key whose public part is `recovery_key` to this agent's address
+    /// at its relay (SPEC-NOTES "Recovery"), replacing the one bound before. Only the
+    /// public part is ever given to the agent (and kept, to bind it again after a key
+    /// rotation); the runtime shows the secret to the user once and forgets it.
+    BindRecovery {
+        /// The recovery key's public part.
+        recovery_key: [u8; 32],
+    },
     /// Accept a changed key of an agent after the user checked it out of band (§16).
     AcceptKeyChange {
         /// The agent.

@@ -1,6 +1,7 @@
 //! The relay connection (§3, §13.1): authentication, the outbox, pacing, parking and the
 //! relay's refusals.
 
+pub(super) mod key_recovery;
 pub(super) mod records;
 pub(super) mod recovery;
 pub(super) mod rotation;
@@ -246,7 +247,18 @@ impl Agent {
                 address,
                 key,
                 rotation,
-            } => self.on_key(address, key, rotation.as_deref()),
+                recovery,
+            } => {
+                if let (Some(r), Some(k)) = (recovery.as_deref(), key) {
+                    self.peer_recovered(&address, k, r);
+                }
+                self.on_key(address, key, rotation.as_deref())
+            }
+            RelayFrame::RecoveryBound { seq } => self.on_recovery_bound(seq),
+            // Answers to a recovery's frames: never sent on an agent's connection.
+            RelayFrame::RecoverInfo { .. }
+            | RelayFrame::Recovered { .. }
+            | RelayFrame::RecoverRefused { .. } => {}
             RelayFrame::Ping { n } => self.shared.send_frame(&ClientFrame::Pong { n }),
             RelayFrame::Pong { .. } => {}
             RelayFrame::Replaced => {
@@ -332,6 +344,7 @@ impl Agent {
             self.shared.send_outbox(seq);
         }
         self.shared.maybe_send_rotate();
+        self.maybe_bind_recovery();
         let lookups: Vec<Address> = self
             .shared
             .peers
@@ -391,6 +404,7 @@ impl Agent {
                 if self.shared.link == Link::Authenticating && self.shared.retry_with_new_key() => {
             }
             (E::RotationRefused, None) => self.shared.rotation_refused(message),
+            (E::RecoveryRefused, None) => self.recovery_refused(message),
             (E::AddressTaken | E::RegistrationLimited | E::UnknownRecipient, None)
                 if self.shared.link == Link::Authenticating =>
             {

@@ -58,6 +58,9 @@ pub(in crate::agent) struct Meta {
     /// first rotation); carried by every envelope sealed under that key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(in crate::agent) rotation: Option<Box<crate::rotation::RotationStatement>>,
+    /// The recovery key this agent binds at its relay (public part only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(in crate::agent) recovery: Option<super::key_recovery::OwnRecovery>,
 }
 
 /// Settings the user can change at run time (`settings`).
@@ -81,6 +84,9 @@ pub(in crate::agent) struct PeerRecord {
     /// The rotation number of the statement that installed `key` (0: none).
     #[serde(default)]
     pub(in crate::agent) rotation_seq: u64,
+    /// The new key of a recovery of this peer the user was told about (once per key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(in crate::agent) recovered_key: Option<[u8; 32]>,
     /// Malformed packets received (§13.4).
     pub(in crate::agent) malformed: u32,
     /// Flagged as a sender of malformed packets.

@@ -1,5 +1,6 @@
 //! Behaviour of the agent state machine, driven through the in-memory [`Net`].
 
+mod key_recovery;
 mod records;
 mod relay_link;
 mod resolution;

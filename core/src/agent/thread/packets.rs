@@ -77,6 +77,9 @@ impl Agent {
                         .is_ok();
                     if authentic {
                         self.key_changed(&peer, env.from_key);
+                        // The relay's answer carries a recovery, if that is what this is
+                        // (SPEC-NOTES "Recovery"): the user is told so.
+                        self.shared.lookup(&peer);
                     } else {
                         self.shared.dropped(None, DropReason::BadSignature { peer });
                     }

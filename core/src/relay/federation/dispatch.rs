@@ -107,8 +107,9 @@ impl Relay {
                     address,
                     key,
                     rotation,
+                    recovery,
                 },
-            ) => self.on_link_key(now, &domain, address, key, rotation),
+            ) => self.on_link_key(now, &domain, address, key, (rotation, recovery)),
             (LinkPhase::Out { .. }, RelayFrame::Error { code, message, .. }) => {
                 // The other relay refused something of this link (its budget, say): logged.
                 if self.fed_log_allowed(now, &domain) {

@@ -471,12 +471,14 @@ impl Relay {
             .filter(|_| who.domain() == self.config.domain);
         let key = reg.map(|r| r.key_bytes);
         let rotation = reg.and_then(|r| r.rotation.clone());
+        let recovery = reg.and_then(|r| r.recovery.clone());
         self.send(
             conn,
             &RelayFrame::Key {
                 address: who,
                 key,
                 rotation,
+                recovery,
             },
         );
     }

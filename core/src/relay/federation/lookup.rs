@@ -24,6 +24,7 @@ impl Relay {
                     address: who,
                     key: None,
                     rotation: None,
+                    recovery: None,
                 },
             );
             return;
@@ -38,6 +39,7 @@ impl Relay {
                     address: who,
                     key: Some(key),
                     rotation: None,
+                    recovery: None,
                 },
             );
             return;
@@ -58,6 +60,7 @@ impl Relay {
                     address: who,
                     key: None,
                     rotation: None,
+                    recovery: None,
                 },
             );
             return;
@@ -110,7 +113,10 @@ impl Relay {
         domain: &str,
         address: Address,
         key: Option<[u8; 32]>,
-        rotation: Option<Box<crate::rotation::RotationStatement>>,
+        (rotation, recovery): (
+            Option<Box<crate::rotation::RotationStatement>>,
+            Option<Box<crate::recovery::RecoveryProof>>,
+        ),
     ) {
         if address.domain() != domain {
             self.fed_lie(
@@ -126,11 +132,15 @@ impl Relay {
                 .as_ref()
                 .and_then(|f| f.pins.get(&address))
                 .copied();
-            // A changed key is a lie unless a rotation statement moves the pinned key to it.
+            // A changed key is a lie unless a rotation statement moves the pinned key to it,
+            // or a recovery whose chain starts from the pinned key (SPEC-NOTES "Recovery").
             let rotated = |p: &[u8; 32]| {
                 rotation
                     .as_ref()
                     .is_some_and(|r| r.new_key == k && r.verify_from(&address, p).is_some())
+                    || recovery.as_ref().is_some_and(|r| {
+                        r.statement.new_key == k && r.verify_from(&address, p).is_some()
+                    })
             };
             if pinned.is_some_and(|p| p != k && !rotated(&p)) {
                 self.fed_lie(now, domain, format!("a changed key for {address}"));
@@ -153,6 +163,7 @@ impl Relay {
                         address: address.clone(),
                         key,
                         rotation: rotation.clone(),
+                        recovery: recovery.clone(),
                     },
                 );
             }
@@ -192,6 +203,7 @@ impl Relay {
                         address,
                         key: None,
                         rotation: None,
+                        recovery: None,
                     },
                 );
             }

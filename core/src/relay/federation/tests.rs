@@ -250,7 +250,8 @@ fn a_remote_lookup_is_answered_through_the_link() {
         vec![RelayFrame::Key {
             address: addr("bob", 1),
             key: Some(b.public().to_bytes()),
-            rotation: None
+            rotation: None,
+            recovery: None,
         }]
     );
     net.client(
@@ -265,7 +266,8 @@ fn a_remote_lookup_is_answered_through_the_link() {
         vec![RelayFrame::Key {
             address: addr("nobody", 1),
             key: None,
-            rotation: None
+            rotation: None,
+            recovery: None,
         }]
     );
 }
@@ -1035,7 +1037,8 @@ fn a_lookup_waits_while_the_domains_relay_is_unreachable() {
         vec![RelayFrame::Key {
             address: addr("bob", 1),
             key: Some(b.public().to_bytes()),
-            rotation: None
+            rotation: None,
+            recovery: None,
         }]
     );
 }

@@ -72,6 +72,7 @@ fn a_rotation_is_persisted_answered_and_closes_the_old_connection() {
             address: addr("alice"),
             key: Some(a2.public().to_bytes()),
             rotation: Some(Box::new(s.clone())),
+            recovery: None,
         }]
     );
     // The old key no longer authenticates; the new one does, and sends.
