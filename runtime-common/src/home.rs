@@ -49,6 +49,12 @@ impl Home {
         self.dir.join("identity.key")
     }
 
+    /// `identity.next.key`: the key of a rotation under way (`a2acp keys rotate`),
+    /// written before it is used; it replaces `identity.key` once the relay installed it.
+    pub fn next_key(&self) -> PathBuf {
+        self.dir.join("identity.next.key")
+    }
+
     /// `agent.db`.
     pub fn db(&self) -> PathBuf {
         self.dir.join("agent.db")

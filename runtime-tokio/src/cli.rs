@@ -435,6 +435,14 @@ pub(crate) enum KeysCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Move your address to a new identity key: the relay installs a statement your old
+    /// and new keys both sign, and every agent you know re-pins it without halting a
+    /// thread. Waits for the relay's answer.
+    Rotate {
+        /// Machine-readable output (also for a refusal, with a non-zero exit code).
+        #[arg(long)]
+        json: bool,
+    },
     /// Accept the changed key of ADDR after comparing safety numbers with its user.
     Accept {
         /// The other agent.

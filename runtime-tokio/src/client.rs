@@ -83,6 +83,9 @@ pub(crate) async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    if let Cmd::Keys(KeysCmd::Rotate { json }) = &cmd {
+        return keys_rotate(home, *json).await;
+    }
     let (req, json, render): (Request, bool, fn(&Response) -> String) = match cmd {
         Cmd::Thread(ThreadCmd::Start {
             to,
@@ -445,5 +448,32 @@ pub(crate) async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
         let text = render(&resp);
         let _ = writeln!(out, "{}", a2acp_core::display::lines(&text, usize::MAX));
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `keys rotate`: waits for the relay's answer and prints it (the JSON of the answer with
+/// `--json`, a refusal included, then a non-zero exit code for it).
+async fn keys_rotate(home: &Home, json: bool) -> Result<ExitCode, String> {
+    let resp = agent::control_request(&home.socket(), &Request::KeyRotate).await?;
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if json && resp.data.is_object() {
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&resp.data).unwrap_or_default()
+        );
+        return Ok(if resp.ok {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        });
+    }
+    if !resp.ok {
+        return Err(resp
+            .error
+            .unwrap_or_else(|| "the agent refused the rotation".into()));
+    }
+    let _ = writeln!(out, "{}", control::render_rotation(&resp.data));
     Ok(ExitCode::SUCCESS)
 }

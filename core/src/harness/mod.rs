@@ -54,7 +54,9 @@ pub struct Node {
     pub frames_sent: u64,
     conn: Option<ConnId>,
     config: AgentConfig,
-    identity: [u8; 32],
+    /// The seed of the identity key a restart opens the agent with (a runtime that
+    /// finished a rotation restarts with the new key).
+    pub identity: [u8; 32],
 }
 
 /// A bare connection to the relay that no agent state machine drives: the frames the

@@ -42,9 +42,12 @@ mod groups;
 mod keys;
 mod memory;
 mod requests;
+mod rotate;
 mod spaces;
 mod status;
 mod threads;
+
+pub use rotate::RotationOutcome;
 
 use groups::group_ref;
 use threads::thread_summary;
@@ -136,6 +139,10 @@ pub struct AgentHost {
     acp: Option<crate::acp::AcpHost>,
     /// The Agentic Protocol store (`--agentic-listen`), where threads leave packages.
     agentic: Option<std::sync::Arc<crate::agentic::store::AgenticStore>>,
+    /// The home's directory, for an agent opened from one: where its key files are.
+    home: Option<std::path::PathBuf>,
+    /// How the last rotation of this agent's key ended, until a request takes it.
+    rotation_outcome: Option<RotationOutcome>,
 }
 
 /// What answers the agent's calls off its loop: the language model, and the runner of
@@ -230,6 +237,8 @@ impl AgentHost {
             transparency: workers.transparency,
             acp: workers.acp,
             agentic: None,
+            home: None,
+            rotation_outcome: None,
         };
         let effects = host.drain()?;
         Ok((host, effects, restored))
@@ -288,8 +297,11 @@ impl AgentHost {
                 None => None,
             },
         };
-        let (mut host, effects, restored) =
+        let (mut host, mut effects, restored) =
             AgentHost::start_with(config, identity, store, crate::clock::now(), workers)?;
+        host.home = Some(home.dir().to_path_buf());
+        // A rotation this agent did not see end: its new key, handed over again.
+        effects.extend(host.resume_rotation()?);
         let agentic_db = home.dir().join(crate::agentic::DB_FILE);
         let agentic = crate::agentic::store::AgenticStore::open(&agentic_db).map_err(|e| {
             ConfigError::Invalid {
@@ -476,6 +488,8 @@ impl AgentHost {
                 self.store.apply(&ops, &audit)?;
                 self.stats.commits += 1;
             }
+            // The key files follow a rotation once the core's records of it are durable.
+            self.own_key_files(&audit);
             for o in batch {
                 self.execute(o, &mut effects)?;
             }

@@ -138,6 +138,7 @@ impl AgentHost {
                 Ok(a) => (Response::ok(self.key_info(&a)), Vec::new()),
                 Err(e) => (Response::err(format!("`{address}`: {e}")), Vec::new()),
             },
+            Request::KeyRotate => self.key_rotate(now)?,
             Request::KeyAccept {
                 address,
                 safety_number,

@@ -39,6 +39,26 @@ pub fn render_notifications(ns: &[NotificationEntry], all: bool) -> String {
     out
 }
 
+/// Text for `a2acp keys rotate` (its answer's data): the new key and this agent's half of
+/// every safety number, or that the rotation waits for the relay.
+pub fn render_rotation(d: &serde_json::Value) -> String {
+    let s = |k: &str| d[k].as_str().unwrap_or("?").to_string();
+    match d["state"].as_str() {
+        Some("rotated") => format!(
+            "{} now has a new identity key (rotation {}): {}\nIts half of every safety number: {}\nThe agents you know re-pin it from the statement your old key signed; their safety numbers with you change (compare them again with `a2acp keys show ADDR`).",
+            s("address"),
+            d["seq"].as_u64().unwrap_or(0),
+            s("key"),
+            crate::safety::grouped(&s("fingerprint")).replace('\n', " "),
+        ),
+        _ => format!(
+            "the rotation of {} is under way: the relay has not answered yet{}; it finishes when the agent reaches its relay (the old key stays usable until then; see `a2acp notifications`)",
+            s("address"),
+            if d["online"].as_bool() == Some(false) { " (the agent is offline)" } else { "" },
+        ),
+    }
+}
+
 /// Text for `a2acp keys show`: the digits in 12 groups of 5 and the QR code.
 pub fn render_key(k: &KeyInfo, with_qr: bool) -> String {
     let mut out = format!("{} (you): {}\n", k.address, k.key);

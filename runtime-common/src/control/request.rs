@@ -296,6 +296,11 @@ pub enum Request {
         #[serde(default)]
         safety_number: Option<String>,
     },
+    /// Rotate this agent's identity key (§16; SPEC-NOTES "Key rotation"): a new key,
+    /// kept durably before it is used, moved onto at the relay by a statement both keys
+    /// sign. Answered once the relay installed or refused it, or
+    /// [`ROTATE_WAIT`](crate::daemon::ROTATE_WAIT) later with `state: "pending"`.
+    KeyRotate,
     /// The §7.2 suggestions that still apply (`a2acp suggestions`), oldest first.
     Suggestions,
     /// Accept a §7.2 suggestion by its number (`a2acp suggestions accept N`): "always

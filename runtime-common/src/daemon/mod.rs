@@ -195,6 +195,11 @@ pub enum LinkOut {
     Replaced,
 }
 
+/// How long `key_rotate` (the control request) waits for the relay to install or refuse
+/// the rotation before it answers `state: "pending"` (the rotation goes on: it finishes
+/// when the agent reaches its relay).
+pub const ROTATE_WAIT: Duration = Duration::from_secs(20);
+
 /// Sends a control request to an agent loop and waits for its answer.
 pub async fn request(ctl: &flume::Sender<Ctl>, req: Request) -> Result<Response, AgentError> {
     let (tx, rx) = flume::bounded(1);
@@ -240,6 +245,7 @@ where
         ui: PromptUi::new(),
         pending: Vec::new(),
         starting: Vec::new(),
+        rotating: Vec::new(),
         streams: Vec::new(),
         waiting: Vec::new(),
         a2a_client,

@@ -85,11 +85,14 @@ impl Agent {
     }
 
     /// After a rotation every open thread sends its `thread_state` on the next
-    /// authentication, even with nothing new: it carries the statement to the peer.
+    /// authentication, even with nothing new: it carries the statement to the peer. The
+    /// cleared mark is persisted with the rotation, so a process killed before that
+    /// authentication still sends the notices after its restart.
     pub(in crate::agent) fn rotation_notice_due(&mut self) {
         for t in self.threads.values_mut() {
             if !t.state.is_terminal() {
                 t.summarised = None;
+                self.shared.dirty.threads.insert(t.id.clone());
             }
         }
     }

@@ -163,6 +163,31 @@ fn a_crash_after_the_relay_installed_the_statement_is_finished_on_restart() {
     assert_repinned_quietly(&net, a, b, &id);
 }
 
+/// kill -9 after the rotation finished (the runtime already made the new key its
+/// identity) and before the agent authenticated again: the peer still gets its notice
+/// after the restart, and re-pins.
+#[test]
+fn a_crash_after_the_rotation_finished_still_sends_the_notice() {
+    let (mut net, a, b) = dinner_net();
+    let id = to_proposed(&mut net, a, b);
+    let old = net.nodes[b].agent.pinned_key(&net.address(a));
+    net.command(
+        a,
+        Command::RotateKey {
+            new: Box::new(new_key()),
+        },
+    );
+    net.settle();
+    assert_eq!(rotated_events(&net, a), 1);
+    assert_eq!(net.nodes[b].agent.pinned_key(&net.address(a)), old);
+    net.nodes[a].identity = [91; 32];
+    net.crash_and_restart_agent(a, [46; 32]);
+    assert_eq!(net.nodes[a].agent.public_key(), new_key().public());
+    net.connect(a);
+    net.settle();
+    assert_repinned_quietly(&net, a, b, &id);
+}
+
 /// An envelope under another key whose statement the pinned key did not sign still
 /// halts and alerts, as any unsigned key change.
 #[test]

@@ -50,6 +50,9 @@ pub(super) struct Driver {
     /// packet of the thread (or of every leg of the group): what started, deadline,
     /// where to answer.
     pub(super) starting: Vec<(Starting, Instant, flume::Sender<Response>)>,
+    /// `key_rotate` requests waiting for the relay to install or refuse the rotation:
+    /// deadline, where to answer.
+    pub(super) rotating: Vec<(Instant, flume::Sender<Response>)>,
     /// Open A2A streams: what the subscriber saw, the JSON-RPC id to answer with, and
     /// where its events go (dropped, the stream ends).
     pub(super) streams: Vec<(
@@ -106,6 +109,7 @@ impl Driver {
                 self.execute(e);
             }
             self.answer_starting();
+            self.answer_rotating();
             self.answer_waiting();
             if self.a2a_client.has_room() {
                 let (calls, e) = self.host.take_a2a_calls(self.now())?;
@@ -122,6 +126,7 @@ impl Driver {
                 .iter()
                 .map(|(_, d, _)| d)
                 .chain(self.waiting.iter().map(|(_, d, _)| d))
+                .chain(self.rotating.iter().map(|(d, _)| d))
                 .map(|d| d.saturating_duration_since(Instant::now()))
                 .min();
             let wait = match (wait, first_due) {
@@ -217,11 +222,17 @@ impl Driver {
                 Ev::Ctl(None | Some(Ctl::Stop)) => return Ok(()),
                 Ev::Ctl(Some(Ctl::Request(req, reply))) => {
                     let start = matches!(req, Request::StartThread { .. });
+                    let rotate = matches!(req, Request::KeyRotate);
                     let to_a2a = matches!(&req, Request::StartThread { to, .. }
                         if to.list().iter().any(|a| a2acp_core::bridge::a2a::client::is_url(a) || a.starts_with("acp:")));
                     let (resp, e) = self.host.control(self.now(), req)?;
                     self.sync_ui_after_answer();
                     self.execute(e);
+                    if rotate && resp.ok {
+                        // Answered once the relay installed or refused it.
+                        self.rotating.push((Instant::now() + ROTATE_WAIT, reply));
+                        continue;
+                    }
                     let started = if !(start && resp.ok) || to_a2a {
                         None
                     } else if let Some(id) = resp.data["thread_id"].as_str() {

@@ -1,4 +1,5 @@
-//! Answering `start_thread` once the relay took or refused the thread's first packet.
+//! Answering `start_thread` once the relay took or refused the thread's first packet, and
+//! `key_rotate` once the relay installed or refused the rotation.
 
 use std::time::Instant;
 
@@ -6,6 +7,33 @@ use super::*;
 use crate::control::Response;
 
 impl Driver {
+    /// Answers the `key_rotate` requests once the rotation ended, or with `pending`
+    /// once their wait ([`ROTATE_WAIT`]) is over.
+    pub(super) fn answer_rotating(&mut self) {
+        if self.rotating.is_empty() {
+            return;
+        }
+        if let Some(outcome) = self.host.take_rotation_outcome() {
+            let r = self.host.rotation_answer(Some(outcome));
+            for (_, reply) in self.rotating.drain(..) {
+                let _ = reply.send(r.clone());
+            }
+            return;
+        }
+        let now = Instant::now();
+        let late: Vec<_> = self
+            .rotating
+            .iter()
+            .enumerate()
+            .filter(|(_, (d, _))| now >= *d)
+            .map(|(i, _)| i)
+            .collect();
+        for i in late.into_iter().rev() {
+            let (_, reply) = self.rotating.remove(i);
+            let _ = reply.send(self.host.rotation_answer(None));
+        }
+    }
+
     /// The thread `id` goes on as (its recipient had no a2acp agent; §18) and that
     /// thread's peer.
     fn continued(&self, id: &str) -> Option<(String, String)> {
