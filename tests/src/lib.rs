@@ -711,6 +711,45 @@ pub async fn ctl(home: &Home, req: Request) -> a2acp_runtime::control::Response 
         .expect("control socket")
 }
 
+/// A control request to the agent at `home`: `None` while it cannot answer (not started
+/// yet, restarting, killed).
+pub async fn try_ctl(home: &Home, req: Request) -> Option<a2acp_runtime::control::Response> {
+    a2acp_tokio::agent::control_request(&home.socket(), &req)
+        .await
+        .ok()
+}
+
+/// Starts the scripted dinner with `bob` through the control socket of the agent at
+/// `home` (an agent running as a child process, say), as `a2acp thread start` would.
+pub async fn start_dinner_by_control(home: &Home, bob: a2acp_core::Address) {
+    let a2acp_core::agent::Command::StartThread {
+        to,
+        intent,
+        context,
+    } = a2acp_runtime::scripted::start_dinner(
+        bob,
+        &a2acp_runtime::scripted::next_friday(a2acp_runtime::now()),
+    )
+    else {
+        unreachable!("start_dinner makes a StartThread")
+    };
+    let r = try_ctl(
+        home,
+        Request::StartThread {
+            to: to.to_string().into(),
+            category: intent.category,
+            summary: intent.summary,
+            context: Some(context),
+            urgent: false,
+            quorum: None,
+            sequential: false,
+        },
+    )
+    .await
+    .expect("control socket");
+    assert!(r.ok, "{r:?}");
+}
+
 /// The Python interpreter of the test venv `target/<name>-venv` that `.ci/test-deps`
 /// installs (`$<env>` overrides it). The tests that call this are marked
 /// `#[ignore = "needs …: bash .ci/test-deps"]`, so a plain `cargo test` reports them as

@@ -115,12 +115,6 @@ fn spawn_alice(home: &Home) -> KilledOnDrop {
     )
 }
 
-async fn try_ctl(home: &Home, req: Request) -> Option<a2acp_runtime::control::Response> {
-    a2acp_tokio::agent::control_request(&home.socket(), &req)
-        .await
-        .ok()
-}
-
 /// The open prompt of `kind` (`Consent`, `Resolution`) of the agent at `home`.
 async fn prompt_of(home: &Home, kind: &str) -> Value {
     eventually(30, &format!("a {kind} prompt"), || async {

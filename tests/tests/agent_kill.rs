@@ -10,10 +10,10 @@
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use a2acp_core::agent::{Command as AgentCommand, Prompt, PromptKind};
+use a2acp_core::agent::{Prompt, PromptKind};
 use a2acp_runtime::control::Request;
 use a2acp_runtime::home::Home;
-use a2acp_runtime::scripted::{next_friday, start_dinner, ScriptedUser};
+use a2acp_runtime::scripted::ScriptedUser;
 use a2acp_tests::*;
 
 const CHILD_ENV: &str = "A2ACP_TEST_CHILD_HOME";
@@ -51,12 +51,6 @@ fn spawn_child(rt: Runtime, home: &Path) -> Child {
         .unwrap()
 }
 
-async fn try_ctl(home: &Home, req: Request) -> Option<a2acp_runtime::control::Response> {
-    a2acp_tokio::agent::control_request(&home.socket(), &req)
-        .await
-        .ok()
-}
-
 async fn child_prompts(home: &Home) -> Option<Vec<Prompt>> {
     let r = try_ctl(home, Request::Prompts).await?;
     serde_json::from_value(r.data).ok()
@@ -87,29 +81,7 @@ async fn sigkill_between_request_and_answer(rt: Runtime) {
 
     let mut child = spawn_child(rt, ha.dir());
     child_online(&ha).await;
-    let AgentCommand::StartThread {
-        to,
-        intent,
-        context,
-    } = start_dinner(bob_addr, &next_friday(a2acp_runtime::now()))
-    else {
-        unreachable!()
-    };
-    let r = try_ctl(
-        &ha,
-        Request::StartThread {
-            to: to.to_string().into(),
-            category: intent.category,
-            summary: intent.summary,
-            context: Some(context),
-            urgent: false,
-            quorum: None,
-            sequential: false,
-        },
-    )
-    .await
-    .unwrap();
-    assert!(r.ok, "{r:?}");
+    start_dinner_by_control(&ha, bob_addr).await;
     // Bob's request arrived: Alice's consent prompt is open, nothing answered yet.
     let before = eventually(15, "the consent prompt", || async {
         child_prompts(&ha).await?.into_iter().next()

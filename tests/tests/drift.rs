@@ -48,12 +48,6 @@ fn spawn_child(rt: Runtime, home: &std::path::Path) -> Child {
         .unwrap()
 }
 
-async fn try_ctl(home: &Home, req: Request) -> Option<a2acp_runtime::control::Response> {
-    a2acp_tokio::agent::control_request(&home.socket(), &req)
-        .await
-        .ok()
-}
-
 async fn update_intent_tells_the_peer_and_asks_the_new_need(rt: Runtime) {
     let dir = tmp();
     let relay = rt.relay("127.0.0.1:0", &dir.path().join("relay")).await;

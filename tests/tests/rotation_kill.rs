@@ -19,12 +19,12 @@
 use std::path::Path;
 use std::process::Stdio;
 
-use a2acp_core::agent::{Command as AgentCommand, NotifyKind, PromptKind};
+use a2acp_core::agent::{NotifyKind, PromptKind};
 use a2acp_core::link::{ClientFrame, RelayFrame};
 use a2acp_core::rotation::RotationStatement;
-use a2acp_runtime::control::{KeyInfo, Request, Response};
+use a2acp_runtime::control::{KeyInfo, Request};
 use a2acp_runtime::home::Home;
-use a2acp_runtime::scripted::{next_friday, start_dinner, ScriptedUser};
+use a2acp_runtime::scripted::ScriptedUser;
 use a2acp_tests::federation::free_port;
 use a2acp_tests::*;
 
@@ -112,12 +112,6 @@ impl Child {
     }
 }
 
-async fn try_ctl(home: &Home, req: Request) -> Option<Response> {
-    a2acp_tokio::agent::control_request(&home.socket(), &req)
-        .await
-        .ok()
-}
-
 async fn child_online(home: &Home) {
     eventually(30, "Alice's agent online", || async {
         let r = try_ctl(home, Request::Status).await?;
@@ -201,29 +195,7 @@ async fn sigkill_around_a_rotation(rt: Runtime) {
     child_online(&ha).await;
 
     // The dinner, up to Alice's consent prompt.
-    let AgentCommand::StartThread {
-        to,
-        intent,
-        context,
-    } = start_dinner(bob_cfg.address.clone(), &next_friday(a2acp_runtime::now()))
-    else {
-        unreachable!()
-    };
-    let r = try_ctl(
-        &ha,
-        Request::StartThread {
-            to: to.to_string().into(),
-            category: intent.category,
-            summary: intent.summary,
-            context: Some(context),
-            urgent: false,
-            quorum: None,
-            sequential: false,
-        },
-    )
-    .await
-    .unwrap();
-    assert!(r.ok, "{r:?}");
+    start_dinner_by_control(&ha, bob_cfg.address.clone()).await;
     let consent = eventually(20, "the consent prompt", || async {
         let r = try_ctl(&ha, Request::Prompts).await?;
         let v: Vec<a2acp_runtime::control::PromptEntry> = serde_json::from_value(r.data).ok()?;

@@ -96,4 +96,22 @@ impl Relay {
             .entry(address.clone())
             .or_insert_with(|| TokenBucket::full(now, burst))
     }
+
+    /// Takes one request of `address` (the sender of a frame on `conn`) from its rate
+    /// bucket: `false`, with `rate_limited` answered (naming `seq`, if the frame had one),
+    /// when the bucket is empty.
+    pub(super) fn charge(
+        &mut self,
+        now: Timestamp,
+        conn: ConnId,
+        address: &Address,
+        seq: Option<u64>,
+    ) -> bool {
+        let (rate, burst) = (self.config.rate_per_sec, self.config.rate_burst);
+        if self.bucket(now, address).try_take(now, rate, burst) {
+            return true;
+        }
+        self.refuse(conn, ErrorCode::RateLimited, "slow down".into(), seq);
+        false
+    }
 }

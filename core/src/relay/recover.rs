@@ -54,9 +54,7 @@ impl Relay {
         address: Address,
         binding: RecoveryBinding,
     ) {
-        let (rate, burst) = (self.config.rate_per_sec, self.config.rate_burst);
-        if !self.bucket(now, &address).try_take(now, rate, burst) {
-            self.refuse(conn, ErrorCode::RateLimited, "slow down".into(), None);
+        if !self.charge(now, conn, &address, None) {
             return;
         }
         match self.check_binding(&address, &binding) {

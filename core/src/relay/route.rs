@@ -22,9 +22,7 @@ impl Relay {
         (env, env_json): (Envelope, Option<Box<str>>),
         verified: Verified,
     ) {
-        let (rate, burst) = (self.config.rate_per_sec, self.config.rate_burst);
-        if !self.bucket(now, &from).try_take(now, rate, burst) {
-            self.refuse(conn, ErrorCode::RateLimited, "slow down".into(), Some(seq));
+        if !self.charge(now, conn, &from, Some(seq)) {
             return;
         }
         let Some(reg) = self.registry.get(&from) else {
