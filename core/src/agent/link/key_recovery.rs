@@ -10,7 +10,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent::thread::Waiting;
 use crate::agent::*;
 use crate::encoding::b64_array;
 use crate::link::ClientFrame;
@@ -139,32 +138,20 @@ impl Agent {
         rec.recovered_key = Some(key);
         rec.changed_key = Some(key);
         self.shared.dirty.peers.insert(peer.clone());
-        let ids: Vec<String> = self
-            .threads
-            .values()
-            .filter(|t| &t.peer == peer && !t.state.is_terminal())
-            .map(|t| t.id.clone())
-            .collect();
-        for id in &ids {
-            if let Some(t) = self.threads.get_mut(id) {
-                t.halted = true;
-                t.waiting = Waiting::User;
-                self.shared.dirty.threads.insert(id.clone());
-            }
-        }
+        let halted = self.halt_threads_with(peer);
         self.shared.notify(
             None,
             NotifyKind::Security,
             format!(
                 "{peer} recovered its address onto a new identity key with its recovery words (signed by the recovery key it registered with the key you had): it says it lost its device. {} thread(s) with it are halted; the lost device's side of them is gone. Whoever holds its recovery words can do this, so check with them in person or by phone: compare the safety number `a2acp keys show {peer}` prints with theirs, then run `a2acp keys accept {peer} --safety-number DIGITS`.",
-                ids.len()
+                halted
             ),
         );
         self.shared.audit(
             None,
             AgentEvent::PeerRecovered {
                 peer: peer.clone(),
-                halted: ids.len(),
+                halted,
             },
         );
     }

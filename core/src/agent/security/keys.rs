@@ -212,13 +212,9 @@ impl Agent {
     }
 
     /// A pinned peer presented another key: halt its threads, alert the user (§16).
-    pub(in crate::agent) fn key_changed(&mut self, peer: &Address, new_key: [u8; 32]) {
-        let rec = self.shared.peers.entry(peer.clone()).or_default();
-        if rec.changed_key == Some(new_key) {
-            return;
-        }
-        rec.changed_key = Some(new_key);
-        self.shared.dirty.peers.insert(peer.clone());
+    /// Halts every open thread with `peer` until this user checks its new key and accepts
+    /// it; returns how many.
+    pub(in crate::agent) fn halt_threads_with(&mut self, peer: &Address) -> usize {
         let ids: Vec<String> = self
             .threads
             .values()
@@ -233,19 +229,30 @@ impl Agent {
                 self.shared.dirty.threads.insert(id.clone());
             }
         }
+        ids.len()
+    }
+
+    pub(in crate::agent) fn key_changed(&mut self, peer: &Address, new_key: [u8; 32]) {
+        let rec = self.shared.peers.entry(peer.clone()).or_default();
+        if rec.changed_key == Some(new_key) {
+            return;
+        }
+        rec.changed_key = Some(new_key);
+        self.shared.dirty.peers.insert(peer.clone());
+        let halted = self.halt_threads_with(peer);
         self.shared.notify(
             None,
             NotifyKind::Security,
             format!(
                 "The identity key of {peer} changed. {} thread(s) with it are halted until you check the new key with them and accept it: compare the safety number `a2acp keys show {peer}` prints with theirs, then run `a2acp keys accept {peer} --safety-number DIGITS`.",
-                ids.len()
+                halted
             ),
         );
         self.shared.audit(
             None,
             AgentEvent::KeyChanged {
                 peer: peer.clone(),
-                halted: ids.len(),
+                halted,
             },
         );
     }
