@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -27,9 +28,12 @@ pub const ACP_DOMAIN: &str = "acp.invalid";
 ///
 /// Addresses are ASCII and case-insensitive; they are normalised to lower case when
 /// parsed, so two spellings of one address compare equal (SPEC-NOTES §3).
+///
+/// The text is shared between clones (one allocation however many maps hold the
+/// address: a relay keeps an online agent's address in several).
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Address {
-    text: String,
+    text: Arc<str>,
     at: usize,
 }
 
@@ -79,7 +83,7 @@ impl Address {
         let text = format!("agent:{user}@{domain}");
         Self {
             at: 6 + user.len(),
-            text,
+            text: text.into(),
         }
     }
 

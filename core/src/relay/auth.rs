@@ -25,7 +25,7 @@ impl Relay {
             _ => return,
         };
         match self.check_auth(now, challenge, &address, ts, &sig, key) {
-            Ok(Some((_, key_bytes))) if self.cluster.is_some() => {
+            Ok(Some(key_bytes)) if self.cluster.is_some() => {
                 // Free as far as the cluster's store said: claim it there first (the
                 // same `register`, its challenge kept, is handled again on the answer).
                 if !self.admit_registration(now, conn) {
@@ -45,7 +45,7 @@ impl Relay {
                     self.registration_limited(now, conn);
                     return;
                 }
-                if let Some((key, key_bytes)) = new_key {
+                if let Some(key_bytes) = new_key {
                     let rec = RegRecord {
                         address: address.clone(),
                         key: key_bytes,
@@ -57,7 +57,6 @@ impl Relay {
                     self.registry.insert(
                         address.clone(),
                         Registration {
-                            key,
                             key_bytes,
                             rotation: None,
                             recovery: None,
@@ -90,7 +89,6 @@ impl Relay {
 
     /// Checks an `auth` (`key` absent) or `register`; on success returns the key to
     /// register, if the address is new.
-    #[allow(clippy::type_complexity)]
     pub(super) fn check_auth(
         &self,
         now: Timestamp,
@@ -99,7 +97,7 @@ impl Relay {
         ts: u64,
         sig: &[u8; 64],
         key: Option<[u8; 32]>,
-    ) -> Result<Option<(PublicKey, [u8; 32])>, (ErrorCode, &'static str)> {
+    ) -> Result<Option<[u8; 32]>, (ErrorCode, &'static str)> {
         let nonce = challenge.ok_or((ErrorCode::AuthFailed, "no outstanding challenge"))?;
         let skew = u128::from(ts.abs_diff(now.as_millis()));
         if skew > self.config.auth_max_skew.as_millis() {
@@ -116,8 +114,9 @@ impl Relay {
                     .get(address)
                     .ok_or((ErrorCode::AuthFailed, "address is not registered"))?;
                 let msg = challenge_signed_bytes(AUTH_LABEL, &nonce, domain, ts, address, None);
-                reg.key
-                    .verify(&msg, sig)
+                // Validated (`PublicKey::from_bytes`) when the address registered.
+                PublicKey::from_stored_bytes(&reg.key_bytes)
+                    .and_then(|key| key.verify(&msg, sig))
                     .map_err(|_| (ErrorCode::AuthFailed, "signature does not verify"))?;
                 Ok(None)
             }
@@ -141,7 +140,7 @@ impl Relay {
                 key.verify(&msg, sig)
                     .map_err(|_| (ErrorCode::AuthFailed, "signature does not verify"))?;
                 match self.registry.get(address) {
-                    None => Ok(Some((key, key_bytes))),
+                    None => Ok(Some(key_bytes)),
                     Some(reg) if reg.key_bytes == key_bytes => Ok(None),
                     Some(_) => Err((
                         ErrorCode::AddressTaken,
@@ -190,6 +189,11 @@ impl Relay {
     }
 
     pub(super) fn authenticate(&mut self, now: Timestamp, conn: ConnId, address: Address) {
+        // The registry's copy, so that every map holding the address shares its text.
+        let address = match self.registry.get_key_value(&address) {
+            Some((registered, _)) => registered.clone(),
+            None => address,
+        };
         if let Some(old) = self.online.get(&address).copied() {
             if old != conn {
                 self.send(old, &RelayFrame::Replaced);
@@ -208,6 +212,7 @@ impl Relay {
             address: address.clone(),
             in_flight: BTreeSet::new(),
             cursor: 0,
+            key: None,
         };
         self.online.insert(address.clone(), conn);
         self.reschedule(conn);

@@ -735,11 +735,10 @@ impl Relay {
 
     fn cache(&mut self, address: &Address, key: [u8; 32]) {
         // A key the store holds was checked as a point when its address registered.
-        if let Ok(k) = crate::crypto::PublicKey::from_stored_bytes(&key) {
+        if crate::crypto::PublicKey::from_stored_bytes(&key).is_ok() {
             self.registry.insert(
                 address.clone(),
                 super::Registration {
-                    key: k,
                     key_bytes: key,
                     rotation: None,
                     recovery: None,

@@ -197,7 +197,9 @@ const CHEAP_FRAME_COST: u64 = MILLI / 4;
 /// A registered address.
 #[derive(Debug, Clone)]
 struct Registration {
-    key: PublicKey,
+    /// The key's encoding. Decompressed only where a signature is checked against it (an
+    /// `auth`, and an envelope the runtime did not verify: cached in its connection), so
+    /// that a registration costs 32 bytes of key, not the 256 of a decompressed one.
     key_bytes: [u8; 32],
     /// The statement that installed the key, when the address rotated.
     rotation: Option<Box<crate::rotation::RotationStatement>>,
@@ -223,6 +225,9 @@ enum Phase {
         in_flight: BTreeSet<u64>,
         /// Every queued packet with a lower id has been delivered on this connection.
         cursor: u64,
+        /// Its registered key decompressed, once an envelope of this connection had to be
+        /// verified here (the runtime had not: [`Verified`]).
+        key: Option<Box<PublicKey>>,
     },
     /// A relay link (federation), dialed or accepted.
     Link(LinkPhase),
@@ -393,7 +398,7 @@ impl Relay {
                     )));
                 }
                 // Validated (`PublicKey::from_bytes`) when the agent registered.
-                let key = PublicKey::from_stored_bytes(&rec.key)
+                PublicKey::from_stored_bytes(&rec.key)
                     .map_err(|_| bad("invalid public key".into()))?;
                 if let Some(r) = &rec.rotation {
                     if r.new_key != rec.key || r.address != rec.address || r.verify().is_err() {
@@ -413,7 +418,6 @@ impl Relay {
                 relay.registry.insert(
                     rec.address,
                     Registration {
-                        key,
                         key_bytes: rec.key,
                         rotation: rec.rotation,
                         recovery: rec.recovery,

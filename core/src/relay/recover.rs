@@ -162,7 +162,7 @@ impl Relay {
             return self.recover_refused(conn, "rate_limited", limited_message(retry), Some(retry));
         }
         let checked = self.check_recovery(&statement);
-        let (binding, key) = match checked {
+        let (binding, _) = match checked {
             Ok(v) => v,
             Err((reason, why)) => return self.recover_refused(conn, reason, why, None),
         };
@@ -179,7 +179,6 @@ impl Relay {
         self.registry.insert(
             address.clone(),
             Registration {
-                key,
                 key_bytes,
                 rotation: None,
                 recovery: Some(proof),

@@ -34,9 +34,9 @@ impl Relay {
                 self.close(conn, ErrorCode::NotAuthenticated);
             }
             Ok(false) => {
-                let Ok(key) = crate::crypto::PublicKey::from_bytes(&statement.new_key) else {
+                if crate::crypto::PublicKey::from_bytes(&statement.new_key).is_err() {
                     return;
-                };
+                }
                 let seq = statement.seq;
                 let key_bytes = statement.new_key;
                 let rotation = Some(Box::new(statement));
@@ -51,7 +51,6 @@ impl Relay {
                 self.registry.insert(
                     address.clone(),
                     Registration {
-                        key,
                         key_bytes,
                         rotation,
                         recovery: None,

@@ -13,6 +13,24 @@ use crate::persist::PersistOp;
 use crate::time::Timestamp;
 
 impl Relay {
+    /// Whether `env` is signed by `key_bytes` (the sender's registered key), decompressed
+    /// once per connection and kept in it.
+    fn envelope_verifies(&mut self, conn: ConnId, env: &Envelope, key_bytes: [u8; 32]) -> bool {
+        let mut spare = None;
+        let slot = match self.conns.get_mut(&conn).map(|c| &mut c.phase) {
+            Some(Phase::Authed { key, .. }) => key,
+            _ => &mut spare,
+        };
+        if slot.as_ref().map(|k| k.to_bytes()) != Some(key_bytes) {
+            // Validated (`PublicKey::from_bytes`) when the address registered.
+            *slot = crypto::PublicKey::from_stored_bytes(&key_bytes)
+                .ok()
+                .map(Box::new);
+        }
+        slot.as_ref()
+            .is_some_and(|k| crypto::verify_envelope(env, k).is_ok())
+    }
+
     pub(super) fn on_send(
         &mut self,
         now: Timestamp,
@@ -28,7 +46,8 @@ impl Relay {
         let Some(reg) = self.registry.get(&from) else {
             return;
         };
-        if env.from != from || env.from_key != reg.key_bytes {
+        let key_bytes = reg.key_bytes;
+        if env.from != from || env.from_key != key_bytes {
             self.refuse(
                 conn,
                 ErrorCode::WrongSender,
@@ -48,8 +67,7 @@ impl Relay {
         }
         // A runtime that verified the signature checked it against `env.from_key`, which
         // was just compared with the registered key: the same check.
-        if verified != Verified::EnvelopeSignature
-            && crypto::verify_envelope(&env, &reg.key).is_err()
+        if verified != Verified::EnvelopeSignature && !self.envelope_verifies(conn, &env, key_bytes)
         {
             self.refuse(
                 conn,

@@ -1000,6 +1000,37 @@ fn heartbeat_pings_and_closes_silent_connections() {
 }
 
 #[test]
+fn a_talking_connection_stays_open_and_a_silent_one_closes_at_its_exact_deadline() {
+    // A frame leaves the connection's entry among the deadlines where it is; the entry,
+    // found early when it fires, is re-filed from the last frame.
+    let (mut h, _a, _b) = alice_and_bob();
+    for n in 0..60u64 {
+        h.advance(Duration::from_secs(10));
+        assert_eq!(
+            h.input(1, &ClientFrame::Ping { n }),
+            vec![RelayFrame::Pong { n }]
+        );
+        assert_eq!(
+            h.input(2, &ClientFrame::Ping { n }),
+            vec![RelayFrame::Pong { n }]
+        );
+        assert!(h.closed().is_empty(), "closed while talking, at {n}");
+        assert!(h.relay.poll_timeout().is_some_and(|t| t > h.now));
+    }
+    // Alice goes silent: closed 90 s (3 × 30 s) after her last frame, not before.
+    for n in 60..68u64 {
+        h.advance(Duration::from_secs(10));
+        h.input(2, &ClientFrame::Ping { n });
+    }
+    h.frames(1);
+    h.advance(Duration::from_millis(9_999));
+    assert!(h.closed().is_empty());
+    h.advance(Duration::from_millis(1));
+    assert_eq!(h.closed(), vec![(1, ErrorCode::Timeout)]);
+    assert_eq!(h.relay.stats().connections, 1);
+}
+
+#[test]
 fn rate_limit_refuses_flood_then_recovers() {
     let mut h = H::with(RelayConfig {
         rate_per_sec: 10,

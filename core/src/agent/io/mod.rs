@@ -288,6 +288,9 @@ pub enum ResolutionAnswer {
 }
 
 /// An output of the agent. Drain with `poll_output` until `None`, in order.
+// A prompt is the largest variant by far; outputs are drained as they are made, so the
+// queue holding them stays short, and a box would cost every prompt an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Output {
     /// Store or delete a record; must be durable before any later `Send` is executed.

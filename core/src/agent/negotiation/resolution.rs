@@ -314,7 +314,8 @@ impl ThreadStep<'_> {
             self.note(format!("resolution ignored in state {}", t.state));
             return;
         }
-        if t.initiator
+        if t.group.is_none()
+            && t.initiator
             && t.state == ThreadState::Proposed
             && t.stage.resolution().is_some_and(|r| r.proposer == me)
         {
@@ -322,6 +323,10 @@ impl ThreadStep<'_> {
             // crossed). Each side would otherwise open the other's resolution and answer
             // one the other no longer holds; the initiator's stands on both (§8.1), so
             // the responder's is dropped here and superseded there (swarm seed 110).
+            // Not on a group leg: there only the coordinator proposes, and a proposal of
+            // this side is one it made while it coordinated, before it handed the group
+            // over to the sender (federated swarm with groups, seed 181: each side
+            // ignored the other's and the group waited for good).
             self.note("crossed resolution of the responder ignored; the initiator's stands".into());
             return;
         }
