@@ -266,6 +266,19 @@ impl ThreadStep<'_> {
         self.shared.buf.prompt.push(Output::Prompt(prompt));
     }
 
+    /// When the peer says it sent the packet `packet_id` of this thread (its `timestamp`),
+    /// if the packet is in the thread's history.
+    fn sent_at(&self, packet_id: &str) -> Option<Timestamp> {
+        let entry = self
+            .t
+            .history
+            .iter()
+            .rev()
+            .find(|e| e.packet_id == packet_id)?;
+        let v: serde_json::Value = serde_json::from_str(&entry.json).ok()?;
+        Timestamp::parse_rfc3339(v.get("timestamp")?.as_str()?)
+    }
+
     pub(in crate::agent) fn on_resolution(
         &mut self,
         packet_id: String,
@@ -329,6 +342,29 @@ impl ThreadStep<'_> {
             // ignored the other's and the group waited for good).
             self.note("crossed resolution of the responder ignored; the initiator's stands".into());
             return;
+        }
+        if t.state == ThreadState::Proposed {
+            let open = t
+                .stage
+                .resolution()
+                .filter(|r| r.proposer == from)
+                .map(|r| r.packet_id.clone());
+            if let Some(open) = open {
+                let older = match (self.sent_at(&packet_id), self.sent_at(&open)) {
+                    (Some(new), Some(open)) => new < open,
+                    _ => false,
+                };
+                if older {
+                    // The network delivered the peer's proposals out of order: the open
+                    // one replaced this one there. Opening it would answer a proposal
+                    // the peer no longer holds, and each side would wait on the other
+                    // (federated swarm with groups, seed 199 under other relay timings).
+                    self.note(
+                        "an older resolution of the peer ignored; its newer one stands".into(),
+                    );
+                    return;
+                }
+            }
         }
         if let Some(c) = self.t.consent.take() {
             if c.prompt_id != 0 {
