@@ -55,6 +55,13 @@ impl Home {
         self.dir.join("identity.next.key")
     }
 
+    /// `identity.recover.key`: the new key of a recovery under way (`a2acp agent
+    /// recover`), written before the relay is asked; it becomes `identity.key` once the
+    /// relay installed the recovery.
+    pub fn recover_key(&self) -> PathBuf {
+        self.dir.join("identity.recover.key")
+    }
+
     /// `agent.db`.
     pub fn db(&self) -> PathBuf {
         self.dir.join("agent.db")
