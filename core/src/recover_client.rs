@@ -20,6 +20,8 @@ pub struct RecoverClient {
     address: Address,
     new: IdentityKey,
     recovery: IdentityKey,
+    /// The key the recovering home holds already, if any (a restored backup's).
+    held: Option<[u8; 32]>,
     sent: bool,
 }
 
@@ -65,8 +67,17 @@ impl RecoverClient {
             address,
             new,
             recovery,
+            held: None,
             sent: false,
         }
+    }
+
+    /// The home holds `key` already (a restored backup's): when it is still the address's
+    /// key nothing was lost, and the exchange ends refused (`not_lost`) without a
+    /// statement.
+    pub fn holding(mut self, key: [u8; 32]) -> Self {
+        self.held = Some(key);
+        self
     }
 
     /// The first frame: `recover_start`.
@@ -95,6 +106,15 @@ impl RecoverClient {
                 }
                 if key == self.new.public_ref().to_bytes() {
                     return RecoverStep::Recovered { already: true };
+                }
+                if self.held == Some(key) {
+                    return RecoverStep::Refused {
+                        reason: "not_lost".into(),
+                        message: format!(
+                            "this home's identity key is still the key of {address}: nothing to recover"
+                        ),
+                        retry_after: None,
+                    };
                 }
                 let statement =
                     RecoveryStatement::sign(&self.address, &key, &self.new, &self.recovery);
@@ -170,6 +190,22 @@ mod tests {
             RecoverStep::Recovered { already: true }
         );
         assert!(!again.statement_sent());
+        // A home whose key is still the address's: nothing is sent.
+        let mut held =
+            RecoverClient::new(alice(), IdentityKey::from_seed([4; 32]), rk_again()).holding(old);
+        assert!(matches!(
+            held.on_frame(RelayFrame::RecoverInfo {
+                address: alice(),
+                key: old,
+                binding_seq: 1,
+            }),
+            RecoverStep::Refused { reason, .. } if reason == "not_lost"
+        ));
+        assert!(!held.statement_sent());
+    }
+
+    fn rk_again() -> IdentityKey {
+        recovery_key_from_seed([2; 32])
     }
 
     #[test]

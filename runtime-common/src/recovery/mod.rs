@@ -190,6 +190,7 @@ fn refusal_text(reason: &str, message: &str, retry_after: Option<u64>) -> String
         },
         "cluster" => "this relay runs as a cluster, which does not recover keys yet: ask its operator".to_string(),
         "not_current_key" => "the address's key changed while this ran: run the same command again".to_string(),
+        "not_lost" => "the key this home holds is still the address's key: nothing to recover (run the agent)".to_string(),
         _ => "the relay refused the recovery".to_string(),
     };
     format!("{advice} ({reason}: {message}); nothing changed")
@@ -213,6 +214,8 @@ pub struct Staged {
     tls: Option<ClientTls>,
     new: IdentityKey,
     recovery: IdentityKey,
+    /// The identity key the home holds already (a restored backup's).
+    held: Option<[u8; 32]>,
     /// The staged key was there from an interrupted run.
     pub resumed: bool,
     made_dir: bool,
@@ -345,7 +348,17 @@ pub fn prepare(
             )));
         }
     };
+    let held = match existing && home.key().exists() {
+        true => Some(
+            crate::keys::load(&home.key())
+                .map_err(|e| RecoverError::Home(e.to_string()))?
+                .public()
+                .to_bytes(),
+        ),
+        false => None,
+    };
     Ok(Staged {
+        held,
         home: home.clone(),
         address: addr,
         relay,
@@ -362,11 +375,15 @@ pub fn prepare(
 impl Staged {
     /// The exchange with the relay.
     pub fn client(&self) -> RecoverClient {
-        RecoverClient::new(
+        let c = RecoverClient::new(
             self.address.clone(),
             self.new.clone(),
             self.recovery.clone(),
-        )
+        );
+        match self.held {
+            Some(k) => c.holding(k),
+            None => c,
+        }
     }
 
     /// The relay's URLs (its doors), tried in turn.
