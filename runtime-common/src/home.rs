@@ -4,6 +4,8 @@
 //! | --- | --- |
 //! | `config.toml` | address, relay URL, profile, permission tiers, overrides, limits |
 //! | `identity.key` | the Ed25519 identity seed (mode 0600) |
+//! | `identity.next.key` | the new key of a rotation under way (mode 0600) |
+//! | `identity.recover.key` | the new key of a recovery under way (mode 0600) |
 //! | `agent.db` | SQLite: the core's records (threads, outbox, peers, settings), audit log, actions |
 //! | `agent.sock` | the control socket of a running agent |
 //! | `agent.log` | logs of an interactive `agent run` (the terminal shows prompts instead) |
