@@ -41,7 +41,7 @@ pub enum RecoverStep {
     /// Nothing yet (a challenge, a ping): read on.
     Wait,
     /// Send this frame, then read on.
-    Send(ClientFrame),
+    Send(Box<ClientFrame>),
     /// The address is on the new key. `already`: it was before this exchange sent a
     /// statement (an earlier attempt was installed and its answer lost).
     Recovered {
@@ -119,7 +119,7 @@ impl RecoverClient {
                 let statement =
                     RecoveryStatement::sign(&self.address, &key, &self.new, &self.recovery);
                 self.sent = true;
-                RecoverStep::Send(ClientFrame::Recover { statement })
+                RecoverStep::Send(Box::new(ClientFrame::Recover { statement }))
             }
             RelayFrame::Recovered { address } if address == self.address && self.sent => {
                 RecoverStep::Recovered { already: false }
@@ -165,7 +165,10 @@ mod tests {
             key: old,
             binding_seq: 1,
         };
-        let RecoverStep::Send(ClientFrame::Recover { statement }) = c.on_frame(info.clone()) else {
+        let RecoverStep::Send(frame) = c.on_frame(info.clone()) else {
+            panic!("a statement");
+        };
+        let ClientFrame::Recover { statement } = *frame else {
             panic!("a statement");
         };
         assert_eq!(

@@ -608,6 +608,7 @@ impl Sim {
                     &format!("identity/{name}/{}", self.nodes[c.agent].identity_gen),
                 );
                 self.nodes[c.agent].identity = seed;
+                self.keys.rotated(c.agent, self.now);
                 Command::RotateKey {
                     new: Box::new(a2acp_core::crypto::IdentityKey::from_seed(seed)),
                 }
