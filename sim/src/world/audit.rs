@@ -76,7 +76,7 @@ impl Sim {
                     self.keys.repinned(node, i, self.now, &names);
                 }
             }
-            AgentEvent::KeyChanged { peer, .. }
+            AgentEvent::KeyChanged { peer, .. } | AgentEvent::PeerRecovered { peer, .. }
                 if self.spec.agents[i].user.key_change == KeyChangePolicy::Accept =>
             {
                 let (lo, hi) = self.spec.agents[i].user.delay;

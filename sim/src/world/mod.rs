@@ -40,6 +40,7 @@ mod faults;
 mod federation;
 mod network;
 mod queue;
+mod recovery;
 mod relay_node;
 mod rotation;
 
@@ -211,6 +212,9 @@ pub struct Sim {
     spaces: BTreeMap<usize, String>,
     group_log: BTreeMap<String, GroupLog>,
     keys: rotation::KeyLog,
+    /// New devices' recovery exchanges under way: connection → (node, the exchange, its
+    /// new key's seed).
+    recovering: BTreeMap<ConnId, (usize, a2acp_core::recover_client::RecoverClient, [u8; 32])>,
     transcript: Vec<Line>,
     record: bool,
     checker: Checker,
@@ -285,6 +289,7 @@ impl Sim {
             spaces: BTreeMap::new(),
             group_log: BTreeMap::new(),
             keys: rotation::KeyLog::default(),
+            recovering: BTreeMap::new(),
             transcript: Vec::new(),
             record,
             checker: Checker::new(markers),
