@@ -9,6 +9,9 @@
 //!    before the device reads an answer): installed or not, the same command run again
 //!    after the restart completes the recovery onto the staged key, and the agent runs on
 //!    it.
+//!
+//! And, against a relay that drops the connection after the statement without answering:
+//! the staged key is kept (nothing else written), and the next run finishes.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -214,4 +217,96 @@ async fn sigkill_of_the_relay_around_a_recovery(rt: Runtime) {
     assert_eq!(s.key, r.key);
     alice.stop().await;
     relay.kill();
+}
+
+/// A relay that answers `recover_start` with `key` (or, when `key` is `None`, with the key
+/// staged at `staged`), and drops the connection without answering the statement.
+async fn cut_after_the_statement(
+    listener: tokio::net::TcpListener,
+    address: Address,
+    key: Option<[u8; 32]>,
+    staged: std::path::PathBuf,
+) {
+    use async_tungstenite::tungstenite::Message;
+    use futures_util::{SinkExt, StreamExt};
+    let (tcp, _) = listener.accept().await.unwrap();
+    let mut ws = async_tungstenite::tokio::accept_async(tcp).await.unwrap();
+    let Some(Ok(Message::Text(t))) = ws.next().await else {
+        panic!("recover_start");
+    };
+    assert!(matches!(
+        ClientFrame::from_bytes(t.as_bytes()),
+        Ok(ClientFrame::RecoverStart { .. })
+    ));
+    let key = key.unwrap_or_else(|| {
+        a2acp_runtime::keys::load(&staged)
+            .unwrap()
+            .public()
+            .to_bytes()
+    });
+    let info = RelayFrame::RecoverInfo {
+        address,
+        key,
+        binding_seq: 1,
+    };
+    let text = String::from_utf8(info.to_bytes()).unwrap();
+    ws.send(Message::Text(text.into())).await.unwrap();
+    // The statement (if any) is read, never answered.
+    let _ = tokio::time::timeout(std::time::Duration::from_millis(500), ws.next()).await;
+}
+
+per_runtime!(a_cut_after_the_statement_keeps_the_staged_key_and_the_next_run_finishes);
+
+/// The connection drops after the statement was sent: the relay may have installed it,
+/// so the staged key stays (and nothing else is written); the same command run again
+/// finds the relay on the staged key and finishes.
+async fn a_cut_after_the_statement_keeps_the_staged_key_and_the_next_run_finishes(rt: Runtime) {
+    let dir = tmp();
+    let a_addr = Address::parse("agent:alice@localhost").unwrap();
+    let phrase = recovery::to_words(&[42; 32]);
+    let hn = Home::new(dir.path().join("alice-new"));
+    let old = IdentityKey::from_seed([1; 32]).public().to_bytes();
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("ws://{}", listener.local_addr().unwrap());
+    let fake = tokio::spawn(cut_after_the_statement(
+        listener,
+        a_addr.clone(),
+        Some(old),
+        hn.recover_key(),
+    ));
+    let e = recover(rt, hn.clone(), a_addr.clone(), phrase.clone(), url)
+        .await
+        .unwrap_err();
+    fake.await.unwrap();
+    assert_eq!(e.reason(), "unanswered", "{e}");
+    assert!(e.to_string().contains("run the same command again"), "{e}");
+    assert!(hn.recover_key().exists(), "the staged key is kept");
+    assert!(!hn.config().exists() && !hn.key().exists(), "nothing else");
+    let staged = a2acp_runtime::keys::load(&hn.recover_key()).unwrap();
+
+    // Run again: the relay (this one says so) holds the staged key; it finishes.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("ws://{}", listener.local_addr().unwrap());
+    let fake = tokio::spawn(cut_after_the_statement(
+        listener,
+        a_addr.clone(),
+        None,
+        hn.recover_key(),
+    ));
+    let r = recover(rt, hn.clone(), a_addr.clone(), phrase, url)
+        .await
+        .unwrap();
+    fake.await.unwrap();
+    assert!(r.already, "{r:?}");
+    assert_eq!(r.key, staged.public().to_string());
+    assert!(!hn.recover_key().exists());
+    assert_eq!(
+        a2acp_runtime::keys::load(&hn.key())
+            .unwrap()
+            .public()
+            .to_string(),
+        r.key
+    );
+    assert!(hn.config().exists());
 }
