@@ -228,7 +228,7 @@ async fn cut_after_the_statement(
     staged: std::path::PathBuf,
 ) {
     use async_tungstenite::tungstenite::Message;
-    use futures_util::{SinkExt, StreamExt};
+    use futures_util::StreamExt;
     let (tcp, _) = listener.accept().await.unwrap();
     let mut ws = async_tungstenite::tokio::accept_async(tcp).await.unwrap();
     let Some(Ok(Message::Text(t))) = ws.next().await else {
