@@ -4,6 +4,8 @@
 //! | --- | --- |
 //! | `config.toml` | address, relay URL, profile, permission tiers, overrides, limits |
 //! | `identity.key` | the Ed25519 identity seed (mode 0600) |
+//! | `identity.next.key` | the new key of a rotation under way (mode 0600) |
+//! | `identity.recover.key` | the new key of a recovery under way (mode 0600) |
 //! | `agent.db` | SQLite: the core's records (threads, outbox, peers, settings), audit log, actions |
 //! | `agent.sock` | the control socket of a running agent |
 //! | `agent.log` | logs of an interactive `agent run` (the terminal shows prompts instead) |
@@ -53,6 +55,13 @@ impl Home {
     /// written before it is used; it replaces `identity.key` once the relay installed it.
     pub fn next_key(&self) -> PathBuf {
         self.dir.join("identity.next.key")
+    }
+
+    /// `identity.recover.key`: the new key of a recovery under way (`a2acp agent
+    /// recover`), written before the relay is asked; it becomes `identity.key` once the
+    /// relay installed the recovery.
+    pub fn recover_key(&self) -> PathBuf {
+        self.dir.join("identity.recover.key")
     }
 
     /// `agent.db`.

@@ -15,6 +15,7 @@
 
 pub mod agent;
 pub mod federation;
+pub mod recovery;
 pub mod relay;
 pub mod ws;
 

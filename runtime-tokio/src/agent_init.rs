@@ -9,8 +9,17 @@ use a2acp_runtime::agent_host::AgentHost;
 use a2acp_runtime::config::{AgentFile, RelayUrls};
 use a2acp_runtime::control::{self, Request};
 use a2acp_runtime::home::Home;
+use a2acp_runtime::recovery;
 use a2acp_runtime::store::Durability;
 use a2acp_tokio::agent::{self, RunOptions};
+
+/// How `agent init` reports: with a recovery key (`--no-recovery` to skip it), its QR
+/// code, and JSON for scripts.
+pub(crate) struct InitOutput {
+    pub(crate) recovery: bool,
+    pub(crate) qr: bool,
+    pub(crate) json: bool,
+}
 
 /// The relay `agent init` is given: its URL (or URLs, its doors) and, for a private CA,
 /// the CA's file.
@@ -30,7 +39,14 @@ pub(crate) async fn agent_init(
     profile: Option<PathBuf>,
     offline: bool,
     onboarded: Option<a2acp_runtime::onboarding::Onboarding>,
+    out: InitOutput,
 ) -> Result<ExitCode, String> {
+    let json = out.json;
+    let say = |line: String| {
+        if !json {
+            println!("{line}");
+        }
+    };
     let addr = Address::parse(address).map_err(|e| format!("--address `{address}`: {e}"))?;
     let relay = &target.urls;
     if addr.to_string() != address {
@@ -100,42 +116,92 @@ pub(crate) async fn agent_init(
         file.permissions = o.permissions;
     }
     file.write_new(&home.config()).map_err(|e| e.to_string())?;
-    println!("created {addr} in {}", home.dir().display());
-    println!(
+    say(format!("created {addr} in {}", home.dir().display()));
+    say(format!(
         "  identity key  {} (public {})",
         home.key().display(),
         key.public()
-    );
-    println!("  config        {} (onboarding defaults: ask first for everything except timezone and general area)", home.config().display());
+    ));
+    say(format!("  config        {} (onboarding defaults: ask first for everything except timezone and general area)", home.config().display()));
+    // The recovery key: its secret is shown at the end and never written; the agent gets
+    // its public part and binds it when it registers.
+    let recovery = match out.recovery {
+        true => Some(recovery::new_recovery_key().map_err(|e| e.to_string())?),
+        false => None,
+    };
+    let mut report = serde_json::json!({
+        "address": addr.to_string(),
+        "home": home.dir().display().to_string(),
+        "key": key.public().to_string(),
+    });
+    let show_recovery = |report: &mut serde_json::Value, bound: bool| {
+        let Some(r) = &recovery else {
+            say(
+                "  recovery key  none (--no-recovery; make one with `a2acp agent recovery-key`)"
+                    .into(),
+            );
+            return;
+        };
+        report["recovery"] = serde_json::json!({
+            "words": r.words,
+            "key": a2acp_core::encoding::b64_encode(&r.public),
+            "bound": bound,
+        });
+        say(match bound {
+            true => "  recovery key  bound at the relay".into(),
+            false => "  recovery key  bound at the relay on the first `a2acp agent run`".into(),
+        });
+        say(String::new());
+        say(recovery::render_words(&r.words, &addr, out.qr));
+    };
     if offline {
-        println!("  registration  on the first `a2acp agent run`");
+        if let Some(r) = &recovery {
+            let mut opened =
+                AgentHost::open_home(home, Durability::Full).map_err(|e| e.to_string())?;
+            recovery::bind(&mut opened.host, r.public).map_err(|e| e.to_string())?;
+        }
+        say("  registration  on the first `a2acp agent run`".into());
+        report["registered"] = false.into();
+        show_recovery(&mut report, false);
+        if json {
+            println!("{report}");
+        }
         return Ok(ExitCode::SUCCESS);
     }
-    let opened = AgentHost::open_home(home, Durability::Full).map_err(|e| e.to_string())?;
+    let mut opened = AgentHost::open_home(home, Durability::Full).map_err(|e| e.to_string())?;
+    if let Some(r) = &recovery {
+        recovery::bind(&mut opened.host, r.public).map_err(|e| e.to_string())?;
+    }
     let tls = opened.tls.clone();
     let mut options = RunOptions::new(relay, addr.user());
     options.tls = tls.clone();
     let h = agent::spawn(opened.host, opened.effects, options).map_err(|e| e.to_string())?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
     let mut registered = false;
+    let mut bound = recovery.is_none();
     let mut refused: Option<control::RefusedInfo> = None;
     let mut door = None;
-    while tokio::time::Instant::now() < deadline && !registered && refused.is_none() {
+    while tokio::time::Instant::now() < deadline && !(registered && bound) && refused.is_none() {
         if let Ok(r) = h.request(Request::Status).await {
             if let Ok(s) = serde_json::from_value::<control::StatusInfo>(r.data) {
                 registered = s.online;
                 refused = s.refused;
                 door = s.door;
+                bound = bound || s.recovery.is_some_and(|r| r.bound);
             }
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let _ = h.stop().await;
     match (registered, refused) {
-        (true, _) => println!(
-            "  registered    with {}",
-            door.as_deref().unwrap_or(relay.first())
-        ),
+        (true, _) => {
+            say(format!(
+                "  registered    with {}",
+                door.as_deref().unwrap_or(relay.first())
+            ));
+            report["registered"] = true.into();
+            show_recovery(&mut report, bound && recovery.is_some());
+        }
         (false, Some(r)) => {
             // Nothing of a home the relay refused stays behind.
             let agentic = home.dir().join(a2acp_runtime::agentic::DB_FILE);
@@ -175,11 +241,19 @@ pub(crate) async fn agent_init(
                 true => String::new(),
                 false => format!(" ({})", why.join("; ")),
             };
-            println!(
+            say(format!(
                 "  registration  {relay} not reachable now{why}; it happens on the first `a2acp agent run`"
-            )
+            ));
+            report["registered"] = false.into();
+            show_recovery(&mut report, false);
         }
     }
-    println!("next: a2acp agent run --home {}", home.dir().display());
+    say(format!(
+        "next: a2acp agent run --home {}",
+        home.dir().display()
+    ));
+    if json {
+        println!("{report}");
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -278,6 +278,54 @@ pub(crate) enum AgentCmd {
         /// Do not contact the relay now (registration happens on the first `agent run`).
         #[arg(long)]
         offline: bool,
+        /// Make no recovery key (tests, demos, throwaway agents): without one a lost
+        /// identity key loses the address for good. `a2acp agent recovery-key` makes one
+        /// later.
+        #[arg(long)]
+        no_recovery: bool,
+        /// The recovery words without their QR code.
+        #[arg(long)]
+        no_qr: bool,
+        /// Machine-readable output: one JSON object (the recovery words included) on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make a new recovery key for this agent, shown once as 24 words (and a QR code): it
+    /// replaces the one bound at the relay. For a person who lost their words but still
+    /// has the device. The agent may run (it binds the key at once) or not (at its next
+    /// run).
+    RecoveryKey {
+        /// The words without their QR code.
+        #[arg(long)]
+        no_qr: bool,
+        /// Machine-readable output: one JSON object, the words included.
+        #[arg(long)]
+        json: bool,
+    },
+    /// On a new device, when the old one (and its identity key) is lost: move your
+    /// address to a new identity key with your 24 recovery words. The home (--home) is
+    /// set up for `a2acp agent run`; your contacts' agents halt their threads with you and
+    /// ask their person to compare safety numbers before they accept the new key.
+    Recover {
+        /// The address to recover, agent:NAME@DOMAIN.
+        #[arg(long)]
+        address: String,
+        /// The 24 recovery words, in order (absent: read from stdin, which keeps them out
+        /// of the shell's history and the process list).
+        #[arg(long, value_name = "WORDS")]
+        recovery: Option<String>,
+        /// The relay the address is on, ws://HOST:PORT or wss://HOST[:PORT] (repeat it
+        /// for a relay of several nodes). Needed for a new home; a restored home keeps
+        /// its own.
+        #[arg(long, value_name = "URL")]
+        relay: Vec<String>,
+        /// For a wss:// relay whose certificate is issued by a private CA: that CA's
+        /// certificate(s), PEM.
+        #[arg(long)]
+        ca: Option<PathBuf>,
+        /// Machine-readable output (also for a refusal, with a non-zero exit code).
+        #[arg(long)]
+        json: bool,
     },
     /// Run the agent: connect, keep threads going, show prompts, serve the control socket.
     Run(RunArgs),

@@ -19,6 +19,7 @@ pub mod mcp;
 mod mcp_agentic;
 mod mcp_args;
 pub mod mcp_http;
+pub mod recovery;
 pub mod relay;
 pub mod term;
 pub mod ws;

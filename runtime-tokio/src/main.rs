@@ -10,11 +10,12 @@ use a2acp_tokio::agent::{self};
 use clap::Parser;
 
 mod agent_init;
+mod agent_recovery;
 mod cli;
 mod client;
 mod phase1;
 
-use agent_init::{agent_init, RelayTarget};
+use agent_init::{agent_init, InitOutput, RelayTarget};
 use cli::*;
 use client::{client, no_agent};
 use phase1::{phase1_own_id, phase1_send};
@@ -93,6 +94,9 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
             timezone,
             profile,
             offline,
+            no_recovery,
+            no_qr,
+            json,
         }) => {
             // What goes wrong is said by `agent init` itself (refusal, relay unreachable).
             init_tracing("error", None);
@@ -127,10 +131,28 @@ async fn run(cli: Cli) -> Result<ExitCode, String> {
                 }
             };
             let relay = RelayTarget { urls: relay, ca };
+            let out = InitOutput {
+                recovery: !no_recovery,
+                qr: !no_qr,
+                json,
+            };
             agent_init(
-                &home, &address, &relay, name, timezone, profile, offline, onboarded,
+                &home, &address, &relay, name, timezone, profile, offline, onboarded, out,
             )
             .await
+        }
+        Cmd::Agent(AgentCmd::RecoveryKey { no_qr, json }) => {
+            agent_recovery::recovery_key(&home, !no_qr, json).await
+        }
+        Cmd::Agent(AgentCmd::Recover {
+            address,
+            recovery,
+            relay,
+            ca,
+            json,
+        }) => {
+            init_tracing("error", None);
+            agent_recovery::recover(&home, &address, recovery, relay, ca.as_deref(), json).await
         }
         Cmd::Agent(AgentCmd::Run(a)) => agent_run(&home, &a).await,
         Cmd::Agent(AgentCmd::Backup {

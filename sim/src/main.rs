@@ -2,7 +2,7 @@
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use a2acp_sim::scenario::{self, SHIPPED};
 use a2acp_sim::swarm::{self, Params};
@@ -61,6 +61,9 @@ enum Cmd {
         /// For `swarm`: domains, one federating relay each (see `swarm --domains`).
         #[arg(long, default_value_t = 1)]
         domains: usize,
+        /// For `swarm`: key rotations too (see `swarm --rotations`).
+        #[arg(long)]
+        rotations: bool,
         /// Print only the result line and violations.
         #[arg(long, short)]
         quiet: bool,
@@ -102,6 +105,12 @@ enum Cmd {
         /// middle of a hand-over).
         #[arg(long, default_value_t = 1)]
         domains: usize,
+        /// Key rotations too (drawn from a stream of their own, so the worlds are
+        /// otherwise unchanged): each group's coordinator, and a quarter of the two-party
+        /// threads' initiators, run `keys rotate` in the middle of their thread; prints the
+        /// simulated time from each rotation to every peer re-pinned (median, worst).
+        #[arg(long)]
+        rotations: bool,
         /// Hide the progress bar.
         #[arg(long)]
         no_progress: bool,
@@ -182,6 +191,7 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
             groups,
             spaces,
             domains,
+            rotations,
             quiet,
         } => {
             let mut spec = if name == "swarm" {
@@ -199,6 +209,7 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
                         groups,
                         spaces,
                         domains: domains.max(1),
+                        rotations,
                     },
                 )
             } else if name == "relationship" {
@@ -219,6 +230,9 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
                     reason: e.to_string(),
                 })?;
                 eprintln!("wrote {f}");
+            }
+            if !report.rotations.is_empty() {
+                println!("{}", rotation_summary(&report.rotations));
             }
             if report.passed() {
                 if quiet {
@@ -242,6 +256,7 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
             groups,
             spaces,
             domains,
+            rotations,
             no_progress,
         } => {
             let range = swarm::parse_seeds(&seeds).ok_or_else(|| {
@@ -261,6 +276,7 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
                 groups,
                 spaces,
                 domains: domains.max(1),
+                rotations,
             };
             let bar = if no_progress {
                 indicatif::ProgressBar::hidden()
@@ -277,9 +293,11 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
             let mut failed = Vec::new();
             let mut events = 0u64;
             let (mut handed_over, mut links, mut relay_crashes) = (0u64, 0u64, 0u64);
+            let mut rotated = Vec::new();
             for seed in range.clone() {
                 let spec = swarm::generate(seed, p);
                 let (report, _, _) = Sim::new(spec, seed).run();
+                rotated.extend(report.rotations.iter().cloned());
                 events += report.stats.events;
                 handed_over += report.stats.handed_over;
                 links += report.stats.relay_links;
@@ -309,6 +327,9 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
                 println!(
                     "federation: {handed_over} packets handed over between relays, {links} relay links up, {relay_crashes} relay crashes"
                 );
+            }
+            if p.rotations {
+                println!("{}", rotation_summary(&rotated));
             }
             if failed.is_empty() {
                 Ok(ExitCode::SUCCESS)
@@ -352,6 +373,29 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
 fn cpu_nanos() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
     s.split_whitespace().next()?.parse().ok()
+}
+
+/// The rotation figure of a swarm: how many rotations, and the simulated time from `keys
+/// rotate` to every peer that had pinned the old key re-pinned the new one.
+fn rotation_summary(rs: &[a2acp_sim::world::RotationFigure]) -> String {
+    let with_peers: Vec<_> = rs.iter().filter(|r| r.peers > 0).collect();
+    let times: Vec<Duration> = with_peers.iter().filter_map(|r| r.to_all).collect();
+    let unfinished = with_peers.len() - times.len();
+    let fmt = |d: Duration| format!("{:.1} s", d.as_secs_f64());
+    let figure = match a2acp_sim::world::median_and_worst(&times) {
+        Some((median, worst)) => format!(
+            "every peer re-pinned after a median {} and at worst {} (simulated)",
+            fmt(median),
+            fmt(worst)
+        ),
+        None => "no rotation with peers finished".into(),
+    };
+    format!(
+        "key rotations: {} ({} with peers that had pinned the old key, {} peers in all); {figure}; {unfinished} not re-pinned by every peer when the run ended",
+        rs.len(),
+        with_peers.len(),
+        with_peers.iter().map(|r| r.peers).sum::<usize>()
+    )
 }
 
 /// One measured swarm run.
@@ -449,6 +493,7 @@ fn bench(agents: usize, threads: usize, seed: u64) -> Result<(), SimError> {
         groups: false,
         spaces: false,
         domains: 1,
+        rotations: false,
     };
     Measured::run(p, seed).print("swarm 50 agents / 500 threads");
     // 2. The large swarm.
@@ -461,6 +506,7 @@ fn bench(agents: usize, threads: usize, seed: u64) -> Result<(), SimError> {
         groups: false,
         spaces: false,
         domains: 1,
+        rotations: false,
     };
     Measured::run(p, seed).print(&format!("swarm {agents} agents / {threads} threads"));
     // 3. §11.2: first contact vs established relationship.

@@ -69,6 +69,7 @@ pub const SHIPPED: &[(&str, &str)] = &[
         include_str!("../scenarios/group_key_rotation.toml"),
     ),
     ("device_swap", include_str!("../scenarios/device_swap.toml")),
+    ("lost_device", include_str!("../scenarios/lost_device.toml")),
     ("wake_up", include_str!("../scenarios/wake_up.toml")),
     (
         "llm_failures",
@@ -365,6 +366,15 @@ pub enum ScriptAction {
     /// Rotate the agent's own identity key (SPEC-NOTES "Key rotation"): a new key drawn
     /// from the run's seed, handed to the agent as its runtime would.
     RotateKey,
+    /// Give the agent its recovery key (SPEC-NOTES "Recovery"; `a2acp agent init`): its
+    /// public part, of a seed drawn from the run's seed, bound at the relay.
+    RecoveryKey,
+    /// The device is lost: the agent stops, its records and its identity key are gone.
+    LoseDevice,
+    /// A new device recovers the address with the recovery words (`a2acp agent recover`):
+    /// a new key, the statement sent to the relay on a connection of its own, then the
+    /// agent starts from empty records on the new key and binds the recovery key again.
+    Recover,
     /// Back the agent up: a snapshot of its persisted records now (`a2acp agent backup`).
     Backup,
     /// Move the agent to a new device: the old device goes away (its connection closes,

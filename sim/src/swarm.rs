@@ -59,6 +59,14 @@ pub struct Params {
     /// at a hand-over). Threads and groups are drawn as in a world of one domain, so
     /// they mix same-domain and cross-domain peers.
     pub domains: usize,
+    /// Key rotations (§16, issue 34 part 5) too, drawn from a stream of their own
+    /// ("swarm-rotations", so a world without them is exactly the world of the same seed
+    /// without the flag): every group's coordinator runs `keys rotate` between 1 s and
+    /// 2 min after its group starts (in the middle of the group thread), and a quarter of
+    /// the two-party threads' initiators do so after theirs. The report measures the
+    /// simulated time from each rotation to every peer that had pinned the old key
+    /// re-pinned the new one.
+    pub rotations: bool,
 }
 
 impl Default for Params {
@@ -72,6 +80,7 @@ impl Default for Params {
             groups: false,
             spaces: false,
             domains: 1,
+            rotations: false,
         }
     }
 }
@@ -573,6 +582,9 @@ pub fn generate(seed: u64, p: Params) -> Spec {
     };
     add_sequential(seed, &mut groups, &mut agents);
     add_transfers(seed, &groups, &mut commands);
+    if p.rotations {
+        add_rotations(seed, &threads, &groups, &mut commands);
+    }
     let spaces = if p.spaces {
         add_spaces(seed, run_for, agents.len(), &mut commands)
     } else {
@@ -775,6 +787,34 @@ fn add_transfers(seed: u64, groups: &[GroupSpec], commands: &mut Vec<CommandSpec
             agent: g.coordinator,
             action: ScriptAction::TransferCoordinator { group: i, to },
         });
+    }
+}
+
+/// Key rotations, drawn from a stream of their own ("swarm-rotations"): each group's
+/// coordinator rotates between 1 s and 2 min after its group starts, and a quarter of the
+/// two-party threads' initiators between 1 s and 2 min after theirs.
+fn add_rotations(
+    seed: u64,
+    threads: &[ThreadSpec],
+    groups: &[GroupSpec],
+    commands: &mut Vec<CommandSpec>,
+) {
+    let mut r = Rng::new(seed, "swarm-rotations");
+    for g in groups {
+        commands.push(CommandSpec {
+            at: g.at + ms(r.between(1_000, 120_000)),
+            agent: g.coordinator,
+            action: ScriptAction::RotateKey,
+        });
+    }
+    for t in threads {
+        if r.chance(0.25) {
+            commands.push(CommandSpec {
+                at: t.at + ms(r.between(1_000, 120_000)),
+                agent: t.from,
+                action: ScriptAction::RotateKey,
+            });
+        }
     }
 }
 
@@ -1001,7 +1041,7 @@ pub fn parse_seeds(s: &str) -> Option<std::ops::Range<u64>> {
 /// The command that reproduces one swarm world with its transcript.
 pub fn reproduce_command(seed: u64, p: Params) -> String {
     format!(
-        "a2acp-sim run swarm --seed {seed} --agents {} --threads {}{}{}{}{}{}{}",
+        "a2acp-sim run swarm --seed {seed} --agents {} --threads {}{}{}{}{}{}{}{}",
         p.agents,
         p.threads,
         if p.domains > 1 {
@@ -1011,6 +1051,7 @@ pub fn reproduce_command(seed: u64, p: Params) -> String {
         },
         if p.groups { " --groups" } else { "" },
         if p.spaces { " --spaces" } else { "" },
+        if p.rotations { " --rotations" } else { "" },
         if p.faults { "" } else { " --no-faults" },
         if p.calm { " --calm" } else { "" },
         if p.long_offline {

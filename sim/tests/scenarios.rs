@@ -40,6 +40,7 @@ fn same_seed_same_transcript() {
         "lossy_network",
         "device_swap",
         "wake_up",
+        "lost_device",
     ] {
         let (_, a) = run(name, 7);
         let (_, b) = run(name, 7);

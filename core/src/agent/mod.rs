@@ -97,6 +97,7 @@ pub use events::{
 pub use group::{Group, GroupMember, GroupProposal, Sequence};
 pub use introductions::Introduction;
 pub use io::*;
+pub use link::key_recovery::RecoveryKeyState;
 pub use link::records::RestoreError;
 pub use link::{FirstPacket, LinkRefusal, REGISTRATION_RETRY};
 pub use memory::reputation::Reputation;

@@ -139,6 +139,7 @@ impl AgentHost {
                 Err(e) => (Response::err(format!("`{address}`: {e}")), Vec::new()),
             },
             Request::KeyRotate => self.key_rotate(now)?,
+            Request::RecoveryKey { recovery_key } => self.recovery_key(now, &recovery_key)?,
             Request::KeyAccept {
                 address,
                 safety_number,

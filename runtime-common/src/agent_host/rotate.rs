@@ -179,3 +179,40 @@ impl AgentHost {
         }
     }
 }
+
+impl AgentHost {
+    /// `recovery_key`: binds the recovery key whose public part (base64url) is given.
+    pub(super) fn recovery_key(
+        &mut self,
+        now: Timestamp,
+        public: &str,
+    ) -> Result<(Response, Vec<Effect>), HostError> {
+        let key = match a2acp_core::encoding::b64_decode(public)
+            .and_then(|b| <[u8; 32]>::try_from(b.as_slice()).ok())
+            .filter(|k| a2acp_core::crypto::PublicKey::from_bytes(k).is_ok())
+        {
+            Some(k) => k,
+            None => {
+                return Ok((
+                    Response::err(format!(
+                        "`{public}` is not a public key (32 bytes, base64url); nothing changed"
+                    )),
+                    Vec::new(),
+                ))
+            }
+        };
+        let e = self.handle(
+            now,
+            Input::Command(Command::BindRecovery { recovery_key: key }),
+        )?;
+        let seq = self.agent.recovery_key_state().map_or(0, |r| r.seq);
+        Ok((
+            Response::ok(serde_json::json!({
+                "state": "started",
+                "seq": seq,
+                "online": self.agent.is_online(),
+            })),
+            e,
+        ))
+    }
+}

@@ -88,6 +88,13 @@ impl AgentHost {
                     failed: s.failed,
                 }
             }),
+            recovery: a
+                .recovery_key_state()
+                .map(|r| crate::control::RecoveryInfo {
+                    key: a2acp_core::encoding::b64_encode(&r.recovery_key),
+                    seq: r.seq,
+                    bound: r.bound,
+                }),
         }
     }
 

@@ -137,6 +137,14 @@ pub fn render_status(s: &StatusInfo) -> String {
             t.queued, t.delivered, t.dropped, t.failed
         ));
     }
+    out.push_str(&match &s.recovery {
+        Some(r) if r.bound => format!("\n  recovery key: bound at the relay (binding {})", r.seq),
+        Some(r) => format!(
+            "\n  recovery key: not yet confirmed by the relay (binding {}; sent when the agent is online)",
+            r.seq
+        ),
+        None => "\n  recovery key: none (make one with `a2acp agent recovery-key`)".into(),
+    });
     out
 }
 

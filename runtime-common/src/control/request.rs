@@ -301,6 +301,14 @@ pub enum Request {
     /// sign. Answered once the relay installed or refused it, or
     /// [`ROTATE_WAIT`](crate::daemon::ROTATE_WAIT) later with `state: "pending"`.
     KeyRotate,
+    /// Bind a new recovery key (`a2acp agent recovery-key`; SPEC-NOTES "Recovery"): its
+    /// public part (base64url) replaces the one bound before; the secret stays with the
+    /// command that made it. Answered at once (`state: "started"`); `status` shows when
+    /// the relay confirmed it.
+    RecoveryKey {
+        /// The recovery key's public part, base64url.
+        recovery_key: String,
+    },
     /// The §7.2 suggestions that still apply (`a2acp suggestions`), oldest first.
     Suggestions,
     /// Accept a §7.2 suggestion by its number (`a2acp suggestions accept N`): "always

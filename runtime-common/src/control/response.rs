@@ -121,6 +121,20 @@ pub struct StatusInfo {
     /// The transparency channel's counters, if it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transparency: Option<TransparencyInfo>,
+    /// This agent's recovery key at its relay, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<RecoveryInfo>,
+}
+
+/// This agent's recovery key (its public part) and its binding at the relay.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoveryInfo {
+    /// The recovery key's public part, base64url.
+    pub key: String,
+    /// The number of the binding last signed.
+    pub seq: u64,
+    /// The relay confirmed that binding.
+    pub bound: bool,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -261,6 +261,7 @@ fn status_names_the_door_the_agent_is_on() {
         door: Some("ws://b:7447".into()),
         audit_lost: 0,
         transparency: None,
+        recovery: None,
     };
     assert!(
         render_status(&s).contains("relay: online at ws://b:7447"),

@@ -164,6 +164,18 @@ impl Checker {
         self.refused.insert((node, pid.to_string()));
     }
 
+    /// Agent `node`'s device is lost with its records and key: what the relay accepted
+    /// for it until now went with the device, and counts as refused by its recipient (the
+    /// sender's side closes when its user accepts the recovered key), not as lost by the
+    /// protocol.
+    pub fn device_lost(&mut self, node: usize) {
+        if let Some(pids) = self.accepted.get(&node) {
+            for pid in pids {
+                self.refused.insert((node, pid.clone()));
+            }
+        }
+    }
+
     /// Final audit: every accepted packet reached its recipient's logic (or was refused).
     /// `final_received` is each agent's persisted set of received ids at the end.
     pub fn final_audit(

@@ -797,6 +797,9 @@ fn resolve(raw: RawScenario, file: &str) -> Result<Spec, SimError> {
             }
             "rotate_key" => ScriptAction::RotateKey,
             "backup" => ScriptAction::Backup,
+            "recovery_key" => ScriptAction::RecoveryKey,
+            "lose_device" => ScriptAction::LoseDevice,
+            "recover" => ScriptAction::Recover,
             "new_device" => ScriptAction::NewDevice,
             "old_device_returns" => ScriptAction::OldDeviceReturns,
             "other_device_returns" => ScriptAction::OtherDeviceReturns,

@@ -47,6 +47,8 @@ pub(super) struct Node {
     pub(super) backup: Option<Records>,
     /// The records of the device set aside by a device swap (`device.rs`).
     pub(super) other_device: Option<Records>,
+    /// The device was lost (`lose_device`): nothing restarts it until a recovery.
+    pub(super) lost: bool,
 }
 
 impl Node {
@@ -60,6 +62,7 @@ impl Node {
             identity,
             identity_gen: 0,
             store: Records::new(),
+            lost: false,
             conn: None,
             suspended: false,
             deferred: Vec::new(),
@@ -608,11 +611,17 @@ impl Sim {
                     &format!("identity/{name}/{}", self.nodes[c.agent].identity_gen),
                 );
                 self.nodes[c.agent].identity = seed;
+                self.keys.rotated(c.agent, self.now);
                 Command::RotateKey {
                     new: Box::new(a2acp_core::crypto::IdentityKey::from_seed(seed)),
                 }
             }
             ScriptAction::Backup => return self.backup(c.agent),
+            ScriptAction::RecoveryKey => Command::BindRecovery {
+                recovery_key: self.recovery_key(c.agent).public().to_bytes(),
+            },
+            ScriptAction::LoseDevice => return self.lose_device(c.agent),
+            ScriptAction::Recover => return self.recover(c.agent),
             ScriptAction::NewDevice => return self.new_device(c.agent),
             ScriptAction::OldDeviceReturns => return self.device_returns(c.agent, true),
             ScriptAction::OtherDeviceReturns => return self.device_returns(c.agent, false),

@@ -65,7 +65,18 @@ impl Sim {
             } => {
                 self.group_log.entry(group_id.clone()).or_default().reached |= *reached;
             }
-            AgentEvent::KeyChanged { peer, .. }
+            AgentEvent::KeyPinned { peer } => {
+                if let Some(&node) = self.by_address.get(peer) {
+                    self.keys.pinned(node, i);
+                }
+            }
+            AgentEvent::KeyRotated { peer, .. } => {
+                if let Some(&node) = self.by_address.get(peer) {
+                    let names = self.names();
+                    self.keys.repinned(node, i, self.now, &names);
+                }
+            }
+            AgentEvent::KeyChanged { peer, .. } | AgentEvent::PeerRecovered { peer, .. }
                 if self.spec.agents[i].user.key_change == KeyChangePolicy::Accept =>
             {
                 let (lo, hi) = self.spec.agents[i].user.delay;

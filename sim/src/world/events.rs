@@ -59,6 +59,16 @@ pub(super) enum Ev {
         node: usize,
         peer: Address,
     },
+    /// A frame of a new device's recovery exchange reaches the relay.
+    RecoverToRelay {
+        relay: usize,
+        conn: ConnId,
+        bytes: Vec<u8>,
+    },
+    /// The relay installed a new device's recovery: the agent starts on the new key.
+    DeviceRecovered {
+        node: usize,
+    },
     AcceptSuggestion {
         node: usize,
         command: Command,
@@ -347,6 +357,16 @@ impl Sim {
                 }
                 self.answer_prompt(node, prompt);
             }
+            Ev::RecoverToRelay { relay, conn, bytes } => {
+                self.feed_relay(
+                    relay,
+                    a2acp_core::relay::RelayInput::Bytes {
+                        conn,
+                        bytes: &bytes,
+                    },
+                );
+            }
+            Ev::DeviceRecovered { node } => self.device_recovered(node),
             Ev::AcceptKey { node, peer } => {
                 if self.defer_if_away(node, || Ev::AcceptKey {
                     node,
@@ -449,7 +469,13 @@ impl Sim {
             }
             Ev::Command(i) => {
                 let node = self.spec.commands[i].agent;
-                if self.defer_if_away(node, || Ev::Command(i)) {
+                // A device lost or recovered is not the running agent's to wait for.
+                let device = matches!(
+                    self.spec.commands[i].action,
+                    crate::scenario::ScriptAction::LoseDevice
+                        | crate::scenario::ScriptAction::Recover
+                );
+                if !device && self.defer_if_away(node, || Ev::Command(i)) {
                     return;
                 }
                 self.scripted_command(i);

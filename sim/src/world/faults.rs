@@ -51,7 +51,7 @@ impl Sim {
     }
 
     pub(super) fn restart_agent(&mut self, i: usize) {
-        if self.nodes[i].agent.is_some() {
+        if self.nodes[i].agent.is_some() || self.nodes[i].lost {
             return;
         }
         let config = self.spec.agents[i].config.clone();

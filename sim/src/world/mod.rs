@@ -40,7 +40,11 @@ mod faults;
 mod federation;
 mod network;
 mod queue;
+mod recovery;
 mod relay_node;
+mod rotation;
+
+pub use self::rotation::{median_and_worst, RotationFigure};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
@@ -164,6 +168,8 @@ pub struct Report {
     pub first_resolution: Vec<(usize, u32, u32)>,
     /// Metrics of the group threads the scenario started.
     pub groups: Vec<GroupMetrics>,
+    /// Each key rotation and the time to every peer re-pinned.
+    pub rotations: Vec<RotationFigure>,
 }
 
 impl Report {
@@ -205,6 +211,10 @@ pub struct Sim {
     /// The spaces the scenario created: index → space id.
     spaces: BTreeMap<usize, String>,
     group_log: BTreeMap<String, GroupLog>,
+    keys: rotation::KeyLog,
+    /// New devices' recovery exchanges under way: connection → (node, the exchange, its
+    /// new key's seed).
+    recovering: BTreeMap<ConnId, (usize, a2acp_core::recover_client::RecoverClient, [u8; 32])>,
     transcript: Vec<Line>,
     record: bool,
     checker: Checker,
@@ -278,6 +288,8 @@ impl Sim {
             groups: BTreeMap::new(),
             spaces: BTreeMap::new(),
             group_log: BTreeMap::new(),
+            keys: rotation::KeyLog::default(),
+            recovering: BTreeMap::new(),
             transcript: Vec::new(),
             record,
             checker: Checker::new(markers),
@@ -337,8 +349,14 @@ impl Sim {
             finals,
             first_resolution,
             groups,
+            rotations: self.keys.figures(&self.names()),
         };
         (report, text, std::mem::take(&mut self.transcript))
+    }
+
+    /// The agents' names, by node.
+    fn names(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.name.clone()).collect()
     }
 
     /// Splits violations into (known issues, failures); a known issue that did not

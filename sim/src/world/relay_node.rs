@@ -184,6 +184,9 @@ impl Sim {
                 store(&mut self.relays[r].store, op);
             }
             RelayOutput::Send { conn, bytes } => {
+                if self.recovering.contains_key(&conn) {
+                    return self.recovery_frame(r, conn, &bytes);
+                }
                 let Some(c) = self.conns.get(&conn) else {
                     return;
                 };

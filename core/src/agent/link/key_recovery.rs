@@ -30,7 +30,32 @@ pub(in crate::agent) struct OwnRecovery {
     pub(in crate::agent) bound: bool,
 }
 
+/// The state of this agent's recovery key at its relay (public part only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecoveryKeyState {
+    /// The recovery key's public part.
+    pub recovery_key: [u8; 32],
+    /// The number of the binding last signed.
+    pub seq: u64,
+    /// The relay confirmed that binding.
+    pub bound: bool,
+}
+
 impl Agent {
+    /// This agent's recovery key and whether the relay holds its binding (`None`: no
+    /// recovery key was given, [`Command::BindRecovery`]).
+    pub fn recovery_key_state(&self) -> Option<RecoveryKeyState> {
+        self.shared
+            .meta
+            .recovery
+            .as_ref()
+            .map(|r| RecoveryKeyState {
+                recovery_key: r.recovery_key,
+                seq: r.seq,
+                bound: r.bound,
+            })
+    }
+
     /// [`Command::BindRecovery`]: binds `recovery_key` (replacing any bound before).
     pub(in crate::agent) fn bind_recovery(&mut self, recovery_key: [u8; 32]) {
         let current = self.shared.identity.public_ref().to_bytes();
