@@ -35,8 +35,7 @@ impl Relay {
                 self.close(conn, ErrorCode::Timeout);
                 self.push_event(RelayEvent::ConnectionDead { conn });
             } else {
-                // Early: frames came since it was filed (they leave it in place: an
-                // entry is never later than its connection's deadline); re-file it.
+                // Stale entry (cannot happen: entries are kept current); re-arm.
                 let d = self.deadline_of(c);
                 if let Some(c) = self.conns.get_mut(&conn) {
                     c.deadline = d;

@@ -237,8 +237,7 @@ enum Phase {
 struct Conn {
     phase: Phase,
     last_seen: Timestamp,
-    /// This connection's entry in [`Relay::deadlines`]: never later than its deadline
-    /// ([`Relay::deadline_of`]), earlier when frames came since it was filed.
+    /// This connection's entry in [`Relay::deadlines`].
     deadline: Timestamp,
     /// Where it comes from.
     source: Source,
@@ -539,13 +538,10 @@ impl Relay {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
-        // Its entry in `deadlines` stays where it is: a frame only moves the silence
-        // deadline later, and an entry found early when it fires is re-filed from
-        // `last_seen` then ([`Relay::on_timeout`]) — one re-filing per silence period of
-        // a busy connection rather than one per frame.
         if now > c.last_seen {
             c.last_seen = now;
         }
+        self.reschedule(conn);
         if self.pay_frame(now, conn, &parsed) {
             if self.is_parked(conn) {
                 // Behind a frame waiting for the cluster's store: in order, later.
