@@ -159,10 +159,13 @@ pub struct Access {
     /// The CSRF token of a loopback listener.
     csrf: String,
     /// Session → its CSRF token, oldest first by creation.
-    sessions: Mutex<(BTreeMap<String, (u64, String)>, u64)>,
+    sessions: Mutex<Sessions>,
     /// When recent wrong codes were entered.
     failures: Mutex<VecDeque<Instant>>,
 }
+
+/// Session → (its order of creation, its CSRF token); and the last order given.
+type Sessions = (BTreeMap<String, (u64, String)>, u64);
 
 /// What a pairing attempt came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -245,7 +248,10 @@ impl Access {
         let n = m.1;
         m.0.insert(session.clone(), (n, random_hex(16)));
         if m.0.len() > MAX_SESSIONS {
-            if let Some(oldest) = m.0.iter().min_by_key(|(_, (n, _))| *n).map(|(k, _)| k.clone())
+            if let Some(oldest) =
+                m.0.iter()
+                    .min_by_key(|(_, (n, _))| *n)
+                    .map(|(k, _)| k.clone())
             {
                 m.0.remove(&oldest);
             }

@@ -33,7 +33,8 @@ pub struct Web {
 impl Web {
     /// Binds `--web ADDR` (and draws the pairing code when it is off loopback).
     pub fn bind(o: &WebOptions) -> Result<Web, String> {
-        let l = std::net::TcpListener::bind(&o.listen).map_err(|e| format!("--web {}: {e}", o.listen))?;
+        let l = std::net::TcpListener::bind(&o.listen)
+            .map_err(|e| format!("--web {}: {e}", o.listen))?;
         l.set_nonblocking(true)
             .map_err(|e| format!("--web {}: {e}", o.listen))?;
         let addr = l.local_addr().map_err(|e| e.to_string())?;
@@ -42,6 +43,11 @@ impl Web {
             addr,
             access: Arc::new(Access::new(&addr)),
         })
+    }
+
+    /// The pairing code, off loopback (printed once at start).
+    pub fn pairing_code(&self) -> Option<String> {
+        self.access.code().map(str::to_string)
     }
 
     /// Where it listens.
@@ -67,7 +73,9 @@ impl Web {
 
     /// Binds `--web` when the options ask for it and says where the page is (on the
     /// terminal when it shows prompts, else on stdout).
-    pub fn for_run(opts: &crate::daemon::RunOptions) -> Result<Option<Web>, crate::daemon::AgentError> {
+    pub fn for_run(
+        opts: &crate::daemon::RunOptions,
+    ) -> Result<Option<Web>, crate::daemon::AgentError> {
         let Some(o) = &opts.web else { return Ok(None) };
         let w = Web::bind(o).map_err(|message| crate::daemon::AgentError::Control {
             path: std::path::PathBuf::from(&o.listen),
@@ -107,7 +115,10 @@ impl Web {
     }
 
     /// Serves the page on a thread of its own running tokio (for the smol binding).
-    pub fn spawn_thread(self, ctl: flume::Sender<Ctl>) -> std::io::Result<std::thread::JoinHandle<()>> {
+    pub fn spawn_thread(
+        self,
+        ctl: flume::Sender<Ctl>,
+    ) -> std::io::Result<std::thread::JoinHandle<()>> {
         crate::tokio_thread::spawn(
             "a2acp-web",
             |e| tracing::warn!("consent page: {e}"),
@@ -144,7 +155,10 @@ fn refuse(status: StatusCode, why: &str) -> HttpResponse<Body> {
 fn guard(mut r: HttpResponse<Body>) -> HttpResponse<Body> {
     let h = r.headers_mut();
     h.insert("content-security-policy", HeaderValue::from_static(CSP));
-    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    h.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
     h.insert("x-frame-options", HeaderValue::from_static("DENY"));
     h.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
     h.insert("cache-control", HeaderValue::from_static("no-store"));
@@ -175,13 +189,18 @@ async fn route(state: &Arc<State>, req: HttpRequest<Incoming>) -> HttpResponse<B
                 "text/html; charset=utf-8",
                 PAGE_HTML.replace("{{CSRF}}", &t),
             ),
-            None => full(StatusCode::OK, "text/html; charset=utf-8", PAIR_HTML.replace("{{MESSAGE}}", "")),
+            None => full(
+                StatusCode::OK,
+                "text/html; charset=utf-8",
+                PAIR_HTML.replace("{{MESSAGE}}", ""),
+            ),
         },
         (&Method::POST, "/pair") => {
-            let bytes = match crate::http_door::read_body(&parts.headers, body, 1024, BODY_TIMEOUT).await {
-                Ok(b) => b,
-                Err(e) => return refuse(e.status(), &e.to_string()),
-            };
+            let bytes =
+                match crate::http_door::read_body(&parts.headers, body, 1024, BODY_TIMEOUT).await {
+                    Ok(b) => b,
+                    Err(e) => return refuse(e.status(), &e.to_string()),
+                };
             let given = form_value(&bytes, "code").unwrap_or_default();
             match state.access.pair(&given, Instant::now()) {
                 Pairing::Paired(s) => {
@@ -190,12 +209,14 @@ async fn route(state: &Arc<State>, req: HttpRequest<Incoming>) -> HttpResponse<B
                     if let Ok(v) = HeaderValue::from_str(&c) {
                         r.headers_mut().insert("set-cookie", v);
                     }
-                    r.headers_mut().insert("location", HeaderValue::from_static("/"));
+                    r.headers_mut()
+                        .insert("location", HeaderValue::from_static("/"));
                     r
                 }
                 Pairing::NotNeeded => {
                     let mut r = full(StatusCode::SEE_OTHER, "text/plain", "no pairing needed");
-                    r.headers_mut().insert("location", HeaderValue::from_static("/"));
+                    r.headers_mut()
+                        .insert("location", HeaderValue::from_static("/"));
                     r
                 }
                 Pairing::Wrong => full(
@@ -215,7 +236,10 @@ async fn route(state: &Arc<State>, req: HttpRequest<Incoming>) -> HttpResponse<B
         }
         (&Method::POST, "/api/control") => {
             if state.access.csrf_for(cookie).is_none() {
-                return refuse(StatusCode::UNAUTHORIZED, "pair this browser first (open the page and enter the pairing code)");
+                return refuse(
+                    StatusCode::UNAUTHORIZED,
+                    "pair this browser first (open the page and enter the pairing code)",
+                );
             }
             if !state.access.csrf_ok(cookie, header(CSRF_HEADER)) {
                 return refuse(
@@ -224,21 +248,34 @@ async fn route(state: &Arc<State>, req: HttpRequest<Incoming>) -> HttpResponse<B
                 );
             }
             if !header(CONTENT_TYPE.as_str()).is_some_and(|t| t.starts_with("application/json")) {
-                return refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, "the body must be application/json");
+                return refuse(
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    "the body must be application/json",
+                );
             }
-            let bytes = match crate::http_door::read_body(&parts.headers, body, MAX_BODY, BODY_TIMEOUT).await {
-                Ok(b) => b,
-                Err(e) => return refuse(e.status(), &e.to_string()),
-            };
+            let bytes =
+                match crate::http_door::read_body(&parts.headers, body, MAX_BODY, BODY_TIMEOUT)
+                    .await
+                {
+                    Ok(b) => b,
+                    Err(e) => return refuse(e.status(), &e.to_string()),
+                };
             let req: Request = match serde_json::from_slice(&bytes) {
                 Ok(r) => r,
                 Err(e) => return refuse(StatusCode::BAD_REQUEST, &format!("not a request: {e}")),
             };
             if !allowed(&req) {
-                return refuse(StatusCode::FORBIDDEN, "this request is not available from the page (use the a2acp command)");
+                return refuse(
+                    StatusCode::FORBIDDEN,
+                    "this request is not available from the page (use the a2acp command)",
+                );
             }
             match crate::daemon::request(&state.ctl, req).await {
-                Ok(r) => full(StatusCode::OK, "application/json", serde_json::to_vec(&r).unwrap_or_default()),
+                Ok(r) => full(
+                    StatusCode::OK,
+                    "application/json",
+                    serde_json::to_vec(&r).unwrap_or_default(),
+                ),
                 Err(e) => refuse(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
             }
         }
@@ -278,7 +315,10 @@ fn events(state: &Arc<State>) -> HttpResponse<Body> {
     let n = state.streams.fetch_add(1, Ordering::SeqCst);
     if n >= MAX_STREAMS {
         state.streams.fetch_sub(1, Ordering::SeqCst);
-        return refuse(StatusCode::SERVICE_UNAVAILABLE, "too many pages are open on this agent; close one");
+        return refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many pages are open on this agent; close one",
+        );
     }
     struct Slot(Arc<AtomicUsize>);
     impl Drop for Slot {
@@ -294,8 +334,11 @@ fn events(state: &Arc<State>) -> HttpResponse<Body> {
         let started = tokio::time::Instant::now();
         let mut last = String::new();
         let mut quiet = 0u32;
-        while started.elapsed() < STREAM_MAX {
-            let Some(s) = snapshot(&ctl).await else { return };
+        // A page closed drops its stream's receiver: its slot is freed at the next poll.
+        while started.elapsed() < STREAM_MAX && !tx.is_disconnected() {
+            let Some(s) = snapshot(&ctl).await else {
+                return;
+            };
             let text = s.to_string();
             let frame = if text != last {
                 last = text;
@@ -303,7 +346,9 @@ fn events(state: &Arc<State>) -> HttpResponse<Body> {
                 Some(format!("event: state\ndata: {last}\n\n"))
             } else {
                 quiet += 1;
-                (quiet % 60 == 0).then(|| ": still here\n\n".to_string())
+                quiet
+                    .is_multiple_of(60)
+                    .then(|| ": still here\n\n".to_string())
             };
             if let Some(f) = frame {
                 // A reader that does not keep up is dropped, not buffered for.
