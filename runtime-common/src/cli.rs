@@ -471,6 +471,11 @@ pub struct RunArgs {
     /// for that actor, and reaches only the projects named, or all).
     #[arg(long, value_name = "FILE", requires = "agentic_listen")]
     pub agentic_token_file: Option<PathBuf>,
+    /// Serve the consent page here (answer prompts from a browser): a loopback address
+    /// (`127.0.0.1:7420`), or any other address, which a browser then pairs with the
+    /// code printed at start (for a phone on the same network).
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:7420")]
+    pub web: Option<String>,
 }
 
 /// An agent ready to be spawned by a binding.
@@ -519,6 +524,11 @@ pub fn prepare_agent_run(home: &Home, args: &RunArgs) -> Result<ReadyAgent, Stri
             tokens,
             db: home.dir().join(crate::agentic::DB_FILE),
             limits: crate::agentic::AgenticLimits::default(),
+        });
+    }
+    if let Some(listen) = &args.web {
+        o.web = Some(crate::web::WebOptions {
+            listen: listen.clone(),
         });
     }
     if interactive {

@@ -94,6 +94,7 @@ mod tokio_thread;
 pub mod transcript;
 pub mod transparency;
 pub mod wake_up;
+pub mod web;
 pub mod ws;
 pub mod ws_accepted;
 

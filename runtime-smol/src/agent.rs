@@ -53,9 +53,15 @@ pub struct AgentHandle {
     ctl: flume::Sender<Ctl>,
     events: Subscribers,
     task: Task<Result<(), AgentError>>,
+    web: Option<std::net::SocketAddr>,
 }
 
 impl AgentHandle {
+    /// Where the consent page listens (`--web`), if it was asked for.
+    pub fn web_addr(&self) -> Option<std::net::SocketAddr> {
+        self.web
+    }
+
     /// Sends a control request.
     pub async fn request(&self, req: Request) -> Result<Response, AgentError> {
         daemon::request(&self.ctl, req).await
@@ -113,6 +119,17 @@ pub fn spawn(
         }
         None => None,
     };
+    // The page is served by hyper, on a thread of its own running tokio; it ends with
+    // the process (its requests fail once the agent is gone).
+    let web = a2acp_runtime::web::Web::for_run(&opts)?;
+    let web_addr = web.as_ref().map(|w| w.addr());
+    if let Some(w) = web {
+        w.spawn_thread(ctl_tx.clone())
+            .map_err(|e| AgentError::Control {
+                path: std::path::PathBuf::from("--web"),
+                message: e.to_string(),
+            })?;
+    }
     let ev = events.clone();
     let ctl2 = ctl_tx.clone();
     let task = smol::spawn(async move {
@@ -147,6 +164,7 @@ pub fn spawn(
         ctl: ctl_tx,
         events,
         task,
+        web: web_addr,
     })
 }
 

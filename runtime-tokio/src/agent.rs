@@ -25,6 +25,7 @@ pub struct AgentHandle {
     task: JoinHandle<Result<(), AgentError>>,
     a2a: Option<std::net::SocketAddr>,
     agentic: Option<std::net::SocketAddr>,
+    web: Option<std::net::SocketAddr>,
 }
 
 impl AgentHandle {
@@ -37,6 +38,11 @@ impl AgentHandle {
     /// for.
     pub fn agentic_addr(&self) -> Option<std::net::SocketAddr> {
         self.agentic
+    }
+
+    /// Where the consent page listens (`--web`), if it was asked for.
+    pub fn web_addr(&self) -> Option<std::net::SocketAddr> {
+        self.web
     }
 
     /// Sends a control request.
@@ -136,6 +142,9 @@ pub fn spawn(
         None => None,
     };
     let agentic_addr = agentic.as_ref().and_then(|(_, _, _, a)| *a);
+    let web = a2acp_runtime::web::Web::for_run(&opts)?;
+    let web_addr = web.as_ref().map(|w| w.addr());
+    let ctl4 = ctl_tx.clone();
     let address = (
         host.agent().address().clone(),
         a2acp_core::bridge::phase1::Tasks::id(host.agent()),
@@ -162,6 +171,7 @@ pub fn spawn(
         let a2a = a2a.map(|(l, o, _)| tokio::spawn(crate::a2a::serve(l, o, address, ctl3)));
         let agentic =
             agentic.map(|(l, o, store, _)| tokio::spawn(crate::agentic::serve(l, o, store)));
+        let web = web.map(|w| tokio::spawn(w.serve(ctl4)));
         let emit = Box::new(move |e| {
             let _ = ev.send(e);
         });
@@ -187,6 +197,10 @@ pub fn spawn(
             a.abort();
             let _ = a.await;
         }
+        if let Some(w) = web {
+            w.abort();
+            let _ = w.await;
+        }
         r
     });
     Ok(AgentHandle {
@@ -195,6 +209,7 @@ pub fn spawn(
         task,
         a2a: a2a_addr,
         agentic: agentic_addr,
+        web: web_addr,
     })
 }
 

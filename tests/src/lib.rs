@@ -33,6 +33,7 @@ pub use a2acp_tokio;
 pub mod attacks;
 pub mod federation;
 pub mod nats;
+pub mod webdriver;
 pub mod webhook;
 
 /// A running agent the tests can ask through its control channel: a tokio one
@@ -282,6 +283,27 @@ impl Runtime {
         }
     }
 
+    /// [`Runtime::agent`] with its consent page (`--web`) on a free loopback port.
+    pub fn agent_with_web(self, home: &Home, name: &str) -> RtAgent {
+        let opened = AgentHost::open_home(home, Durability::Normal).expect("open agent home");
+        let mut o = RunOptions::new(&opened.file.relay, name);
+        o.tls = opened.tls.clone();
+        o.control_socket = Some(home.socket());
+        o.backoff_min = Duration::from_millis(50);
+        o.backoff_max = Duration::from_millis(400);
+        o.web = Some(a2acp_runtime::web::WebOptions {
+            listen: "127.0.0.1:0".into(),
+        });
+        match self {
+            Runtime::Tokio => RtAgent::Tokio(
+                a2acp_tokio::agent::spawn(opened.host, opened.effects, o).expect("spawn agent"),
+            ),
+            Runtime::Smol => RtAgent::Smol(
+                a2acp_smol::agent::spawn(opened.host, opened.effects, o).expect("spawn smol agent"),
+            ),
+        }
+    }
+
     /// Runs the agent of `home` in this process on this runtime (control socket in the
     /// home, fast reconnection).
     pub fn agent(self, home: &Home, name: &str, auto: Option<ScriptedUser>) -> RtAgent {
@@ -426,6 +448,14 @@ impl Events {
 }
 
 impl RtAgent {
+    /// Where its consent page listens (`--web`).
+    pub fn web_addr(&self) -> Option<std::net::SocketAddr> {
+        match self {
+            RtAgent::Tokio(h) => h.web_addr(),
+            RtAgent::Smol(h) => h.web_addr(),
+        }
+    }
+
     /// Events from now on.
     pub fn subscribe(&self) -> Events {
         match self {

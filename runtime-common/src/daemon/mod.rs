@@ -84,6 +84,8 @@ pub struct RunOptions {
     pub a2a_blocking_wait: Duration,
     /// Serve the Agentic Protocol (`--agentic-listen`; the tokio binding only).
     pub agentic: Option<crate::agentic::AgenticOptions>,
+    /// Serve the consent page (`--web`; both bindings).
+    pub web: Option<crate::web::WebOptions>,
 }
 
 /// How long after losing the relay the short backoff cap
@@ -115,6 +117,7 @@ impl RunOptions {
             a2a_call_timeout: crate::a2a_client::CALL_TIMEOUT,
             a2a_blocking_wait: crate::a2a::BLOCKING_WAIT,
             agentic: None,
+            web: None,
         }
     }
 }
