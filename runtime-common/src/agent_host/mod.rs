@@ -80,6 +80,9 @@ pub enum HostError {
 
 /// Something the binding must do, in order.
 #[derive(Debug, Clone, PartialEq)]
+// A prompt is the largest by far; effects are handled as they are made (the queue of them
+// stays short), and a box would cost every prompt an allocation.
+#[allow(clippy::large_enum_variant)]
 pub enum Effect {
     /// Send one frame to the relay (a WebSocket text message).
     Send(Vec<u8>),
