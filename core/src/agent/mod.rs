@@ -277,9 +277,10 @@ pub struct Agent {
 struct Shared {
     config: AgentConfig,
     identity: IdentityKey,
-    /// The key this agent rotated away from, while it runs: envelopes peers sealed to it
-    /// before they learnt the new one still open.
-    retired_identity: Option<IdentityKey>,
+    /// The keys this agent rotated away from, newest last, while it runs: envelopes peers
+    /// sealed to one of them before they learnt a newer one still open. At most
+    /// [`link::rotation::RETIRED_KEYS_KEPT`] (SPEC-NOTES "Key rotation").
+    retired_identities: Vec<IdentityKey>,
     /// A rotation of this agent's key under way.
     rotating: Option<link::rotation::OwnRotation>,
     /// The key the current connection registered with.
@@ -345,7 +346,7 @@ impl Agent {
             shared: Shared {
                 config,
                 identity,
-                retired_identity: None,
+                retired_identities: Vec::new(),
                 rotating: None,
                 link_key: None,
                 meta,

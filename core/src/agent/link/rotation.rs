@@ -13,6 +13,10 @@ use crate::link::{challenge_signed_bytes, ClientFrame, REGISTER_LABEL};
 use crate::persist::PersistOp;
 use crate::rotation::RotationStatement;
 
+/// How many keys this agent rotated away from it keeps, while it runs, to open envelopes
+/// peers sealed to them before they learnt a newer key (SPEC-NOTES "Key rotation").
+pub(in crate::agent) const RETIRED_KEYS_KEPT: usize = 4;
+
 /// A rotation of this agent's key under way: started, not yet confirmed by the relay.
 #[derive(Debug, Clone)]
 pub(in crate::agent) struct OwnRotation {
@@ -182,7 +186,8 @@ impl Shared {
             statement: r.statement.clone(),
         };
         self.identity = r.new.clone();
-        self.retired_identity = Some(r.old.clone());
+        let old = r.old.clone();
+        self.retire_identity(old);
         self.buf.send.push(Output::Send(frame.to_bytes()));
     }
 
@@ -193,7 +198,9 @@ impl Shared {
             return;
         };
         self.identity = r.old.clone();
-        self.retired_identity = None;
+        let old_pub = r.old.public_ref().to_bytes();
+        self.retired_identities
+            .retain(|k| k.public_ref().to_bytes() != old_pub);
         let stranded: Vec<u64> = self
             .outbox
             .values()
@@ -225,13 +232,30 @@ impl Shared {
         );
     }
 
+    /// Keeps `old` to open what peers still seal to it: the last [`RETIRED_KEYS_KEPT`]
+    /// retired keys, so a peer that missed several rotations in a row is still read.
+    fn retire_identity(&mut self, old: IdentityKey) {
+        let pk = old.public_ref().to_bytes();
+        if self
+            .retired_identities
+            .iter()
+            .any(|k| k.public_ref().to_bytes() == pk)
+        {
+            return;
+        }
+        self.retired_identities.push(old);
+        if self.retired_identities.len() > RETIRED_KEYS_KEPT {
+            self.retired_identities.remove(0);
+        }
+    }
+
     fn finish_rotation(&mut self) {
         let Some(r) = self.rotating.take() else {
             return;
         };
         let seq = r.statement.seq;
         self.identity = r.new;
-        self.retired_identity = Some(r.old);
+        self.retire_identity(r.old);
         self.meta.rotation = Some(Box::new(r.statement));
         self.dirty.meta = true;
         self.audit(None, AgentEvent::OwnKeyRotated { seq });

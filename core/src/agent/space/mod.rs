@@ -456,7 +456,18 @@ impl Agent {
         };
         // Opened on a copy: a packet refused whole leaves the leg as it was.
         let mut trial = session.clone();
-        let opened = match trial.open(&self.shared.identity, &me, &env, &sender_key, expected) {
+        let mut opened = trial.open(&self.shared.identity, &me, &env, &sender_key, expected);
+        // A participant that has not learnt this agent's rotation yet sealed to a key it
+        // left (SPEC-NOTES "Key rotation"), as on a thread.
+        for old in self.shared.retired_identities.iter().rev() {
+            if opened.is_ok() {
+                break;
+            }
+            if let Ok(o) = trial.open(old, &me, &env, &sender_key, expected) {
+                opened = Ok(o);
+            }
+        }
+        let opened = match opened {
             Ok(o) => o,
             Err(e) => {
                 self.shared.dropped(

@@ -235,3 +235,73 @@ fn a_statement_not_signed_by_the_pinned_key_still_halts() {
         Some(IdentityKey::from_seed([2; 32]).public().to_bytes())
     );
 }
+
+/// Rotates `a`'s key to `key` with the relay answering, and reconnects it.
+fn rotate_to(net: &mut Net, a: usize, key: IdentityKey) {
+    net.command(a, Command::RotateKey { new: Box::new(key) });
+    net.settle();
+    net.connect(a);
+    net.settle();
+}
+
+/// Hands `a` an envelope Bob (`b`) sealed to `to_key` as the first packet of a new thread,
+/// and returns the reasons of what `a` dropped.
+fn deliver_new_thread_sealed_to(
+    net: &mut Net,
+    a: usize,
+    b: usize,
+    to_key: &IdentityKey,
+) -> Vec<String> {
+    let bob = net.address(b);
+    let packet = json!({
+        "protocol": "a2acp/0.2", "packet_id": "pkt_late", "thread_id": "thr_late", "from": bob.as_str(),
+        "to": net.address(a).as_str(), "timestamp": "2026-03-21T14:31:00Z", "type": "context_response",
+        "context_provided": {"time_windows": ["03:00-04:00"]}
+    });
+    let mut s = ThreadSession::new([6; 32]);
+    let env = s
+        .seal(
+            &IdentityKey::from_seed([2; 32]),
+            &bob,
+            &net.address(a),
+            &to_key.public(),
+            "thr_late",
+            Direction::FromInitiator,
+            packet.to_string().as_bytes(),
+        )
+        .unwrap();
+    let frame = crate::link::RelayFrame::Deliver { id: 9, env }.to_bytes();
+    net.nodes[a].agent.handle(net.now, Input::Bytes(frame));
+    let mut drops = Vec::new();
+    while let Some(o) = net.nodes[a].agent.poll_output() {
+        if let Output::Audit(r) = o {
+            if let AgentEvent::Dropped { drop, .. } = &r.event {
+                drops.push(format!("{drop:?}"));
+            }
+        }
+    }
+    drops
+}
+
+/// Alice rotates twice while Bob still holds her first key: what he seals to it opens
+/// (she keeps the last [`RETIRED_KEYS_KEPT`] keys she left, not only the last one).
+#[test]
+fn a_packet_sealed_to_the_key_before_last_still_opens() {
+    use crate::agent::link::rotation::RETIRED_KEYS_KEPT;
+    let (mut net, a, b) = dinner_net();
+    let first = IdentityKey::from_seed([1; 32]);
+    rotate_to(&mut net, a, IdentityKey::from_seed([91; 32]));
+    rotate_to(&mut net, a, IdentityKey::from_seed([92; 32]));
+    assert_eq!(
+        registered(&net, a),
+        Some(IdentityKey::from_seed([92; 32]).public().to_bytes())
+    );
+    let drops = deliver_new_thread_sealed_to(&mut net, a, b, &first);
+    assert!(!drops.iter().any(|d| d.contains("decryption")), "{drops:?}");
+    // Beyond the bound the oldest key is forgotten: refused, and nothing changes.
+    for i in 0..RETIRED_KEYS_KEPT as u8 {
+        rotate_to(&mut net, a, IdentityKey::from_seed([93 + i; 32]));
+    }
+    let drops = deliver_new_thread_sealed_to(&mut net, a, b, &first);
+    assert!(drops.iter().any(|d| d.contains("decryption")), "{drops:?}");
+}

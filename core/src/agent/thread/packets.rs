@@ -112,79 +112,86 @@ impl Agent {
             return;
         }
         let existing = self.shared.tags.get(&(peer.clone(), env.thread)).cloned();
-        let (opened, new_session) = match &existing {
-            Some(id) => {
-                let Some(t) = self.threads.get_mut(id) else {
-                    return;
-                };
-                let expected = t.my_direction().reverse();
-                // A peer that has not learnt this agent's rotation yet sealed to the key it
-                // left: that one still opens it (SPEC-NOTES "Key rotation").
-                let opened =
-                    t.session
-                        .open(&self.shared.identity, &me, &env, &sender_key, expected);
-                let opened = match (opened, &self.shared.retired_identity) {
-                    (Err(e), Some(old)) => t
-                        .session
-                        .open(old, &me, &env, &sender_key, expected)
-                        .map_err(|_| e),
-                    (r, _) => r,
-                };
-                match opened {
-                    Ok(o) => (o, None),
-                    Err(e) => {
-                        self.shared.dropped(
-                            Some(id),
-                            DropReason::Refused {
-                                peer,
-                                error: e.to_string(),
-                            },
-                        );
+        let (opened, new_session) =
+            match &existing {
+                Some(id) => {
+                    let Some(t) = self.threads.get_mut(id) else {
+                        return;
+                    };
+                    let expected = t.my_direction().reverse();
+                    // A peer that has not learnt this agent's rotation yet sealed to the key it
+                    // left: that one still opens it (SPEC-NOTES "Key rotation").
+                    let opened =
+                        t.session
+                            .open(&self.shared.identity, &me, &env, &sender_key, expected);
+                    let opened = self.shared.retired_identities.iter().rev().fold(
+                        opened,
+                        |r, old| match r {
+                            Err(e) => t
+                                .session
+                                .open(old, &me, &env, &sender_key, expected)
+                                .map_err(|_| e),
+                            ok => ok,
+                        },
+                    );
+                    match opened {
+                        Ok(o) => (o, None),
+                        Err(e) => {
+                            self.shared.dropped(
+                                Some(id),
+                                DropReason::Refused {
+                                    peer,
+                                    error: e.to_string(),
+                                },
+                            );
+                            return;
+                        }
+                    }
+                }
+                None => {
+                    if env.peer_eph.is_some() || env.dir != Direction::FromInitiator {
+                        self.shared
+                            .dropped(None, DropReason::UnknownThread { peer });
                         return;
                     }
-                }
-            }
-            None => {
-                if env.peer_eph.is_some() || env.dir != Direction::FromInitiator {
-                    self.shared
-                        .dropped(None, DropReason::UnknownThread { peer });
-                    return;
-                }
-                // Draw the session only if the envelope opens, so bad input changes nothing.
-                let mut probe = self.shared.meta.rng.clone();
-                let mut s = new_session(&mut probe);
-                let opened = s.open(
-                    &self.shared.identity,
-                    &me,
-                    &env,
-                    &sender_key,
-                    Direction::FromInitiator,
-                );
-                let opened = match (opened, &self.shared.retired_identity) {
-                    (Err(e), Some(old)) => s
-                        .open(old, &me, &env, &sender_key, Direction::FromInitiator)
-                        .map_err(|_| e),
-                    (r, _) => r,
-                };
-                match opened {
-                    Ok(o) => {
-                        self.shared.meta.rng = probe;
-                        self.shared.dirty.meta = true;
-                        (o, Some(s))
-                    }
-                    Err(e) => {
-                        self.shared.dropped(
-                            None,
-                            DropReason::Refused {
-                                peer,
-                                error: e.to_string(),
-                            },
-                        );
-                        return;
+                    // Draw the session only if the envelope opens, so bad input changes nothing.
+                    let mut probe = self.shared.meta.rng.clone();
+                    let mut s = new_session(&mut probe);
+                    let opened = s.open(
+                        &self.shared.identity,
+                        &me,
+                        &env,
+                        &sender_key,
+                        Direction::FromInitiator,
+                    );
+                    let opened = self.shared.retired_identities.iter().rev().fold(
+                        opened,
+                        |r, old| match r {
+                            Err(e) => s
+                                .open(old, &me, &env, &sender_key, Direction::FromInitiator)
+                                .map_err(|_| e),
+                            ok => ok,
+                        },
+                    );
+                    match opened {
+                        Ok(o) => {
+                            self.shared.meta.rng = probe;
+                            self.shared.dirty.meta = true;
+                            (o, Some(s))
+                        }
+                        Err(e) => {
+                            self.shared.dropped(
+                                None,
+                                DropReason::Refused {
+                                    peer,
+                                    error: e.to_string(),
+                                },
+                            );
+                            return;
+                        }
                     }
                 }
-            }
-        };
+            };
         // Authentic from here on: pin on first contact (§16).
         if self.shared.peers.get(&peer).and_then(|r| r.key).is_none()
             && self.pin_key(&peer, sender_key.clone()).is_err()
