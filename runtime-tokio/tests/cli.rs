@@ -3,24 +3,14 @@
 //! `thread reply`/`thread context`, `notifications` (list, `read N`, `--all`) and
 //! `keys show`/`keys accept` — their argument parsing and their output.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
+
+#[path = "common/processes.rs"]
+mod processes;
+use processes::{start_relay, until, Kids};
 
 const BIN: &str = env!("CARGO_BIN_EXE_a2acp");
-
-/// Child processes killed when the test ends, whatever happens.
-struct Kids(Vec<Child>);
-
-impl Drop for Kids {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
 
 fn a2acp(home: &Path, args: &[&str]) -> Output {
     Command::new(BIN)
@@ -49,17 +39,6 @@ fn fails(home: &Path, args: &[&str]) -> String {
     String::from_utf8(o.stderr).unwrap()
 }
 
-fn until<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let end = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 fn json(s: &str) -> serde_json::Value {
     serde_json::from_str(s).unwrap_or_else(|e| panic!("{e}: {s}"))
 }
@@ -82,26 +61,7 @@ fn the_person_s_commands_on_the_real_binary() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let mut kids = Kids(Vec::new());
-    let mut relay = Command::new(BIN)
-        .args(["relay", "--listen", "127.0.0.1:0", "--domain", "localhost"])
-        .arg("--data")
-        .arg(d.join("relay"))
-        .args(["--sync", "normal"])
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(relay.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    kids.0.push(relay);
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("ws://"))
-        .unwrap_or_else(|| panic!("{line}"))
-        .to_string();
+    let url = start_relay(BIN, &d.join("relay"), &mut kids);
     let home = |n: &str| -> PathBuf { d.join(n) };
     for (n, name) in [("alice", "Alice"), ("bob", "Bob")] {
         ok(

@@ -5,23 +5,15 @@
 //! reads the words from stdin, and sets the home up so `agent run` comes online on the new
 //! key with its recovery key bound again.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
+
+#[path = "common/processes.rs"]
+mod processes;
+use processes::{start_relay, until, Kids};
 
 const BIN: &str = env!("CARGO_BIN_EXE_a2acp");
-
-struct Kids(Vec<Child>);
-
-impl Drop for Kids {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
 
 fn a2acp(home: &Path, args: &[&str]) -> Output {
     Command::new(BIN)
@@ -47,17 +39,6 @@ fn json(o: &Output) -> serde_json::Value {
     serde_json::from_str(s.trim()).unwrap_or_else(|e| panic!("{e}: {}", text(o)))
 }
 
-fn until<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let end = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// Every byte of every file under `dir`.
 fn all_bytes(dir: &Path) -> Vec<u8> {
     let mut out = Vec::new();
@@ -81,26 +62,7 @@ fn recovery_words_from_init_to_a_recovered_home() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let mut kids = Kids(Vec::new());
-    let mut relay = Command::new(BIN)
-        .args(["relay", "--listen", "127.0.0.1:0", "--domain", "localhost"])
-        .arg("--data")
-        .arg(d.join("relay"))
-        .args(["--sync", "normal"])
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(relay.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    kids.0.push(relay);
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("ws://"))
-        .unwrap_or_else(|| panic!("{line}"))
-        .to_string();
+    let url = start_relay(BIN, &d.join("relay"), &mut kids);
 
     // `agent init`: the words once, as text with a QR code; nothing of them in the home.
     let alice = d.join("alice");
