@@ -140,6 +140,37 @@ impl RotationStatement {
     }
 }
 
+/// How many statements an envelope carries at most: the latest and the ones before it
+/// (SPEC-NOTES "Key rotation"), as many as the keys an agent keeps after rotating away
+/// from them, so a peer that missed up to that many rotations in a row re-pins.
+pub const ROTATION_CHAIN_MAX: usize = 4;
+
+/// The statements of `chain` (in any order) that move `address`, one after the other,
+/// from `pinned` to `to`, each verified under the key before it; `None` when they do not
+/// (a gap, a statement the pinned key did not sign, more than [`ROTATION_CHAIN_MAX`]).
+/// The last item is the key `to` itself.
+pub fn follow_chain<'a>(
+    address: &Address,
+    pinned: &[u8; 32],
+    to: &[u8; 32],
+    chain: impl IntoIterator<Item = &'a RotationStatement>,
+) -> Option<Vec<(&'a RotationStatement, PublicKey)>> {
+    let chain: Vec<&RotationStatement> = chain.into_iter().take(ROTATION_CHAIN_MAX).collect();
+    let mut at = *pinned;
+    let mut path = Vec::new();
+    while &at != to {
+        if path.len() == chain.len() {
+            return None;
+        }
+        let (s, key) = chain
+            .iter()
+            .find_map(|s| s.verify_from(address, &at).map(|k| (*s, k)))?;
+        at = s.new_key;
+        path.push((s, key));
+    }
+    (!path.is_empty()).then_some(path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -277,9 +277,10 @@ pub struct Agent {
 struct Shared {
     config: AgentConfig,
     identity: IdentityKey,
-    /// The keys this agent rotated away from, newest last, while it runs: envelopes peers
-    /// sealed to one of them before they learnt a newer one still open. At most
-    /// [`link::rotation::RETIRED_KEYS_KEPT`] (SPEC-NOTES "Key rotation").
+    /// The keys this agent rotated away from, newest last: envelopes peers sealed to one
+    /// of them before they learnt a newer one still open. At most
+    /// [`link::rotation::RETIRED_KEYS_KEPT`], persisted in `meta` once a rotation
+    /// finished (SPEC-NOTES "Key rotation").
     retired_identities: Vec<IdentityKey>,
     /// A rotation of this agent's key under way.
     rotating: Option<link::rotation::OwnRotation>,
@@ -339,7 +340,9 @@ impl Agent {
             introduced: BTreeSet::new(),
             wake_up: None,
             rotation: None,
+            earlier_rotations: Vec::new(),
             recovery: None,
+            retired_keys: Vec::new(),
         };
         let mut a = Agent {
             threads: BTreeMap::new(),

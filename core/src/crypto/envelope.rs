@@ -90,6 +90,31 @@ pub struct Envelope {
     /// Not covered by `sig`: the statement is signed by both keys on its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rotation: Option<Box<crate::rotation::RotationStatement>>,
+    /// The statements before `rotation`, oldest first (at most
+    /// [`crate::rotation::ROTATION_CHAIN_MAX`] with it): a recipient whose pin is several
+    /// rotations behind follows them to `from_key`. Not covered by `sig` either.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier_rotations: Vec<crate::rotation::RotationStatement>,
+}
+
+impl Envelope {
+    /// The statements this envelope carries that move `from` from `pinned` to its
+    /// `from_key`, in order, each with the key it moves to ([`crate::rotation::follow_chain`]).
+    pub fn rotation_path(
+        &self,
+        pinned: &[u8; 32],
+    ) -> Option<Vec<(&crate::rotation::RotationStatement, super::PublicKey)>> {
+        let latest = self.rotation.as_deref()?;
+        crate::rotation::follow_chain(
+            &self.from,
+            pinned,
+            &self.from_key,
+            self.earlier_rotations
+                .iter()
+                .chain(std::iter::once(latest))
+                .rev(),
+        )
+    }
 }
 
 impl Envelope {

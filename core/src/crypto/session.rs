@@ -263,6 +263,7 @@ impl ThreadSession {
             ct,
             sig: [0u8; 64],
             rotation: None,
+            earlier_rotations: Vec::new(),
         };
         env.sig = me.sign(&env.signed_bytes());
         // Commit.
@@ -1071,6 +1072,7 @@ mod tests {
             ct,
             sig: [0; 64],
             rotation: None,
+            earlier_rotations: Vec::new(),
         };
         env.sig = outer_signer.sign(&env.signed_bytes());
         env

@@ -23,6 +23,10 @@ pub(super) struct Node {
     pub(super) agent: Option<Agent>,
     pub(super) inc: u32,
     pub(super) identity: [u8; 32],
+    /// The key of a rotation under way, as the runtime's `identity.next.key`: written
+    /// before the core gets it, the identity once the core reports `OwnKeyRotated`,
+    /// gone at `OwnRotationRefused`, and handed to a restarted agent again.
+    pub(super) next_identity: Option<[u8; 32]>,
     pub(super) identity_gen: u32,
     pub(super) store: Records,
     pub(super) conn: Option<ConnId>,
@@ -60,6 +64,7 @@ impl Node {
             agent: Some(agent),
             inc: 0,
             identity,
+            next_identity: None,
             identity_gen: 0,
             store: Records::new(),
             lost: false,
@@ -602,16 +607,22 @@ impl Sim {
                 Command::CancelThread { thread_id: id }
             }
             ScriptAction::RotateKey => {
-                // The new key is stored beside the old one first; the node's identity is
-                // the new one from here on (a scenario does not crash mid-rotation).
-                let name = self.nodes[c.agent].name.clone();
-                self.nodes[c.agent].identity_gen += 1;
-                let seed = crate::util::derive_seed(
-                    self.seed,
-                    &format!("identity/{name}/{}", self.nodes[c.agent].identity_gen),
-                );
-                self.nodes[c.agent].identity = seed;
-                self.keys.rotated(c.agent, self.now);
+                // As `a2acp keys rotate`: the new key is stored beside the old one first,
+                // and a rotation under way is given its own key again.
+                let seed = match self.nodes[c.agent].next_identity {
+                    Some(seed) => seed,
+                    None => {
+                        let name = self.nodes[c.agent].name.clone();
+                        self.nodes[c.agent].identity_gen += 1;
+                        let seed = crate::util::derive_seed(
+                            self.seed,
+                            &format!("identity/{name}/{}", self.nodes[c.agent].identity_gen),
+                        );
+                        self.nodes[c.agent].next_identity = Some(seed);
+                        self.keys.rotated(c.agent, self.now);
+                        seed
+                    }
+                };
                 Command::RotateKey {
                     new: Box::new(a2acp_core::crypto::IdentityKey::from_seed(seed)),
                 }

@@ -65,6 +65,12 @@ impl Sim {
             } => {
                 self.group_log.entry(group_id.clone()).or_default().reached |= *reached;
             }
+            AgentEvent::OwnKeyRotated { .. } => {
+                if let Some(next) = self.nodes[i].next_identity.take() {
+                    self.nodes[i].identity = next;
+                }
+            }
+            AgentEvent::OwnRotationRefused { .. } => self.nodes[i].next_identity = None,
             AgentEvent::KeyPinned { peer } => {
                 if let Some(&node) = self.by_address.get(peer) {
                     self.keys.pinned(node, i);

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use a2acp_core::agent::{Agent, Input};
+use a2acp_core::agent::{Agent, Command, Input};
 use a2acp_core::crypto::IdentityKey;
 use a2acp_core::relay::{ConnId, Relay};
 
@@ -74,6 +74,11 @@ impl Sim {
                     Tag::Fault,
                 );
                 self.drain_agent(i);
+                if let Some(next) = self.nodes[i].next_identity {
+                    // The runtime hands a rotation's key to the restarted agent again.
+                    let new = Box::new(IdentityKey::from_seed(next));
+                    self.feed(i, Input::Command(Command::RotateKey { new }));
+                }
                 self.nodes[i].attempt = 0;
                 let inc = self.nodes[i].inc;
                 self.nodes[i].reconnect_pending = true;
@@ -266,6 +271,7 @@ impl Sim {
             &format!("identity/{name}/{}", self.nodes[i].identity_gen),
         );
         self.nodes[i].identity = identity;
+        self.nodes[i].next_identity = None;
         let key = IdentityKey::from_seed(identity).public().to_bytes();
         self.line(
             &name,

@@ -131,6 +131,7 @@ impl Sim {
             RecoverStep::Recovered { .. } => {
                 self.recovering.remove(&conn);
                 self.nodes[i].identity = seed;
+                self.nodes[i].next_identity = None;
                 let at = self.now.add(self.latency(i));
                 self.push(at, Ev::DeviceRecovered { node: i });
             }

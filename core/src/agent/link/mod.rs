@@ -401,8 +401,8 @@ impl Agent {
         );
         match (code, seq) {
             (E::AddressTaken, None)
-                if self.shared.link == Link::Authenticating && self.shared.retry_with_new_key() => {
-            }
+                if self.shared.link == Link::Authenticating
+                    && self.shared.retry_with_other_key() => {}
             (E::RotationRefused, None) => self.shared.rotation_refused(message),
             (E::RecoveryRefused, None) => self.recovery_refused(message),
             (E::AddressTaken | E::RegistrationLimited | E::UnknownRecipient, None)
@@ -837,7 +837,7 @@ impl Shared {
         mut env: Envelope,
         threadless: bool,
     ) {
-        env.rotation = self.statement_for(&env.from_key);
+        (env.rotation, env.earlier_rotations) = self.statements_for(&env.from_key);
         let seq = self.meta.next_seq;
         self.meta.next_seq += 1;
         self.dirty.meta = true;

@@ -58,9 +58,39 @@ pub(in crate::agent) struct Meta {
     /// first rotation); carried by every envelope sealed under that key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(in crate::agent) rotation: Option<Box<crate::rotation::RotationStatement>>,
+    /// The statements before `rotation`, oldest first (at most
+    /// [`crate::rotation::ROTATION_CHAIN_MAX`] − 1): carried with it, so a peer several
+    /// rotations behind re-pins.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(in crate::agent) earlier_rotations: Vec<crate::rotation::RotationStatement>,
     /// The recovery key this agent binds at its relay (public part only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(in crate::agent) recovery: Option<super::key_recovery::OwnRecovery>,
+    /// The keys this agent rotated away from, oldest first (at most
+    /// [`super::rotation::RETIRED_KEYS_KEPT`]): what a peer that had not re-pinned yet
+    /// sealed to them still opens after a restart (SPEC-NOTES "Key rotation").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(in crate::agent) retired_keys: Vec<RetiredKey>,
+}
+
+/// A retired identity key's secret seed, kept in `meta` beside the records that already
+/// hold this agent's session secrets (the identity key itself is the runtime's).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(in crate::agent) struct RetiredKey {
+    /// The RFC 8032 seed.
+    #[serde(with = "crate::encoding::b64_array")]
+    pub(in crate::agent) seed: [u8; 32],
+}
+
+impl std::fmt::Debug for RetiredKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The public half only, as `IdentityKey` prints itself.
+        write!(
+            f,
+            "RetiredKey({:?})",
+            IdentityKey::from_seed(self.seed).public_ref()
+        )
+    }
 }
 
 /// Settings the user can change at run time (`settings`).
@@ -183,6 +213,11 @@ impl Agent {
                         expected: a.shared.config.address.clone(),
                     });
                 }
+                a.shared.retired_identities = m
+                    .retired_keys
+                    .iter()
+                    .map(|r| IdentityKey::from_seed(r.seed))
+                    .collect();
                 a.shared.meta = m;
             } else if key == SETTINGS {
                 a.shared.settings = de(&key, &value)?;

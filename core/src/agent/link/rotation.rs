@@ -32,19 +32,28 @@ pub(in crate::agent) struct OwnRotation {
     /// This connection registers with the new key (the old one was `address_taken`:
     /// the relay installed the statement before this agent heard its answer).
     pub(in crate::agent) try_new: bool,
+    /// `address_taken` answers since the relay last accepted one of the two keys: each
+    /// makes the next `register` try the other key, and [`KEY_REFUSALS_KEPT_TRYING`] of
+    /// them in a row refuse the address for good.
+    pub(in crate::agent) refusals: u8,
 }
+
+/// How many `address_taken` in a row, alternating between the old and the new key, a
+/// rotating agent takes before it stops registering (SPEC-NOTES "Key rotation"): both
+/// keys refused twice. One refusal of the new key is not final: it may be a late or
+/// repeated answer to the old key's `register`, the relay answering each with a fresh
+/// challenge but not naming the `register` it refuses.
+pub(in crate::agent) const KEY_REFUSALS_KEPT_TRYING: u8 = 4;
 
 impl Agent {
     /// [`Command::RotateKey`]: starts moving this agent's address to `new`.
     pub(in crate::agent) fn rotate_key(&mut self, new: IdentityKey) {
         let new_pub = new.public_ref().to_bytes();
         let current = self.shared.identity.public_ref().to_bytes();
-        if self
-            .shared
-            .rotating
-            .as_ref()
-            .is_some_and(|r| r.statement.new_key == new_pub)
-        {
+        // A rotation under way is given its own key again (a restarted runtime); another
+        // key waits for it to end: the runtime keeps one `identity.next.key`, and a second
+        // statement would start from a key the relay may never install.
+        if self.shared.rotating.is_some() {
             return;
         }
         // Finished before the runtime learnt it (the statement is this agent's record):
@@ -69,6 +78,7 @@ impl Agent {
             statement,
             sent: false,
             try_new: false,
+            refusals: 0,
         });
         self.shared.maybe_send_rotate();
     }
@@ -83,8 +93,10 @@ impl Agent {
         {
             self.shared.finish_rotation();
             self.rotation_notice_due();
-            self.shared.link = Link::Down;
             self.shared.buf.close.push(Output::CloseConnection);
+            // Down as for any lost connection: what waited on this one (a lookup's
+            // answer, a paced frame) is asked again on the next.
+            self.shared.on_disconnected();
         }
     }
 
@@ -134,13 +146,14 @@ impl Shared {
         }
     }
 
-    /// `address_taken` while registering: with a rotation under way and the old key
-    /// tried, the relay may hold the new key already; the next challenge tries it.
-    /// `true` when that is what happens (not a refusal for good).
-    pub(in crate::agent) fn retry_with_new_key(&mut self) -> bool {
+    /// `address_taken` while registering: with a rotation under way the relay may hold
+    /// either key (the new one once it installed the statement); the next challenge
+    /// tries the other. `true` when that is what happens (not a refusal for good).
+    pub(in crate::agent) fn retry_with_other_key(&mut self) -> bool {
         match self.rotating.as_mut() {
-            Some(r) if !r.try_new => {
-                r.try_new = true;
+            Some(r) if r.refusals < KEY_REFUSALS_KEPT_TRYING - 1 => {
+                r.refusals += 1;
+                r.try_new = !r.try_new;
                 true
             }
             _ => false,
@@ -153,6 +166,7 @@ impl Shared {
         let Some(r) = self.rotating.as_mut() else {
             return false;
         };
+        r.refusals = 0;
         if self.link_key == Some(r.statement.new_key) {
             self.finish_rotation();
             return true;
@@ -256,6 +270,17 @@ impl Shared {
         let seq = r.statement.seq;
         self.identity = r.new;
         self.retire_identity(r.old);
+        self.meta.retired_keys = self
+            .retired_identities
+            .iter()
+            .map(|k| super::records::RetiredKey { seed: k.seed() })
+            .collect();
+        if let Some(before) = self.meta.rotation.take() {
+            self.meta.earlier_rotations.push(*before);
+            let keep = crate::rotation::ROTATION_CHAIN_MAX - 1;
+            let n = self.meta.earlier_rotations.len();
+            self.meta.earlier_rotations.drain(..n.saturating_sub(keep));
+        }
         self.meta.rotation = Some(Box::new(r.statement));
         self.dirty.meta = true;
         self.audit(None, AgentEvent::OwnKeyRotated { seq });
@@ -266,22 +291,34 @@ impl Shared {
         );
     }
 
-    /// The rotation statement to carry in an envelope sealed under `from_key`: the one
-    /// that installed it (or is installing it).
-    pub(in crate::agent) fn statement_for(
+    /// The statements an envelope sealed under `from_key` carries: the one that moved
+    /// this agent to it, and those before it, oldest first, at most
+    /// [`crate::rotation::ROTATION_CHAIN_MAX`] in all (none for a key never rotated to).
+    pub(in crate::agent) fn statements_for(
         &self,
         from_key: &[u8; 32],
-    ) -> Option<Box<RotationStatement>> {
-        if let Some(r) = self
+    ) -> (Option<Box<RotationStatement>>, Vec<RotationStatement>) {
+        let pending = self
             .rotating
             .as_ref()
-            .filter(|r| &r.statement.new_key == from_key)
-        {
-            return Some(Box::new(r.statement.clone()));
+            .filter(|r| &r.statement.new_key == from_key);
+        if let Some(r) = pending {
+            // Rotating away from the key of the last finished rotation: that one and
+            // those before it come along.
+            let mut before = self.meta.earlier_rotations.clone();
+            before.extend(self.meta.rotation.as_deref().cloned());
+            let n = before.len();
+            before.drain(..n.saturating_sub(crate::rotation::ROTATION_CHAIN_MAX - 1));
+            return (Some(Box::new(r.statement.clone())), before);
         }
-        self.meta
+        match self
+            .meta
             .rotation
             .clone()
             .filter(|r| &r.new_key == from_key)
+        {
+            Some(r) => (Some(r), self.meta.earlier_rotations.clone()),
+            None => (None, Vec::new()),
+        }
     }
 }

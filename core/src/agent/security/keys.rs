@@ -75,7 +75,7 @@ impl Agent {
         if let Some(r) = rotation.filter(|r| Some(r.new_key) == key) {
             let pinned = self.shared.peers.get(&address).and_then(|p| p.key);
             if pinned.is_some_and(|k| k != r.new_key) {
-                self.peer_rotated(&address, r);
+                self.peer_rotated(&address, r, true);
             }
         }
         let Some(rec) = self.shared.peers.get_mut(&address) else {
@@ -173,12 +173,14 @@ impl Agent {
 
     /// `statement` moves `peer` from its pinned key to a new one: if it verifies under the
     /// pinned key, the new key is pinned (the old one kept as retired, to recognise stale
-    /// envelopes), nothing is halted, and the user is told once. `false` (and nothing
-    /// changed) if it does not verify under the pin.
+    /// envelopes), nothing is halted, and the user is told once (`tell`: the last of
+    /// several statements followed in a row). `false` (and nothing changed) if it does not
+    /// verify under the pin.
     pub(in crate::agent) fn peer_rotated(
         &mut self,
         peer: &Address,
         statement: &RotationStatement,
+        tell: bool,
     ) -> bool {
         let Some(rec) = self.shared.peers.get_mut(peer) else {
             return false;
@@ -201,6 +203,9 @@ impl Agent {
                 seq: statement.seq,
             },
         );
+        if !tell {
+            return true;
+        }
         self.shared.notify(
             None,
             NotifyKind::Info,

@@ -7,7 +7,8 @@ use serde_json::json;
 use super::support::*;
 use crate::agent::*;
 use crate::crypto::{Direction, IdentityKey, ThreadSession};
-use crate::harness::Net;
+use crate::harness::{dinner, Net};
+use crate::link::ClientFrame;
 use crate::rotation::RotationStatement;
 
 fn new_key() -> IdentityKey {
@@ -304,4 +305,227 @@ fn a_packet_sealed_to_the_key_before_last_still_opens() {
     }
     let drops = deliver_new_thread_sealed_to(&mut net, a, b, &first);
     assert!(drops.iter().any(|d| d.contains("decryption")), "{drops:?}");
+}
+
+/// Alice rotates, and her process restarts (the runtime now gives her the new key): what
+/// Bob sealed to her old key, before he learnt the new one, still opens.
+#[test]
+fn a_packet_sealed_to_a_retired_key_opens_after_a_restart() {
+    let (mut net, a, b) = dinner_net();
+    let first = IdentityKey::from_seed([1; 32]);
+    rotate_to(&mut net, a, new_key());
+    net.nodes[a].identity = [91; 32];
+    net.crash_and_restart_agent(a, [47; 32]);
+    assert_eq!(net.nodes[a].agent.public_key(), new_key().public());
+    let drops = deliver_new_thread_sealed_to(&mut net, a, b, &first);
+    assert!(!drops.iter().any(|d| d.contains("decryption")), "{drops:?}");
+}
+
+/// Hands `b` a new thread's first packet from `a` sealed under `from` (Alice's key after
+/// her rotations) carrying `chain` (oldest first; the last is the envelope's
+/// `rotation`), and returns the kinds of what `b` told its user.
+fn deliver_from_rotated(
+    net: &mut Net,
+    a: usize,
+    b: usize,
+    from: &IdentityKey,
+    chain: Vec<RotationStatement>,
+) -> Vec<NotifyKind> {
+    deliver_thread_from(net, a, b, from, chain, "thr_chain")
+}
+
+/// [`deliver_from_rotated`] for the thread `id`.
+fn deliver_thread_from(
+    net: &mut Net,
+    a: usize,
+    b: usize,
+    from: &IdentityKey,
+    chain: Vec<RotationStatement>,
+    id: &str,
+) -> Vec<NotifyKind> {
+    let (alice, bob) = (net.address(a), net.address(b));
+    let packet = json!({
+        "protocol": "a2acp/0.2", "packet_id": format!("pkt_{id}"), "thread_id": id,
+        "from": alice.as_str(), "to": bob.as_str(), "timestamp": "2026-03-21T14:31:00Z",
+        "type": "context", "intent": {"category": "scheduling", "summary": "Tea"},
+        "context": {"time_windows": ["15:00-16:00"]}
+    });
+    let mut s = ThreadSession::new([8; 32]);
+    let mut env = s
+        .seal(
+            from,
+            &alice,
+            &bob,
+            &net.nodes[b].agent.public_key(),
+            id,
+            Direction::FromInitiator,
+            packet.to_string().as_bytes(),
+        )
+        .unwrap();
+    let mut chain = chain;
+    env.rotation = chain.pop().map(Box::new);
+    env.earlier_rotations = chain;
+    let frame = crate::link::RelayFrame::Deliver { id: 11, env }.to_bytes();
+    net.nodes[b].agent.handle(net.now, Input::Bytes(frame));
+    let mut kinds = Vec::new();
+    while let Some(o) = net.nodes[b].agent.poll_output() {
+        if let Output::Notify(n) = o {
+            kinds.push(n.kind);
+        }
+    }
+    kinds
+}
+
+/// Bob missed two rotations of Alice's in a row: her envelope carries both statements,
+/// and he follows them from the key he pinned to her current one without halting.
+#[test]
+fn a_peer_two_rotations_behind_re_pins_from_the_chain() {
+    let (mut net, a, b) = dinner_net();
+    let id = to_proposed(&mut net, a, b);
+    let alice = net.address(a);
+    let (k1, k2, k3) = (
+        IdentityKey::from_seed([1; 32]),
+        IdentityKey::from_seed([91; 32]),
+        IdentityKey::from_seed([92; 32]),
+    );
+    let s1 = RotationStatement::sign(&alice, &k1, &k2, 1);
+    let s2 = RotationStatement::sign(&alice, &k2, &k3, 2);
+    // Only the latest statement: it does not start from Bob's pin, so it is a key change.
+    let (mut net2, a2, b2) = dinner_net();
+    let id2 = to_proposed(&mut net2, a2, b2);
+    let told = deliver_from_rotated(&mut net2, a2, b2, &k3, vec![s2.clone()]);
+    assert!(told.contains(&NotifyKind::Security), "{told:?}");
+    assert!(net2.nodes[b2].agent.thread(&id2).unwrap().halted);
+    // Both: re-pinned, nothing halted, one notice.
+    let told = deliver_from_rotated(&mut net, a, b, &k3, vec![s1, s2]);
+    assert!(!told.contains(&NotifyKind::Security), "{told:?}");
+    assert_eq!(
+        told.iter().filter(|k| **k == NotifyKind::Info).count(),
+        1,
+        "{told:?}"
+    );
+    assert_eq!(
+        net.nodes[b].agent.pinned_key(&alice),
+        Some(k3.public().to_bytes())
+    );
+    assert!(!net.nodes[b].agent.thread(&id).unwrap().halted);
+}
+
+/// Swarm seed 690: a packet Alice sealed under her old key before rotating, delivered
+/// after one under her new key (the relay serves its queues thread by thread), is handled
+/// — it was authentic when she sent it — not dropped.
+#[test]
+fn a_packet_sealed_before_the_peer_rotated_is_handled_after_the_re_pin() {
+    let (mut net, a, b) = dinner_net();
+    to_proposed(&mut net, a, b);
+    let alice = net.address(a);
+    let (k1, k2) = (
+        IdentityKey::from_seed([1; 32]),
+        IdentityKey::from_seed([91; 32]),
+    );
+    let s1 = RotationStatement::sign(&alice, &k1, &k2, 1);
+    deliver_thread_from(&mut net, a, b, &k2, vec![s1], "thr_new");
+    assert_eq!(
+        net.nodes[b].agent.pinned_key(&alice),
+        Some(k2.public().to_bytes())
+    );
+    let told = deliver_thread_from(&mut net, a, b, &k1, Vec::new(), "thr_old");
+    assert!(!told.contains(&NotifyKind::Security), "{told:?}");
+    assert!(net.nodes[b].agent.thread("thr_old").is_some());
+    assert_eq!(
+        net.nodes[b].agent.pinned_key(&alice),
+        Some(k2.public().to_bytes())
+    );
+}
+
+/// A chain with a link the pinned key did not lead to (a statement from another key in
+/// the middle) moves nothing: a key change, halted and told.
+#[test]
+fn a_chain_with_a_forged_link_still_halts() {
+    let (mut net, a, b) = dinner_net();
+    let id = to_proposed(&mut net, a, b);
+    let alice = net.address(a);
+    let k1 = IdentityKey::from_seed([1; 32]);
+    let mallory = IdentityKey::from_seed([66; 32]);
+    let (k2, k3) = (
+        IdentityKey::from_seed([91; 32]),
+        IdentityKey::from_seed([92; 32]),
+    );
+    let s1 = RotationStatement::sign(&alice, &k1, &k2, 1);
+    let forged = RotationStatement::sign(&alice, &mallory, &k3, 2);
+    let told = deliver_from_rotated(&mut net, a, b, &k3, vec![s1, forged]);
+    assert!(told.contains(&NotifyKind::Security), "{told:?}");
+    assert!(net.nodes[b].agent.thread(&id).unwrap().halted);
+    assert_eq!(
+        net.nodes[b].agent.pinned_key(&alice),
+        Some(k1.public().to_bytes())
+    );
+}
+
+/// The frames `agent` sent in answer to `frame`.
+fn answer(agent: &mut Agent, now: Timestamp, frame: crate::link::RelayFrame) -> Vec<ClientFrame> {
+    agent.handle(now, Input::Bytes(frame.to_bytes()));
+    let mut sent = Vec::new();
+    while let Some(o) = agent.poll_output() {
+        if let Output::Send(b) = o {
+            sent.extend(ClientFrame::from_bytes(&b));
+        }
+    }
+    sent
+}
+
+/// Swarm seed 138: the relay installed the statement but the agent never heard
+/// `rotated`; on the next connection its old key got `address_taken` — and the same
+/// answer again (late, or repeated) after it had registered with the new key. One
+/// refusal of the new key is not final: the agent tries the old key once more instead of
+/// staying offline, and the relay's `auth_ok` of the new key finishes the rotation.
+#[test]
+fn a_repeated_address_taken_while_rotating_does_not_strand_the_agent() {
+    use crate::link::{ErrorCode, RelayFrame};
+    let now = Timestamp::parse_rfc3339("2026-03-21T14:30:00Z").unwrap();
+    let old = IdentityKey::from_seed([1; 32]);
+    let mut agent = Agent::new(dinner::alice("a2acp.io"), old.clone(), [11; 32]);
+    while agent.poll_output().is_some() {}
+    agent.handle(
+        now,
+        Input::Command(Command::RotateKey {
+            new: Box::new(new_key()),
+        }),
+    );
+    agent.handle(now, Input::Connected);
+    let challenge = |n: u8| RelayFrame::Challenge {
+        nonce: [n; 32],
+        domain: "a2acp.io".into(),
+        ts: now.as_millis(),
+    };
+    let taken = || RelayFrame::Error {
+        code: ErrorCode::AddressTaken,
+        message: "address is registered with another key".into(),
+        seq: None,
+    };
+    let key_of = |frames: &[ClientFrame]| match frames {
+        [ClientFrame::Register { key, .. }] => *key,
+        other => panic!("expected one register, got {other:?}"),
+    };
+    assert_eq!(
+        key_of(&answer(&mut agent, now, challenge(1))),
+        old.public().to_bytes()
+    );
+    assert!(answer(&mut agent, now, taken()).is_empty());
+    assert_eq!(
+        key_of(&answer(&mut agent, now, challenge(2))),
+        new_key().public().to_bytes()
+    );
+    // The same refusal again, then the relay's answer to the new key.
+    answer(&mut agent, now, taken());
+    answer(
+        &mut agent,
+        now,
+        RelayFrame::AuthOk {
+            address: dinner::alice("a2acp.io").address,
+            queued: 0,
+        },
+    );
+    assert_eq!(agent.public_key(), new_key().public());
+    assert!(agent.link_refusal().is_none());
 }

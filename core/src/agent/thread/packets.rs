@@ -56,20 +56,32 @@ impl Agent {
             .peers
             .get(&peer)
             .and_then(|rec| rec.key.map(|k| (k, rec.retired_key)));
+        // An envelope under the key the peer rotated away from, sealed before its rotation
+        // and delivered after a newer one (the relay serves its queues thread by thread).
+        let mut late_key = None;
         if let Some((k, retired)) = pinned {
             if k != env.from_key {
                 // A rotation statement signed by the pinned key moves the pin without
                 // halting anything (SPEC-NOTES "Key rotation").
-                let rotated = env
-                    .rotation
-                    .as_deref()
-                    .filter(|r| r.new_key == env.from_key)
-                    .is_some_and(|r| self.peer_rotated(&peer, r));
+                // Several statements when the pin is more than one rotation behind.
+                let rotated = env.rotation_path(&k).is_some_and(|path| {
+                    let last = path.len() - 1;
+                    path.into_iter()
+                        .enumerate()
+                        .all(|(i, (r, _))| self.peer_rotated(&peer, r, i == last))
+                });
                 if !rotated && retired == Some(env.from_key) {
-                    self.shared.dropped(None, DropReason::RetiredKey { peer });
-                    return;
-                }
-                if !rotated {
+                    // Authentic under that key, it is handled: the relay accepts a key only
+                    // while it is the sender's current one, so what it still delivers under
+                    // the retired key was sent before the rotation (SPEC-NOTES "Key rotation").
+                    match PublicKey::from_bytes(&env.from_key) {
+                        Ok(pk) => late_key = Some(pk),
+                        Err(_) => {
+                            self.shared.dropped(None, DropReason::RetiredKey { peer });
+                            return;
+                        }
+                    }
+                } else if !rotated {
                     // Only an envelope that is authentic under the new key is a key
                     // change; anything else is noise (or tampering) and changes nothing.
                     let authentic = PublicKey::from_bytes(&env.from_key)
@@ -87,8 +99,8 @@ impl Agent {
                 }
             }
         }
-        let sender_key = match self.shared.keys.get(&peer) {
-            Some(k) => k.clone(),
+        let sender_key = match late_key.or_else(|| self.shared.keys.get(&peer).cloned()) {
+            Some(k) => k,
             None => match PublicKey::from_bytes(&env.from_key) {
                 Ok(k) => k,
                 Err(e) => {

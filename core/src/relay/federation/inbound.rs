@@ -273,13 +273,8 @@ impl Relay {
         }
         let pinned = self.fed.as_ref().and_then(|f| f.pins.get(&from)).copied();
         // A key other than the pinned one is a lie unless the envelope carries the
-        // rotation statement moving the pinned key to it: then the new key is pinned.
-        let rotated = pinned.filter(|&k| {
-            k != env.from_key
-                && env.rotation.as_ref().is_some_and(|r| {
-                    r.new_key == env.from_key && r.verify_from(&from, &k).is_some()
-                })
-        });
+        // rotation statements moving the pinned key to it: then the new key is pinned.
+        let rotated = pinned.filter(|&k| k != env.from_key && env.rotation_path(&k).is_some());
         if rotated.is_none() && pinned.is_some_and(|k| k != env.from_key) {
             self.fed_lie(now, domain, format!("a changed key for {from}"));
             return Decision::Rejected(
