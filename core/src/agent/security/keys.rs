@@ -21,6 +21,7 @@ impl Agent {
             return;
         };
         rec.key = Some(new);
+        let held = std::mem::take(&mut rec.held_for_key);
         self.shared.keys.insert(peer.clone(), pk);
         self.shared.dirty.peers.insert(peer.clone());
         self.shared
@@ -62,6 +63,31 @@ impl Agent {
                 step.set_state(ThreadState::Declined, "halted after a key change")
             });
         }
+        // What the peer sent under the new key meanwhile (a recovered agent's first
+        // packet) is handled now, in the order it came; under another key, dropped.
+        for env in held {
+            if env.from_key == new {
+                self.on_envelope(env);
+            }
+        }
+    }
+
+    /// Keeps an envelope under a changed key until the user decides (at most
+    /// [`MAX_HELD_FOR_KEY`](crate::agent::link::records::MAX_HELD_FOR_KEY); one already
+    /// held is not held twice).
+    pub(in crate::agent) fn hold_for_key(&mut self, peer: &Address, env: crate::crypto::Envelope) {
+        use crate::agent::link::records::MAX_HELD_FOR_KEY;
+        let Some(rec) = self.shared.peers.get_mut(peer) else {
+            return;
+        };
+        if rec.changed_key != Some(env.from_key)
+            || rec.held_for_key.len() >= MAX_HELD_FOR_KEY
+            || rec.held_for_key.iter().any(|h| h.sig == env.sig)
+        {
+            return;
+        }
+        rec.held_for_key.push(env);
+        self.shared.dirty.peers.insert(peer.clone());
     }
 
     pub(in crate::agent) fn on_key(

@@ -89,6 +89,8 @@ impl Agent {
                         .is_ok();
                     if authentic {
                         self.key_changed(&peer, env.from_key);
+                        self.hold_for_key(&peer, env.clone());
+                        self.hold_for_key(&peer, env.clone());
                         // The relay's answer carries a recovery, if that is what this is
                         // (SPEC-NOTES "Recovery"): the user is told so.
                         self.shared.lookup(&peer);
