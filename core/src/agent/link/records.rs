@@ -73,10 +73,6 @@ pub(in crate::agent) struct Meta {
     pub(in crate::agent) retired_keys: Vec<RetiredKey>,
 }
 
-/// How many envelopes under a changed key a peer record holds until the user decides:
-/// a new thread's first packets (a recovered agent's), not a queue a peer can grow.
-pub(in crate::agent) const MAX_HELD_FOR_KEY: usize = 16;
-
 /// A retired identity key's secret seed, kept in `meta` beside the records that already
 /// hold this agent's session secrets (the identity key itself is the runtime's).
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -119,7 +115,7 @@ pub(in crate::agent) struct PeerRecord {
     #[serde(default)]
     pub(in crate::agent) rotation_seq: u64,
     /// Envelopes under `changed_key`, authentic under it, received while the user had
-    /// not accepted it (at most [`MAX_HELD_FOR_KEY`]): handled once the user accepts the
+    /// not accepted it (at most 16, `security::keys::MAX_HELD_FOR_KEY`): handled once the user accepts the
     /// key, dropped if another key is accepted (SPEC-NOTES "Key changes").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(in crate::agent) held_for_key: Vec<crate::crypto::Envelope>,

@@ -9,6 +9,10 @@ use crate::agent::*;
 use crate::packet::{Body, ResolutionResponseBody, ResolutionStatus};
 use crate::rotation::RotationStatement;
 
+/// How many envelopes under a changed key a peer record holds until the user decides:
+/// a new thread's first packets (a recovered agent's), not a queue a peer can grow.
+pub(in crate::agent) const MAX_HELD_FOR_KEY: usize = 16;
+
 impl Agent {
     pub(in crate::agent) fn accept_key_change(&mut self, peer: &Address) {
         let Some(rec) = self.shared.peers.get_mut(peer) else {
@@ -73,10 +77,9 @@ impl Agent {
     }
 
     /// Keeps an envelope under a changed key until the user decides (at most
-    /// [`MAX_HELD_FOR_KEY`](crate::agent::link::records::MAX_HELD_FOR_KEY); one already
+    /// [`MAX_HELD_FOR_KEY`]; one already
     /// held is not held twice).
     pub(in crate::agent) fn hold_for_key(&mut self, peer: &Address, env: crate::crypto::Envelope) {
-        use crate::agent::link::records::MAX_HELD_FOR_KEY;
         let Some(rec) = self.shared.peers.get_mut(peer) else {
             return;
         };
