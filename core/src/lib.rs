@@ -51,6 +51,7 @@ pub mod negotiator;
 pub mod packet;
 pub mod persist;
 pub mod rate_limit;
+pub mod receipt;
 pub mod recover_client;
 pub mod recovery;
 pub mod relay;

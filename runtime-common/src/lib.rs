@@ -81,6 +81,7 @@ pub mod phase1_push;
 pub mod phase1_sender;
 pub mod prompt;
 pub mod race;
+pub mod receipts;
 pub mod recovery;
 pub mod relay_key;
 pub mod relay_service;

@@ -209,6 +209,21 @@ impl Store {
             .map_err(|e| wrap(&self.path, e))
     }
 
+    /// The records whose key starts with `prefix`, in key order.
+    pub fn with_prefix(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT key, value FROM kv WHERE substr(key, 1, length(?1)) = ?1 ORDER BY key")
+            .map_err(|e| wrap(&self.path, e))?;
+        let rows = stmt
+            .query_map([prefix], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?))
+            })
+            .map_err(|e| wrap(&self.path, e))?;
+        rows.collect::<Result<Vec<_>, _>>()
+            .map_err(|e| wrap(&self.path, e))
+    }
+
     /// One record.
     pub fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
         self.conn

@@ -96,6 +96,19 @@ pub(crate) enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Your signed consent receipts: what was shared or declined, with whom, for what and
+    /// what decided it, and each proposal you confirmed; `receipts verify FILE` checks
+    /// them offline.
+    Receipts {
+        #[command(subcommand)]
+        cmd: Option<ReceiptsCmd>,
+        /// Only this thread's receipts.
+        #[arg(long)]
+        thread: Option<String>,
+        /// Machine-readable output (what `receipts verify` reads).
+        #[arg(long)]
+        json: bool,
+    },
     /// What your agent told you: unread notifications (numbered), or mark them read.
     Notifications {
         /// `read N` or `read --all`.
@@ -453,6 +466,23 @@ pub(crate) enum ThreadCmd {
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum ReceiptsCmd {
+    /// Check receipts offline, without the agent: FILE holds one receipt or the list
+    /// `a2acp receipts --json` writes. Exit status 1 when any check fails.
+    Verify {
+        /// The receipt file.
+        file: PathBuf,
+        /// The key every receipt must be signed by (base64url, as `a2acp keys show` prints it).
+        #[arg(long)]
+        key: Option<String>,
+        /// FIELD=VALUE: check that VALUE is the value disclosed for FIELD (needs the salts
+        /// `receipts --json` keeps); repeatable.
+        #[arg(long = "value")]
+        values: Vec<String>,
     },
 }
 

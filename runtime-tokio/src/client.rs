@@ -60,6 +60,29 @@ fn key(r: &Response, qr: bool) -> String {
 }
 
 pub(crate) async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
+    if let Cmd::Receipts {
+        cmd: Some(ReceiptsCmd::Verify { file, key, values }),
+        ..
+    } = &cmd
+    {
+        // Offline: no agent needed.
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        let opts = a2acp_runtime::receipts::VerifyOptions {
+            key: key.clone(),
+            values: values.clone(),
+        };
+        return match a2acp_runtime::receipts::verify(&text, &opts) {
+            Ok(report) => {
+                println!("{report}");
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(report) => {
+                println!("{report}");
+                Ok(ExitCode::FAILURE)
+            }
+        };
+    }
     if let Cmd::Memory(MemoryCmd::Export { address, out }) = &cmd {
         // The NDJSON goes out byte for byte (it is the backup), not through the
         // terminal's escaping.
@@ -401,6 +424,15 @@ pub(crate) async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
                 .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
             (Request::MemoryImport { ndjson }, false, text)
         }
+        Cmd::Receipts {
+            cmd: None,
+            thread,
+            json,
+        } => (Request::Receipts { thread }, json, |r| {
+            serde_json::from_value::<Vec<a2acp_core::receipt::StoredReceipt>>(r.data.clone())
+                .map(|d| a2acp_runtime::receipts::render(&d))
+                .unwrap_or_default()
+        }),
         Cmd::Suggestions { cmd: None, json } => (Request::Suggestions, json, |r| {
             serde_json::from_value::<Vec<a2acp_core::agent::Suggestion>>(r.data.clone())
                 .map(|d| control::render_suggestions(&d))

@@ -42,6 +42,9 @@ const README_COMMANDS: &[&str] = &[
     "a2acp --home ./alice block agent:mallory@localhost",
     "a2acp --home ./alice memory show agent:bob@localhost",
     "a2acp --home ./alice status",
+    "a2acp --home ./alice receipts",
+    "a2acp --home ./alice receipts --json > receipts.json",
+    "a2acp receipts verify receipts.json --value transport_mode=driving",
 ];
 
 /// A child process killed (and reaped) when dropped.
@@ -405,6 +408,42 @@ fn the_readme_by_hand_section_runs_as_written() {
         out.contains("agent:alice@localhost") && out.contains("online"),
         "{out}"
     );
+
+    // Her receipts: what she shared and declined at prompt 1, the proposal she confirmed.
+    let out = w.ok(c[20]);
+    assert!(
+        out.contains("shared    transport_mode (you, at prompt 1)")
+            && out.contains("declined  cuisine_preference (you, at prompt 1)")
+            && out.contains("confirmation")
+            && out.contains("(you, at prompt 2)"),
+        "{out}"
+    );
+    let (line, file) = c[21].split_once(" > ").expect("a redirection");
+    let json = w.ok(line);
+    fs::write(w.cwd().join(file), &json).unwrap();
+    let out = w.ok(c[22]);
+    assert!(
+        out.contains("transport_mode: the value given is the one disclosed")
+            && out.contains("receipt(s) verified"),
+        "{out}"
+    );
+    // An altered receipt, a value she did not share: each named, exit status 1.
+    let altered = json.replacen("cuisine_preference", "cuisine_preferences", 1);
+    fs::write(w.cwd().join("altered.json"), altered).unwrap();
+    for (line, says) in [
+        (
+            "a2acp receipts verify altered.json",
+            "the receipt was altered",
+        ),
+        (
+            "a2acp receipts verify receipts.json --value transport_mode=walking",
+            "is not the value disclosed",
+        ),
+    ] {
+        let o = w.run(&w.args(line));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(!o.status.success() && out.contains(says), "{line}: {out}");
+    }
 
     // A thread to an address the relay does not know: refused at once, non-zero exit.
     let e = w.fails("a2acp --home ./alice thread start --to agent:nobody@localhost --category scheduling --summary \"Lunch\"");

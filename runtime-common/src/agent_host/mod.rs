@@ -41,6 +41,7 @@ mod fields;
 mod groups;
 mod keys;
 mod memory;
+mod receipts;
 mod requests;
 mod rotate;
 mod spaces;

@@ -309,6 +309,13 @@ pub enum Request {
         /// The recovery key's public part, base64url.
         recovery_key: String,
     },
+    /// The signed consent receipts (`a2acp receipts`; SPEC-NOTES "Consent receipts"),
+    /// oldest first, each with the salts of its values.
+    Receipts {
+        /// Only this thread's.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        thread: Option<String>,
+    },
     /// The §7.2 suggestions that still apply (`a2acp suggestions`), oldest first.
     Suggestions,
     /// Accept a §7.2 suggestion by its number (`a2acp suggestions accept N`): "always

@@ -22,6 +22,8 @@
 //!   no packet it sends and in no record the relay stores;
 //! - [`wake_up`]: a wake-up goes only to an endpoint an agent registered, carries
 //!   nothing but that endpoint, and comes at most once per interval per agent;
+//! - [`receipts`]: every value an agent sends is covered by a consent receipt it stored,
+//!   signed by its key, naming that value's salted hash;
 //! - [`expect`]: the final states a scenario expects.
 //!
 //! The world ([`crate::world`]) feeds them what happened, from the agent's typed events
@@ -37,6 +39,7 @@ pub mod liveness;
 pub mod memory;
 pub mod never_share;
 mod probe;
+pub mod receipts;
 pub mod relay_plaintext;
 pub mod restore;
 pub mod round_trips;
@@ -71,6 +74,7 @@ pub const CHECKS: &[&str] = &[
     "space_permission",
     "memory_stays",
     "wake_up",
+    "receipts",
 ];
 
 /// One broken invariant.
@@ -136,6 +140,8 @@ pub struct Checker {
     pub audit: Audit,
     /// When each endpoint was last woken.
     wake_ups: BTreeMap<String, Duration>,
+    /// What the receipts agents stored cover.
+    receipted: receipts::Receipted,
 }
 
 /// The value of `"sig":"…"` in a JSON text (an envelope's outer signature).
@@ -191,6 +197,7 @@ impl Checker {
             let v = probe::Probe::of(&h.json);
             if h.outgoing {
                 self.never_share_sent(at, node, name, agent, t, h);
+                self.receipts_sent(at, node, name, t, h);
                 self.memory_sent(at, name, h);
                 self.asked_twice_sent(&mut tc, at, name, t, h, &v);
                 self.round_trips_sent(&tc, at, name, t, h, &v, limit);

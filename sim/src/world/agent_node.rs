@@ -137,6 +137,19 @@ impl Sim {
             None => return,
         }
         self.tock(t0);
+        // The receipts this step stored, before the packets they cover are checked.
+        if let Some(a) = self.nodes[i].agent.as_ref() {
+            let key = a.public_key().to_bytes();
+            let at = self.elapsed();
+            for o in &outs {
+                if let Output::Persist(PersistOp::Put { key: k, value }) = o {
+                    if k.starts_with(a2acp_core::receipt::RECEIPT_PREFIX) {
+                        let name = &self.nodes[i].name;
+                        self.checker.receipt_stored(at, i, name, value, &key);
+                    }
+                }
+            }
+        }
         // Check the threads this step changed, on the live state.
         let changed: BTreeSet<String> = outs
             .iter()

@@ -15,6 +15,7 @@ use crate::packet::{
     ConfirmationProgress, ContextBody, ParticipantEntry, ParticipantStatus, Proposal,
     ResolutionBody, ResolutionStatus,
 };
+use crate::receipt::Basis;
 
 impl Agent {
     pub(in crate::agent) fn propose_to_group(
@@ -771,6 +772,9 @@ impl ThreadStep<'_> {
         r.answers.retain(|(a, _)| a != &me);
         r.answers.push((me, ResolutionStatus::Confirmed));
         let rid = r.packet_id.clone();
+        let proposal = r.body.clone();
+        // The user confirmed at the group's prompt (SPEC-NOTES "Consent receipts").
+        self.sign_confirmation_receipt(&proposal, Basis::User { prompt_id: 0 });
         if let Some(g) = self.t.group.as_mut() {
             g.flexibility = None;
             g.lead = lead;

@@ -235,6 +235,18 @@ pub enum AgentEvent {
         /// The prompt.
         prompt_id: u64,
     },
+    /// A consent receipt was signed and stored (SPEC-NOTES "Consent receipts"): the
+    /// record `receipt/<thread id>/<receipt id>` holds it.
+    ReceiptSigned {
+        /// The receipt's id.
+        receipt_id: String,
+        /// Consent or confirmation.
+        kind: crate::receipt::ReceiptKind,
+        /// The fields it says were disclosed.
+        disclosed: Vec<String>,
+        /// The fields it says were declined.
+        declined: Vec<String>,
+    },
     /// An action succeeded.
     ActionSucceeded {
         /// The action's name.
@@ -837,6 +849,25 @@ impl AgentEvent {
             ),
             E::ConsentAnswered { prompt_id } => {
                 write!(out, "consent prompt {prompt_id} answered")
+            }
+            E::ReceiptSigned {
+                receipt_id,
+                kind,
+                disclosed,
+                declined,
+            } => {
+                let kind = match kind {
+                    crate::receipt::ReceiptKind::Consent => "consent",
+                    crate::receipt::ReceiptKind::Confirmation => "confirmation",
+                };
+                write!(out, "{kind} receipt {receipt_id} signed")?;
+                if !disclosed.is_empty() {
+                    write!(out, "; disclosed {}", disclosed.join(", "))?;
+                }
+                if !declined.is_empty() {
+                    write!(out, "; declined {}", declined.join(", "))?;
+                }
+                Ok(())
             }
             E::ActionSucceeded { action } => write!(out, "action {action} succeeded"),
             E::ActionFailed { action, error } => write!(out, "action {action} failed: {error}"),

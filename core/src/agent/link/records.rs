@@ -340,9 +340,12 @@ impl Agent {
         // A thread's new outbox items go before its record, which commits them: a crash
         // in between leaves items a restore drops (`drop_uncommitted`), never a record
         // that says a packet went out while the packet is nowhere (SPEC-NOTES
-        // "Persistence").
+        // "Persistence"). Its new consent receipts go before it too: no record says a
+        // value left without the receipt of it stored.
         let (committed_by_thread, ops): (Vec<PersistOp>, Vec<PersistOp>) =
-            d.ops.into_iter().partition(|op| self.is_thread_item(op));
+            d.ops.into_iter().partition(|op| {
+                self.is_thread_item(op) || op.key().starts_with(crate::receipt::RECEIPT_PREFIX)
+            });
         for op in committed_by_thread {
             self.shared.out.push_back(Output::Persist(op));
         }

@@ -1,12 +1,14 @@
 //! Consent (§7): permission tiers per peer, consent prompts and their answers, implicit
 //! signals and the §7.2 suggestions.
 
+use crate::agent::negotiation::receipts::ReceiptDraft;
 use crate::agent::permissions::{resolve_tier, resolve_tier_in, Tier};
 use crate::agent::thread::{Thread, ThreadState, Turn, Waiting};
 use crate::agent::*;
 
 use crate::display;
 use crate::packet::{Body, Intent};
+use crate::receipt::Basis;
 
 impl Agent {
     pub(in crate::agent) fn answer_consent(&mut self, prompt_id: u64, answer: ConsentAnswer) {
@@ -40,6 +42,8 @@ impl ThreadStep<'_> {
         let Some(mut c) = t.consent.take() else {
             return;
         };
+        let mut receipt = ReceiptDraft::default();
+        let by_user = || Basis::User { prompt_id };
         for (n, suggested) in asked.into_iter().zip(suggestions) {
             let choice = match &answer {
                 ConsentAnswer::DeclineAll => FieldChoice::DontShare,
@@ -54,13 +58,19 @@ impl ThreadStep<'_> {
             };
             match value {
                 Some(v) => {
+                    receipt
+                        .disclosed
+                        .push((n.field.clone(), v.clone(), by_user()));
                     c.share.insert(n.field.clone(), v);
                     approved.push(n.field.clone());
                 }
                 // A field this side offered (an intent update's expanded scope) is
                 // not shared and not declined either: the peer did not ask.
                 None if c.offered.contains(&n.field) => {}
-                None => c.decline.push(n.field.clone()),
+                None => {
+                    receipt.declined.push((n.field.clone(), by_user()));
+                    c.decline.push(n.field.clone());
+                }
             }
         }
         c.offered.clear();
@@ -72,6 +82,7 @@ impl ThreadStep<'_> {
         }
         self.mark_changed();
         self.audit(AgentEvent::ConsentAnswered { prompt_id });
+        self.sign_consent_receipt(receipt);
         self.shared.count_approvals(&peer, &approved);
         self.set_waiting(Waiting::Nothing);
         let turn = if matches!(

@@ -1,7 +1,8 @@
 //! Context negotiation with consent, resolution and execution — one two-party thread
 //! from its first context to its outcome: the Receive-Evaluate-Act cycle and its limits
 //! (§5.2, §6, `negotiate.rs`), context drift and forks (§6.5, `drift.rs`), consent under
-//! the permission tiers (§7, `consent.rs`; the tiers themselves are `agent::permissions`),
+//! the permission tiers (§7, `consent.rs`; the tiers themselves are `agent::permissions`)
+//! and its signed receipts (`receipts.rs`),
 //! resolution and the human checkpoint (§8, `resolution.rs`), and executing what was
 //! confirmed (§9, `execution.rs`).
 
@@ -9,6 +10,7 @@ pub(super) mod consent;
 pub(super) mod drift;
 pub(super) mod execution;
 pub(super) mod negotiate;
+pub(super) mod receipts;
 pub(super) mod resolution;
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use crate::agent::io::notify::list;
 use crate::agent::memory::Remembered;
 use crate::agent::negotiation::drift::is_resume_marker;
+use crate::agent::negotiation::receipts::ReceiptDraft;
 use crate::agent::permissions::Tier;
 use crate::agent::thread::{PendingConsent, Thread, ThreadState, Turn, Waiting};
 use crate::agent::*;
@@ -16,6 +17,7 @@ use crate::packet::{
     self, Body, ContextBody, ContextRequestBody, ContextResponseBody, Escalation, Intent, Need,
     Priority, Unavailable,
 };
+use crate::receipt::Basis;
 
 /// How the `reason` of a stall notice starts (§6.4; SPEC-NOTES "Negotiation").
 pub(in crate::agent) const STALL_REASON: &str = "stalled";
@@ -94,6 +96,7 @@ impl ThreadStep<'_> {
         let mut decline = Vec::new();
         let mut ask = Vec::new();
         let mut seen = BTreeSet::new();
+        let mut receipt = ReceiptDraft::default();
         for n in needs {
             if t.answered.contains(&n.field) || !seen.insert(n.field.clone()) {
                 continue; // §6.4: a field is answered once per thread.
@@ -102,6 +105,7 @@ impl ThreadStep<'_> {
                 // A field name the user could not read as sent (control or invisible
                 // characters, or too long) is never shown for consent: declined.
                 decline.push(n.field.clone());
+                receipt.declined.push((n.field.clone(), Basis::Agent));
                 continue;
             }
             let value = self.suggested(&n.field);
@@ -112,12 +116,20 @@ impl ThreadStep<'_> {
                 continue;
             }
             match tier {
-                Tier::NeverShare => decline.push(n.field.clone()),
+                Tier::NeverShare => {
+                    decline.push(n.field.clone());
+                    receipt
+                        .declined
+                        .push((n.field.clone(), self.basis_of_decline(&n.field)));
+                }
                 Tier::AlwaysShare => match value {
                     Some(v) => {
                         share.insert(n.field.clone(), v);
                     }
-                    None => decline.push(n.field.clone()),
+                    None => {
+                        decline.push(n.field.clone());
+                        receipt.declined.push((n.field.clone(), Basis::Agent));
+                    }
                 },
                 Tier::AskFirst => {
                     if t.user_initiated && t.local.contains_key(&n.field) {
@@ -128,12 +140,18 @@ impl ThreadStep<'_> {
                     } else if n.priority == Priority::NiceToHave && !urgent {
                         // §6.2: nice_to_have is shared only if pre-authorised.
                         decline.push(n.field.clone());
+                        receipt
+                            .declined
+                            .push((n.field.clone(), self.basis_of_decline(&n.field)));
                     } else {
                         ask.push(n.clone());
                     }
                 }
             }
         }
+        // What the tiers declined without asking: its receipt (what they share leaves
+        // with a packet, receipted then).
+        self.sign_consent_receipt(receipt);
         let t = &mut *self.t;
         for f in share.keys().chain(decline.iter()) {
             t.answered.insert(f.clone());

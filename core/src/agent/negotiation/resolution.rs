@@ -9,6 +9,7 @@ use crate::agent::*;
 use crate::display;
 use crate::negotiator::Rejected;
 use crate::packet::{ActionSpec, Body, ResolutionBody, ResolutionResponseBody, ResolutionStatus};
+use crate::receipt::Basis;
 
 /// The `reason_class` of a `counter_requested` that picks one of the proposal's
 /// alternatives (its index in `alternative`; SPEC-NOTES "Resolution and confirmation").
@@ -84,6 +85,7 @@ impl ThreadStep<'_> {
         }
         r.prompt_id = None;
         let resolution_id = r.packet_id.to_string();
+        let confirmed = (answer == ResolutionAnswer::Confirm).then(|| r.body.clone());
         let alt_message = chosen
             .as_ref()
             .map(|(_, summary)| format!("Could we do this instead: {summary}?"));
@@ -131,6 +133,9 @@ impl ThreadStep<'_> {
             message_to_other_agent: message.map(str::to_string),
             alternative: chosen.as_ref().and_then(|(i, _)| u32::try_from(*i).ok()),
         });
+        if let Some(proposal) = &confirmed {
+            self.sign_confirmation_receipt(proposal, Basis::User { prompt_id });
+        }
         let _ = self.send_packet(body);
         match status {
             ResolutionStatus::Confirmed => self.check_confirmed(),

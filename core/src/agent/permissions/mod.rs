@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::address::Address;
 use crate::packet::Intent;
+use crate::receipt::Basis;
 
 /// A sharing tier.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -215,25 +216,51 @@ pub fn resolve_tier(
     peer: &Address,
     field: &str,
 ) -> Tier {
+    explain_tier(tiers, overrides, peer, field).0
+}
+
+/// [`resolve_tier`], and what gave the tier (a consent receipt's [`Basis`]).
+fn explain_tier(
+    tiers: &PermissionTiers,
+    overrides: &BTreeMap<Address, RelationshipOverride>,
+    peer: &Address,
+    field: &str,
+) -> (Tier, Basis) {
     let names: Vec<&str> = std::iter::once(field).chain(category_of(field)).collect();
+    let over = |t: Tier| {
+        (
+            t,
+            Basis::RelationshipOverride {
+                tier: t.as_str().into(),
+            },
+        )
+    };
+    let base = |t: Tier| {
+        (
+            t,
+            Basis::Tier {
+                tier: t.as_str().into(),
+            },
+        )
+    };
     if let Some(o) = overrides.get(peer) {
         if names.iter().any(|n| o.restrict_to_never_share.contains(*n)) {
-            return Tier::NeverShare;
+            return over(Tier::NeverShare);
         }
         if names.iter().any(|n| o.promote_to_always_share.contains(*n)) {
-            return Tier::AlwaysShare;
+            return over(Tier::AlwaysShare);
         }
     }
     if names.iter().any(|n| tiers.never_share.contains(*n)) {
-        return Tier::NeverShare;
+        return base(Tier::NeverShare);
     }
     if names.iter().any(|n| tiers.ask_first.contains(*n)) {
-        return Tier::AskFirst;
+        return base(Tier::AskFirst);
     }
     if names.iter().any(|n| tiers.always_share.contains(*n)) {
-        return Tier::AlwaysShare;
+        return base(Tier::AlwaysShare);
     }
-    Tier::AskFirst
+    base(Tier::AskFirst)
 }
 
 /// Resolves the tier of `field` for `peer` in a thread about `intent` (§6.5, §7.2):
@@ -248,37 +275,58 @@ pub fn resolve_tier_in(
     intent: Option<&Intent>,
     field: &str,
 ) -> Tier {
-    let rules: Vec<&IntentTiers> = match intent {
+    explain_tier_in(tiers, overrides, peer, intent, field).0
+}
+
+/// [`resolve_tier_in`], and what gave the tier (a consent receipt's [`Basis`]).
+pub fn explain_tier_in(
+    tiers: &PermissionTiers,
+    overrides: &BTreeMap<Address, RelationshipOverride>,
+    peer: &Address,
+    intent: Option<&Intent>,
+    field: &str,
+) -> (Tier, Basis) {
+    let rules: Vec<(&String, &IntentTiers)> = match intent {
         Some(i) => tiers
             .intents
             .iter()
             .filter(|(k, _)| IntentTiers::matches(k, i))
-            .map(|(_, r)| r)
             .collect(),
         None => Vec::new(),
     };
     if rules.is_empty() {
-        return resolve_tier(tiers, overrides, peer, field);
+        return explain_tier(tiers, overrides, peer, field);
     }
     let names: Vec<&str> = std::iter::once(field).chain(category_of(field)).collect();
     let has = |set: &BTreeSet<String>| names.iter().any(|n| set.contains(*n));
+    let by_intent = |phrase: &str, t: Tier| {
+        (
+            t,
+            Basis::IntentTier {
+                phrase: phrase.to_string(),
+                tier: t.as_str().into(),
+            },
+        )
+    };
     let o = overrides.get(peer);
     if o.is_some_and(|o| has(&o.restrict_to_never_share)) {
-        return Tier::NeverShare;
+        return explain_tier(tiers, overrides, peer, field);
     }
-    if rules.iter().any(|r| has(&r.never_share)) {
-        return Tier::NeverShare;
+    if let Some((k, _)) = rules.iter().find(|(_, r)| has(&r.never_share)) {
+        return by_intent(k, Tier::NeverShare);
     }
     if o.is_some_and(|o| has(&o.promote_to_always_share)) {
-        return Tier::AlwaysShare;
+        return explain_tier(tiers, overrides, peer, field);
     }
-    if rules.iter().any(|r| has(&r.ask_first)) {
-        return Tier::AskFirst;
+    if let Some((k, _)) = rules.iter().find(|(_, r)| has(&r.ask_first)) {
+        return by_intent(k, Tier::AskFirst);
     }
-    if rules.iter().any(|r| has(&r.always_share)) && !has(&tiers.never_share) {
-        return Tier::AlwaysShare;
+    if let Some((k, _)) = rules.iter().find(|(_, r)| has(&r.always_share)) {
+        if !has(&tiers.never_share) {
+            return by_intent(k, Tier::AlwaysShare);
+        }
     }
-    resolve_tier(tiers, overrides, peer, field)
+    explain_tier(tiers, overrides, peer, field)
 }
 
 #[cfg(test)]

@@ -77,6 +77,7 @@ fn dinner_intent(urgency: &str) -> Intent {
 
 fn start_dinner(net: &mut Net, a: usize, b: usize, urgency: &str) -> String {
     let to = net.address(b);
+    let before: Vec<String> = net.nodes[a].agent.threads().keys().cloned().collect();
     net.command(
         a,
         Command::StartThread {
@@ -86,7 +87,14 @@ fn start_dinner(net: &mut Net, a: usize, b: usize, urgency: &str) -> String {
         },
     );
     net.settle();
-    net.nodes[a].agent.threads().keys().last().cloned().unwrap()
+    // The new thread (ids are random: not always the last one).
+    net.nodes[a]
+        .agent
+        .threads()
+        .keys()
+        .find(|k| !before.contains(k))
+        .cloned()
+        .unwrap()
 }
 
 fn confirm_both(net: &mut Net, a: usize, b: usize) {

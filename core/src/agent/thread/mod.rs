@@ -430,6 +430,11 @@ pub struct Thread {
     /// slots, taken out of this thread's availability (SPEC-NOTES "Drift and forks").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sibling_holds: Vec<SiblingHold>,
+    /// What this thread's consent receipts cover (SPEC-NOTES "Consent receipts"), by
+    /// field: the digest of the value last receipted and what decided it. A field sent
+    /// again with the same value needs no new receipt.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub receipted: BTreeMap<String, Receipted>,
     /// The bridges' own state of the thread ([`crate::agent::Agent::set_bridge_state`]),
     /// by key (each key starts with its bridge's name): members of the thread's record
     /// beside its own, so records written before the bridges moved out of the agent
@@ -440,6 +445,17 @@ pub struct Thread {
     /// persisted.
     #[serde(skip)]
     pub bridge_marks: BTreeSet<String>,
+}
+
+/// A field a consent receipt of the thread covers: the SHA-256 of its value's canonical
+/// JSON (no salt: the thread record holds the value itself) and what decided it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Receipted {
+    /// SHA-256 of JCS(value).
+    #[serde(with = "crate::encoding::b64_array")]
+    pub digest: [u8; 32],
+    /// What decided it.
+    pub basis: crate::receipt::Basis,
 }
 
 /// A slot a sibling thread of a fork holds (§6.5).

@@ -677,6 +677,9 @@ impl ThreadStep<'_> {
             });
             return Err(());
         }
+        if let Some(ctx) = p.body.provided().filter(|c| !c.is_empty()) {
+            self.receipt_for_disclosure(ctx);
+        }
         let kind = p.body.type_name().to_string();
         let counted = counts_as_exchange(&p.body);
         let t = &mut *self.t;
@@ -841,6 +844,7 @@ pub(in crate::agent) fn blank_thread(
         bridge_marks: BTreeSet::new(),
         scope_intent: None,
         sibling_holds: Vec::new(),
+        receipted: BTreeMap::new(),
     }
 }
 
