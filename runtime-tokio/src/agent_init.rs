@@ -134,7 +134,7 @@ pub(crate) async fn agent_init(
         "home": home.dir().display().to_string(),
         "key": key.public().to_string(),
     });
-    let show_recovery = |report: &mut serde_json::Value, bound: bool| {
+    let show_recovery = |report: &mut serde_json::Value, bound: Result<bool, &str>| {
         let Some(r) = &recovery else {
             say(
                 "  recovery key  none (--no-recovery; make one with `a2acp agent recovery-key`)"
@@ -145,11 +145,17 @@ pub(crate) async fn agent_init(
         report["recovery"] = serde_json::json!({
             "words": r.words,
             "key": a2acp_core::encoding::b64_encode(&r.public),
-            "bound": bound,
+            "bound": bound == Ok(true),
         });
+        if let Err(why) = bound {
+            report["recovery"]["refused"] = why.into();
+        }
         say(match bound {
-            true => "  recovery key  bound at the relay".into(),
-            false => "  recovery key  bound at the relay on the first `a2acp agent run`".into(),
+            Ok(true) => "  recovery key  bound at the relay".into(),
+            Ok(false) => "  recovery key  bound at the relay on the first `a2acp agent run`".into(),
+            Err(why) => format!(
+                "  recovery key  NOT bound: the relay refused it ({why}); these words cannot recover the address at this relay"
+            ),
         });
         say(String::new());
         say(recovery::render_words(&r.words, &addr, out.qr));
@@ -162,7 +168,7 @@ pub(crate) async fn agent_init(
         }
         say("  registration  on the first `a2acp agent run`".into());
         report["registered"] = false.into();
-        show_recovery(&mut report, false);
+        show_recovery(&mut report, Ok(false));
         if json {
             println!("{report}");
         }
@@ -180,14 +186,19 @@ pub(crate) async fn agent_init(
     let mut registered = false;
     let mut bound = recovery.is_none();
     let mut refused: Option<control::RefusedInfo> = None;
+    let mut binding_refused: Option<String> = None;
     let mut door = None;
-    while tokio::time::Instant::now() < deadline && !(registered && bound) && refused.is_none() {
+    while tokio::time::Instant::now() < deadline
+        && !(registered && (bound || binding_refused.is_some()))
+        && refused.is_none()
+    {
         if let Ok(r) = h.request(Request::Status).await {
             if let Ok(s) = serde_json::from_value::<control::StatusInfo>(r.data) {
                 registered = s.online;
                 refused = s.refused;
                 door = s.door;
-                bound = bound || s.recovery.is_some_and(|r| r.bound);
+                bound = bound || s.recovery.as_ref().is_some_and(|r| r.bound);
+                binding_refused = s.recovery.and_then(|r| r.refused);
             }
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -200,7 +211,11 @@ pub(crate) async fn agent_init(
                 door.as_deref().unwrap_or(relay.first())
             ));
             report["registered"] = true.into();
-            show_recovery(&mut report, bound && recovery.is_some());
+            let state = match &binding_refused {
+                Some(why) => Err(why.as_str()),
+                None => Ok(bound && recovery.is_some()),
+            };
+            show_recovery(&mut report, state);
         }
         (false, Some(r)) => {
             // Nothing of a home the relay refused stays behind.
@@ -245,7 +260,7 @@ pub(crate) async fn agent_init(
                 "  registration  {relay} not reachable now{why}; it happens on the first `a2acp agent run`"
             ));
             report["registered"] = false.into();
-            show_recovery(&mut report, false);
+            show_recovery(&mut report, Ok(false));
         }
     }
     say(format!(

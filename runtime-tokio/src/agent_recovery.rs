@@ -42,7 +42,7 @@ pub(crate) async fn recovery_key(home: &Home, qr: bool, json: bool) -> Result<Ex
             let done = s
                 .recovery
                 .as_ref()
-                .is_some_and(|r| r.key == public && r.bound);
+                .is_some_and(|r| r.key == public && (r.bound || r.refused.is_some()));
             let online = s.online;
             last = Some(s);
             if done || !online {
@@ -51,6 +51,16 @@ pub(crate) async fn recovery_key(home: &Home, qr: bool, json: bool) -> Result<Ex
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let s = last.ok_or("the agent did not answer")?;
+        if let Some(why) = s
+            .recovery
+            .as_ref()
+            .filter(|r| r.key == public)
+            .and_then(|r| r.refused.clone())
+        {
+            return Err(format!(
+                "the relay refused the new recovery key ({why}); no words were made that could recover this address there"
+            ));
+        }
         let (bound, seq) = s
             .recovery
             .filter(|r| r.key == public)

@@ -5,7 +5,7 @@
 //! a notice that it is a recovery, and after `keys accept` a new dinner completes. Wrong
 //! words are refused and change nothing at the relay; the sixth attempt within the hour is
 //! rate limited with `retry_after`, even with the right words; a relay of a cluster refuses
-//! with `cluster`.
+//! with `cluster`, both a recovery and an agent's binding (which its `status` then says).
 
 use a2acp_core::agent::NotifyKind;
 use a2acp_core::Address;
@@ -326,5 +326,27 @@ async fn a_cluster_relay_refuses_a_recovery_with_cluster(rt: Runtime) {
     assert_eq!(e.reason(), "cluster", "{e}");
     assert!(e.to_string().contains("cluster"), "{e}");
     assert!(!hn.dir().exists(), "nothing written");
+    // An agent that binds a recovery key there (what `agent init` does) is told at once
+    // that it was refused: `status` says why, which `agent init` reports instead of
+    // waiting for a confirmation that never comes.
+    let DinnerHomes { alice: ha, .. } = dinner_homes(dir.path(), &url);
+    bind_offline(&ha, &words(43));
+    let a = rt.agent(&ha, "alice", None);
+    let s = eventually(15, "the binding refused", || async {
+        let s = status(&a).await;
+        s.recovery
+            .as_ref()
+            .is_some_and(|r| r.refused.is_some())
+            .then_some(s)
+    })
+    .await;
+    assert!(s.online, "{s:?}");
+    let r = s.recovery.unwrap();
+    assert!(!r.bound);
+    assert!(
+        r.refused.as_deref().unwrap_or("").contains("cluster"),
+        "{r:?}"
+    );
+    a.stop().await;
     relay.stop(true).await;
 }

@@ -94,6 +94,7 @@ impl AgentHost {
                     key: a2acp_core::encoding::b64_encode(&r.recovery_key),
                     seq: r.seq,
                     bound: r.bound,
+                    refused: r.refused,
                 }),
         }
     }

@@ -139,6 +139,10 @@ pub fn render_status(s: &StatusInfo) -> String {
     }
     out.push_str(&match &s.recovery {
         Some(r) if r.bound => format!("\n  recovery key: bound at the relay (binding {})", r.seq),
+        Some(r) if r.refused.is_some() => format!(
+            "\n  recovery key: REFUSED by the relay ({}); it cannot recover this address there",
+            a2acp_core::display::line(r.refused.as_deref().unwrap_or(""), a2acp_core::display::MAX_SHORT)
+        ),
         Some(r) => format!(
             "\n  recovery key: not yet confirmed by the relay (binding {}; sent when the agent is online)",
             r.seq

@@ -135,6 +135,9 @@ pub struct RecoveryInfo {
     pub seq: u64,
     /// The relay confirmed that binding.
     pub bound: bool,
+    /// The relay refused that binding (e.g. a cluster relay keeps no recovery keys): why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -28,10 +28,15 @@ pub(in crate::agent) struct OwnRecovery {
     pub(in crate::agent) signed_with: [u8; 32],
     /// The relay confirmed it (`recovery_bound`).
     pub(in crate::agent) bound: bool,
+    /// The relay refused it (`recovery_refused`: e.g. a cluster relay, which keeps no
+    /// recovery keys): why. It is not sent again until it is signed again (a new
+    /// recovery key, or this agent's key changed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(in crate::agent) refused: Option<String>,
 }
 
 /// The state of this agent's recovery key at its relay (public part only).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecoveryKeyState {
     /// The recovery key's public part.
     pub recovery_key: [u8; 32],
@@ -39,6 +44,8 @@ pub struct RecoveryKeyState {
     pub seq: u64,
     /// The relay confirmed that binding.
     pub bound: bool,
+    /// The relay refused that binding: why.
+    pub refused: Option<String>,
 }
 
 impl Agent {
@@ -53,6 +60,7 @@ impl Agent {
                 recovery_key: r.recovery_key,
                 seq: r.seq,
                 bound: r.bound,
+                refused: r.refused.clone(),
             })
     }
 
@@ -65,6 +73,7 @@ impl Agent {
             seq,
             signed_with: current,
             bound: false,
+            refused: None,
         });
         self.shared.dirty.meta = true;
         self.maybe_bind_recovery();
@@ -84,9 +93,10 @@ impl Agent {
             r.seq += 1;
             r.signed_with = current;
             r.bound = false;
+            r.refused = None;
             self.shared.dirty.meta = true;
         }
-        if r.bound {
+        if r.bound || r.refused.is_some() {
             return;
         }
         let binding = RecoveryBinding::sign(
@@ -115,6 +125,15 @@ impl Agent {
 
     /// `error recovery_refused`: the relay did not install the binding.
     pub(in crate::agent) fn recovery_refused(&mut self, message: String) {
+        match self.shared.meta.recovery.as_mut() {
+            // Told once per binding: a refusal repeated (a late answer) changes nothing.
+            Some(r) if r.refused.is_some() || r.bound => return,
+            Some(r) => {
+                r.refused = Some(message.clone());
+                self.shared.dirty.meta = true;
+            }
+            None => return,
+        }
         self.shared.audit(
             None,
             AgentEvent::OwnRecoveryRefused {

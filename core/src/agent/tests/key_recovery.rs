@@ -221,3 +221,95 @@ fn a_recovery_that_does_not_verify_from_the_pin_is_an_unsigned_change() {
     assert!(net.nodes[b].agent.thread(&id).unwrap().halted);
     assert_eq!(net.nodes[b].agent.pinned_key(&alice), Some(old));
 }
+
+/// An agent fed frames by hand, its records kept.
+struct ByHand {
+    agent: Agent,
+    records: std::collections::BTreeMap<String, Vec<u8>>,
+    now: Timestamp,
+}
+
+impl ByHand {
+    /// The frames the agent sends for `input`.
+    fn step(&mut self, input: Input) -> Vec<ClientFrame> {
+        self.agent.handle(self.now, input);
+        let mut sent = Vec::new();
+        while let Some(o) = self.agent.poll_output() {
+            match o {
+                Output::Send(b) => sent.extend(ClientFrame::from_bytes(&b)),
+                Output::Persist(op) => crate::persist::apply(&mut self.records, &op),
+                _ => {}
+            }
+        }
+        sent
+    }
+
+    /// Connects and authenticates; the frames sent once authenticated.
+    fn online(&mut self) -> Vec<ClientFrame> {
+        self.step(Input::Connected);
+        let challenge = RelayFrame::Challenge {
+            nonce: [3; 32],
+            domain: "a2acp.io".into(),
+            ts: self.now.as_millis(),
+        };
+        self.step(Input::Bytes(challenge.to_bytes()));
+        let ok = RelayFrame::AuthOk {
+            address: self.agent.address().clone(),
+            queued: 0,
+        };
+        self.step(Input::Bytes(ok.to_bytes()))
+    }
+}
+
+fn binds(frames: &[ClientFrame]) -> usize {
+    frames
+        .iter()
+        .filter(|f| matches!(f, ClientFrame::BindRecovery { .. }))
+        .count()
+}
+
+/// A relay that keeps no recovery keys (a cluster relay) refuses the binding: the agent
+/// keeps the refusal (for `status`, and across a restart), tells its user once, does not
+/// send the binding again at each connection, and sends a new one when asked.
+#[test]
+fn a_refused_binding_is_kept_and_not_sent_again_until_signed_again() {
+    use crate::link::ErrorCode;
+    let id = IdentityKey::from_seed([1; 32]);
+    let config = crate::harness::dinner::alice("a2acp.io");
+    let mut dev = ByHand {
+        agent: Agent::new(config.clone(), id.clone(), [11; 32]),
+        records: Default::default(),
+        now: Timestamp::parse_rfc3339("2026-03-21T14:30:00Z").unwrap(),
+    };
+    dev.step(Input::Command(Command::BindRecovery {
+        recovery_key: rk().public().to_bytes(),
+    }));
+    assert_eq!(binds(&dev.online()), 1);
+    let refused = RelayFrame::Error {
+        code: ErrorCode::RecoveryRefused,
+        message: "cluster: this relay keeps no recovery keys".into(),
+        seq: None,
+    };
+    dev.step(Input::Bytes(refused.to_bytes()));
+    dev.step(Input::Bytes(refused.to_bytes()));
+    let state = dev.agent.recovery_key_state().unwrap();
+    assert!(!state.bound);
+    assert_eq!(
+        state.refused.as_deref(),
+        Some("cluster: this relay keeps no recovery keys")
+    );
+    // Not again at the next connection; kept across a restart.
+    dev.step(Input::Disconnected);
+    assert_eq!(binds(&dev.online()), 0);
+    let records = dev.records.clone();
+    dev.agent = Agent::restore(config, id, [11; 32], records).unwrap();
+    while dev.agent.poll_output().is_some() {}
+    assert!(dev.agent.recovery_key_state().unwrap().refused.is_some());
+    assert_eq!(binds(&dev.online()), 0);
+    // A new recovery key: signed again and sent, the refusal gone.
+    let sent = dev.step(Input::Command(Command::BindRecovery {
+        recovery_key: recovery_key_from_seed([82; 32]).public().to_bytes(),
+    }));
+    assert_eq!(binds(&sent), 1);
+    assert!(dev.agent.recovery_key_state().unwrap().refused.is_none());
+}
