@@ -26,6 +26,8 @@ Run a relay:       a2acp-smol relay --listen 127.0.0.1:7447 --domain localhost -
 Create an agent:   a2acp agent init --address agent:alice@localhost --relay ws://127.0.0.1:7447 --home ./alice\n\
 Run it:            a2acp-smol agent run --home ./alice\n\
 Talk to it:        a2acp --home ./alice threads\n\n\
+Every command on a home — agent init, backup, restore, recover, recovery-key, keys rotate, \
+receipts, answer — is `a2acp`'s: it works on an agent that a2acp-smol runs.\n\n\
 --home defaults to $A2ACP_HOME, else ~/.local/share/a2acp. Executor threads: $SMOL_THREADS \
 (default: one per core)."
 )]
