@@ -198,6 +198,17 @@ fn drive(ua: &str, ub: &str, shots: &Path, ha: &Home, hb: &Home, bob: &str) -> V
         p.click(".thread button.timeline-toggle");
         p.wait_for(".thread .timeline li", 10);
         shot(p, shots, &mut n, &format!("{who}-completed"));
+        // What the person shared and confirmed, signed (issue 35 part 3).
+        p.wait_text("#receipt-list", "Confirmed", 10);
+        let list = p.text("#receipt-list");
+        assert!(
+            list.contains("Shared: ") && list.contains("at prompt"),
+            "{who}: {list}"
+        );
+        assert!(
+            list.contains("The proposal, confirmed by you"),
+            "{who}: {list}"
+        );
     }
     assert!(
         answered.iter().any(|s| s == "alice consent"),

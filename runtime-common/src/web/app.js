@@ -210,6 +210,39 @@ function renderSuggestions(list) {
   document.getElementById("suggestions").hidden = list.length === 0;
 }
 
+// What decided a field, in words (as `a2acp receipts` says it).
+function basisText(b) {
+  if (!b) { return ""; }
+  switch (b.by) {
+    case "user": return b.prompt_id ? "you, at prompt " + b.prompt_id : "you, at the group's prompt";
+    case "user_started": return "you, starting the thread";
+    case "tier": return "tier " + b.tier;
+    case "relationship_override": return "your rule for this agent: " + b.tier;
+    case "intent_tier": return b.tier + " in threads about \u201c" + b.phrase + "\u201d";
+    default: return "the agent (no tier applies)";
+  }
+}
+
+function renderReceipts(list) {
+  var box = document.getElementById("receipt-list");
+  box.replaceChildren();
+  list.forEach(function (r) {
+    var card = el("article", "card receipt", [
+      el("p", "meta", [(r.kind === "confirmation" ? "Confirmed · " : "") + "with " + r.peer + " · " + (r.purpose || {}).summary + " · " + r.at])
+    ]);
+    card.dataset.receipt = r.receipt_id;
+    var items = function (label, xs) {
+      if (!xs || !xs.length) { return; }
+      card.appendChild(el("p", null, [label + ": " + xs.map(function (d) { return d.field + " (" + basisText(d.basis) + ")"; }).join(", ")]));
+    };
+    items("Shared", r.disclosed);
+    items("Declined", r.declined);
+    if (r.kind === "confirmation") { card.appendChild(el("p", null, ["The proposal, confirmed by " + basisText(r.decided_by)])); }
+    box.appendChild(card);
+  });
+  document.getElementById("receipts").hidden = list.length === 0;
+}
+
 function renderNotifications(list) {
   var ul = document.getElementById("notification-list");
   ul.replaceChildren();
@@ -219,7 +252,7 @@ function renderNotifications(list) {
   document.getElementById("notifications").hidden = list.length === 0;
 }
 
-var state = { prompts: [], threads: [], notifications: [], suggestions: [] };
+var state = { prompts: [], threads: [], notifications: [], suggestions: [], receipts: [] };
 
 function render() { renderPrompts(state.prompts || []); }
 
@@ -231,6 +264,7 @@ function update(s) {
   if (t !== lastThreadsJson) { lastThreadsJson = t; lastThreads = s.threads || []; renderThreads(lastThreads); }
   renderSuggestions(s.suggestions || []);
   renderNotifications(s.notifications || []);
+  renderReceipts(s.receipts || []);
 }
 
 function connect() {

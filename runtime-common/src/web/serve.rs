@@ -292,6 +292,9 @@ async fn route(state: &Arc<State>, req: HttpRequest<Incoming>) -> HttpResponse<B
     }
 }
 
+/// How many receipts the page shows (the newest).
+pub const RECEIPTS_SHOWN: usize = 30;
+
 /// What the page shows, read through the control requests.
 pub async fn snapshot(ctl: &flume::Sender<Ctl>) -> Option<Value> {
     let mut out = serde_json::Map::new();
@@ -304,6 +307,21 @@ pub async fn snapshot(ctl: &flume::Sender<Ctl>) -> Option<Value> {
         let r: Response = crate::daemon::request(ctl, req).await.ok()?;
         out.insert(key.into(), r.data);
     }
+    // What the user shared and confirmed, newest first: the last RECEIPTS_SHOWN receipts,
+    // without their salts (the page proves nothing; `a2acp receipts --json` does).
+    let r: Response = crate::daemon::request(ctl, Request::Receipts { thread: None })
+        .await
+        .ok()?;
+    let receipts: Vec<Value> = match r.data {
+        Value::Array(list) => list
+            .into_iter()
+            .rev()
+            .take(RECEIPTS_SHOWN)
+            .filter_map(|mut s| s.get_mut("receipt").map(Value::take))
+            .collect(),
+        _ => Vec::new(),
+    };
+    out.insert("receipts".into(), Value::Array(receipts));
     Some(Value::Object(out))
 }
 
