@@ -42,33 +42,31 @@ pub fn render(list: &[StoredReceipt]) -> String {
             r.peer,
             display::line(&r.purpose.summary, display::MAX_SHORT),
         ));
-        if !r.disclosed.is_empty() {
-            let v: Vec<String> = r
-                .disclosed
+        let shared: Vec<(&str, &Basis)> = r
+            .disclosed
+            .iter()
+            .map(|d| (d.field.as_str(), &d.basis))
+            .collect();
+        let declined: Vec<(&str, &Basis)> = r
+            .declined
+            .iter()
+            .map(|d| (d.field.as_str(), &d.basis))
+            .collect();
+        for (label, fields) in [("shared   ", shared), ("declined ", declined)] {
+            if fields.is_empty() {
+                continue;
+            }
+            let v: Vec<String> = fields
                 .iter()
-                .map(|d| {
+                .map(|(f, b)| {
                     format!(
                         "{} ({})",
-                        display::line(&d.field, display::MAX_FIELD_NAME),
-                        basis_text(&d.basis)
+                        display::line(f, display::MAX_FIELD_NAME),
+                        basis_text(b)
                     )
                 })
                 .collect();
-            out.push_str(&format!("  shared    {}\n", v.join(", ")));
-        }
-        if !r.declined.is_empty() {
-            let v: Vec<String> = r
-                .declined
-                .iter()
-                .map(|d| {
-                    format!(
-                        "{} ({})",
-                        display::line(&d.field, display::MAX_FIELD_NAME),
-                        basis_text(&d.basis)
-                    )
-                })
-                .collect();
-            out.push_str(&format!("  declined  {}\n", v.join(", ")));
+            out.push_str(&format!("  {label} {}\n", v.join(", ")));
         }
         if let Some(p) = &r.proposal {
             let by = r.decided_by.as_ref().map(basis_text).unwrap_or_default();
