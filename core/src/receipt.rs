@@ -288,20 +288,28 @@ impl StoredReceipt {
 /// SHA-256 of `VALUE_LABEL || salt || JCS(value)` (`None`: a value JCS cannot encode,
 /// such as a number outside IEEE 754 doubles — never one this agent sends).
 pub fn value_hash(salt: &Salt, value: &serde_json::Value) -> Option<[u8; 32]> {
-    let c = serde_json_canonicalizer::to_vec(value).ok()?;
-    let mut h = Sha256::new();
-    h.update(VALUE_LABEL);
-    h.update(salt.0);
-    h.update(&c);
-    Some(h.finalize().into())
+    jcs_sha256(&[VALUE_LABEL, &salt.0], value)
 }
 
 /// SHA-256 of `PROPOSAL_LABEL || JCS(resolution body)`: the proposal as sent.
 pub fn proposal_digest(body: &ResolutionBody) -> Option<[u8; 32]> {
-    let v = serde_json::to_value(body).ok()?;
+    jcs_sha256(&[PROPOSAL_LABEL], body)
+}
+
+/// SHA-256 of `JCS(value)`, nothing before it: how an agent tells whether a value it
+/// sends is the one a receipt of the thread already covers.
+pub fn plain_digest(value: &serde_json::Value) -> Option<[u8; 32]> {
+    jcs_sha256(&[], value)
+}
+
+/// SHA-256 of the `prefix` parts then `JCS(value)`.
+fn jcs_sha256(prefix: &[&[u8]], value: &impl Serialize) -> Option<[u8; 32]> {
+    let v = serde_json::to_value(value).ok()?;
     let c = serde_json_canonicalizer::to_vec(&v).ok()?;
     let mut h = Sha256::new();
-    h.update(PROPOSAL_LABEL);
+    for p in prefix {
+        h.update(p);
+    }
     h.update(&c);
     Some(h.finalize().into())
 }

@@ -275,12 +275,8 @@ impl Shared {
             .iter()
             .map(|k| super::records::RetiredKey { seed: k.seed() })
             .collect();
-        if let Some(before) = self.meta.rotation.take() {
-            self.meta.earlier_rotations.push(*before);
-            let keep = crate::rotation::ROTATION_CHAIN_MAX - 1;
-            let n = self.meta.earlier_rotations.len();
-            self.meta.earlier_rotations.drain(..n.saturating_sub(keep));
-        }
+        let latest = self.meta.rotation.take();
+        self.meta.earlier_rotations = chain_before(&self.meta.earlier_rotations, latest.as_deref());
         self.meta.rotation = Some(Box::new(r.statement));
         self.dirty.meta = true;
         self.audit(None, AgentEvent::OwnKeyRotated { seq });
@@ -305,10 +301,7 @@ impl Shared {
         if let Some(r) = pending {
             // Rotating away from the key of the last finished rotation: that one and
             // those before it come along.
-            let mut before = self.meta.earlier_rotations.clone();
-            before.extend(self.meta.rotation.as_deref().cloned());
-            let n = before.len();
-            before.drain(..n.saturating_sub(crate::rotation::ROTATION_CHAIN_MAX - 1));
+            let before = chain_before(&self.meta.earlier_rotations, self.meta.rotation.as_deref());
             return (Some(Box::new(r.statement.clone())), before);
         }
         match self
@@ -321,4 +314,16 @@ impl Shared {
             None => (None, Vec::new()),
         }
     }
+}
+
+/// The statements that come before a new one on an envelope: `earlier` then `latest`,
+/// oldest first, the last [`crate::rotation::ROTATION_CHAIN_MAX`] − 1 of them.
+fn chain_before(
+    earlier: &[RotationStatement],
+    latest: Option<&RotationStatement>,
+) -> Vec<RotationStatement> {
+    let mut chain: Vec<RotationStatement> = earlier.iter().chain(latest).cloned().collect();
+    let n = chain.len();
+    chain.drain(..n.saturating_sub(crate::rotation::ROTATION_CHAIN_MAX - 1));
+    chain
 }

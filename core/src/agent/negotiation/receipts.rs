@@ -15,16 +15,14 @@
 //! - a proposal confirmed by the user (for a group, by the coordinator's user, on each
 //!   leg): the proposal's digest.
 
-use sha2::{Digest, Sha256};
-
 use crate::agent::permissions::{explain_tier_in, Tier};
 use crate::agent::thread::Receipted;
 use crate::agent::*;
 use crate::packet::{Context, ResolutionBody};
 use crate::persist::PersistOp;
 use crate::receipt::{
-    proposal_digest, record_key, value_hash, Basis, Declined, Disclosed, Purpose, Receipt,
-    ReceiptKind, Salt, StoredReceipt, RECEIPT_VERSION,
+    plain_digest, proposal_digest, record_key, value_hash, Basis, Declined, Disclosed, Purpose,
+    Receipt, ReceiptKind, Salt, StoredReceipt, RECEIPT_VERSION,
 };
 
 /// What a new receipt says.
@@ -49,7 +47,8 @@ impl ThreadStep<'_> {
             let mut salt = [0u8; 16];
             self.shared.meta.rng.fill(&mut salt);
             let salt = Salt(salt);
-            let (Some(value_hash), Some(digest)) = (value_hash(&salt, &value), digest(&value))
+            let (Some(value_hash), Some(digest)) =
+                (value_hash(&salt, &value), plain_digest(&value))
             else {
                 continue;
             };
@@ -158,7 +157,9 @@ impl ThreadStep<'_> {
     pub(in crate::agent) fn receipt_for_disclosure(&mut self, ctx: &Context) {
         let mut draft = ReceiptDraft::default();
         for (field, value) in ctx {
-            let Some(d) = digest(value) else { continue };
+            let Some(d) = plain_digest(value) else {
+                continue;
+            };
             let basis = match self.t.receipted.get(field) {
                 Some(r) if r.digest == d => continue,
                 Some(r) => r.basis.clone(),
@@ -194,10 +195,4 @@ impl ThreadStep<'_> {
             _ => basis,
         }
     }
-}
-
-/// SHA-256 of a value's canonical JSON.
-fn digest(value: &serde_json::Value) -> Option<[u8; 32]> {
-    let c = serde_json_canonicalizer::to_vec(value).ok()?;
-    Some(Sha256::digest(&c).into())
 }

@@ -77,8 +77,7 @@ impl Agent {
     }
 
     /// Keeps an envelope under a changed key until the user decides (at most
-    /// [`MAX_HELD_FOR_KEY`]; one already
-    /// held is not held twice).
+    /// [`MAX_HELD_FOR_KEY`]; one already held is not held twice).
     pub(in crate::agent) fn hold_for_key(&mut self, peer: &Address, env: crate::crypto::Envelope) {
         let Some(rec) = self.shared.peers.get_mut(peer) else {
             return;
