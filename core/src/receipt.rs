@@ -25,6 +25,8 @@ use crate::crypto::{IdentityKey, PublicKey};
 use crate::encoding::b64_array;
 use crate::packet::ResolutionBody;
 
+pub mod agreement;
+
 /// Label that starts the bytes a receipt's signature covers.
 pub const RECEIPT_LABEL: &[u8] = b"A2ACP-CONSENT-RECEIPT-V1\0";
 /// Label that starts the bytes a value's hash covers.
@@ -291,9 +293,17 @@ pub fn value_hash(salt: &Salt, value: &serde_json::Value) -> Option<[u8; 32]> {
     jcs_sha256(&[VALUE_LABEL, &salt.0], value)
 }
 
-/// SHA-256 of `PROPOSAL_LABEL || JCS(resolution body)`: the proposal as sent.
+/// SHA-256 of `PROPOSAL_LABEL || JCS(resolution body without "confirmation_timeout" and
+/// "on_timeout")`: what is agreed, as sent — the proposal, its confirmers, quorum and
+/// actions — not how long the asking lasts (a sequential group asks each participant with
+/// the time left, and its legs' confirmations must still sign one digest).
 pub fn proposal_digest(body: &ResolutionBody) -> Option<[u8; 32]> {
-    jcs_sha256(&[PROPOSAL_LABEL], body)
+    let mut v = serde_json::to_value(body).ok()?;
+    if let Some(m) = v.as_object_mut() {
+        m.remove("confirmation_timeout");
+        m.remove("on_timeout");
+    }
+    jcs_sha256(&[PROPOSAL_LABEL], &v)
 }
 
 /// SHA-256 of `JCS(value)`, nothing before it: how an agent tells whether a value it

@@ -396,6 +396,17 @@ pub fn summarize_packet(json: &str) -> String {
         if let Some(r) = m.get("actual_reason") {
             parts.push(format!("actual_reason {r}"));
         }
+        if m.get("signature").is_some_and(Value::is_string) {
+            parts.push("signed".into());
+        }
+        if let Some(Value::Array(c)) = m.get("confirmations") {
+            let who: Vec<String> = c
+                .iter()
+                .filter_map(|x| x["address"].as_str())
+                .map(short)
+                .collect();
+            parts.push(format!("passes on confirmations of [{}]", who.join(", ")));
+        }
     }
     if let Some(e) = m.get("error").and_then(Value::as_str) {
         parts.push(format!("error {e}"));

@@ -715,20 +715,26 @@ fn gen_body(g: &mut Gen, kind: usize) -> Body {
             on_timeout: gen_opt_string(g),
             quorum: bool::arbitrary(g).then(|| u32::arbitrary(g)),
         }),
-        4 => Body::ResolutionResponse(ResolutionResponseBody {
-            resolution_id: gen_opt_string(g),
-            status: pick(
+        4 => {
+            let status = pick(
                 g,
                 &[
                     ResolutionStatus::Confirmed,
                     ResolutionStatus::Declined,
                     ResolutionStatus::CounterRequested,
                 ],
-            ),
-            reason_class: gen_opt_string(g),
-            message_to_other_agent: gen_opt_string(g),
-            alternative: bool::arbitrary(g).then(|| u32::arbitrary(g)),
-        }),
+            );
+            let signed = status == ResolutionStatus::Confirmed && bool::arbitrary(g);
+            Body::ResolutionResponse(ResolutionResponseBody {
+                resolution_id: gen_opt_string(g),
+                status,
+                reason_class: gen_opt_string(g),
+                message_to_other_agent: gen_opt_string(g),
+                alternative: bool::arbitrary(g).then(|| u32::arbitrary(g)),
+                signature: signed.then(|| [u8::arbitrary(g); 64]),
+                confirmations: Vec::new(),
+            })
+        }
         5 => Body::IntentUpdate(IntentUpdateBody {
             previous_intent: bool::arbitrary(g).then(|| gen_intent(g)),
             updated_intent: gen_intent(g),

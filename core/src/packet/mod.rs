@@ -232,6 +232,19 @@ pub struct ResolutionResponseBody {
     /// (an a2acp extension; SPEC-NOTES "Resolution and confirmation").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alternative: Option<u32>,
+    /// With `confirmed`: the sender's Ed25519 signature over its confirmation of the
+    /// answered proposal (an a2acp extension; SPEC-NOTES "Receipts of an agreement").
+    /// Absent from an implementation that does not sign: accepted, marked unsigned.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::encoding::b64_opt_array"
+    )]
+    pub signature: Option<[u8; 64]>,
+    /// With `confirmed`, from a group's coordinator on a leg: the other participants'
+    /// signed confirmations of the group's proposal it holds (at most 16).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub confirmations: Vec<crate::receipt::agreement::Confirmation>,
 }
 
 /// Body of `intent_update` (§6.5).
@@ -616,6 +629,26 @@ impl Packet {
                             "must be an ISO 8601 duration such as PT24H",
                         ));
                     }
+                }
+            }
+            Body::ResolutionResponse(b) => {
+                if b.confirmations.len() > group::MAX_GROUP_PARTICIPANTS {
+                    return Err(invalid(
+                        "confirmations",
+                        format!(
+                            "at most {} confirmations, got {}",
+                            group::MAX_GROUP_PARTICIPANTS,
+                            b.confirmations.len()
+                        ),
+                    ));
+                }
+                if b.status != ResolutionStatus::Confirmed
+                    && (b.signature.is_some() || !b.confirmations.is_empty())
+                {
+                    return Err(invalid(
+                        "signature",
+                        "only a `confirmed` answer carries confirmations",
+                    ));
                 }
             }
             Body::Context(b) => {

@@ -151,16 +151,28 @@ fn altering_any_member_breaks_the_signature() {
 fn the_proposal_digest_is_over_the_canonical_body() {
     let body: ResolutionBody = serde_json::from_value(json!({
         "proposal": {"summary": "Dinner Thursday 19:30", "details": {"b": 1, "a": 2}},
-        "requires_confirmation_from": ["agent:bob@example.org"]
+        "requires_confirmation_from": ["agent:bob@example.org"],
+        "confirmation_timeout": "PT24H",
+        "on_timeout": "expire"
     }))
     .unwrap();
     let d = proposal_digest(&body).unwrap();
     let mut pre = b"A2ACP-PROPOSAL-V1\0".to_vec();
     pre.extend_from_slice(
-        &serde_json_canonicalizer::to_vec(&serde_json::to_value(&body).unwrap()).unwrap(),
+        concat!(
+            r#"{"actions_on_confirm":[],"proposal":{"alternatives":[],"details":{"a":2,"b":1},"#,
+            r#""reasoning":"","summary":"Dinner Thursday 19:30"},"#,
+            r#""requires_confirmation_from":["agent:bob@example.org"]}"#
+        )
+        .as_bytes(),
     );
     assert_eq!(d, <[u8; 32]>::from(Sha256::digest(&pre)));
     let mut other = body.clone();
     other.proposal.summary.push('!');
     assert_ne!(proposal_digest(&other), Some(d));
+    // How long the asking lasts is not what is agreed.
+    let mut later = body.clone();
+    later.confirmation_timeout = Some("PT3H".into());
+    later.on_timeout = None;
+    assert_eq!(proposal_digest(&later), Some(d));
 }

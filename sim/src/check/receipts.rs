@@ -2,13 +2,20 @@
 //! (SPEC-NOTES "Consent receipts"): a receipt the agent stored, signed by its key, names
 //! the field with the salted hash of exactly that value. Receipts are read from the
 //! records the agent persists, as its user's `a2acp receipts` reads them.
+//!
+//! And every agreement an agent keeps when a thread reaches CONFIRMED (SPEC-NOTES
+//! "Receipts of an agreement") verifies on its own — every required confirmation signed
+//! over the same proposal — and holds the agent's own (under the key it had when it
+//! confirmed: a rotation since does not change what it signed).
 
 use std::time::Duration;
 
 use a2acp_core::agent::thread::HistoryEntry;
 use a2acp_core::agent::Thread;
 use a2acp_core::packet::Packet;
+use a2acp_core::receipt::agreement::Agreement;
 use a2acp_core::receipt::{value_hash, Salt, StoredReceipt};
+use a2acp_core::Address;
 
 use super::Checker;
 
@@ -64,6 +71,33 @@ impl Checker {
                 .entry((node, s.receipt.thread_id.clone(), d.field.clone()))
                 .or_default()
                 .push((salt.0, d.value_hash));
+        }
+    }
+
+    /// An agent (named `name`, address `address`) stored agreement record `value`.
+    pub fn agreement_stored(&mut self, at: Duration, name: &str, value: &[u8], address: &Address) {
+        let g: Agreement = match serde_json::from_slice(value) {
+            Ok(g) => g,
+            Err(e) => {
+                let why = format!("{name} stored an unreadable agreement: {e}");
+                self.fail(at, "receipts", why);
+                return;
+            }
+        };
+        if let Err(e) = g.verify() {
+            let why = format!(
+                "{name}'s agreement of thread {} does not verify: {e}",
+                g.thread_id
+            );
+            self.fail(at, "receipts", why);
+            return;
+        }
+        if !g.confirmations.iter().any(|c| &c.address == address) {
+            let why = format!(
+                "{name}'s agreement of thread {} lacks its own confirmation",
+                g.thread_id
+            );
+            self.fail(at, "receipts", why);
         }
     }
 

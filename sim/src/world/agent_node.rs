@@ -140,12 +140,17 @@ impl Sim {
         // The receipts this step stored, before the packets they cover are checked.
         if let Some(a) = self.nodes[i].agent.as_ref() {
             let key = a.public_key().to_bytes();
+            let address = a.config().address.clone();
             let at = self.elapsed();
             for o in &outs {
                 if let Output::Persist(PersistOp::Put { key: k, value }) = o {
                     if k.starts_with(a2acp_core::receipt::RECEIPT_PREFIX) {
                         let name = &self.nodes[i].name;
                         self.checker.receipt_stored(at, i, name, value, &key);
+                    }
+                    if k.starts_with(a2acp_core::receipt::agreement::AGREEMENT_PREFIX) {
+                        let name = &self.nodes[i].name;
+                        self.checker.agreement_stored(at, name, value, &address);
                     }
                 }
             }

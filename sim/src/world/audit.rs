@@ -71,6 +71,12 @@ impl Sim {
                 }
             }
             AgentEvent::OwnRotationRefused { .. } => self.nodes[i].next_identity = None,
+            AgentEvent::ConfirmationRefused { peer, why } if self.by_address.contains_key(peer) => {
+                // Every agent of the world signs what it confirms: a refusal is a bug.
+                let (at, name) = (self.elapsed(), self.nodes[i].name.clone());
+                let text = format!("{name} refused the confirmation of {peer}: {why}");
+                self.checker.fail(at, "receipts", text);
+            }
             AgentEvent::KeyPinned { peer } => {
                 if let Some(&node) = self.by_address.get(peer) {
                     self.keys.pinned(node, i);

@@ -15,6 +15,7 @@ use crate::packet::{
     ConfirmationProgress, ContextBody, ParticipantEntry, ParticipantStatus, Proposal,
     ResolutionBody, ResolutionStatus,
 };
+use crate::receipt::agreement::Confirmation;
 use crate::receipt::Basis;
 
 impl Agent {
@@ -267,6 +268,26 @@ impl Agent {
         if !reached {
             return;
         }
+        // Every participant's signed confirmation held, passed on to each with the
+        // coordinator's own (SPEC-NOTES "Receipts of an agreement").
+        let held: Vec<Confirmation> = self
+            .shared
+            .groups
+            .get(gid)
+            .map(|g| g.legs.values().cloned().collect::<Vec<_>>())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|l| self.threads.get(l))
+            .filter_map(|t| {
+                let r = t.stage.resolution()?;
+                let ok = r
+                    .answers
+                    .iter()
+                    .any(|(a, s)| a == &t.peer && *s == ResolutionStatus::Confirmed);
+                ok.then(|| r.signatures.iter().find(|c| c.address == t.peer).cloned())
+                    .flatten()
+            })
+            .collect();
         for (p, lid) in to_confirm {
             let lead = match self
                 .shared
@@ -281,7 +302,8 @@ impl Agent {
                 _ => false,
             };
             self.shared.dirty.groups.insert(gid.to_string());
-            self.in_thread(&lid, |step| step.confirm_for_group(lead));
+            let held = held.clone();
+            self.in_thread(&lid, |step| step.confirm_for_group(lead, &held));
         }
         // Participants who countered or excused themselves, or whose part of the plan
         // failed and was undone, are back to negotiating: the group went ahead without
@@ -752,6 +774,8 @@ impl ThreadStep<'_> {
                 reason_class: Some("user_declined".into()),
                 message_to_other_agent: Some(text),
                 alternative: None,
+                signature: None,
+                confirmations: Vec::new(),
             },
         ));
         self.close_prompts();
@@ -762,10 +786,22 @@ impl ThreadStep<'_> {
     }
 
     /// The group reached its quorum and this leg's participant confirmed: the
-    /// coordinator's `confirmed` goes to it, and the leg goes CONFIRMED here. `lead`: this
-    /// leg carries the coordinator's own actions for the group.
-    pub(in crate::agent) fn confirm_for_group(&mut self, lead: bool) {
+    /// coordinator's `confirmed` goes to it, signed, with the other participants' signed
+    /// confirmations `held`, and the leg goes CONFIRMED here. `lead`: this leg carries the
+    /// coordinator's own actions for the group.
+    pub(in crate::agent) fn confirm_for_group(&mut self, lead: bool, held: &[Confirmation]) {
         let me = self.shared.config.address.clone();
+        if self.t.stage.resolution().is_none() {
+            return;
+        }
+        self.add_confirmations(held);
+        let signature = self.sign_own_confirmation();
+        let peer = self.t.peer.clone();
+        let passed_on: Vec<Confirmation> = self
+            .held_confirmations()
+            .into_iter()
+            .filter(|c| c.address != me && c.address != peer)
+            .collect();
         let Some(r) = self.t.stage.resolution_mut() else {
             return;
         };
@@ -787,6 +823,8 @@ impl ThreadStep<'_> {
                 reason_class: None,
                 message_to_other_agent: None,
                 alternative: None,
+                signature,
+                confirmations: passed_on,
             },
         ));
         self.check_confirmed();

@@ -16,7 +16,6 @@ use serde::{Deserialize, Serialize};
 use crate::agent::io::ModelTier;
 use crate::agent::permissions::Tier;
 use crate::link::ErrorCode;
-use crate::packet::Body;
 use crate::space::SpaceRefusal;
 use crate::thread_state::ThreadState;
 use crate::time::Timestamp;
@@ -246,6 +245,21 @@ pub enum AgentEvent {
         disclosed: Vec<String>,
         /// The fields it says were declined.
         declined: Vec<String>,
+    },
+    /// The thread reached CONFIRMED and its agreement was kept: the proposal and the
+    /// signed confirmations held (SPEC-NOTES "Receipts of an agreement").
+    AgreementKept {
+        /// Confirmers whose signature it holds.
+        signed: Vec<Address>,
+        /// Confirmers counted without a signature.
+        unsigned: Vec<Address>,
+    },
+    /// A peer's confirmation did not verify: the answer is not counted.
+    ConfirmationRefused {
+        /// Who sent it.
+        peer: Address,
+        /// Why.
+        why: String,
     },
     /// An action succeeded.
     ActionSucceeded {
@@ -504,87 +518,7 @@ pub enum AgentEvent {
     Note(String),
 }
 
-/// Field names a packet can list in the principal's audit log, per list (more are counted).
-pub const MAX_FIELDS_NAMED: usize = 16;
-
-/// The fields a packet names — asked for, given, withheld — never their values: what the
-/// principal's audit log and the transparency summary say of an end-to-end encrypted
-/// packet besides its type. Each name is cleaned for display and capped
-/// ([`crate::display::MAX_FIELD_NAME`]); each list keeps at most [`MAX_FIELDS_NAMED`]
-/// names and counts the rest.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FieldsNamed {
-    /// Fields asked of the recipient (`needs`, `additional_context_needed`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub asked: Vec<String>,
-    /// Fields whose values the packet gives.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub given: Vec<String>,
-    /// Fields it says were withheld or are unavailable.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub withheld: Vec<String>,
-    /// Names left out of the lists above (past [`MAX_FIELDS_NAMED`] each).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub more: usize,
-}
-
-fn is_zero(n: &usize) -> bool {
-    *n == 0
-}
-
-impl FieldsNamed {
-    /// The fields `body` names.
-    pub fn of(body: &Body) -> Self {
-        let asked: Vec<&str> = body.needs().iter().map(|n| n.field.as_str()).collect();
-        let given: Vec<&str> = body
-            .provided()
-            .map(|c| c.keys().map(String::as_str).collect())
-            .unwrap_or_default();
-        let mut withheld: Vec<&str> = Vec::new();
-        let declaration = match body {
-            Body::Context(b) => b.permissions.as_ref(),
-            Body::ContextRequest(b) => b.permissions.as_ref(),
-            Body::ContextResponse(b) => {
-                withheld.extend(b.context_unavailable.iter().map(|u| u.field.as_str()));
-                b.permissions.as_ref()
-            }
-            _ => None,
-        };
-        if let Some(d) = declaration {
-            withheld.extend(d.withheld_fields.iter().map(String::as_str));
-        }
-        let mut more = 0;
-        let mut list = |names: Vec<&str>| {
-            let mut out: Vec<String> = Vec::new();
-            for n in names {
-                let n = crate::display::line(n, crate::display::MAX_FIELD_NAME).into_owned();
-                if out.contains(&n) {
-                    continue;
-                }
-                if out.len() == MAX_FIELDS_NAMED {
-                    more += 1;
-                } else {
-                    out.push(n);
-                }
-            }
-            out
-        };
-        let asked = list(asked);
-        let given = list(given);
-        let withheld = list(withheld);
-        FieldsNamed {
-            asked,
-            given,
-            withheld,
-            more,
-        }
-    }
-
-    /// Whether it names no field.
-    pub fn is_empty(&self) -> bool {
-        self.asked.is_empty() && self.given.is_empty() && self.withheld.is_empty()
-    }
-}
+pub use super::fields_named::{FieldsNamed, MAX_FIELDS_NAMED};
 
 /// Whether a message was sent or received.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -849,6 +783,19 @@ impl AgentEvent {
             ),
             E::ConsentAnswered { prompt_id } => {
                 write!(out, "consent prompt {prompt_id} answered")
+            }
+            E::AgreementKept { signed, unsigned } => {
+                let names = |v: &[Address]| {
+                    v.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
+                };
+                write!(out, "agreement kept; signed by {}", names(signed))?;
+                if !unsigned.is_empty() {
+                    write!(out, "; confirmed unsigned by {}", names(unsigned))?;
+                }
+                Ok(())
+            }
+            E::ConfirmationRefused { peer, why } => {
+                write!(out, "confirmation of {peer} refused: {why}")
             }
             E::ReceiptSigned {
                 receipt_id,

@@ -5,6 +5,7 @@
 //! `agent::permissions` (see the layers in `agent/mod.rs`).
 
 pub mod events;
+mod fields_named;
 pub(super) mod notify;
 
 use std::collections::BTreeMap;

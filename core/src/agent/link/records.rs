@@ -341,10 +341,14 @@ impl Agent {
         // in between leaves items a restore drops (`drop_uncommitted`), never a record
         // that says a packet went out while the packet is nowhere (SPEC-NOTES
         // "Persistence"). Its new consent receipts go before it too: no record says a
-        // value left without the receipt of it stored.
+        // value left without the receipt of it stored; and its agreement, which the
+        // record lists.
         let (committed_by_thread, ops): (Vec<PersistOp>, Vec<PersistOp>) =
             d.ops.into_iter().partition(|op| {
-                self.is_thread_item(op) || op.key().starts_with(crate::receipt::RECEIPT_PREFIX)
+                let k = op.key();
+                self.is_thread_item(op)
+                    || k.starts_with(crate::receipt::RECEIPT_PREFIX)
+                    || k.starts_with(crate::receipt::agreement::AGREEMENT_PREFIX)
             });
         for op in committed_by_thread {
             self.shared.out.push_back(Output::Persist(op));

@@ -3,9 +3,11 @@
 //! (§5.2, §6, `negotiate.rs`), context drift and forks (§6.5, `drift.rs`), consent under
 //! the permission tiers (§7, `consent.rs`; the tiers themselves are `agent::permissions`)
 //! and its signed receipts (`receipts.rs`),
-//! resolution and the human checkpoint (§8, `resolution.rs`), and executing what was
+//! resolution and the human checkpoint (§8, `resolution.rs`), the signed confirmations
+//! and the agreement they prove (§8.3, `agreement.rs`), and executing what was
 //! confirmed (§9, `execution.rs`).
 
+pub(super) mod agreement;
 pub(super) mod consent;
 pub(super) mod drift;
 pub(super) mod execution;
@@ -13,6 +15,8 @@ pub(super) mod negotiate;
 pub(super) mod receipts;
 pub(super) mod resolution;
 
+#[cfg(test)]
+mod agreement_tests;
 #[cfg(test)]
 mod drift_tests;
 #[cfg(test)]

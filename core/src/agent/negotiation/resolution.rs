@@ -120,6 +120,11 @@ impl ThreadStep<'_> {
         r.answers.retain(|(a, _)| a != &me);
         r.answers.push((me.clone(), status));
         self.mark_changed();
+        let signature = if confirmed.is_some() {
+            self.sign_own_confirmation()
+        } else {
+            None
+        };
         if let ResolutionAnswer::MakeExcuse {
             actual_reason: Some(_),
         } = &answer
@@ -132,6 +137,8 @@ impl ThreadStep<'_> {
             reason_class: class.map(str::to_string),
             message_to_other_agent: message.map(str::to_string),
             alternative: chosen.as_ref().and_then(|(i, _)| u32::try_from(*i).ok()),
+            signature,
+            confirmations: Vec::new(),
         });
         if let Some(proposal) = &confirmed {
             self.sign_confirmation_receipt(proposal, Basis::User { prompt_id });
@@ -229,6 +236,7 @@ impl ThreadStep<'_> {
             remind_at,
             reminded: false,
             prompt_id: pid,
+            signatures: Vec::new(),
         });
         t.escalated = false;
         let early: Vec<(Address, ResolutionResponseBody)> =
@@ -561,6 +569,17 @@ impl ThreadStep<'_> {
             self.note("answer to an older resolution ignored".into());
             return;
         }
+        if let Err(why) = self.take_confirmations(from, &b) {
+            // A forged or altered confirmation, or one of another proposal: not counted,
+            // and the sender is counted as sending malformed packets (§13.4).
+            self.audit(AgentEvent::ConfirmationRefused {
+                peer: from.clone(),
+                why: why.clone(),
+            });
+            self.shared
+                .malformed(from, format!("resolution_response: {why}"));
+            return;
+        }
         let Some(r) = self.t.stage.resolution_mut() else {
             return;
         };
@@ -672,6 +691,7 @@ impl ThreadStep<'_> {
             .cloned()
             .collect();
         let summary = r.body.proposal.summary.clone();
+        self.keep_agreement();
         self.set_state(
             ThreadState::Confirmed,
             "all required confirmations received",

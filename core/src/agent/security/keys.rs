@@ -61,6 +61,8 @@ impl Agent {
                             .into(),
                     ),
                     alternative: None,
+                    signature: None,
+                    confirmations: Vec::new(),
                 })));
             self.in_thread(&id, |step| step.close_prompts());
             self.in_thread(&id, |step| {

@@ -185,6 +185,9 @@ impl Agent {
                 key: history_key(id, n),
             });
         }
+        for key in t.agreements {
+            self.shared.dirty.ops.push(PersistOp::Delete { key });
+        }
         true
     }
 

@@ -42,6 +42,8 @@ impl ThreadStep<'_> {
             reason_class: Some("user_declined".into()),
             message_to_other_agent: Some("Thanks, but let's leave this one.".into()),
             alternative: None,
+            signature: None,
+            confirmations: Vec::new(),
         }));
         self.close_prompts();
         if busy {

@@ -69,6 +69,11 @@ pub struct OpenResolution {
     pub reminded: bool,
     /// The open resolution prompt of this user, if unanswered.
     pub prompt_id: Option<u64>,
+    /// The signed confirmations held (this user's, the peer's, and on a group leg those
+    /// the coordinator passed on), one per confirmer (SPEC-NOTES "Receipts of an
+    /// agreement").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub signatures: Vec<crate::receipt::agreement::Confirmation>,
 }
 
 /// How far a thread got with a proposal (§8–§9). The data of a stage lives in its
@@ -435,6 +440,10 @@ pub struct Thread {
     /// again with the same value needs no new receipt.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub receipted: BTreeMap<String, Receipted>,
+    /// The record keys of the agreements kept for this thread (SPEC-NOTES "Receipts of an
+    /// agreement"): they hold the proposal, so they are deleted with the thread.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agreements: Vec<String>,
     /// The bridges' own state of the thread ([`crate::agent::Agent::set_bridge_state`]),
     /// by key (each key starts with its bridge's name): members of the thread's record
     /// beside its own, so records written before the bridges moved out of the agent

@@ -845,6 +845,7 @@ pub(in crate::agent) fn blank_thread(
         scope_intent: None,
         sibling_holds: Vec::new(),
         receipted: BTreeMap::new(),
+        agreements: Vec::new(),
     }
 }
 

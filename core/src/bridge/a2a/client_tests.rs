@@ -224,6 +224,8 @@ fn packets_become_messages_and_requests() {
             reason_class: None,
             message_to_other_agent: None,
             alternative: None,
+            signature: None,
+            confirmations: Vec::new(),
         });
         outgoing(&r, "ctx_1")
     };

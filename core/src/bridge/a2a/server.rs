@@ -353,6 +353,8 @@ impl Server {
                 reason_class: Some("user_declined".into()),
                 message_to_other_agent: Some(why.into()),
                 alternative: None,
+                signature: None,
+                confirmations: Vec::new(),
             }),
         );
     }

@@ -543,6 +543,8 @@ pub fn reply_bodies(t: &impl TaskThread, m: &Inbound) -> Result<Vec<Body>, RpcEr
             reason_class: class.map(str::to_string),
             message_to_other_agent: None,
             alternative: None,
+            signature: None,
+            confirmations: Vec::new(),
         })];
         if status == ResolutionStatus::Confirmed {
             bodies.push(Body::ExecutionReport(ExecutionReport {
