@@ -109,6 +109,16 @@ pub(crate) enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// The agreements of the proposals you confirmed: each proposal with every signed
+    /// confirmation it needed (`receipts verify FILE` checks `agreements --json` too).
+    Agreements {
+        /// Only this thread's agreements.
+        #[arg(long)]
+        thread: Option<String>,
+        /// Machine-readable output (what `receipts verify` reads).
+        #[arg(long)]
+        json: bool,
+    },
     /// What your agent told you: unread notifications (numbered), or mark them read.
     Notifications {
         /// `read N` or `read --all`.
@@ -471,10 +481,11 @@ pub(crate) enum ThreadCmd {
 
 #[derive(Subcommand)]
 pub(crate) enum ReceiptsCmd {
-    /// Check receipts offline, without the agent: FILE holds one receipt or the list
-    /// `a2acp receipts --json` writes. Exit status 1 when any check fails.
+    /// Check receipts and agreements offline, without the agent: FILE holds one of them
+    /// or the list `a2acp receipts --json` or `a2acp agreements --json` writes. Exit
+    /// status 1 when any check fails.
     Verify {
-        /// The receipt file.
+        /// The receipt or agreement file.
         file: PathBuf,
         /// The key every receipt must be signed by (base64url, as `a2acp keys show` prints it).
         #[arg(long)]
@@ -483,6 +494,10 @@ pub(crate) enum ReceiptsCmd {
         /// `receipts --json` keeps); repeatable.
         #[arg(long = "value")]
         values: Vec<String>,
+        /// ADDRESS=KEY: in an agreement, ADDRESS's confirmation must be signed by KEY
+        /// (base64url, e.g. the key you checked with `a2acp keys`); repeatable.
+        #[arg(long = "signer")]
+        signers: Vec<String>,
     },
 }
 

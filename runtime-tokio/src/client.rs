@@ -61,7 +61,13 @@ fn key(r: &Response, qr: bool) -> String {
 
 pub(crate) async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
     if let Cmd::Receipts {
-        cmd: Some(ReceiptsCmd::Verify { file, key, values }),
+        cmd:
+            Some(ReceiptsCmd::Verify {
+                file,
+                key,
+                values,
+                signers,
+            }),
         ..
     } = &cmd
     {
@@ -71,6 +77,7 @@ pub(crate) async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
         let opts = a2acp_runtime::receipts::VerifyOptions {
             key: key.clone(),
             values: values.clone(),
+            signers: signers.clone(),
         };
         return match a2acp_runtime::receipts::verify(&text, &opts) {
             Ok(report) => {
@@ -431,6 +438,11 @@ pub(crate) async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
         } => (Request::Receipts { thread }, json, |r| {
             serde_json::from_value::<Vec<a2acp_core::receipt::StoredReceipt>>(r.data.clone())
                 .map(|d| a2acp_runtime::receipts::render(&d))
+                .unwrap_or_default()
+        }),
+        Cmd::Agreements { thread, json } => (Request::Agreements { thread }, json, |r| {
+            serde_json::from_value::<Vec<a2acp_core::receipt::agreement::Agreement>>(r.data.clone())
+                .map(|d| a2acp_runtime::receipts::render_agreements(&d))
                 .unwrap_or_default()
         }),
         Cmd::Suggestions { cmd: None, json } => (Request::Suggestions, json, |r| {

@@ -45,6 +45,8 @@ const README_COMMANDS: &[&str] = &[
     "a2acp --home ./alice receipts",
     "a2acp --home ./alice receipts --json > receipts.json",
     "a2acp receipts verify receipts.json --value transport_mode=driving",
+    "a2acp --home ./alice agreements --json > agreement.json",
+    "a2acp receipts verify agreement.json",
 ];
 
 /// A child process killed (and reaped) when dropped.
@@ -444,6 +446,27 @@ fn the_readme_by_hand_section_runs_as_written() {
         let out = String::from_utf8_lossy(&o.stdout);
         assert!(!o.status.success() && out.contains(says), "{line}: {out}");
     }
+    // The agreement: the proposal, signed by both.
+    let (line, file) = c[23].split_once(" > ").expect("a redirection");
+    let json = w.ok(line);
+    fs::write(w.cwd().join(file), &json).unwrap();
+    let out = w.ok(c[24]);
+    assert!(
+        out.contains("2 of 2 required confirmations signed over one proposal")
+            && out.contains("agent:alice@localhost")
+            && out.contains("agent:bob@localhost")
+            && out.contains("1 agreement(s) verified"),
+        "{out}"
+    );
+    let mut altered: serde_json::Value = serde_json::from_str(&json).unwrap();
+    altered[0]["proposal"]["proposal"]["summary"] = "Lunch on Saturday".into();
+    fs::write(w.cwd().join("altered-agreement.json"), altered.to_string()).unwrap();
+    let o = w.run(&w.args("a2acp receipts verify altered-agreement.json"));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        !o.status.success() && out.contains("the proposal does not match its digest"),
+        "{out}"
+    );
 
     // A thread to an address the relay does not know: refused at once, non-zero exit.
     let e = w.fails("a2acp --home ./alice thread start --to agent:nobody@localhost --category scheduling --summary \"Lunch\"");

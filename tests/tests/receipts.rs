@@ -3,9 +3,11 @@
 //! receipts --json` prints) lists receipts signed by its own key for what its user shared,
 //! declined and confirmed; both confirmed the same proposal; the value Bob received is the
 //! one Alice's receipt hashed; the list verifies offline as exported, survives a restart,
-//! and an altered copy does not verify.
+//! and an altered copy does not verify. Each side keeps the agreement (SPEC-NOTES
+//! "Receipts of an agreement"): the same proposal, signed by both under their own keys.
 
 use a2acp_core::encoding::{b64_decode, b64_encode};
+use a2acp_core::receipt::agreement::Agreement;
 use a2acp_core::receipt::{Basis, ReceiptKind, StoredReceipt};
 use a2acp_runtime::control::Request;
 use a2acp_runtime::home::Home;
@@ -21,6 +23,14 @@ async fn key_of(home: &Home) -> [u8; 32] {
     b64_decode(k)
         .and_then(|b| b.try_into().ok())
         .expect("a key")
+}
+
+async fn alice_address(home: &Home) -> String {
+    let s = ctl(home, Request::Status).await;
+    s.data["address"]
+        .as_str()
+        .expect("status names the address")
+        .to_string()
 }
 
 async fn receipts(home: &Home, thread: &str) -> (Vec<StoredReceipt>, String) {
@@ -75,7 +85,7 @@ async fn a_dinners_receipts_verify_offline_on_both_sides(rt: Runtime) {
             &exported,
             &VerifyOptions {
                 key: Some(b64_encode(&key)),
-                values: Vec::new(),
+                ..Default::default()
             },
         )
         .unwrap();
@@ -91,6 +101,44 @@ async fn a_dinners_receipts_verify_offline_on_both_sides(rt: Runtime) {
         confirmed[0], confirmed[1],
         "both confirmed the same proposal"
     );
+
+    // Both keep the agreement: that proposal, signed by each under the key it has.
+    let (ka, kb) = (key_of(&ha).await, key_of(&hb).await);
+    let signers = vec![
+        format!("{}={}", alice_address(&ha).await, b64_encode(&ka)),
+        format!("{}={}", bob_cfg.address, b64_encode(&kb)),
+    ];
+    for home in [&ha, &hb] {
+        let r = ctl(
+            home,
+            Request::Agreements {
+                thread: Some(thread.clone()),
+            },
+        )
+        .await;
+        assert!(r.ok, "{r:?}");
+        let list: Vec<Agreement> = serde_json::from_value(r.data.clone()).expect("agreements");
+        assert_eq!(list.len(), 1, "{list:?}");
+        assert_eq!(list[0].proposal_digest, confirmed[0]);
+        assert_eq!(list[0].verify(), Ok(2));
+        let exported = r.data.to_string();
+        let opts = VerifyOptions {
+            signers: signers.clone(),
+            ..Default::default()
+        };
+        let report = verify(&exported, &opts).unwrap();
+        assert!(
+            report.ends_with("0 receipt(s) and 1 agreement(s) verified"),
+            "{report}"
+        );
+        // Bob's signature presented as Alice's key's: named.
+        let swapped = VerifyOptions {
+            signers: vec![format!("{}={}", bob_cfg.address, b64_encode(&ka))],
+            ..Default::default()
+        };
+        let e = verify(&exported, &swapped).unwrap_err();
+        assert!(e.contains("signed with"), "{e}");
+    }
 
     // What Alice shared at her prompt is what Bob received: her receipt proves it.
     let (list, _) = receipts(&ha, &thread).await;

@@ -316,6 +316,13 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         thread: Option<String>,
     },
+    /// The agreements of the proposals confirmed (`a2acp agreements`; SPEC-NOTES "Receipts
+    /// of an agreement"), oldest first.
+    Agreements {
+        /// Only this thread's.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        thread: Option<String>,
+    },
     /// The §7.2 suggestions that still apply (`a2acp suggestions`), oldest first.
     Suggestions,
     /// Accept a §7.2 suggestion by its number (`a2acp suggestions accept N`): "always

@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 
 use crate::agent::group::sequence::MAX_CHECK_FINDINGS;
 use crate::agent::group::tests::states;
+use crate::agent::negotiation::agreement_tests::check_group;
 use crate::agent::{ActionRequest, Command, GroupConfirmation, PromptKind, ThreadState};
 use crate::harness::game_night::{self, Answer};
 use crate::harness::Net;
@@ -117,6 +118,8 @@ fn each_confirmer_is_asked_in_turn_and_the_check_narrows_what_the_next_is_asked(
         .checks
         .iter()
         .all(|c| c.action.action == "book_table" && c.thread_id == gid && !c.undo));
+    // Every leg's agreement holds the four confirmations over the proposal as narrowed.
+    check_group(&net, 4);
     let booked: Vec<_> = service
         .done
         .iter()
@@ -157,6 +160,7 @@ fn a_check_that_changes_what_alice_confirmed_asks_her_again_first() {
     for (_, p) in &seen[1..] {
         assert_eq!(when(p), Some(json!("Friday 27 March 20:30")));
     }
+    check_group(&net, 4);
     for i in 0..4 {
         assert!(
             states(&net, i).iter().all(|s| *s == ThreadState::Completed),

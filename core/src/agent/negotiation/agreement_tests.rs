@@ -16,7 +16,7 @@ use crate::packet::ResolutionBody;
 use crate::receipt::agreement::{confirmation_bytes, Agreement, AgreementError, AGREEMENT_PREFIX};
 use crate::receipt::proposal_digest;
 
-fn agreements(net: &Net, i: usize) -> Vec<Agreement> {
+pub(in crate::agent) fn agreements(net: &Net, i: usize) -> Vec<Agreement> {
     net.nodes[i]
         .store
         .iter()
@@ -209,7 +209,7 @@ fn an_unsigned_confirmation_counts_and_the_agreement_says_it_is_unsigned() {
 
 /// Every agreement a group's agents keep verifies, names the group, and holds at least
 /// the quorum of signed confirmations over one proposal.
-fn check_group(net: &Net, required: usize) {
+pub(in crate::agent) fn check_group(net: &Net, required: usize) {
     let mut digests = Vec::new();
     for i in 0..net.nodes.len() {
         for g in agreements(net, i) {

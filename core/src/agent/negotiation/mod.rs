@@ -16,7 +16,7 @@ pub(super) mod receipts;
 pub(super) mod resolution;
 
 #[cfg(test)]
-mod agreement_tests;
+pub(in crate::agent) mod agreement_tests;
 #[cfg(test)]
 mod drift_tests;
 #[cfg(test)]
