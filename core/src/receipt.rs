@@ -26,6 +26,7 @@ use crate::encoding::b64_array;
 use crate::packet::ResolutionBody;
 
 pub mod agreement;
+pub mod retraction;
 
 /// Label that starts the bytes a receipt's signature covers.
 pub const RECEIPT_LABEL: &[u8] = b"A2ACP-CONSENT-RECEIPT-V1\0";

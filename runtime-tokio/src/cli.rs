@@ -427,6 +427,14 @@ pub(crate) enum ThreadCmd {
         /// Thread id.
         id: String,
     },
+    /// Take back what you shared in a thread: the other agent deletes it (from the thread
+    /// and its memory) and confirms, signed; if it does not within a day, you are told.
+    Retract {
+        /// Thread id.
+        id: String,
+        /// The fields to take back (default: everything you shared in the thread).
+        fields: Vec<String>,
+    },
     /// Change what a thread is about (§6.5): `thread update-intent thr_… --summary "Game
     /// night with friends on Friday" --need game_preferences`. The other agent is told;
     /// whatever your tiers would share for the new intent but not for the old one is

@@ -188,6 +188,9 @@ pub(crate) async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
             (Request::ReplyThread { id, context: c }, false, text)
         }
         Cmd::Thread(ThreadCmd::Cancel { id }) => (Request::CancelThread { id }, false, text),
+        Cmd::Thread(ThreadCmd::Retract { id, fields }) => {
+            (Request::Retract { id, fields }, false, text)
+        }
         Cmd::Thread(ThreadCmd::UpdateIntent {
             id,
             summary,

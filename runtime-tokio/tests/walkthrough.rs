@@ -47,6 +47,7 @@ const README_COMMANDS: &[&str] = &[
     "a2acp receipts verify receipts.json --value transport_mode=driving",
     "a2acp --home ./alice agreements --json > agreement.json",
     "a2acp receipts verify agreement.json",
+    "a2acp --home ./alice thread retract thr_… transport_mode",
 ];
 
 /// A child process killed (and reaped) when dropped.
@@ -467,6 +468,26 @@ fn the_readme_by_hand_section_runs_as_written() {
         !o.status.success() && out.contains("the proposal does not match its digest"),
         "{out}"
     );
+    // Taking it back: Bob's agent deletes it and acknowledges, signed.
+    let out = w.ok(c[25]);
+    assert!(
+        out.contains("asked agent:bob@localhost to delete transport_mode"),
+        "{out}"
+    );
+    w.until(
+        20,
+        "Bob's agent acknowledged deleting transport_mode",
+        || {
+            let t = w.json("./alice", &["thread", "show", &w.thread]);
+            t["retractions"][0]["acknowledged"] == true
+        },
+    );
+    let t = w.json("./bob", &["thread", "show", &w.thread]);
+    assert!(t["theirs"].get("transport_mode").is_none(), "{t}");
+    assert!(t["theirs"].get("time_windows").is_some(), "{t}");
+    // Something she never shared in the thread: refused, exit status 1.
+    let e = w.fails("a2acp --home ./alice thread retract thr_… blood_type");
+    assert!(e.contains("Not shared in this thread"), "{e}");
 
     // A thread to an address the relay does not know: refused at once, non-zero exit.
     let e = w.fails("a2acp --home ./alice thread start --to agent:nobody@localhost --category scheduling --summary \"Lunch\"");

@@ -61,6 +61,7 @@ impl Agent {
                     self.shared.dirty.peers.insert(p);
                 }
             }
+            Command::Retract { thread_id, fields } => self.retract(&thread_id, fields),
             Command::CancelThread { thread_id } => {
                 if self.shared.groups.contains_key(&thread_id) {
                     self.cancel_group(&thread_id);

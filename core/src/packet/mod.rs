@@ -9,9 +9,11 @@
 //! serialising, so an invalid packet is never sent.
 
 mod group;
+mod retraction;
 mod types;
 
 pub use group::*;
+pub use retraction::*;
 pub use types::*;
 
 use serde::{Deserialize, Serialize};
@@ -124,6 +126,10 @@ pub enum Body {
     ThreadState(ThreadStateBody),
     /// `execution_report` — how executing a confirmed resolution went (SPEC-NOTES §9).
     ExecutionReport(ExecutionReport),
+    /// `retraction` — values the sender takes back (SPEC-NOTES "Retraction").
+    Retraction(RetractionBody),
+    /// `retraction_ack` — the signed answer that they were deleted.
+    RetractionAck(RetractionAckBody),
 }
 
 /// Body of `context` (§4, §6.3, §10.2).
@@ -357,6 +363,8 @@ impl Body {
             Body::ProcessingError(_) => "processing_error",
             Body::ThreadState(_) => "thread_state",
             Body::ExecutionReport(_) => "execution_report",
+            Body::Retraction(_) => "retraction",
+            Body::RetractionAck(_) => "retraction_ack",
         }
     }
 
@@ -380,6 +388,8 @@ impl Body {
             Body::ProcessingError(b) => serde_json::to_value(b),
             Body::ThreadState(b) => serde_json::to_value(b),
             Body::ExecutionReport(b) => serde_json::to_value(b),
+            Body::Retraction(b) => serde_json::to_value(b),
+            Body::RetractionAck(b) => serde_json::to_value(b),
         }
     }
 
@@ -543,6 +553,8 @@ impl Packet {
             "coordinator_transfer_response" => Body::CoordinatorTransferResponse(body_from(&map)?),
             "processing_error" => Body::ProcessingError(body_from(&map)?),
             "thread_state" => Body::ThreadState(body_from(&map)?),
+            "retraction" => Body::Retraction(body_from(&map)?),
+            "retraction_ack" => Body::RetractionAck(body_from(&map)?),
             "execution_report" => Body::ExecutionReport(body_from(&map)?),
             other => {
                 if other.is_empty() {
@@ -670,6 +682,8 @@ impl Packet {
                     }
                 }
             }
+            Body::Retraction(b) => b.validate()?,
+            Body::RetractionAck(b) => b.validate()?,
             Body::ThreadFork(b) => {
                 valid_id("parent_thread_id", &b.parent_thread_id)?;
                 if b.new_threads.is_empty() {

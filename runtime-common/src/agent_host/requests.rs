@@ -118,6 +118,7 @@ impl AgentHost {
             }
             Request::ReplyThread { id, context } => self.reply_thread(now, &id, context)?,
             Request::CancelThread { id } => self.cancel_thread(now, &id)?,
+            Request::Retract { id, fields } => self.retract(now, &id, fields)?,
             r @ (Request::UpdateIntent { .. } | Request::ForkThread { .. }) => {
                 self.drift(now, r)?
             }

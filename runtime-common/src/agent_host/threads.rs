@@ -77,6 +77,55 @@ impl AgentHost {
         ))
     }
 
+    /// `thread retract`: asks the peer to delete what was shared; answered with what was
+    /// asked, or why nothing was.
+    pub(super) fn retract(
+        &mut self,
+        now: Timestamp,
+        id: &str,
+        fields: Vec<String>,
+    ) -> Result<(Response, Vec<Effect>), HostError> {
+        let last = |h: &Self| {
+            h.agent
+                .thread(id)
+                .and_then(|t| t.retractions.last().map(|r| r.retraction_id.clone()))
+        };
+        let before = last(self);
+        let e = self.handle(
+            now,
+            Input::Command(Command::Retract {
+                thread_id: id.to_string(),
+                fields,
+            }),
+        )?;
+        let asked = self
+            .agent
+            .thread(id)
+            .filter(|_| last(self) != before)
+            .and_then(|t| {
+                t.retractions
+                    .last()
+                    .map(|r| (t.peer.clone(), r.fields.clone()))
+            });
+        let r = match asked {
+            Some((peer, fields)) => Response::ok(format!(
+                "asked {peer} to delete {} in thread {id}; `a2acp thread show {id}` tells when it confirms, signed",
+                fields.join(", ")
+            )),
+            None => {
+                let why = self
+                    .notifications
+                    .iter()
+                    .rev()
+                    .find(|n| n.notification.thread_id.as_deref() == Some(id))
+                    .map(|n| n.notification.text.clone())
+                    .unwrap_or_else(|| format!("no thread `{id}` (see `a2acp threads`)"));
+                Response::err(why)
+            }
+        };
+        Ok((r, e))
+    }
+
     pub(super) fn cancel_thread(
         &mut self,
         now: Timestamp,
@@ -196,6 +245,8 @@ impl AgentHost {
                 .filter(|p| p.thread_id == t.id)
                 .map(|p| (p.id, crate::prompt::summary(p)))
                 .collect(),
+            retractions: t.retractions.clone(),
+            retracted: t.retracted.iter().cloned().collect(),
         }))
     }
 }

@@ -340,6 +340,27 @@ pub fn render_thread(t: &ThreadDetail) -> String {
     if let Some(r) = &t.resolution {
         row(&mut out, "proposal", r);
     }
+    for r in &t.retractions {
+        let how = if r.acknowledged {
+            "deleted: they confirmed, signed".to_string()
+        } else if r.told {
+            format!("NOT CONFIRMED by {}: nothing says it was deleted", s.peer)
+        } else {
+            "asked; waiting for their signed confirmation".to_string()
+        };
+        row(
+            &mut out,
+            "you took back",
+            &format!("{} — {how}", r.fields.join(", ")),
+        );
+    }
+    if !t.retracted.is_empty() {
+        row(
+            &mut out,
+            "they took back",
+            &format!("{} (deleted here)", t.retracted.join(", ")),
+        );
+    }
     for (n, p) in &t.prompts {
         row(
             &mut out,

@@ -274,6 +274,15 @@ pub enum Request {
         /// Thread id.
         id: String,
     },
+    /// Take back values shared in a thread (`a2acp thread retract`; SPEC-NOTES
+    /// "Retraction"): the peer is asked to delete them and to acknowledge it, signed.
+    Retract {
+        /// Thread id.
+        id: String,
+        /// The fields; none: every field shared in the thread.
+        #[serde(default)]
+        fields: Vec<String>,
+    },
     /// Hand the coordination of a group this agent coordinates to one of its
     /// participants (§10.3); the other agent accepts or declines without its user.
     TransferCoordinator {

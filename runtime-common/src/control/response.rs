@@ -280,6 +280,13 @@ pub struct ThreadDetail {
     /// Open prompts of the thread: number and one-line summary.
     #[serde(default)]
     pub prompts: Vec<(u64, String)>,
+    /// What this agent's user took back, and whether the peer acknowledged it, signed
+    /// (SPEC-NOTES "Retraction").
+    #[serde(default)]
+    pub retractions: Vec<a2acp_core::agent::thread::PendingRetraction>,
+    /// Fields the peer took back: deleted here.
+    #[serde(default)]
+    pub retracted: Vec<String>,
 }
 
 /// `memory show`: what the agent knows of one peer.

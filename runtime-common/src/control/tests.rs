@@ -154,6 +154,8 @@ fn a_thread_detail_reads_back_and_renders_for_a_person() {
         escalated: true,
         halted: false,
         prompts: vec![(3, "#3 consent".into())],
+        retractions: Vec::new(),
+        retracted: vec!["budget_range".into()],
     };
     let v = serde_json::to_value(&d).unwrap();
     assert_eq!(v["packets"], 1);

@@ -254,6 +254,42 @@ pub enum AgentEvent {
         /// Confirmers counted without a signature.
         unsigned: Vec<Address>,
     },
+    /// The user took back `fields` in this thread; the peer was asked to delete them.
+    RetractionSent {
+        /// The peer asked.
+        peer: Address,
+        /// The fields.
+        fields: Vec<String>,
+    },
+    /// The peer took back `fields`: deleted from the thread and from memory, and the
+    /// deletion acknowledged, signed.
+    RetractionHonoured {
+        /// The peer.
+        peer: Address,
+        /// The fields deleted.
+        fields: Vec<String>,
+    },
+    /// The peer acknowledged deleting `fields`, its signature verified.
+    RetractionAcknowledged {
+        /// The peer.
+        peer: Address,
+        /// The fields.
+        fields: Vec<String>,
+    },
+    /// The peer did not acknowledge a retraction in time: the user is told.
+    RetractionUnacknowledged {
+        /// The peer.
+        peer: Address,
+        /// The fields.
+        fields: Vec<String>,
+    },
+    /// An acknowledgement that does not verify, or answers no retraction of this thread.
+    RetractionAckRefused {
+        /// The peer.
+        peer: Address,
+        /// Why.
+        why: String,
+    },
     /// A peer's confirmation did not verify: the answer is not counted.
     ConfirmationRefused {
         /// Who sent it.
@@ -793,6 +829,21 @@ impl AgentEvent {
                     write!(out, "; confirmed unsigned by {}", names(unsigned))?;
                 }
                 Ok(())
+            }
+            E::RetractionSent { peer, fields } => {
+                write!(out, "asked {peer} to delete {}", fields.join(", "))
+            }
+            E::RetractionHonoured { peer, fields } => {
+                write!(out, "{peer} took back {}: deleted, acknowledged", fields.join(", "))
+            }
+            E::RetractionAcknowledged { peer, fields } => {
+                write!(out, "{peer} acknowledged deleting {}", fields.join(", "))
+            }
+            E::RetractionUnacknowledged { peer, fields } => {
+                write!(out, "{peer} has not acknowledged deleting {}", fields.join(", "))
+            }
+            E::RetractionAckRefused { peer, why } => {
+                write!(out, "retraction acknowledgement of {peer} refused: {why}")
             }
             E::ConfirmationRefused { peer, why } => {
                 write!(out, "confirmation of {peer} refused: {why}")

@@ -153,6 +153,15 @@ pub enum Command {
         /// The thread.
         thread_id: String,
     },
+    /// Take back values shared in a thread (SPEC-NOTES "Retraction"): the other agent is
+    /// asked to delete them and to acknowledge it, signed; this agent shares them no more
+    /// in the thread.
+    Retract {
+        /// The thread.
+        thread_id: String,
+        /// The fields; empty: every field this agent shared in the thread.
+        fields: Vec<String>,
+    },
     /// Change a permission tier, globally or for one relationship (§7.2).
     SetPermission {
         /// Field or category.

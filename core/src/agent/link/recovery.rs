@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use crate::agent::io::notify::list;
 use crate::agent::link::Link;
 use crate::agent::negotiation::negotiate::STALL_REASON;
+use crate::agent::negotiation::retraction::retraction_deadline;
 use crate::agent::thread::{HistoryEntry, Thread, ThreadState, Waiting};
 use crate::agent::*;
 
@@ -204,6 +205,7 @@ impl ThreadStep<'_> {
     }
 
     pub(in crate::agent) fn thread_timeout(&mut self) {
+        self.retraction_timeouts();
         let now = self.shared.now;
         let t = &mut *self.t;
         if t.state.is_terminal() {
@@ -323,18 +325,24 @@ impl ThreadStep<'_> {
 
 impl Shared {
     pub(in crate::agent) fn thread_deadline(&self, t: &Thread) -> Option<Timestamp> {
+        let retraction = retraction_deadline(t);
+        let first = |d: Option<Timestamp>| match (d, retraction) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         if t.state.is_terminal() {
             // The ephemeral secret outlives the thread by a grace period, so late gap
             // requests (§13.1) can still be answered; then it is erased.
-            return t
-                .ended_at
-                .filter(|_| !t.session.is_erased())
-                .map(|e| e.add(ERASE_GRACE));
+            return first(
+                t.ended_at
+                    .filter(|_| !t.session.is_erased())
+                    .map(|e| e.add(ERASE_GRACE)),
+            );
         }
         if t.halted {
-            return None;
+            return retraction;
         }
-        let mut d: Option<Timestamp> = None;
+        let mut d: Option<Timestamp> = retraction;
         let mut at = |x: Timestamp| d = Some(d.map_or(x, |c| c.min(x)));
         if let Some(l) = &t.llm {
             if let Some(r) = l.retry_at {

@@ -219,7 +219,7 @@ impl Shared {
 
     /// Forgets one field of `peer`: its cached value and the counts of it being shared
     /// or declined, with their history.
-    fn forget_field(&mut self, peer: &Address, field: &str) {
+    pub(in crate::agent) fn forget_field(&mut self, peer: &Address, field: &str) {
         let p = peer.as_str();
         let facts: usize = FIELD_PREDICATES
             .iter()

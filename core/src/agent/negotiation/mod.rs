@@ -4,7 +4,8 @@
 //! the permission tiers (§7, `consent.rs`; the tiers themselves are `agent::permissions`)
 //! and its signed receipts (`receipts.rs`),
 //! resolution and the human checkpoint (§8, `resolution.rs`), the signed confirmations
-//! and the agreement they prove (§8.3, `agreement.rs`), and executing what was
+//! and the agreement they prove (§8.3, `agreement.rs`), taking back what was shared
+//! (`retraction.rs`), and executing what was
 //! confirmed (§9, `execution.rs`).
 
 pub(super) mod agreement;
@@ -14,6 +15,7 @@ pub(super) mod execution;
 pub(super) mod negotiate;
 pub(super) mod receipts;
 pub(super) mod resolution;
+pub(super) mod retraction;
 
 #[cfg(test)]
 pub(in crate::agent) mod agreement_tests;
@@ -21,3 +23,5 @@ pub(in crate::agent) mod agreement_tests;
 mod drift_tests;
 #[cfg(test)]
 mod resolution_tests;
+#[cfg(test)]
+mod retraction_tests;

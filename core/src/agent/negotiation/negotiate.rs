@@ -74,7 +74,11 @@ impl ThreadStep<'_> {
     pub(in crate::agent) fn absorb(&mut self, provided: &Context, unavailable: &[Unavailable]) {
         let t = &mut *self.t;
         for (k, v) in provided {
-            t.theirs.insert(k.clone(), v.clone());
+            // A value the peer took back is never taken in again in this thread (an
+            // older packet delivered late, SPEC-NOTES "Retraction").
+            if !t.retracted.contains(k) {
+                t.theirs.insert(k.clone(), v.clone());
+            }
         }
         for u in unavailable {
             t.peer_unavailable.insert(u.field.clone());

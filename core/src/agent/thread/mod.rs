@@ -279,6 +279,26 @@ pub struct HistoryEntry {
     pub json: String,
 }
 
+/// Retractions one thread keeps (older ones, acknowledged, are dropped first).
+pub const MAX_RETRACTIONS: usize = 16;
+
+/// A retraction this agent sent (SPEC-NOTES "Retraction").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingRetraction {
+    /// The `retraction` packet's id.
+    pub retraction_id: String,
+    /// The fields taken back.
+    pub fields: Vec<String>,
+    /// When the user took them back.
+    pub asked_at: Timestamp,
+    /// When the user is told if no acknowledgement came.
+    pub deadline: Timestamp,
+    /// Whether the peer acknowledged it (signature verified).
+    pub acknowledged: bool,
+    /// Whether the user was told it was not acknowledged in time.
+    pub told: bool,
+}
+
 /// An LLM request in flight for this thread.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LlmPending {
@@ -444,6 +464,13 @@ pub struct Thread {
     /// agreement"): they hold the proposal, so they are deleted with the thread.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agreements: Vec<String>,
+    /// What this agent's user took back in the thread and whether the peer acknowledged
+    /// it (SPEC-NOTES "Retraction"), oldest first, at most [`MAX_RETRACTIONS`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retractions: Vec<PendingRetraction>,
+    /// Fields the peer took back: deleted here, and never taken in again in this thread.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub retracted: BTreeSet<String>,
     /// The bridges' own state of the thread ([`crate::agent::Agent::set_bridge_state`]),
     /// by key (each key starts with its bridge's name): members of the thread's record
     /// beside its own, so records written before the bridges moved out of the agent

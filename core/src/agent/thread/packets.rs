@@ -307,6 +307,17 @@ impl Agent {
                 fields: FieldsNamed::of(&packet.body),
             },
         );
+        if !halted && matches!(packet.body, Body::Retraction(_) | Body::RetractionAck(_)) {
+            // Taking back what was shared works in any state, an ended thread's too
+            // (SPEC-NOTES "Retraction").
+            let pid = packet.packet_id.clone();
+            self.in_thread(&id, |step| match packet.body {
+                Body::Retraction(b) => step.on_retraction(&pid, b),
+                Body::RetractionAck(b) => step.on_retraction_ack(b),
+                _ => {}
+            });
+            return;
+        }
         if inactive {
             // An ended thread still answers gap requests during the grace period (§13.1).
             if let Body::ThreadState(s) = packet.body {
@@ -476,7 +487,7 @@ impl ThreadStep<'_> {
             Body::ResolutionResponse(b) => self.on_resolution_response(&p.from, b),
             Body::ExecutionReport(r) => self.on_execution_report(r),
             Body::ThreadState(s) => self.on_thread_state(s),
-            Body::ThreadFork(_) => {}
+            Body::ThreadFork(_) | Body::Retraction(_) | Body::RetractionAck(_) => {}
             Body::CoordinatorTransfer(c) => {
                 let accept = c.to_coordinator == self.shared.config.address;
                 if accept {
@@ -846,6 +857,8 @@ pub(in crate::agent) fn blank_thread(
         sibling_holds: Vec::new(),
         receipted: BTreeMap::new(),
         agreements: Vec::new(),
+        retractions: Vec::new(),
+        retracted: BTreeSet::new(),
     }
 }
 
