@@ -77,6 +77,15 @@ impl AgentHost {
         ))
     }
 
+    /// What the agent last told its user about thread `id`: why a command did nothing.
+    fn last_told(&self, id: &str) -> Option<String> {
+        self.notifications
+            .iter()
+            .rev()
+            .find(|n| n.notification.thread_id.as_deref() == Some(id))
+            .map(|n| n.notification.text.clone())
+    }
+
     /// `thread retract`: asks the peer to delete what was shared; answered with what was
     /// asked, or why nothing was.
     pub(super) fn retract(
@@ -114,11 +123,7 @@ impl AgentHost {
             )),
             None => {
                 let why = self
-                    .notifications
-                    .iter()
-                    .rev()
-                    .find(|n| n.notification.thread_id.as_deref() == Some(id))
-                    .map(|n| n.notification.text.clone())
+                    .last_told(id)
                     .unwrap_or_else(|| format!("no thread `{id}` (see `a2acp threads`)"));
                 Response::err(why)
             }
@@ -175,11 +180,7 @@ impl AgentHost {
             ))
         } else {
             let why = self
-                .notifications
-                .iter()
-                .rev()
-                .find(|n| n.notification.thread_id.as_deref() == Some(id))
-                .map(|n| n.notification.text.clone())
+                .last_told(id)
                 .unwrap_or_else(|| "the agent kept it open".into());
             Response::err(format!("thread {id} is still {}: {why}", t.state))
         };

@@ -19,28 +19,6 @@ fn net() -> (Net, usize, usize) {
     dinner_net()
 }
 
-/// The §4 dinner, from the first packet to COMPLETED on both sides.
-fn complete_dinner(net: &mut Net, a: usize, b: usize) -> String {
-    let id = to_proposed(net, a, b);
-    for i in [a, b] {
-        let p = net.prompt(i).expect("resolution prompt");
-        net.answer_resolution(i, p.id, ResolutionAnswer::Confirm);
-    }
-    net.settle();
-    while net.finish_action(a, Ok(())).is_some() || net.finish_action(b, Ok(())).is_some() {
-        net.settle();
-    }
-    net.settle();
-    assert_eq!(
-        state(net, a, &id),
-        ThreadState::Completed,
-        "{}",
-        net.render(None)
-    );
-    assert_eq!(state(net, b, &id), ThreadState::Completed);
-    id
-}
-
 fn memory_key(addr: &Address) -> String {
     format!("memory/{addr}")
 }

@@ -56,16 +56,7 @@ fn history_carries(net: &Net, i: usize, thread: &str, field: &str) -> bool {
 #[test]
 fn after_the_dinner_alice_takes_back_what_she_shared_and_bob_deletes_it_signed() {
     let (mut net, a, b) = dinner_net();
-    let id = to_proposed(&mut net, a, b);
-    for i in [a, b] {
-        let p = net.prompt(i).expect("resolution prompt");
-        net.answer_resolution(i, p.id, ResolutionAnswer::Confirm);
-    }
-    net.settle();
-    while net.finish_action(a, Ok(())).is_some() || net.finish_action(b, Ok(())).is_some() {
-        net.settle();
-    }
-    assert_eq!(state(&net, a, &id), ThreadState::Completed);
+    let id = complete_dinner(&mut net, a, b);
     let shared: Vec<String> = net.nodes[a]
         .agent
         .thread(&id)

@@ -38,6 +38,28 @@ pub(in crate::agent) fn state(net: &Net, i: usize, id: &str) -> ThreadState {
     net.nodes[i].agent.thread(id).unwrap().state
 }
 
+/// The §4 dinner, from the first packet to COMPLETED on both sides.
+pub(in crate::agent) fn complete_dinner(net: &mut Net, a: usize, b: usize) -> String {
+    let id = to_proposed(net, a, b);
+    for i in [a, b] {
+        let p = net.prompt(i).expect("resolution prompt");
+        net.answer_resolution(i, p.id, ResolutionAnswer::Confirm);
+    }
+    net.settle();
+    while net.finish_action(a, Ok(())).is_some() || net.finish_action(b, Ok(())).is_some() {
+        net.settle();
+    }
+    net.settle();
+    assert_eq!(
+        state(net, a, &id),
+        ThreadState::Completed,
+        "{}",
+        net.render(None)
+    );
+    assert_eq!(state(net, b, &id), ThreadState::Completed);
+    id
+}
+
 /// Node `a`'s user shares `transport_mode` at the open consent prompt.
 pub(in crate::agent) fn share_transport(net: &mut Net, a: usize) {
     let p = net.prompt(a).expect("consent prompt");
