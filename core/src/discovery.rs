@@ -41,7 +41,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::crypto::{IdentityKey, PublicKey};
+use crate::crypto::{put_lp, IdentityKey, PublicKey};
 use crate::encoding::{b64_decode, b64_encode};
 use crate::Address;
 
@@ -271,12 +271,6 @@ fn from_wire_keys(wire: Vec<WireKey>) -> Result<Vec<ChainedKey>, DiscoveryError>
 
 fn sig64(s: &str) -> Option<[u8; 64]> {
     b64_decode(s)?.try_into().ok()
-}
-
-fn put_lp(buf: &mut Vec<u8>, x: &[u8]) {
-    let n = u32::try_from(x.len()).unwrap_or(u32::MAX);
-    buf.extend_from_slice(&n.to_be_bytes());
-    buf.extend_from_slice(x);
 }
 
 /// What `old` signs to hand over to `next` on `domain`:

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::address::Address;
 use crate::crypto::envelope::Envelope;
+use crate::crypto::put_lp;
 use crate::encoding::{b64_array, b64_opt_array};
 use crate::recovery::{RecoveryBinding, RecoveryProof, RecoveryStatement};
 use crate::rotation::RotationStatement;
@@ -445,10 +446,10 @@ pub fn challenge_signed_bytes(
 ) -> Vec<u8> {
     let mut out = Vec::with_capacity(label.len() + 32 + domain.len() + address.as_str().len() + 60);
     out.extend_from_slice(label);
-    lp(&mut out, nonce);
-    lp(&mut out, domain.as_bytes());
+    put_lp(&mut out, nonce);
+    put_lp(&mut out, domain.as_bytes());
     out.extend_from_slice(&ts.to_be_bytes());
-    lp(&mut out, address.as_str().as_bytes());
+    put_lp(&mut out, address.as_str().as_bytes());
     if let Some(k) = key {
         out.extend_from_slice(k);
     }
@@ -470,10 +471,10 @@ pub fn link_signed_bytes(
 ) -> Vec<u8> {
     let mut out = Vec::with_capacity(label.len() + 32 + peer_domain.len() + own_domain.len() + 60);
     out.extend_from_slice(label);
-    lp(&mut out, nonce);
-    lp(&mut out, peer_domain.as_bytes());
+    put_lp(&mut out, nonce);
+    put_lp(&mut out, peer_domain.as_bytes());
     out.extend_from_slice(&ts.to_be_bytes());
-    lp(&mut out, own_domain.as_bytes());
+    put_lp(&mut out, own_domain.as_bytes());
     out.extend_from_slice(key);
     out
 }
@@ -487,11 +488,6 @@ pub const LINK_ACCEPT_LABEL: &[u8] = b"A2ACP-LINK-ACCEPT-V1\0";
 pub const AUTH_LABEL: &[u8] = b"A2ACP-AUTH-V1\0";
 /// Label of a registration signature.
 pub const REGISTER_LABEL: &[u8] = b"A2ACP-REGISTER-V1\0";
-
-fn lp(out: &mut Vec<u8>, bytes: &[u8]) {
-    out.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
-    out.extend_from_slice(bytes);
-}
 
 impl ClientFrame {
     /// Serialises the frame as JSON.

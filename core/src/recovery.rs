@@ -17,7 +17,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::address::Address;
-use crate::crypto::{IdentityKey, PublicKey};
+use crate::crypto::{put_lp, IdentityKey, PublicKey};
 use crate::encoding::b64_array;
 
 /// Label that starts the bytes the identity key signs to bind a recovery key.
@@ -117,11 +117,6 @@ impl RecoveryError {
             RecoveryError::NewSignature => "new_signature",
         }
     }
-}
-
-fn put_lp(b: &mut Vec<u8>, x: &[u8]) {
-    b.extend_from_slice(&u32::try_from(x.len()).unwrap_or(u32::MAX).to_be_bytes());
-    b.extend_from_slice(x);
 }
 
 /// The recovery key of a 32-byte seed (the secret the 24 words encode).

@@ -102,8 +102,7 @@ impl RotationStatement {
         let a = self.address.as_str().as_bytes();
         let mut b = Vec::with_capacity(ROTATION_LABEL.len() + 4 + a.len() + 72);
         b.extend_from_slice(ROTATION_LABEL);
-        b.extend_from_slice(&u32::try_from(a.len()).unwrap_or(u32::MAX).to_be_bytes());
-        b.extend_from_slice(a);
+        crate::crypto::put_lp(&mut b, a);
         b.extend_from_slice(&self.old_key);
         b.extend_from_slice(&self.new_key);
         b.extend_from_slice(&self.seq.to_be_bytes());

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::proposal_digest;
 use crate::address::Address;
-use crate::crypto::{IdentityKey, PublicKey};
+use crate::crypto::{put_lp, IdentityKey, PublicKey};
 use crate::encoding::{b64_array, b64_encode};
 use crate::packet::ResolutionBody;
 
@@ -42,15 +42,10 @@ pub fn confirmation_bytes(confirmer: &Address, agreement_id: &str, digest: &[u8;
     let a = confirmer.as_str().as_bytes();
     let mut out = Vec::with_capacity(CONFIRMATION_LABEL.len() + 8 + a.len() + 64);
     out.extend_from_slice(CONFIRMATION_LABEL);
-    lp(&mut out, a);
-    lp(&mut out, agreement_id.as_bytes());
+    put_lp(&mut out, a);
+    put_lp(&mut out, agreement_id.as_bytes());
     out.extend_from_slice(digest);
     out
-}
-
-fn lp(out: &mut Vec<u8>, bytes: &[u8]) {
-    out.extend_from_slice(&u32::try_from(bytes.len()).unwrap_or(u32::MAX).to_be_bytes());
-    out.extend_from_slice(bytes);
 }
 
 impl Confirmation {

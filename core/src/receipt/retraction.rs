@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::address::Address;
-use crate::crypto::PublicKey;
+use crate::crypto::{put_lp, PublicKey};
 use crate::encoding::b64_array;
 
 /// Label that starts the bytes a retraction's acknowledgement signs.
@@ -30,18 +30,13 @@ pub fn ack_bytes(
     sorted.sort();
     sorted.dedup();
     let mut out = RETRACTION_ACK_LABEL.to_vec();
-    lp(&mut out, acker.as_str().as_bytes());
-    lp(&mut out, thread_id.as_bytes());
-    lp(&mut out, retraction_id.as_bytes());
+    put_lp(&mut out, acker.as_str().as_bytes());
+    put_lp(&mut out, thread_id.as_bytes());
+    put_lp(&mut out, retraction_id.as_bytes());
     for f in sorted {
-        lp(&mut out, f.as_bytes());
+        put_lp(&mut out, f.as_bytes());
     }
     out
-}
-
-fn lp(out: &mut Vec<u8>, bytes: &[u8]) {
-    out.extend_from_slice(&u32::try_from(bytes.len()).unwrap_or(u32::MAX).to_be_bytes());
-    out.extend_from_slice(bytes);
 }
 
 /// The other agent's acknowledgement.

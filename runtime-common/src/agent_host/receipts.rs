@@ -11,50 +11,45 @@ use crate::control::Response;
 impl AgentHost {
     /// `receipts`: every receipt (or thread `thread`'s), oldest first, with their salts.
     pub(super) fn receipts(&self, thread: Option<&str>) -> Result<Response, HostError> {
-        let prefix = match thread {
-            Some(t) => format!("{RECEIPT_PREFIX}{t}/"),
-            None => RECEIPT_PREFIX.to_string(),
-        };
-        let mut list = Vec::new();
-        for (key, value) in self.store.with_prefix(&prefix)? {
-            match serde_json::from_slice::<StoredReceipt>(&value) {
-                Ok(r) => list.push(r),
-                // The agent wrote it; a record it cannot read is reported, not fatal.
-                Err(e) => tracing::warn!(%key, error = %e, "unreadable receipt record skipped"),
-            }
-        }
-        if list.is_empty() {
-            if let Some(t) = thread.filter(|t| !self.agent.threads().contains_key(*t)) {
-                return Ok(Response::err(format!(
-                    "no thread `{t}` and no receipt of it"
-                )));
-            }
-        }
-        list.sort_by(|a, b| a.receipt.at.cmp(&b.receipt.at));
-        Ok(Response::ok(list))
+        self.thread_records::<StoredReceipt>(RECEIPT_PREFIX, thread, "receipt", |r| {
+            r.receipt.at.clone()
+        })
     }
 
     /// `agreements`: every agreement kept (or thread `thread`'s), oldest first.
     pub(super) fn agreements(&self, thread: Option<&str>) -> Result<Response, HostError> {
+        self.thread_records::<Agreement>(AGREEMENT_PREFIX, thread, "agreement", |g| g.at.clone())
+    }
+
+    /// The records under `prefix` (`prefix<thread>/…` for one thread), oldest first by
+    /// `at`; `what` names them in messages. An unknown thread without records is named.
+    fn thread_records<T: serde::de::DeserializeOwned + serde::Serialize>(
+        &self,
+        prefix: &str,
+        thread: Option<&str>,
+        what: &str,
+        at: impl Fn(&T) -> String,
+    ) -> Result<Response, HostError> {
         let prefix = match thread {
-            Some(t) => format!("{AGREEMENT_PREFIX}{t}/"),
-            None => AGREEMENT_PREFIX.to_string(),
+            Some(t) => format!("{prefix}{t}/"),
+            None => prefix.to_string(),
         };
         let mut list = Vec::new();
         for (key, value) in self.store.with_prefix(&prefix)? {
-            match serde_json::from_slice::<Agreement>(&value) {
-                Ok(g) => list.push(g),
-                Err(e) => tracing::warn!(%key, error = %e, "unreadable agreement record skipped"),
+            match serde_json::from_slice::<T>(&value) {
+                Ok(r) => list.push(r),
+                // The agent wrote it; a record it cannot read is reported, not fatal.
+                Err(e) => tracing::warn!(%key, error = %e, "unreadable {what} record skipped"),
             }
         }
         if list.is_empty() {
             if let Some(t) = thread.filter(|t| !self.agent.threads().contains_key(*t)) {
                 return Ok(Response::err(format!(
-                    "no thread `{t}` and no agreement of it"
+                    "no thread `{t}` and no {what} of it"
                 )));
             }
         }
-        list.sort_by(|a, b| a.at.cmp(&b.at));
+        list.sort_by_key(|r| at(r));
         Ok(Response::ok(list))
     }
 }

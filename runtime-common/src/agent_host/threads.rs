@@ -94,12 +94,12 @@ impl AgentHost {
         id: &str,
         fields: Vec<String>,
     ) -> Result<(Response, Vec<Effect>), HostError> {
-        let last = |h: &Self| {
-            h.agent
-                .thread(id)
-                .and_then(|t| t.retractions.last().map(|r| r.retraction_id.clone()))
-        };
-        let before = last(self);
+        let before: Vec<String> = self.agent.thread(id).map_or(Vec::new(), |t| {
+            t.retractions
+                .iter()
+                .map(|r| r.retraction_id.clone())
+                .collect()
+        });
         let e = self.handle(
             now,
             Input::Command(Command::Retract {
@@ -107,15 +107,17 @@ impl AgentHost {
                 fields,
             }),
         )?;
-        let asked = self
-            .agent
-            .thread(id)
-            .filter(|_| last(self) != before)
-            .and_then(|t| {
-                t.retractions
-                    .last()
-                    .map(|r| (t.peer.clone(), r.fields.clone()))
-            });
+        // The retractions this command added (several when it names more fields than
+        // one retraction carries).
+        let asked = self.agent.thread(id).and_then(|t| {
+            let fields: Vec<String> = t
+                .retractions
+                .iter()
+                .filter(|r| !before.contains(&r.retraction_id))
+                .flat_map(|r| r.fields.iter().cloned())
+                .collect();
+            (!fields.is_empty()).then(|| (t.peer.clone(), fields))
+        });
         let r = match asked {
             Some((peer, fields)) => Response::ok(format!(
                 "asked {peer} to delete {} in thread {id}; `a2acp thread show {id}` tells when it confirms, signed",

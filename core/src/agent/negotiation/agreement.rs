@@ -13,7 +13,7 @@ use crate::agent::*;
 use crate::packet::{ResolutionResponseBody, ResolutionStatus};
 use crate::persist::PersistOp;
 use crate::receipt::agreement::{
-    record_key, verify_sig, Agreement, Confirmation, AGREEMENT_VERSION,
+    confirmation_bytes, record_key, Agreement, Confirmation, AGREEMENT_VERSION,
 };
 use crate::receipt::proposal_digest;
 
@@ -55,16 +55,6 @@ impl ThreadStep<'_> {
         }
         let me = self.shared.config.address.clone();
         let aid = self.agreement_id();
-        // The key its envelopes are verified with, or the one it rotated away from: a
-        // confirmation signed just before a rotation arrives after it.
-        let rec = self.shared.peers.get(from);
-        let keys: Vec<[u8; 32]> = [
-            self.shared.keys.get(from).map(|k| k.to_bytes()),
-            rec.and_then(|r| r.retired_key),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
         let from_coordinator = self
             .t
             .group
@@ -77,10 +67,8 @@ impl ThreadStep<'_> {
             return Ok(());
         };
         if let Some(sig) = &b.signature {
-            let Some(key) = keys
-                .into_iter()
-                .find(|k| verify_sig(k, from, &aid, &digest, sig))
-            else {
+            let msg = confirmation_bytes(from, &aid, &digest);
+            let Some(key) = self.shared.peer_key_that_signed(from, &msg, sig) else {
                 return Err(
                     "its signature does not verify over the proposal this side holds".into(),
                 );

@@ -219,6 +219,7 @@ pub(in crate::agent) fn check_group(net: &Net, required: usize) {
             digests.push(g.proposal_digest);
         }
     }
+    digests.sort();
     digests.dedup();
     assert_eq!(digests.len(), 1, "one proposal agreed");
 }

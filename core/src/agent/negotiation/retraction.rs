@@ -79,8 +79,11 @@ impl Agent {
         let mut fields = fields;
         fields.sort();
         fields.dedup();
-        fields.truncate(crate::packet::MAX_RETRACTED_FIELDS);
-        self.in_thread(thread_id, |step| step.send_retraction(fields));
+        // One retraction names at most MAX_RETRACTED_FIELDS: more go in several.
+        for chunk in fields.chunks(crate::packet::MAX_RETRACTED_FIELDS) {
+            let chunk = chunk.to_vec();
+            self.in_thread(thread_id, |step| step.send_retraction(chunk));
+        }
     }
 }
 
@@ -113,7 +116,6 @@ impl ThreadStep<'_> {
             retraction_id: rid.clone(),
             fields: fields.clone(),
             asked_at: now,
-            deadline: now.add(RETRACTION_ACK_TIMEOUT),
             acknowledged: false,
             told: false,
         });
@@ -255,18 +257,7 @@ impl ThreadStep<'_> {
             return;
         }
         let msg = ack_bytes(&peer, self.id, &b.retraction_id, &b.fields);
-        let rec = self.shared.peers.get(&peer);
-        let key = [
-            self.shared.keys.get(&peer).map(|k| k.to_bytes()),
-            rec.and_then(|r| r.retired_key),
-        ]
-        .into_iter()
-        .flatten()
-        .find(|k| {
-            crate::crypto::PublicKey::from_bytes(k)
-                .is_ok_and(|pk| pk.verify(&msg, &b.signature).is_ok())
-        });
-        let Some(key) = key else {
+        let Some(key) = self.shared.peer_key_that_signed(&peer, &msg, &b.signature) else {
             refuse(self, "its signature does not verify");
             return;
         };
@@ -319,7 +310,7 @@ impl ThreadStep<'_> {
         let peer = self.t.peer.clone();
         let mut due = Vec::new();
         for r in self.t.retractions.iter_mut() {
-            if !r.acknowledged && !r.told && r.deadline <= now {
+            if !r.acknowledged && !r.told && r.asked_at.add(RETRACTION_ACK_TIMEOUT) <= now {
                 r.told = true;
                 due.push(r.fields.clone());
             }
@@ -349,6 +340,6 @@ pub(in crate::agent) fn retraction_deadline(t: &crate::agent::Thread) -> Option<
     t.retractions
         .iter()
         .filter(|r| !r.acknowledged && !r.told)
-        .map(|r| r.deadline)
+        .map(|r| r.asked_at.add(RETRACTION_ACK_TIMEOUT))
         .min()
 }

@@ -300,3 +300,25 @@ pub(in crate::agent) struct PendingPlain {
     pub(in crate::agent) packet_id: String,
     pub(in crate::agent) json: String,
 }
+
+impl Shared {
+    /// Which of `peer`'s keys signed `msg` with `sig`: the key its envelopes are verified
+    /// with, or the one it rotated away from (a statement signed just before a rotation
+    /// arrives after it); `None` when neither did.
+    pub(in crate::agent) fn peer_key_that_signed(
+        &self,
+        peer: &Address,
+        msg: &[u8],
+        sig: &[u8; 64],
+    ) -> Option<[u8; 32]> {
+        [
+            self.keys.get(peer).map(|k| k.to_bytes()),
+            self.peers.get(peer).and_then(|r| r.retired_key),
+        ]
+        .into_iter()
+        .flatten()
+        .find(|k| {
+            crate::crypto::PublicKey::from_bytes(k).is_ok_and(|pk| pk.verify(msg, sig).is_ok())
+        })
+    }
+}

@@ -289,10 +289,9 @@ pub struct PendingRetraction {
     pub retraction_id: String,
     /// The fields taken back.
     pub fields: Vec<String>,
-    /// When the user took them back.
+    /// When the user took them back (the user is told if no acknowledgement came
+    /// within `RETRACTION_ACK_TIMEOUT`).
     pub asked_at: Timestamp,
-    /// When the user is told if no acknowledgement came.
-    pub deadline: Timestamp,
     /// Whether the peer acknowledged it (signature verified).
     pub acknowledged: bool,
     /// Whether the user was told it was not acknowledged in time.
