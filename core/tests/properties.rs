@@ -603,6 +603,17 @@ fn gen_permissions(g: &mut Gen) -> Option<PermissionsDeclaration> {
         shared_fields: gen_strings(g),
         withheld_fields: gen_strings(g),
         consent_level: gen_opt_string(g),
+        usage: (0..usize::arbitrary(g) % 3)
+            .map(|i| {
+                let rule = a2acp_core::packet::UsageRule {
+                    purpose: bool::arbitrary(g).then(|| format!("p{}", u8::arbitrary(g))),
+                    expires_at: bool::arbitrary(g)
+                        .then(|| Timestamp(u64::from(u32::arbitrary(g)) * 1000).to_rfc3339()),
+                    no_reshare: bool::arbitrary(g),
+                };
+                (format!("field_{i}"), rule)
+            })
+            .collect(),
     })
 }
 

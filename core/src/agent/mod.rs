@@ -312,6 +312,8 @@ struct Shared {
     drops: u64,
     /// Relationship memory (§11), persisted per peer as `memory/<address>`.
     memory: crate::memory::MemoryStore,
+    /// When the values memory holds expire, by their usage rules (rebuilt from memory).
+    usage_expiries: BTreeSet<(Timestamp, Address, String)>,
     buf: Buffers,
     /// The packets addressed to bridged peers in this input, for the bridges' step.
     bridged: Vec<BridgedPacket>,
@@ -370,6 +372,7 @@ impl Agent {
                 pacer: Pacer::default(),
                 drops: 0,
                 memory: crate::memory::MemoryStore::new(),
+                usage_expiries: BTreeSet::new(),
                 buf: Buffers::default(),
                 bridged: Vec::new(),
                 dirty: Dirty::default(),
@@ -621,6 +624,9 @@ impl Agent {
             if let Some(x) = p.refused.tell_due() {
                 at(x);
             }
+        }
+        if let Some(x) = self.shared.memory_usage_deadline() {
+            at(x);
         }
         t
     }

@@ -23,7 +23,7 @@ pub use fact::Fact;
 pub use package::{Package, PackageDraft, PACKAGE_TYPES, RELAY_VERSION, STATUSES};
 pub use relationship::{
     is_cached_field, CacheChange, CacheEntry, Confidence, Recorded, Relationship, ThreadSummary,
-    TrustLevel, FLEXIBILITY_ASPECTS, FLEXIBILITY_LEVELS, STALE_AFTER, THREAD_FIELDS,
+    TrustLevel, FLEXIBILITY_ASPECTS, FLEXIBILITY_LEVELS, STALE_AFTER, THREAD_FIELDS, USAGE_PREFIX,
 };
 
 /// An actor (seed 002 §6.2): who made a package or asserted a fact.

@@ -54,6 +54,9 @@ pub const THREAD_FIELDS: &[&str] = &[
     "_format_hints",
 ];
 
+/// The predicate prefix of the usage rule a cached value came with.
+pub const USAGE_PREFIX: &str = "usage.";
+
 /// Whether the context cache keeps a field: it describes the person (dietary, area,
 /// transport, time zone…), not one thread ([`THREAD_FIELDS`]).
 pub fn is_cached_field(field: &str) -> bool {
@@ -82,6 +85,10 @@ pub struct ThreadSummary {
     pub title: String,
     /// Fields the peer shared, with their values (as strings).
     pub shared_by_peer: BTreeMap<String, String>,
+    /// The usage rules the peer's values came with, by field, each as its compact JSON
+    /// (the agent's SPEC-NOTES "Usage rules"): kept as `usage.<field>` beside the cached
+    /// value, and ended when a value without one replaces it.
+    pub usage_by_peer: BTreeMap<String, String>,
     /// Fields the peer declined to share.
     pub declined_by_peer: Vec<String>,
     /// Fields the peer asked this agent for.
@@ -355,6 +362,20 @@ impl MemoryStore {
             let p = format!("cache.{field}");
             if !room(next, &p) {
                 continue;
+            }
+            let u = format!("{USAGE_PREFIX}{field}");
+            match summary.usage_by_peer.get(field) {
+                Some(rule) => {
+                    if room(next, &u) {
+                        set(next, &u, rule.clone())?;
+                    } else {
+                        // A value whose rule cannot be kept is not kept either.
+                        continue;
+                    }
+                }
+                None => {
+                    next.forget_series(peer, peer, &u);
+                }
             }
             match next.current(peer, peer, &p).map(|f| f.value.clone()) {
                 Some(old) if old == *value => {

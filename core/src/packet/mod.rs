@@ -412,6 +412,48 @@ impl Body {
             _ => None,
         }
     }
+
+    /// The sharing declaration this body carries, if its type has one.
+    pub fn permissions(&self) -> Option<&PermissionsDeclaration> {
+        match self {
+            Body::Context(b) => b.permissions.as_ref(),
+            Body::ContextRequest(b) => b.permissions.as_ref(),
+            Body::ContextResponse(b) => b.permissions.as_ref(),
+            _ => None,
+        }
+    }
+}
+
+/// Checks the usage rules of a sharing declaration (SPEC-NOTES "Usage rules").
+fn valid_usage(d: &PermissionsDeclaration) -> Result<(), WireError> {
+    if d.usage.len() > MAX_USAGE_RULES {
+        return Err(invalid(
+            "permissions.usage",
+            format!("at most {MAX_USAGE_RULES} rules, got {}", d.usage.len()),
+        ));
+    }
+    for (field, rule) in &d.usage {
+        if field.trim().is_empty() {
+            return Err(invalid("permissions.usage", "a rule names no field"));
+        }
+        if rule
+            .purpose
+            .as_ref()
+            .is_some_and(|p| p.trim().is_empty() || p.len() > MAX_PURPOSE_BYTES)
+        {
+            return Err(invalid(
+                format!("permissions.usage.{field}.purpose"),
+                format!("must be 1 to {MAX_PURPOSE_BYTES} bytes"),
+            ));
+        }
+        if rule.expires_at.is_some() && rule.expiry().is_none() {
+            return Err(invalid(
+                format!("permissions.usage.{field}.expires_at"),
+                "must be an RFC 3339 time",
+            ));
+        }
+    }
+    Ok(())
 }
 
 const HEADER_FIELDS: &[&str] = &[
@@ -585,6 +627,9 @@ impl Packet {
     pub fn validate(&self) -> Result<(), WireError> {
         valid_id("packet_id", &self.packet_id)?;
         valid_id("thread_id", &self.thread_id)?;
+        if let Some(d) = self.body.permissions() {
+            valid_usage(d)?;
+        }
         let needs_field = match &self.body {
             Body::IntentUpdate(_) => "additional_context_needed",
             _ => "needs",

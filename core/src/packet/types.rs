@@ -1,5 +1,7 @@
 //! The packet's parts: intents, needs, permissions, proposals, capabilities.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -66,6 +68,46 @@ pub struct PermissionsDeclaration {
     /// `user_preauthorised`, `user_approved`, `mixed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consent_level: Option<String>,
+    /// The rules the shared values travel with, by field (SPEC-NOTES "Usage rules"): at
+    /// most [`MAX_USAGE_RULES`].
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub usage: BTreeMap<String, UsageRule>,
+}
+
+/// Most usage rules one packet carries.
+pub const MAX_USAGE_RULES: usize = 64;
+/// Longest purpose of a usage rule, in bytes.
+pub const MAX_PURPOSE_BYTES: usize = 128;
+
+/// A rule a shared value travels with, set by the sharer's tiers (SPEC-NOTES "Usage
+/// rules"). The receiving agent enforces it: it uses the value only for `purpose`,
+/// deletes it at `expires_at`, and with `no_reshare` passes it to no one else.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct UsageRule {
+    /// What the value may be used for: the intent category of the thread it was shared
+    /// in. The receiver lends it to no thread about anything else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub purpose: Option<String>,
+    /// When the receiver deletes it (RFC 3339, UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+    /// The value reaches no one but the agent it was shared with.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_reshare: bool,
+}
+
+impl UsageRule {
+    /// When the value expires, if it does (an unreadable time was refused on receipt).
+    pub fn expiry(&self) -> Option<crate::time::Timestamp> {
+        self.expires_at
+            .as_deref()
+            .and_then(crate::time::Timestamp::parse_rfc3339)
+    }
+
+    /// Whether the rule restricts anything.
+    pub fn is_empty(&self) -> bool {
+        self.purpose.is_none() && self.expires_at.is_none() && !self.no_reshare
+    }
 }
 
 /// A field that will not be provided (§7.5).

@@ -23,6 +23,7 @@ impl Agent {
         &mut self,
         gid: &str,
         agg: &Aggregation,
+        budget: Option<String>,
         best: &Candidate,
         viable: &[Candidate],
     ) {
@@ -63,12 +64,9 @@ impl Agent {
         let event = display::line(&g.intent.summary, display::MAX_SHORT).into_owned();
         let mut details = window_details(best);
         details.insert("party_size".into(), json!(best.attendees.len()));
-        if let Some(b) = agg
-            .combined
-            .budget
-            .as_ref()
-            .filter(|_| agg.combined.budgets_read >= 3)
-        {
+        // The combined budget as the participants may see it (without a budget that may
+        // not be passed on).
+        if let Some(b) = budget {
             details.insert("budget".into(), json!(b));
         }
         if !agg.combined.dietary.is_empty() {

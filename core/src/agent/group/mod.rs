@@ -30,6 +30,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use super::negotiation::usage::passable;
 use super::thread::packets::blank_thread;
 use super::thread::{GroupLeg, Thread, ThreadState, Waiting};
 use super::*;
@@ -449,7 +450,7 @@ impl Agent {
                 return;
             }
         }
-        let members = self.group_members_view(g);
+        let members = self.group_members_view(g, false);
         if members
             .values()
             .any(|m| m.status == ParticipantStatus::AwaitingResponse)
@@ -470,7 +471,16 @@ impl Agent {
             members: &members,
         };
         let agg = aggregate(&view);
-        let shared_view = agg.aggregated_context(&view);
+        // What is sent to the participants is computed without the values that may not
+        // be passed on (SPEC-NOTES "Usage rules"); the choice itself uses everything.
+        let outward = self.group_members_view(g, true);
+        let told_view = GroupView {
+            members: &outward,
+            ..view
+        };
+        let told_agg = (outward != members).then(|| aggregate(&told_view));
+        let told = told_agg.as_ref().unwrap_or(&agg);
+        let shared_view = told.aggregated_context(&told_view);
         let viable: Vec<Candidate> = agg
             .candidates
             .iter()
@@ -479,7 +489,7 @@ impl Agent {
             .collect();
         let everyone_fits = viable.first().is_some_and(|c| c.missing.is_empty());
         if !everyone_fits {
-            if let Some(req) = agg.flexibility_request.as_ref().filter(|r| {
+            if let Some(req) = told.flexibility_request.as_ref().filter(|r| {
                 r.to != me && !g.flexibility_asked.contains(&r.to) && g.legs.contains_key(&r.to)
             }) {
                 let req = req.clone();
@@ -493,14 +503,21 @@ impl Agent {
             .or_else(|| viable.first())
             .cloned();
         match best {
-            Some(best) => self.propose_to_group(gid, &agg, &best, &viable),
+            Some(best) => {
+                let budget = told
+                    .combined
+                    .budget
+                    .clone()
+                    .filter(|_| told.combined.budgets_read >= 3);
+                self.propose_to_group(gid, &agg, budget, &best, &viable)
+            }
             None => self.escalate_group(gid, &agg),
         }
     }
 
     /// Every participant as the aggregation sees it: its status and what it shared with
-    /// this agent on its leg.
-    pub(super) fn group_members_view(&self, g: &Group) -> BTreeMap<Address, Member> {
+    /// this agent on its leg — only what may be passed on when `outward`.
+    pub(super) fn group_members_view(&self, g: &Group, outward: bool) -> BTreeMap<Address, Member> {
         g.legs
             .iter()
             .filter_map(|(p, l)| {
@@ -509,7 +526,11 @@ impl Agent {
                     p.clone(),
                     Member {
                         status: leg_status(t),
-                        shared: t.theirs.clone(),
+                        shared: if outward {
+                            passable(&t.theirs, &t.usage)
+                        } else {
+                            t.theirs.clone()
+                        },
                     },
                 ))
             })

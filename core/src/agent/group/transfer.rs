@@ -83,7 +83,7 @@ impl Agent {
     /// The aggregated context the group's participants may see, as it stands.
     fn shared_view(&self, g: &Group) -> serde_json::Value {
         let me = self.shared.config.address.clone();
-        let members = self.group_members_view(g);
+        let members = self.group_members_view(g, true);
         let mine = self.group_mine(g);
         let view = GroupView {
             intent: &g.intent,

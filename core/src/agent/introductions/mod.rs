@@ -119,7 +119,7 @@ impl ThreadStep<'_> {
             return;
         }
         let peer = self.t.peer.clone();
-        let r = self.shared.remembered(&peer);
+        let r = self.shared.remembered(&peer, &self.t.intent);
         let shared_freely = r
             .usually_requests
             .iter()

@@ -283,6 +283,14 @@ pub enum AgentEvent {
         /// The fields.
         fields: Vec<String>,
     },
+    /// Values the peer shared reached the expiry their usage rule set: deleted from the
+    /// thread and from memory (SPEC-NOTES "Usage rules").
+    UsageExpired {
+        /// The peer.
+        peer: Address,
+        /// The fields.
+        fields: Vec<String>,
+    },
     /// An acknowledgement that does not verify, or answers no retraction of this thread.
     RetractionAckRefused {
         /// The peer.
@@ -835,6 +843,9 @@ impl AgentEvent {
             }
             E::RetractionHonoured { peer, fields } => {
                 write!(out, "{peer} took back {}: deleted, acknowledged", fields.join(", "))
+            }
+            E::UsageExpired { peer, fields } => {
+                write!(out, "{peer}'s {} expired: deleted", fields.join(", "))
             }
             E::RetractionAcknowledged { peer, fields } => {
                 write!(out, "{peer} acknowledged deleting {}", fields.join(", "))

@@ -295,6 +295,7 @@ impl Agent {
             );
         }
         a.shared.space_tags = a.space_tags();
+        a.shared.index_usage();
         a.drop_uncommitted();
         a.resume_after_restore();
         a.resume_groups();

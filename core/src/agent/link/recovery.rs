@@ -7,6 +7,7 @@ use crate::agent::io::notify::list;
 use crate::agent::link::Link;
 use crate::agent::negotiation::negotiate::STALL_REASON;
 use crate::agent::negotiation::retraction::retraction_deadline;
+use crate::agent::negotiation::usage::usage_deadline;
 use crate::agent::thread::{HistoryEntry, Thread, ThreadState, Waiting};
 use crate::agent::*;
 
@@ -113,6 +114,7 @@ impl Agent {
         for peer in due {
             self.shared.tell_refusals(&peer);
         }
+        self.shared.expire_memory();
         self.group_timeouts();
     }
 }
@@ -206,6 +208,7 @@ impl ThreadStep<'_> {
 
     pub(in crate::agent) fn thread_timeout(&mut self) {
         self.retraction_timeouts();
+        self.usage_timeouts();
         let now = self.shared.now;
         let t = &mut *self.t;
         if t.state.is_terminal() {
@@ -325,7 +328,11 @@ impl ThreadStep<'_> {
 
 impl Shared {
     pub(in crate::agent) fn thread_deadline(&self, t: &Thread) -> Option<Timestamp> {
-        let retraction = retraction_deadline(t);
+        // Deadlines of what was shared, which hold in every state.
+        let retraction = match (retraction_deadline(t), usage_deadline(t)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let first = |d: Option<Timestamp>| match (d, retraction) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

@@ -79,7 +79,7 @@ impl ThreadStep<'_> {
                 let parsed = {
                     let t = &*self.t;
                     let mine = self.shared.mine(t);
-                    let memo = self.shared.remembered(&t.peer);
+                    let memo = self.shared.remembered(&t.peer, &t.intent);
                     let theirs = self.shared.theirs(t);
                     let view = self.shared.view(t, &mine, &theirs, &memo);
                     negotiator::parse_decision(&text, &view)
@@ -184,7 +184,7 @@ impl ThreadStep<'_> {
         let decision = {
             let t = &*self.t;
             let mine = self.shared.mine(t);
-            let memo = self.shared.remembered(&t.peer);
+            let memo = self.shared.remembered(&t.peer, &t.intent);
             let theirs = self.shared.theirs(t);
             let view = self.shared.view(t, &mine, &theirs, &memo);
             negotiator::decide(&view)
@@ -414,7 +414,7 @@ impl Shared {
         // What relationship memory holds fresh about the peer (§11.2) came from the peer,
         // so it travels with the peer's data; it tells what not to ask, and is never to
         // be quoted in a packet.
-        let memo = self.remembered(&t.peer);
+        let memo = self.remembered(&t.peer, &t.intent);
         let thread = json!({
             "me": self.config.address, "peer": t.peer, "initiator": t.initiator, "state": t.state, "mine": self.mine(t),
             "asked": t.asked, "unavailable": t.peer_unavailable, "round_trips": t.round_trips,

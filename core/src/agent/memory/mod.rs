@@ -24,7 +24,7 @@ pub mod reputation;
 pub(super) const MEMORY_PREFIX: &str = "memory/";
 
 /// The prefixes of the predicates that are about one field of the peer's user.
-const FIELD_PREDICATES: [&str; 3] = ["cache.", "shared.", "declined."];
+const FIELD_PREDICATES: [&str; 4] = ["cache.", "shared.", "declined.", "usage."];
 
 /// A context value as memory keeps it: a string as itself, anything else as its compact
 /// JSON.
@@ -60,8 +60,10 @@ pub(super) struct Remembered {
 }
 
 impl Shared {
-    /// What memory holds about `peer` for a thread now.
-    pub(super) fn remembered(&self, peer: &Address) -> Remembered {
+    /// What memory holds about `peer` for a thread about `intent` now: a value whose
+    /// usage rule names another purpose, or expired, is not lent (SPEC-NOTES "Usage
+    /// rules").
+    pub(super) fn remembered(&self, peer: &Address, intent: &crate::packet::Intent) -> Remembered {
         let Some(r) = self.memory.relationship(peer.as_str(), self.now) else {
             return Remembered::default();
         };
@@ -69,6 +71,7 @@ impl Shared {
             .context_cache
             .iter()
             .filter(|(_, e)| e.confidence == Confidence::High)
+            .filter(|(k, _)| self.rule_allows(peer, k, &intent.category))
             .map(|(k, e)| (k.clone(), text_value(&e.value)))
             .collect();
         if !r.typical_flexibility.is_empty() {
@@ -102,6 +105,12 @@ fn summary_of(t: &Thread) -> ThreadSummary {
             .theirs
             .iter()
             .map(|(k, v)| (k.clone(), value_text(v)))
+            .collect(),
+        usage_by_peer: t
+            .usage
+            .iter()
+            .filter(|(k, _)| t.theirs.contains_key(*k))
+            .filter_map(|(k, r)| Some((k.clone(), serde_json::to_string(r).ok()?)))
             .collect(),
         declined_by_peer: t.peer_unavailable.iter().cloned().collect(),
         requested_by_peer: t.answered.iter().cloned().collect(),
@@ -173,6 +182,8 @@ impl ThreadStep<'_> {
         {
             Ok(rec) => {
                 self.shared.dirty.memory.insert(peer.clone());
+                let usage = self.t.usage.clone();
+                self.shared.index_rules(&peer, &usage);
                 for c in rec.changes {
                     self.audit(AgentEvent::MemoryChanged {
                         peer: peer.clone(),
@@ -296,6 +307,7 @@ impl Shared {
         }
         self.memory = next;
         self.dirty.memory.extend(touched);
+        self.index_usage();
         Ok(summary)
     }
 }

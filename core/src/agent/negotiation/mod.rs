@@ -5,7 +5,7 @@
 //! and its signed receipts (`receipts.rs`),
 //! resolution and the human checkpoint (§8, `resolution.rs`), the signed confirmations
 //! and the agreement they prove (§8.3, `agreement.rs`), taking back what was shared
-//! (`retraction.rs`), and executing what was
+//! (`retraction.rs`), the rules shared values travel with (`usage.rs`), and executing what was
 //! confirmed (§9, `execution.rs`).
 
 pub(super) mod agreement;
@@ -16,6 +16,7 @@ pub(super) mod negotiate;
 pub(super) mod receipts;
 pub(super) mod resolution;
 pub(super) mod retraction;
+pub(super) mod usage;
 
 #[cfg(test)]
 pub(in crate::agent) mod agreement_tests;
@@ -25,3 +26,5 @@ mod drift_tests;
 mod resolution_tests;
 #[cfg(test)]
 mod retraction_tests;
+#[cfg(test)]
+mod usage_tests;

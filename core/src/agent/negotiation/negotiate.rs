@@ -15,7 +15,7 @@ use crate::display;
 use crate::negotiator::{self, Decision, View};
 use crate::packet::{
     self, Body, ContextBody, ContextRequestBody, ContextResponseBody, Escalation, Intent, Need,
-    Priority, Unavailable,
+    PermissionsDeclaration, Priority, Unavailable,
 };
 use crate::receipt::Basis;
 
@@ -27,12 +27,12 @@ impl ThreadStep<'_> {
         if b.escalation.as_ref().is_some_and(is_resume_marker) {
             // The peer's user resumed the thread: it goes on here too.
             self.on_resume();
-            self.absorb(&b.context, &[]);
+            self.absorb(&b.context, b.permissions.as_ref(), &[]);
             self.take_needs(&b.needs);
             self.take_resumed_turn();
             return;
         }
-        self.absorb(&b.context, &[]);
+        self.absorb(&b.context, b.permissions.as_ref(), &[]);
         self.on_group_context(&b);
         if let Some(i) = &b.intent {
             let t = &mut *self.t;
@@ -71,12 +71,19 @@ impl ThreadStep<'_> {
     }
 
     /// Takes in what the peer gave and what it declined.
-    pub(in crate::agent) fn absorb(&mut self, provided: &Context, unavailable: &[Unavailable]) {
+    pub(in crate::agent) fn absorb(
+        &mut self,
+        provided: &Context,
+        decl: Option<&PermissionsDeclaration>,
+        unavailable: &[Unavailable],
+    ) {
+        let expired = self.take_rules(provided, decl);
         let t = &mut *self.t;
         for (k, v) in provided {
             // A value the peer took back is never taken in again in this thread (an
-            // older packet delivered late, SPEC-NOTES "Retraction").
-            if !t.retracted.contains(k) {
+            // older packet delivered late, SPEC-NOTES "Retraction"), nor one that
+            // arrives expired ("Usage rules").
+            if !t.retracted.contains(k) && !expired.contains(k) {
                 t.theirs.insert(k.clone(), v.clone());
             }
         }
@@ -254,7 +261,7 @@ impl ThreadStep<'_> {
         let decision = {
             let t = &*self.t;
             let mine = self.shared.mine(t);
-            let memo = self.shared.remembered(&t.peer);
+            let memo = self.shared.remembered(&t.peer, &t.intent);
             let theirs = self.shared.theirs(t);
             let view = self.shared.view(t, &mine, &theirs, &memo);
             negotiator::decide(&view)

@@ -188,20 +188,29 @@ impl ThreadStep<'_> {
         }
     }
 
+    /// Deletes `fields` the peer shared, taken back or expired: from the thread's values
+    /// (never taken in again in this thread), the packets of the peer it keeps, and
+    /// relationship memory.
+    pub(in crate::agent) fn delete_theirs(&mut self, fields: &[String]) {
+        let peer = self.t.peer.clone();
+        let t = &mut *self.t;
+        for f in fields {
+            t.theirs.remove(f);
+            t.usage.remove(f);
+            t.retracted.insert(f.clone());
+        }
+        self.scrub_history(fields, false);
+        for f in fields {
+            self.shared.forget_field(&peer, f);
+        }
+        self.mark_changed();
+    }
+
     /// The peer takes back `b.fields`: deleted from the thread, its kept packets and
     /// relationship memory; acknowledged, signed.
     pub(in crate::agent) fn on_retraction(&mut self, packet_id: &str, b: RetractionBody) {
         let peer = self.t.peer.clone();
-        let t = &mut *self.t;
-        for f in &b.fields {
-            t.theirs.remove(f);
-            t.retracted.insert(f.clone());
-        }
-        self.scrub_history(&b.fields, false);
-        for f in &b.fields {
-            self.shared.forget_field(&peer, f);
-        }
-        self.mark_changed();
+        self.delete_theirs(&b.fields);
         let me = self.shared.config.address.clone();
         let signature = self
             .shared

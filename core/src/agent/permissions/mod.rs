@@ -8,6 +8,10 @@ use crate::address::Address;
 use crate::packet::Intent;
 use crate::receipt::Basis;
 
+pub mod usage;
+
+pub use usage::{usage_policy, UsagePolicy};
+
 /// A sharing tier.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -58,6 +62,10 @@ pub struct PermissionTiers {
     /// a phrase of the intent (see [`IntentTiers`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub intents: BTreeMap<String, IntentTiers>,
+    /// The usage rules shared values travel with, by field name or category
+    /// (SPEC-NOTES "Usage rules").
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub usage: BTreeMap<String, UsagePolicy>,
 }
 
 /// Tiers for the threads whose intent names a phrase (SPEC-NOTES "Permissions (§7)",
@@ -128,6 +136,7 @@ impl PermissionTiers {
                 "other_peoples_information",
             ]),
             intents: BTreeMap::new(),
+            usage: BTreeMap::new(),
         }
     }
 

@@ -467,9 +467,13 @@ pub struct Thread {
     /// it (SPEC-NOTES "Retraction"), oldest first, at most [`MAX_RETRACTIONS`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub retractions: Vec<PendingRetraction>,
-    /// Fields the peer took back: deleted here, and never taken in again in this thread.
+    /// Fields the peer took back, or whose values expired: deleted here, and never taken
+    /// in again in this thread.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub retracted: BTreeSet<String>,
+    /// The usage rules the peer's values came with, by field (SPEC-NOTES "Usage rules").
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub usage: BTreeMap<String, crate::packet::UsageRule>,
     /// The bridges' own state of the thread ([`crate::agent::Agent::set_bridge_state`]),
     /// by key (each key starts with its bridge's name): members of the thread's record
     /// beside its own, so records written before the bridges moved out of the agent

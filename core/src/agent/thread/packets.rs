@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::agent::permissions::Tier;
+use crate::agent::permissions::{usage_policy, Tier};
 use crate::agent::thread::{HeldPackets, HistoryEntry, Stage, Thread, ThreadState, Turn, Waiting};
 use crate::agent::*;
 
@@ -474,12 +474,16 @@ impl ThreadStep<'_> {
         match p.body {
             Body::Context(b) => self.on_context(b),
             Body::ContextRequest(b) => {
-                self.absorb(&b.context_provided, &[]);
+                self.absorb(&b.context_provided, b.permissions.as_ref(), &[]);
                 self.take_needs(&b.needs);
                 self.evaluate(Turn::AnsweringRequest);
             }
             Body::ContextResponse(b) => {
-                self.absorb(&b.context_provided, &b.context_unavailable);
+                self.absorb(
+                    &b.context_provided,
+                    b.permissions.as_ref(),
+                    &b.context_unavailable,
+                );
                 self.evaluate(Turn::Free);
             }
             Body::IntentUpdate(b) => self.on_intent_update(b),
@@ -550,7 +554,7 @@ impl ThreadStep<'_> {
         }
         // Enrich from the profile (§5.4) with always_share values relevant to the
         // intent, and with what this peer usually asks for (relationship memory).
-        let memo = self.shared.remembered(&t.peer);
+        let memo = self.shared.remembered(&t.peer, &t.intent);
         for field in negotiator::initial_needs(&t.intent, &context)
             .iter()
             .map(|n| n.field.clone())
@@ -638,9 +642,20 @@ impl ThreadStep<'_> {
                 t.withheld.iter().chain(stripped.iter()).cloned().collect();
             withheld.sort();
             withheld.dedup();
+            // The rules the user's tiers set travel with the values (SPEC-NOTES "Usage
+            // rules").
+            let usage = shared
+                .iter()
+                .filter_map(|f| {
+                    let p = usage_policy(&self.shared.settings.tiers, f)?;
+                    Some((f.clone(), p.rule(self.shared.now, &t.intent)))
+                })
+                .take(packet::MAX_USAGE_RULES)
+                .collect();
             let decl = PermissionsDeclaration {
                 shared_fields: shared,
                 withheld_fields: withheld,
+                usage,
                 consent_level: Some(
                     if t.user_initiated {
                         "user_initiated"
@@ -859,6 +874,7 @@ pub(in crate::agent) fn blank_thread(
         agreements: Vec::new(),
         retractions: Vec::new(),
         retracted: BTreeSet::new(),
+        usage: Default::default(),
     }
 }
 
