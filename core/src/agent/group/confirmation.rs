@@ -23,7 +23,7 @@ impl Agent {
         &mut self,
         gid: &str,
         agg: &Aggregation,
-        budget: Option<String>,
+        told: &Aggregation,
         best: &Candidate,
         viable: &[Candidate],
     ) {
@@ -64,17 +64,22 @@ impl Agent {
         let event = display::line(&g.intent.summary, display::MAX_SHORT).into_owned();
         let mut details = window_details(best);
         details.insert("party_size".into(), json!(best.attendees.len()));
-        // The combined budget as the participants may see it (without a budget that may
-        // not be passed on).
-        if let Some(b) = budget {
+        // The combined constraints as the participants may see them: computed without
+        // the values that may not be passed on (`told`).
+        if let Some(b) = told
+            .combined
+            .budget
+            .as_ref()
+            .filter(|_| told.combined.budgets_read >= 3)
+        {
             details.insert("budget".into(), json!(b));
         }
-        if !agg.combined.dietary.is_empty() {
+        if !told.combined.dietary.is_empty() {
             details.insert(
                 "dietary".into(),
                 json!(format!(
                     "fits everyone's dietary requirements ({})",
-                    agg.combined.dietary.len()
+                    told.combined.dietary.len()
                 )),
             );
         }

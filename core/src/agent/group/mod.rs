@@ -504,12 +504,8 @@ impl Agent {
             .cloned();
         match best {
             Some(best) => {
-                let budget = told
-                    .combined
-                    .budget
-                    .clone()
-                    .filter(|_| told.combined.budgets_read >= 3);
-                self.propose_to_group(gid, &agg, budget, &best, &viable)
+                let told = told.clone();
+                self.propose_to_group(gid, &agg, &told, &best, &viable)
             }
             None => self.escalate_group(gid, &agg),
         }

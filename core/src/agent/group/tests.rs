@@ -510,11 +510,18 @@ mod privacy {
     }
 
     fn run(w: &World) -> Net {
+        run_with(w, |_, _| {})
+    }
+
+    /// [`run`], each participant's configuration changed by `tweak` first.
+    fn run_with(w: &World, tweak: impl Fn(usize, &mut AgentConfig)) -> Net {
         let mut net = Net::new("a2acp.io", game_night::START.parse_ts(), [3; 32]);
         let a = net.add_agent(game_night::alice("a2acp.io"), [90; 32], [91; 32]);
         net.connect(a);
         for (i, p) in w.people.iter().enumerate() {
-            let k = net.add_agent(config(i, p), [100 + i as u8; 32], [120 + i as u8; 32]);
+            let mut c = config(i, p);
+            tweak(i, &mut c);
+            let k = net.add_agent(c, [100 + i as u8; 32], [120 + i as u8; 32]);
             net.connect(k);
         }
         net.settle();
@@ -611,6 +618,54 @@ mod privacy {
             }
         }
         TestResult::passed()
+    }
+
+    /// The combined dietary requirements each participant was told of in a proposal.
+    fn received(net: &Net) -> Vec<String> {
+        let mut out = Vec::new();
+        for i in 1..net.nodes.len() {
+            for t in net.nodes[i].agent.threads().values() {
+                for h in t.history.iter().filter(|h| !h.outgoing) {
+                    let v: Value = serde_json::from_str(&h.json).unwrap_or_default();
+                    if let Some(d) = v["proposal"]["details"]["dietary"].as_str() {
+                        out.push(format!("p{}: {d}", i - 1));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_value_that_may_not_be_passed_on_shapes_nothing_the_others_receive() {
+        let w = World {
+            people: (0..4)
+                .map(|i| (vec![0, 1, 2, 3], 0, format!("diet-{i}"), (10, 50)))
+                .collect(),
+            quorum: None,
+        };
+        let open = received(&run(&w));
+        // p2's tiers forbid passing its dietary requirement on.
+        let ruled = received(&run_with(&w, |i, c| {
+            if i == 2 {
+                c.permissions.usage.insert(
+                    "dietary".into(),
+                    crate::agent::permissions::UsagePolicy {
+                        no_reshare: true,
+                        ..Default::default()
+                    },
+                );
+            }
+        }));
+        // As if p2 had not shared it at all.
+        let without = received(&run_with(&w, |i, c| {
+            if i == 2 {
+                c.profile.remove("dietary");
+            }
+        }));
+        assert!(!ruled.is_empty(), "{open:?}");
+        assert_ne!(open, ruled, "{open:?}");
+        assert_eq!(ruled, without);
     }
 
     #[test]
