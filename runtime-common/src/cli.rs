@@ -261,19 +261,24 @@ impl RelayStatusArgs {
     }
 }
 
-/// A duration flag: a whole number followed by `ms`, `s` or `m` (`10s`, `500ms`, `2m`).
+/// A duration flag: a whole number followed by `ms`, `s`, `m`, `h` or `d` (`10s`,
+/// `500ms`, `2m`, `12h`, `30d`).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (n, unit) = s.split_at(split);
     let n: u64 = n
         .parse()
-        .map_err(|_| format!("`{s}`: expected a number and a unit (ms, s, m), e.g. 10s"))?;
+        .map_err(|_| format!("`{s}`: expected a number and a unit (ms, s, m, h, d), e.g. 10s"))?;
     match unit {
         "ms" => Ok(Duration::from_millis(n)),
         "s" => Ok(Duration::from_secs(n)),
         "m" => Ok(Duration::from_secs(n.saturating_mul(60))),
-        _ => Err(format!("`{s}`: the unit must be ms, s or m, e.g. 10s")),
+        "h" => Ok(Duration::from_secs(n.saturating_mul(3_600))),
+        "d" => Ok(Duration::from_secs(n.saturating_mul(86_400))),
+        _ => Err(format!(
+            "`{s}`: the unit must be ms, s, m, h or d, e.g. 10s"
+        )),
     }
 }
 

@@ -572,6 +572,25 @@ pub(crate) enum PermCmd {
         #[arg(long = "for")]
         for_peer: Option<String>,
     },
+    /// Set the rule a field's or category's values travel with: the receiving agent
+    /// uses them only for what the thread is about, deletes them after a while, or
+    /// passes them to no one else.
+    Rule {
+        /// Field or category, e.g. dietary, specific_location.
+        field: String,
+        /// Only for what the thread it is shared in is about.
+        #[arg(long)]
+        purpose: bool,
+        /// Deleted this long after sharing: 90m, 12h, 30d.
+        #[arg(long)]
+        expires_after: Option<String>,
+        /// Passed to no one else.
+        #[arg(long)]
+        no_reshare: bool,
+        /// Remove the rule.
+        #[arg(long, conflicts_with_all = ["purpose", "expires_after", "no_reshare"])]
+        clear: bool,
+    },
 }
 
 #[derive(Subcommand)]

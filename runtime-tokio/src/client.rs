@@ -329,6 +329,27 @@ pub(crate) async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
                     .unwrap_or_default()
             },
         ),
+        Cmd::Permissions(PermCmd::Rule {
+            field,
+            purpose,
+            expires_after,
+            no_reshare,
+            clear,
+        }) => (
+            Request::SetUsageRule {
+                field,
+                purpose,
+                expires_after,
+                no_reshare,
+                clear,
+            },
+            false,
+            |r| {
+                serde_json::from_value(r.data.clone())
+                    .map(|d| control::render_permissions(&d))
+                    .unwrap_or_default()
+            },
+        ),
         Cmd::Block { address } => (Request::Block { address }, false, |r| {
             r.data.as_str().unwrap_or("").to_string()
         }),

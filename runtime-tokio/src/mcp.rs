@@ -24,7 +24,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use a2acp_runtime::control::{NotificationEntry, PromptEntry, Request, Response, ThreadSummary};
+use a2acp_runtime::control::{
+    NotificationEntry, PeerMemory, PromptEntry, Request, Response, ThreadDetail, ThreadSummary,
+};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     JsonObject, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
@@ -35,6 +37,27 @@ use rmcp::model::{
 use rmcp::service::{ElicitationError, NotificationContext, Peer, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{json, Value};
+
+/// What the host may read of an answer: the host is a third party, so the values whose
+/// usage rule forbids passing them on are withheld (SPEC-NOTES "Usage rules").
+fn for_host(req: &Request, data: Value) -> Value {
+    match req {
+        Request::Thread { .. } => match serde_json::from_value::<ThreadDetail>(data.clone()) {
+            Ok(d) => serde_json::to_value(d.for_third_party()).unwrap_or(data),
+            Err(_) => data,
+        },
+        Request::Memory { .. } => match serde_json::from_value::<Vec<PeerMemory>>(data.clone()) {
+            Ok(m) => serde_json::to_value(
+                m.into_iter()
+                    .map(PeerMemory::for_third_party)
+                    .collect::<Vec<_>>(),
+            )
+            .unwrap_or(data),
+            Err(_) => data,
+        },
+        _ => data,
+    }
+}
 
 /// How often the bridge asks the agent for its prompts and threads, to tell subscribed
 /// clients what changed.
@@ -395,7 +418,7 @@ impl Bridge {
     async fn ask(&self, req: &Request) -> Result<Value, String> {
         let r: Response = crate::agent::control_request(&self.options.socket, req).await?;
         if r.ok {
-            Ok(r.data)
+            Ok(for_host(req, r.data))
         } else {
             Err(r
                 .error

@@ -95,6 +95,14 @@ impl Agent {
                 self.shared
                     .audit(None, AgentEvent::PermissionSet { field, tier });
             }
+            Command::SetUsageRule { field, policy } => {
+                let usage = &mut self.shared.settings.tiers.usage;
+                match policy.filter(|p| !p.is_empty()) {
+                    Some(p) => usage.insert(field, p),
+                    None => usage.remove(&field),
+                };
+                self.shared.dirty.settings = true;
+            }
             Command::Block(addr) => {
                 self.shared.settings.blocked.insert(addr.clone());
                 self.shared.dirty.settings = true;

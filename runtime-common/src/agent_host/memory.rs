@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use a2acp_core::agent::{Command, Input};
 use a2acp_core::encoding::b64_encode;
+use a2acp_core::memory::USAGE_PREFIX;
 use a2acp_core::packet::Context;
 use a2acp_core::{Address, Timestamp};
 
@@ -28,6 +29,15 @@ impl AgentHost {
                 we_shared: Vec::new(),
                 remembered: a.relationship_json(p),
                 reputation: a.reputation(p),
+                usage: a
+                    .memory()
+                    .current_facts(p.as_str(), p.as_str())
+                    .into_iter()
+                    .filter_map(|f| {
+                        let field = f.predicate.strip_prefix(USAGE_PREFIX)?;
+                        Some((field.to_string(), serde_json::from_str(&f.value).ok()?))
+                    })
+                    .collect(),
             }
         };
         let mut known: Vec<Address> = a.threads().values().map(|t| t.peer.clone()).collect();
@@ -59,6 +69,9 @@ impl AgentHost {
                 *m.threads.entry(t.state.to_string()).or_insert(0) += 1;
                 for (k, v) in &t.theirs {
                     m.they_shared.insert(k.clone(), v.clone());
+                    if let Some(r) = t.usage.get(k) {
+                        m.usage.insert(k.clone(), r.clone());
+                    }
                 }
                 for k in t.shared.keys() {
                     if !m.we_shared.contains(k) {

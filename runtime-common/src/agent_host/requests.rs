@@ -1,6 +1,8 @@
 //! Serving the control socket's requests: each [`Request`] to the agent's command or
 //! the host's answer.
 
+use a2acp_core::agent::permissions::usage::MAX_EXPIRES_AFTER;
+use a2acp_core::agent::permissions::UsagePolicy;
 use a2acp_core::agent::{Command, GroupConfirmation, Input, Tier};
 use a2acp_core::packet::Intent;
 use a2acp_core::{Address, Timestamp};
@@ -316,6 +318,51 @@ impl AgentHost {
                         field,
                         tier,
                         for_peer,
+                    },
+                )?;
+                (Response::ok(self.permissions()), e)
+            }
+            Request::SetUsageRule {
+                field,
+                purpose,
+                expires_after,
+                no_reshare,
+                clear,
+            } => {
+                if let Err(m) = self.known_field(&field) {
+                    return Ok((Response::err(m), Vec::new()));
+                }
+                let expires_after = match expires_after.as_deref().map(crate::cli::parse_duration) {
+                    None => None,
+                    Some(Ok(d)) if d.is_zero() || d > MAX_EXPIRES_AFTER => {
+                        return Ok((
+                            Response::err(
+                                "the expiry must be more than nothing and at most ten years",
+                            ),
+                            Vec::new(),
+                        ))
+                    }
+                    Some(Ok(d)) => Some(d.as_secs().max(1)),
+                    Some(Err(m)) => return Ok((Response::err(m), Vec::new())),
+                };
+                let policy = UsagePolicy {
+                    purpose,
+                    expires_after,
+                    no_reshare,
+                };
+                if !clear && policy.is_empty() {
+                    return Ok((
+                        Response::err(
+                            "a rule needs --purpose, --expires-after or --no-reshare (or --clear)",
+                        ),
+                        Vec::new(),
+                    ));
+                }
+                let e = cmd(
+                    self,
+                    Command::SetUsageRule {
+                        field,
+                        policy: (!clear).then_some(policy),
                     },
                 )?;
                 (Response::ok(self.permissions()), e)

@@ -115,6 +115,7 @@ impl AgentHost {
                 .map(|(a, o)| (a.to_string(), o.clone()))
                 .collect(),
             blocked: self.agent.blocked().iter().map(|a| a.to_string()).collect(),
+            usage: t.usage.clone(),
         }
     }
 }

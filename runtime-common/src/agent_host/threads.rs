@@ -217,6 +217,7 @@ impl AgentHost {
             // declined when asked (§7.5), as the peer's `peer_unavailable` shows them.
             withheld: t.withheld.union(&t.declined).cloned().collect(),
             theirs: t.theirs.clone(),
+            usage: t.usage.clone(),
             peer_unavailable: t.peer_unavailable.iter().cloned().collect(),
             resolution: t.stage.resolution().map(|r| {
                 format!(

@@ -336,6 +336,13 @@ pub fn render_thread(t: &ThreadDetail) -> String {
     row(&mut out, "you shared", &fields(&t.shared));
     row(&mut out, "you declined", &list(&t.withheld));
     row(&mut out, "they shared", &fields(&t.theirs));
+    for (field, rule) in &t.usage {
+        row(
+            &mut out,
+            "their rule",
+            &format!("{field}: {}", usage_text(rule)),
+        );
+    }
     row(&mut out, "they declined", &list(&t.peer_unavailable));
     if let Some(r) = &t.resolution {
         row(&mut out, "proposal", r);
@@ -551,5 +558,44 @@ pub fn render_permissions(p: &PermissionsInfo) -> String {
     if !p.blocked.is_empty() {
         out += &format!("blocked: {}\n", p.blocked.join(", "));
     }
+    for (field, r) in &p.usage {
+        let mut parts = Vec::new();
+        if r.purpose {
+            parts.push("only for what the thread is about".to_string());
+        }
+        if let Some(s) = r.expires_after {
+            parts.push(format!("deleted {} after sharing", human_secs(s)));
+        }
+        if r.no_reshare {
+            parts.push("not to be passed on".to_string());
+        }
+        out += &format!("rule for {field}: {}\n", parts.join("; "));
+    }
     out.trim_end().to_string()
+}
+
+/// A usage rule as the person reads it (SPEC-NOTES "Usage rules"): "only for scheduling;
+/// deleted at 2026-03-23T11:00:00Z; not to be passed on".
+pub fn usage_text(rule: &a2acp_core::packet::UsageRule) -> String {
+    let mut parts = Vec::new();
+    if let Some(p) = &rule.purpose {
+        parts.push(format!("only for {}", a2acp_core::display::line(p, 64)));
+    }
+    if let Some(e) = &rule.expires_at {
+        parts.push(format!("deleted at {}", a2acp_core::display::line(e, 40)));
+    }
+    if rule.no_reshare {
+        parts.push("not to be passed on".to_string());
+    }
+    parts.join("; ")
+}
+
+/// Seconds as the largest whole unit that divides them: `30d`, `12h`, `90m`, `45s`.
+fn human_secs(s: u64) -> String {
+    match s {
+        s if s % 86_400 == 0 => format!("{}d", s / 86_400),
+        s if s % 3_600 == 0 => format!("{}h", s / 3_600),
+        s if s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
 }

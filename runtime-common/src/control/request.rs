@@ -72,6 +72,24 @@ pub enum Request {
         #[serde(default)]
         for_peer: Option<String>,
     },
+    /// Set or clear the usage rule a field's or category's values travel with (SPEC-NOTES
+    /// "Usage rules").
+    SetUsageRule {
+        /// Field or category.
+        field: String,
+        /// Bind the value to the purpose of the thread it is shared in.
+        #[serde(default)]
+        purpose: bool,
+        /// Delete it this long after sharing (`90m`, `12h`, `30d`).
+        #[serde(default)]
+        expires_after: Option<String>,
+        /// The receiver passes it to no one else.
+        #[serde(default)]
+        no_reshare: bool,
+        /// Remove the rule.
+        #[serde(default)]
+        clear: bool,
+    },
     /// Block an agent (§16).
     Block {
         /// The agent.

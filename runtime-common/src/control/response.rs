@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use a2acp_core::agent::RelationshipOverride;
-use a2acp_core::packet::Context;
+use a2acp_core::packet::{Context, UsageRule};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -287,6 +287,57 @@ pub struct ThreadDetail {
     /// Fields the peer took back: deleted here.
     #[serde(default)]
     pub retracted: Vec<String>,
+    /// The usage rules the peer's values came with, by field (SPEC-NOTES "Usage rules").
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub usage: BTreeMap<String, UsageRule>,
+}
+
+/// What a third party (an MCP host) reads in place of a value whose usage rule forbids
+/// passing it on.
+pub const WITHHELD: &str = "(withheld: shared with this agent only)";
+
+/// Replaces in `values` each value whose rule in `usage` forbids passing it on.
+fn withhold(values: &mut Context, usage: &BTreeMap<String, UsageRule>) {
+    for (k, r) in usage {
+        if r.no_reshare {
+            if let Some(v) = values.get_mut(k) {
+                *v = serde_json::Value::String(WITHHELD.into());
+            }
+        }
+    }
+}
+
+impl ThreadDetail {
+    /// The thread as a third party may see it: the peer's values that may not be passed
+    /// on are withheld (SPEC-NOTES "Usage rules").
+    pub fn for_third_party(mut self) -> Self {
+        withhold(&mut self.theirs, &self.usage);
+        self
+    }
+}
+
+impl PeerMemory {
+    /// The peer's memory as a third party may see it: the values that may not be passed
+    /// on are withheld, from what it shared and from the context cache.
+    pub fn for_third_party(mut self) -> Self {
+        withhold(&mut self.they_shared, &self.usage);
+        if let Some(cache) = self
+            .remembered
+            .as_mut()
+            .and_then(|r| r.get_mut("context_cache"))
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            for (k, r) in &self.usage {
+                if let (true, Some(e)) = (r.no_reshare, cache.get_mut(k)) {
+                    match e.get_mut("value") {
+                        Some(v) => *v = serde_json::Value::String(WITHHELD.into()),
+                        None => *e = serde_json::Value::String(WITHHELD.into()),
+                    }
+                }
+            }
+        }
+        self
+    }
 }
 
 /// `memory show`: what the agent knows of one peer.
@@ -317,6 +368,10 @@ pub struct PeerMemory {
     /// `a2acp_core::agent::Reputation`).
     #[serde(default)]
     pub reputation: a2acp_core::agent::Reputation,
+    /// The usage rules its values came with, by field: those memory keeps, and those of
+    /// the threads (SPEC-NOTES "Usage rules").
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub usage: BTreeMap<String, UsageRule>,
 }
 
 /// `permissions show`.
@@ -328,4 +383,8 @@ pub struct PermissionsInfo {
     pub overrides: BTreeMap<String, RelationshipOverride>,
     /// Blocked agents.
     pub blocked: Vec<String>,
+    /// The usage rules values travel with, by field or category (SPEC-NOTES "Usage
+    /// rules").
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub usage: BTreeMap<String, a2acp_core::agent::permissions::UsagePolicy>,
 }

@@ -120,6 +120,16 @@ fn a_thread_detail_reads_back_and_renders_for_a_person() {
     );
     let mut theirs = Context::new();
     theirs.insert("name".into(), serde_json::json!("Bob"));
+    theirs.insert("dietary".into(), serde_json::json!("vegetarian"));
+    let mut usage = std::collections::BTreeMap::new();
+    usage.insert(
+        "dietary".to_string(),
+        a2acp_core::packet::UsageRule {
+            purpose: Some("scheduling".into()),
+            expires_at: Some("2026-04-20T00:00:00Z".into()),
+            no_reshare: true,
+        },
+    );
     let d = ThreadDetail {
         summary: ThreadSummary {
             id: "thr_1".into(),
@@ -156,9 +166,14 @@ fn a_thread_detail_reads_back_and_renders_for_a_person() {
         prompts: vec![(3, "#3 consent".into())],
         retractions: Vec::new(),
         retracted: vec!["budget_range".into()],
+        usage,
     };
     let v = serde_json::to_value(&d).unwrap();
     assert_eq!(v["packets"], 1);
+    // A third party (an MCP host) reads no value that may not be passed on.
+    let host = d.clone().for_third_party();
+    assert_eq!(host.theirs["dietary"], WITHHELD);
+    assert_eq!(host.theirs["name"], "Bob");
     let back: ThreadDetail = serde_json::from_value(v).unwrap();
     assert_eq!(back, d);
     let text = render_thread(&back);
@@ -170,6 +185,7 @@ fn a_thread_detail_reads_back_and_renders_for_a_person() {
         "you shared     time_windows=[\"Friday 19:00-22:00\"]",
         "you declined   cuisine_preference",
         "they shared    name=Bob",
+        "their rule     dietary: only for scheduling; deleted at 2026-04-20T00:00:00Z; not to be passed on",
         "they declined  dietary",
         "open prompt    #3 consent",
         "needs you      give new context or an answer: `a2acp thread reply thr_1 FIELD=VALUE …`",

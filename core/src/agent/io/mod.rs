@@ -171,6 +171,14 @@ pub enum Command {
         /// Only for this agent, as a relationship override.
         for_peer: Option<Address>,
     },
+    /// Set the usage rule values of a field or category travel with (SPEC-NOTES "Usage
+    /// rules"); `None` removes it.
+    SetUsageRule {
+        /// Field or category.
+        field: String,
+        /// The rule.
+        policy: Option<crate::agent::permissions::UsagePolicy>,
+    },
     /// Block an agent (§16): its packets are dropped, its threads declined.
     Block(Address),
     /// Unblock an agent.
