@@ -656,6 +656,8 @@ mod tests {
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
         assert!(parse_duration("10").is_err());
         assert!(parse_duration("s").is_err());
-        assert!(parse_duration("1h").is_err());
+        assert_eq!(parse_duration("12h"), Ok(Duration::from_secs(43_200)));
+        assert_eq!(parse_duration("30d"), Ok(Duration::from_secs(2_592_000)));
+        assert!(parse_duration("1w").is_err());
     }
 }
