@@ -20,7 +20,7 @@ impl AgentHost {
     /// Writes what the agent does into `store` from now on, after mirroring all of its
     /// relationship memory there.
     pub fn set_agentic_store(&mut self, store: Arc<AgenticStore>) {
-        match self.agent.export_memory(None) {
+        match self.agent.export_memory_passable(None) {
             Ok(text) => {
                 if let Err(e) = store.mirror_memory(&text, self.now) {
                     warn!("relationship memory not mirrored into the agentic store: {e}");
@@ -84,7 +84,7 @@ impl AgentHost {
     }
 
     fn mirror_peer(&self, store: &AgenticStore, peer: &Address) {
-        match self.agent.export_memory(Some(peer)) {
+        match self.agent.export_memory_passable(Some(peer)) {
             Ok(text) if text.is_empty() => {}
             Ok(text) => {
                 if let Err(e) = store.mirror_memory(&text, self.now) {

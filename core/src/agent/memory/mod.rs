@@ -392,6 +392,34 @@ impl Agent {
             None => self.shared.memory.export_ndjson(),
         }
     }
+
+    /// [`Agent::export_memory`] as a third party may read it (the Agentic Protocol store
+    /// the agent serves to other tools): without the values, and their history, whose
+    /// usage rule forbids passing them on (SPEC-NOTES "Usage rules").
+    pub fn export_memory_passable(&self, peer: Option<&Address>) -> Result<String, MemoryError> {
+        let m = &self.shared.memory;
+        let held: Vec<(String, String)> = m
+            .facts()
+            .filter(|f| f.valid_to.is_none())
+            .filter_map(|f| {
+                let field = f.predicate.strip_prefix(crate::memory::USAGE_PREFIX)?;
+                let r: crate::packet::UsageRule = serde_json::from_str(&f.value).ok()?;
+                r.no_reshare
+                    .then(|| (f.project_id.clone(), format!("cache.{field}")))
+            })
+            .collect();
+        if held.is_empty() {
+            return self.export_memory(peer);
+        }
+        let mut m = m.clone();
+        for (p, predicate) in held {
+            m.forget_series(&p, &p, &predicate);
+        }
+        match peer {
+            Some(p) => m.export_project_ndjson(p.as_str()),
+            None => m.export_ndjson(),
+        }
+    }
 }
 
 #[cfg(test)]

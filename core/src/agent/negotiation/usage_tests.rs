@@ -108,6 +108,14 @@ fn a_rule_travels_with_the_value_and_bob_deletes_it_at_the_expiry() {
     let other = shared.remembered(&alice, &intent("work")).context;
     assert!(other.get(FIELD).is_none(), "{other:?}");
 
+    // What the agent serves to other tools (the Agentic Protocol store) leaves it out;
+    // the person's own export keeps it.
+    let agent = &net.nodes[b].agent;
+    assert!(agent.export_memory(None).unwrap().contains("driving"));
+    let passable = agent.export_memory_passable(Some(&alice)).unwrap();
+    assert!(!passable.contains("driving"), "{passable}");
+    assert!(passable.contains("stats.interaction_count"));
+
     // A restart keeps the rule and its expiry.
     net.crash_and_restart_agent(b, [23; 32]);
     net.settle();
