@@ -96,6 +96,9 @@ pub struct Disclosed {
     pub value_hash: [u8; 32],
     /// What decided it.
     pub basis: Basis,
+    /// The usage rule the value went with (SPEC-NOTES "Usage rules"); absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<crate::packet::UsageRule>,
 }
 
 /// A declined field and what decided it.

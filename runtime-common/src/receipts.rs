@@ -316,6 +316,7 @@ mod tests {
                 field: "dietary".into(),
                 value_hash: value_hash(&salt, &json!("vegetarian")).unwrap(),
                 basis: Basis::User { prompt_id: 2 },
+                usage: None,
             }],
             declined: vec![Declined {
                 field: "budget\u{1b}[2J".into(),

@@ -49,6 +49,7 @@ fn receipt(
                 field: f.to_string(),
                 value_hash: value_hash(&salt, v).unwrap(),
                 basis: b.clone(),
+                usage: None,
             })
             .collect(),
         declined: declined

@@ -22,6 +22,7 @@ fn example() -> (IdentityKey, Receipt, Salt) {
             field: "dietary".into(),
             value_hash: value_hash(&salt, &json!("vegetarian")).unwrap(),
             basis: Basis::User { prompt_id: 3 },
+            usage: None,
         }],
         declined: vec![Declined {
             field: "budget_range".into(),

@@ -15,7 +15,7 @@
 //! - a proposal confirmed by the user (for a group, by the coordinator's user, on each
 //!   leg): the proposal's digest.
 
-use crate::agent::permissions::{explain_tier_in, Tier};
+use crate::agent::permissions::{explain_tier_in, usage_policy, Tier};
 use crate::agent::thread::Receipted;
 use crate::agent::*;
 use crate::packet::{Context, ResolutionBody};
@@ -60,10 +60,14 @@ impl ThreadStep<'_> {
                 },
             );
             salts.insert(field.clone(), salt);
+            // The rule the value goes with, as the packet declares it (same instant).
+            let usage = usage_policy(&self.shared.settings.tiers, &field)
+                .map(|p| p.rule(self.shared.now, &self.t.intent));
             disclosed.push(Disclosed {
                 field,
                 value_hash,
                 basis,
+                usage,
             });
         }
         let declined = draft

@@ -89,6 +89,31 @@ fn a_rule_travels_with_the_value_and_bob_deletes_it_at_the_expiry() {
         assert!(rule["expires_at"].is_string(), "{p}");
     }
 
+    // Alice's consent receipt of it records the rule it went with.
+    let receipted: Vec<UsageRule> = net.nodes[a]
+        .store
+        .iter()
+        .filter(|(k, _)| k.starts_with("receipt/"))
+        .filter_map(|(_, v)| serde_json::from_slice::<Value>(v).ok())
+        .flat_map(|r| {
+            r["receipt"]["disclosed"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter(|d| d["field"] == FIELD)
+        .filter_map(|d| serde_json::from_value(d["usage"].clone()).ok())
+        .collect();
+    assert_eq!(
+        receipted.len(),
+        1,
+        "one receipt of the disclosure, with its rule"
+    );
+    assert_eq!(
+        serde_json::to_value(&receipted[0]).unwrap(),
+        carrying[0]["permissions"]["usage"][FIELD]
+    );
+
     // Bob holds the value with its rule, in the thread and in memory.
     let t = net.nodes[b].agent.thread(&id).unwrap();
     assert_eq!(t.theirs[FIELD], "driving");
