@@ -3,6 +3,8 @@
 //! clicking the value buttons and confirming the proposal; the dinner completes and each
 //! page shows it. Then a peer's hostile intent summary (markup, control characters) is
 //! shown as text and runs nothing, and a forged POST without the CSRF token is refused.
+//! Between the two, Bob's page shows the usage rule Alice's transport mode came with, and
+//! Alice takes it back with one tap: both pages show it deleted, confirmed signed.
 //! Screenshots of each page at each step go to `target/screenshots/web/<runtime>/`; the
 //! figures of the closing note (clicks, bytes, time to first render) are printed.
 
@@ -115,6 +117,19 @@ fn drive(ua: &str, ub: &str, shots: &Path, ha: &Home, hb: &Home, bob: &str) -> V
     shot(&a, shots, &mut n, "alice-start");
     shot(&b, shots, &mut n, "bob-start");
 
+    // Alice's transport mode travels with a rule (issue 35 part 6).
+    let r = ctl_blocking(
+        ha,
+        &Request::SetUsageRule {
+            field: "transport_mode".into(),
+            purpose: true,
+            expires_after: Some("30d".into()),
+            no_reshare: true,
+            clear: false,
+        },
+    );
+    assert_eq!(r["ok"], true, "{r}");
+
     // The dinner, started at Alice's control socket.
     let r = ctl_blocking(ha, &start_request(bob, "Coordinate dinner on Friday"));
     assert_eq!(r["ok"], true, "{r}");
@@ -218,6 +233,32 @@ fn drive(ua: &str, ub: &str, shots: &Path, ha: &Home, hb: &Home, bob: &str) -> V
         answered.iter().any(|s| s == "alice confirm"),
         "{answered:?}"
     );
+
+    // Bob's page shows the rule Alice's value came with; Alice's receipt records it.
+    b.wait_text(
+        ".thread",
+        "They shared transport_mode \u{2014} only for scheduling; deleted at ",
+        10,
+    );
+    assert!(b.text(".thread").contains("not to be passed on"));
+    assert!(a.text("#receipt-list").contains("not to be passed on"));
+
+    // Taking back from the page (issue 35 part 5): one tap on what Alice shared; Bob's
+    // agent deletes it and confirms, signed, and both pages say so.
+    let field = "transport_mode";
+    let css = format!(".thread button.retract[data-field=\"{field}\"]");
+    a.wait_for(&css, 10);
+    a.click(&css);
+    a.wait_text("#status", &format!("to delete {field}"), 10);
+    a.wait_text(".thread", "they confirmed, signed", 30);
+    b.wait_text(
+        ".thread",
+        &format!("They took back {field} (deleted here)"),
+        30,
+    );
+    clicks["alice_retract"] = json!(1);
+    shot(&a, shots, &mut n, "alice-took-back");
+    shot(&b, shots, &mut n, "bob-deleted");
 
     // A peer's hostile summary: Bob's page shows it as text, and nothing runs.
     let r = ctl_blocking(ha, &start_request(bob, HOSTILE));

@@ -187,11 +187,53 @@ function renderThreads(threads) {
         if (!r.ok) { return; }
         (r.data.audit || []).forEach(function (line) { tl.appendChild(el("li", null, [line])); });
         if (r.data.resolution) { tl.appendChild(el("li", null, ["resolution: " + r.data.resolution])); }
+        card.appendChild(sharedDetail(t, r.data));
       });
     }
     list.appendChild(card);
   });
   if (!threads.length) { list.appendChild(el("p", "empty", ["No threads yet."])); }
+}
+
+// A usage rule in words (as `thread show` says it).
+function ruleText(r) {
+  var parts = [];
+  if (r.purpose) { parts.push("only for " + r.purpose); }
+  if (r.expires_at) { parts.push("deleted at " + r.expires_at); }
+  if (r.no_reshare) { parts.push("not to be passed on"); }
+  return parts.join("; ");
+}
+
+// What each side shared in a thread: yours with a button to take it back, theirs with
+// the rule it came with, and what was taken back.
+function sharedDetail(t, d) {
+  var box = el("div", "shared-detail");
+  var yours = Object.keys(d.shared || {});
+  if (yours.length) {
+    var row = el("p", "yours", ["You shared: "]);
+    yours.forEach(function (f) {
+      var b = button("Take back " + f, "quiet retract", function () {
+        call({ cmd: "retract", id: t.id, fields: [f] }).then(function (r) { if (r.ok) { say(r.data); } });
+      });
+      b.dataset.field = f;
+      row.appendChild(b);
+    });
+    box.appendChild(row);
+  }
+  (d.retractions || []).forEach(function (x) {
+    var how = x.acknowledged ? "deleted: they confirmed, signed"
+      : x.told ? "NOT CONFIRMED: nothing says it was deleted"
+      : "asked; waiting for their signed confirmation";
+    box.appendChild(el("p", "retraction", ["You took back " + (x.fields || []).join(", ") + " \u2014 " + how]));
+  });
+  Object.keys(d.theirs || {}).forEach(function (f) {
+    var rule = (d.usage || {})[f];
+    box.appendChild(el("p", "theirs", ["They shared " + f + (rule ? " \u2014 " + ruleText(rule) : "")]));
+  });
+  if ((d.retracted || []).length) {
+    box.appendChild(el("p", "retracted", ["They took back " + d.retracted.join(", ") + " (deleted here)"]));
+  }
+  return box;
 }
 
 function renderSuggestions(list) {
@@ -233,7 +275,9 @@ function renderReceipts(list) {
     card.dataset.receipt = r.receipt_id;
     var items = function (label, xs) {
       if (!xs || !xs.length) { return; }
-      card.appendChild(el("p", null, [label + ": " + xs.map(function (d) { return d.field + " (" + basisText(d.basis) + ")"; }).join(", ")]));
+      card.appendChild(el("p", null, [label + ": " + xs.map(function (d) {
+        return d.field + " (" + basisText(d.basis) + (d.usage ? "; " + ruleText(d.usage) : "") + ")";
+      }).join(", ")]));
     };
     items("Shared", r.disclosed);
     items("Declined", r.declined);

@@ -72,9 +72,9 @@ pub struct WebOptions {
     pub listen: String,
 }
 
-/// The requests the page may make: reading what it shows and answering; nothing else
-/// of the control socket (no permissions, no memory, no keys) is reachable from a
-/// browser.
+/// The requests the page may make: reading what it shows, answering, and taking back what
+/// the person shared in a thread; nothing else of the control socket (no permissions, no
+/// memory, no keys) is reachable from a browser.
 pub fn allowed(req: &Request) -> bool {
     matches!(
         req,
@@ -87,6 +87,7 @@ pub fn allowed(req: &Request) -> bool {
             | Request::AcceptSuggestion { .. }
             | Request::DismissSuggestion { .. }
             | Request::Answer { .. }
+            | Request::Retract { .. }
     )
 }
 
