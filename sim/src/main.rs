@@ -64,6 +64,9 @@ enum Cmd {
         /// For `swarm`: key rotations too (see `swarm --rotations`).
         #[arg(long)]
         rotations: bool,
+        /// For `swarm`: usage rules and retractions too (see `swarm --consent`).
+        #[arg(long)]
+        consent: bool,
         /// Print only the result line and violations.
         #[arg(long, short)]
         quiet: bool,
@@ -111,6 +114,12 @@ enum Cmd {
         /// simulated time from each rotation to every peer re-pinned (median, worst).
         #[arg(long)]
         rotations: bool,
+        /// Usage rules and retractions too (drawn from a stream of their own, so the
+        /// worlds are otherwise unchanged): half of the agents set rules on one or two
+        /// fields, and in a third of the two-party threads one side takes back what it
+        /// shared.
+        #[arg(long)]
+        consent: bool,
         /// Hide the progress bar.
         #[arg(long)]
         no_progress: bool,
@@ -192,6 +201,7 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
             spaces,
             domains,
             rotations,
+            consent,
             quiet,
         } => {
             let mut spec = if name == "swarm" {
@@ -210,6 +220,7 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
                         spaces,
                         domains: domains.max(1),
                         rotations,
+                        consent,
                     },
                 )
             } else if name == "relationship" {
@@ -257,6 +268,7 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
             spaces,
             domains,
             rotations,
+            consent,
             no_progress,
         } => {
             let range = swarm::parse_seeds(&seeds).ok_or_else(|| {
@@ -277,6 +289,7 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode, SimError> {
                 spaces,
                 domains: domains.max(1),
                 rotations,
+                consent,
             };
             let bar = if no_progress {
                 indicatif::ProgressBar::hidden()
@@ -494,6 +507,7 @@ fn bench(agents: usize, threads: usize, seed: u64) -> Result<(), SimError> {
         spaces: false,
         domains: 1,
         rotations: false,
+        consent: false,
     };
     Measured::run(p, seed).print("swarm 50 agents / 500 threads");
     // 2. The large swarm.
@@ -507,6 +521,7 @@ fn bench(agents: usize, threads: usize, seed: u64) -> Result<(), SimError> {
         spaces: false,
         domains: 1,
         rotations: false,
+        consent: false,
     };
     Measured::run(p, seed).print(&format!("swarm {agents} agents / {threads} threads"));
     // 3. §11.2: first contact vs established relationship.

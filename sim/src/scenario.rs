@@ -363,6 +363,11 @@ pub enum ScriptAction {
         /// Thread index.
         thread: usize,
     },
+    /// Take back everything this agent shared in a thread (`a2acp thread retract`).
+    Retract {
+        /// Thread index.
+        thread: usize,
+    },
     /// Rotate the agent's own identity key (SPEC-NOTES "Key rotation"): a new key drawn
     /// from the run's seed, handed to the agent as its runtime would.
     RotateKey,

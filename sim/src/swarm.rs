@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use a2acp_core::agent::permissions::UsagePolicy;
 use a2acp_core::agent::{AgentConfig, GroupConfirmation, RelationshipOverride};
 use a2acp_core::packet::{Context, Intent};
 use a2acp_core::relay::federation::FederationConfig;
@@ -67,6 +68,13 @@ pub struct Params {
     /// simulated time from each rotation to every peer that had pinned the old key
     /// re-pinned the new one.
     pub rotations: bool,
+    /// Usage rules and retractions too (SPEC-NOTES "Usage rules", "Retraction"), drawn
+    /// from a stream of their own ("swarm-consent", so a world without them is exactly
+    /// the world of the same seed without the flag): half of the agents set rules on one
+    /// or two fields (no re-sharing, a purpose, an expiry of 10 min to 2 h), and in a
+    /// third of the two-party threads one side takes back everything it shared, 2 to
+    /// 90 minutes after the thread starts.
+    pub consent: bool,
 }
 
 impl Default for Params {
@@ -81,6 +89,7 @@ impl Default for Params {
             spaces: false,
             domains: 1,
             rotations: false,
+            consent: false,
         }
     }
 }
@@ -585,6 +594,9 @@ pub fn generate(seed: u64, p: Params) -> Spec {
     if p.rotations {
         add_rotations(seed, &threads, &groups, &mut commands);
     }
+    if p.consent {
+        add_consent(seed, &threads, &mut agents, &mut commands);
+    }
     let spaces = if p.spaces {
         add_spaces(seed, run_for, agents.len(), &mut commands)
     } else {
@@ -787,6 +799,52 @@ fn add_transfers(seed: u64, groups: &[GroupSpec], commands: &mut Vec<CommandSpec
             agent: g.coordinator,
             action: ScriptAction::TransferCoordinator { group: i, to },
         });
+    }
+}
+
+/// The fields a swarm agent may set a usage rule on.
+const RULED: &[&str] = &[
+    "transport_mode",
+    "dietary",
+    "time_windows",
+    "budget_range",
+    "location_preference",
+];
+
+/// Usage rules and retractions, drawn from a stream of their own ("swarm-consent"): see
+/// [`Params::consent`].
+fn add_consent(
+    seed: u64,
+    threads: &[ThreadSpec],
+    agents: &mut [AgentSpec],
+    commands: &mut Vec<CommandSpec>,
+) {
+    let mut r = Rng::new(seed, "swarm-consent");
+    for a in agents.iter_mut() {
+        if !r.chance(0.5) {
+            continue;
+        }
+        for _ in 0..r.between(1, 3) {
+            let field = RULED[r.below(RULED.len() as u64) as usize];
+            let mut policy = UsagePolicy {
+                purpose: r.chance(0.5),
+                expires_after: r.chance(0.3).then(|| r.between(600, 7_200)),
+                no_reshare: r.chance(0.5),
+            };
+            if policy.is_empty() {
+                policy.no_reshare = true;
+            }
+            a.config.permissions.usage.insert(field.into(), policy);
+        }
+    }
+    for (k, t) in threads.iter().enumerate() {
+        if r.chance(0.3) {
+            commands.push(CommandSpec {
+                at: t.at + ms(r.between(120_000, 5_400_000)),
+                agent: if r.chance(0.5) { t.from } else { t.to },
+                action: ScriptAction::Retract { thread: k },
+            });
+        }
     }
 }
 
@@ -1041,7 +1099,7 @@ pub fn parse_seeds(s: &str) -> Option<std::ops::Range<u64>> {
 /// The command that reproduces one swarm world with its transcript.
 pub fn reproduce_command(seed: u64, p: Params) -> String {
     format!(
-        "a2acp-sim run swarm --seed {seed} --agents {} --threads {}{}{}{}{}{}{}{}",
+        "a2acp-sim run swarm --seed {seed} --agents {} --threads {}{}{}{}{}{}{}{}{}",
         p.agents,
         p.threads,
         if p.domains > 1 {
@@ -1052,6 +1110,7 @@ pub fn reproduce_command(seed: u64, p: Params) -> String {
         if p.groups { " --groups" } else { "" },
         if p.spaces { " --spaces" } else { "" },
         if p.rotations { " --rotations" } else { "" },
+        if p.consent { " --consent" } else { "" },
         if p.faults { "" } else { " --no-faults" },
         if p.calm { " --calm" } else { "" },
         if p.long_offline {

@@ -24,6 +24,9 @@
 //!   nothing but that endpoint, and comes at most once per interval per agent;
 //! - [`receipts`]: every value an agent sends is covered by a consent receipt it stored,
 //!   signed by its key, naming that value's salted hash;
+//! - [`consent`]: **taken_back** (a field taken back is not shared again in its thread, a
+//!   value deleted — taken back or expired — is in no later packet) and **no_reshare** (a
+//!   value shared under "no re-sharing" reaches no one but who shared it);
 //! - [`expect`]: the final states a scenario expects.
 //!
 //! The world ([`crate::world`]) feeds them what happened, from the agent's typed events
@@ -31,6 +34,7 @@
 
 pub mod agreement;
 pub mod asked_twice;
+pub mod consent;
 pub mod core_bug;
 pub mod exactly_once;
 pub mod expect;
@@ -75,6 +79,8 @@ pub const CHECKS: &[&str] = &[
     "memory_stays",
     "wake_up",
     "receipts",
+    "taken_back",
+    "no_reshare",
 ];
 
 /// One broken invariant.
@@ -142,6 +148,8 @@ pub struct Checker {
     wake_ups: BTreeMap<String, Duration>,
     /// What the receipts agents stored cover.
     receipted: receipts::Receipted,
+    /// What agents received, taken back and may not pass on.
+    held: consent::Held,
 }
 
 /// The value of `"sig":"…"` in a JSON text (an envelope's outer signature).
@@ -195,6 +203,12 @@ impl Checker {
         let limit = agent.config().limits.max_round_trips;
         for h in &t.history[tc.scanned..] {
             let v = probe::Probe::of(&h.json);
+            let full: serde_json::Value = serde_json::from_str(&h.json).unwrap_or_default();
+            if h.outgoing {
+                self.consent_sent(at, (node, name), agent, t, (h, &full));
+            } else {
+                self.consent_received(node, t, h, &full);
+            }
             if h.outgoing {
                 self.never_share_sent(at, node, name, agent, t, h);
                 self.receipts_sent(at, node, name, t, h);

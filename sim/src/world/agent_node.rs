@@ -624,6 +624,13 @@ impl Sim {
                 let Some(id) = tid(self, thread) else { return };
                 Command::CancelThread { thread_id: id }
             }
+            ScriptAction::Retract { thread } => {
+                let Some(id) = tid(self, thread) else { return };
+                Command::Retract {
+                    thread_id: id,
+                    fields: Vec::new(),
+                }
+            }
             ScriptAction::RotateKey => {
                 // As `a2acp keys rotate`: the new key is stored beside the old one first,
                 // and a rotation under way is given its own key again.

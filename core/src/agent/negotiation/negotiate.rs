@@ -109,7 +109,17 @@ impl ThreadStep<'_> {
         let mut seen = BTreeSet::new();
         let mut receipt = ReceiptDraft::default();
         for n in needs {
-            if t.answered.contains(&n.field) || !seen.insert(n.field.clone()) {
+            if !seen.insert(n.field.clone()) {
+                continue;
+            }
+            if t.retractions.iter().any(|r| r.fields.contains(&n.field)) {
+                // Taken back by the user: declined, so a peer that needs it is not left
+                // waiting (SPEC-NOTES "Retraction").
+                decline.push(n.field.clone());
+                receipt.declined.push((n.field.clone(), Basis::Agent));
+                continue;
+            }
+            if t.answered.contains(&n.field) {
                 continue; // §6.4: a field is answered once per thread.
             }
             if !display::is_clean(&n.field, display::MAX_FIELD_NAME) {
@@ -293,6 +303,13 @@ impl ThreadStep<'_> {
         match decision {
             Decision::Ask { needs } => {
                 let (provide, decline) = self.take_reply();
+                // What the peer took back (or let expire) and this needs again: it is not
+                // asked twice, so the users decide (SPEC-NOTES "Retraction").
+                let gone: Vec<String> = needs
+                    .iter()
+                    .filter(|n| self.t.retracted.contains(&n.field))
+                    .map(|n| n.field.clone())
+                    .collect();
                 let t = &mut *self.t;
                 let mut fresh: Vec<Need> = needs
                     .into_iter()
@@ -307,6 +324,15 @@ impl ThreadStep<'_> {
                 let rest = fresh.split_off(fresh.len().min(packet::MAX_NEEDS_PER_PACKET));
                 t.deferred_needs = rest;
                 if fresh.is_empty() {
+                    if !gone.is_empty() && provide.is_empty() && decline.is_empty() {
+                        let reason = format!(
+                            "the other agent took back {}, which this needs",
+                            gone.join(", ")
+                        );
+                        let summary = self.tried_summary();
+                        self.act(Decision::Escalate { reason, summary }, turn);
+                        return;
+                    }
                     self.send_reply(provide, decline);
                     return;
                 }
@@ -357,7 +383,25 @@ impl ThreadStep<'_> {
                 }
                 self.escalate(&reason, &summary);
             }
-            Decision::Wait => self.flush_reply(),
+            Decision::Wait => {
+                self.flush_reply();
+                // Nothing left to ask and nothing to propose because the peer took values
+                // back (or they expired): the users decide, or nobody would move.
+                let t = &*self.t;
+                if matches!(turn, Turn::Free)
+                    && !t.retracted.is_empty()
+                    && t.waiting == Waiting::Nothing
+                    && t.state == ThreadState::Negotiating
+                {
+                    let gone: Vec<String> = t.retracted.iter().cloned().collect();
+                    let reason = format!(
+                        "the other agent took back {}; nothing else to go on",
+                        gone.join(", ")
+                    );
+                    let summary = self.tried_summary();
+                    self.act(Decision::Escalate { reason, summary }, turn);
+                }
+            }
         }
     }
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::agent::thread::{history_key, PendingRetraction, MAX_RETRACTIONS};
+use crate::agent::thread::{history_key, PendingRetraction, Turn, Waiting, MAX_RETRACTIONS};
 use crate::agent::*;
 use crate::display;
 use crate::packet::{Body, RetractionAckBody, RetractionBody};
@@ -206,6 +206,19 @@ impl ThreadStep<'_> {
         self.mark_changed();
     }
 
+    /// After values were deleted in a negotiation that was this agent's to carry on, it
+    /// goes on without them (asking, proposing or handing it to the user), so neither side
+    /// is left waiting for the other.
+    pub(in crate::agent) fn go_on_without(&mut self) {
+        let t = &*self.t;
+        if matches!(t.state, ThreadState::Initiated | ThreadState::Negotiating)
+            && t.waiting == Waiting::Nothing
+            && !t.halted
+        {
+            self.evaluate(Turn::Free);
+        }
+    }
+
     /// The peer takes back `b.fields`: deleted from the thread, its kept packets and
     /// relationship memory; acknowledged, signed.
     pub(in crate::agent) fn on_retraction(&mut self, packet_id: &str, b: RetractionBody) {
@@ -237,6 +250,7 @@ impl ThreadStep<'_> {
                 display::line(&names.join(", "), display::MAX_SHORT)
             ),
         );
+        self.go_on_without();
     }
 
     /// The peer acknowledged a retraction: verified against its key, kept, told.

@@ -275,3 +275,65 @@ fn a_value_taken_back_is_not_taken_in_again_from_a_late_packet() {
     let t = w.net.nodes[w.alice].agent.thread(&thread).unwrap();
     assert!(!t.theirs.contains_key("dietary"));
 }
+
+#[test]
+fn taken_back_in_the_middle_a_field_asked_for_again_is_declined_and_nobody_waits_forever() {
+    let (mut net, a, b) = dinner_net();
+    let to = net.address(b);
+    let before: Vec<String> = net.nodes[a].agent.threads().keys().cloned().collect();
+    net.command(
+        a,
+        Command::StartThread {
+            to,
+            intent: crate::harness::dinner::intent(),
+            context: crate::harness::dinner::context(),
+        },
+    );
+    net.settle();
+    let id = new_thread(&net, a, &before);
+    // Alice takes back her windows while Bob's agent asks her for more.
+    net.command(
+        a,
+        Command::Retract {
+            thread_id: id.clone(),
+            fields: vec!["time_windows".into()],
+        },
+    );
+    net.settle();
+    assert!(!net.nodes[b]
+        .agent
+        .thread(&id)
+        .unwrap()
+        .theirs
+        .contains_key("time_windows"));
+    share_transport(&mut net, a);
+    net.settle();
+    // Alice never shares them again in the thread, and a request for them is declined.
+    for p in sent(&net, a, &id, "context_response") {
+        assert!(p["context_provided"].get("time_windows").is_none(), "{p}");
+    }
+    let declined_windows = sent(&net, a, &id, "context_response").iter().any(|p| {
+        p["context_unavailable"]
+            .as_array()
+            .is_some_and(|u| u.iter().any(|x| x["field"] == "time_windows"))
+    });
+    let asked_windows = sent(&net, b, &id, "context_request")
+        .iter()
+        .any(|p| p["needs"].to_string().contains("time_windows"));
+    assert_eq!(asked_windows, declined_windows, "{}", net.render(None));
+    // Nobody is left waiting for the other: a proposal, or the users are asked.
+    let ta = net.nodes[a].agent.thread(&id).unwrap();
+    let tb = net.nodes[b].agent.thread(&id).unwrap();
+    use crate::agent::thread::Waiting;
+    let both_wait = ta.waiting == Waiting::Peer && tb.waiting == Waiting::Peer;
+    let stuck = tb.waiting == Waiting::Nothing && tb.state == ThreadState::Negotiating;
+    assert!(
+        !both_wait && !stuck,
+        "a: {:?} {:?}, b: {:?} {:?}\n{}",
+        ta.state,
+        ta.waiting,
+        tb.state,
+        tb.waiting,
+        net.render(None)
+    );
+}

@@ -75,6 +75,7 @@ impl ThreadStep<'_> {
                 display::line(&due.join(", "), display::MAX_SHORT)
             ),
         );
+        self.go_on_without();
     }
 }
 

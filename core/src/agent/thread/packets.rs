@@ -621,12 +621,17 @@ impl ThreadStep<'_> {
         let me = self.shared.config.address.clone();
         let t = &*self.t;
         let peer = t.peer.clone();
-        // Never-share gate on every provided field (defence in depth, §7.1).
+        // Never-share gate on every provided field (defence in depth, §7.1), and what
+        // this agent's user took back in the thread is never shared there again
+        // (SPEC-NOTES "Retraction").
         let mut stripped = Vec::new();
         if let Some(ctx) = provided_mut(&mut body) {
             let keys: Vec<String> = ctx.keys().cloned().collect();
             for k in keys {
-                if self.shared.thread_tier(t, &k) == Tier::NeverShare && !t.theirs.contains_key(&k)
+                let taken_back = t.retractions.iter().any(|r| r.fields.contains(&k));
+                if taken_back
+                    || self.shared.thread_tier(t, &k) == Tier::NeverShare
+                        && !t.theirs.contains_key(&k)
                 {
                     ctx.remove(&k);
                     stripped.push(k);
