@@ -307,11 +307,7 @@ pub(crate) async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
             false,
             |r| r.data.as_str().unwrap_or("answered").to_string(),
         ),
-        Cmd::Permissions(PermCmd::Show { json }) => (Request::Permissions, json, |r| {
-            serde_json::from_value(r.data.clone())
-                .map(|d| control::render_permissions(&d))
-                .unwrap_or_default()
-        }),
+        Cmd::Permissions(PermCmd::Show { json }) => (Request::Permissions, json, permissions_text),
         Cmd::Permissions(PermCmd::Set {
             field,
             tier,
@@ -323,11 +319,7 @@ pub(crate) async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
                 for_peer,
             },
             false,
-            |r| {
-                serde_json::from_value(r.data.clone())
-                    .map(|d| control::render_permissions(&d))
-                    .unwrap_or_default()
-            },
+            permissions_text,
         ),
         Cmd::Permissions(PermCmd::Rule {
             field,
@@ -344,11 +336,7 @@ pub(crate) async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
                 clear,
             },
             false,
-            |r| {
-                serde_json::from_value(r.data.clone())
-                    .map(|d| control::render_permissions(&d))
-                    .unwrap_or_default()
-            },
+            permissions_text,
         ),
         Cmd::Block { address } => (Request::Block { address }, false, |r| {
             r.data.as_str().unwrap_or("").to_string()
@@ -544,4 +532,11 @@ async fn keys_rotate(home: &Home, json: bool) -> Result<ExitCode, String> {
     }
     let _ = writeln!(out, "{}", control::render_rotation(&resp.data));
     Ok(ExitCode::SUCCESS)
+}
+
+/// The tiers, overrides and rules of a `permissions` answer, as a person reads them.
+fn permissions_text(r: &Response) -> String {
+    serde_json::from_value(r.data.clone())
+        .map(|d| control::render_permissions(&d))
+        .unwrap_or_default()
 }

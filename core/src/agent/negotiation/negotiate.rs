@@ -303,13 +303,6 @@ impl ThreadStep<'_> {
         match decision {
             Decision::Ask { needs } => {
                 let (provide, decline) = self.take_reply();
-                // What the peer took back (or let expire) and this needs again: it is not
-                // asked twice, so the users decide (SPEC-NOTES "Retraction").
-                let gone: Vec<String> = needs
-                    .iter()
-                    .filter(|n| self.t.retracted.contains(&n.field))
-                    .map(|n| n.field.clone())
-                    .collect();
                 let t = &mut *self.t;
                 let mut fresh: Vec<Need> = needs
                     .into_iter()
@@ -324,16 +317,9 @@ impl ThreadStep<'_> {
                 let rest = fresh.split_off(fresh.len().min(packet::MAX_NEEDS_PER_PACKET));
                 t.deferred_needs = rest;
                 if fresh.is_empty() {
-                    if !gone.is_empty() && provide.is_empty() && decline.is_empty() {
-                        let reason = format!(
-                            "the other agent took back {}, which this needs",
-                            gone.join(", ")
-                        );
-                        let summary = self.tried_summary();
-                        self.act(Decision::Escalate { reason, summary }, turn);
-                        return;
-                    }
+                    // Everything needed was asked already (once per thread, §6.4).
                     self.send_reply(provide, decline);
+                    self.escalate_if_nothing_left(turn);
                     return;
                 }
                 for n in &fresh {
@@ -385,23 +371,28 @@ impl ThreadStep<'_> {
             }
             Decision::Wait => {
                 self.flush_reply();
-                // Nothing left to ask and nothing to propose because the peer took values
-                // back (or they expired): the users decide, or nobody would move.
-                let t = &*self.t;
-                if matches!(turn, Turn::Free)
-                    && !t.retracted.is_empty()
-                    && t.waiting == Waiting::Nothing
-                    && t.state == ThreadState::Negotiating
-                {
-                    let gone: Vec<String> = t.retracted.iter().cloned().collect();
-                    let reason = format!(
-                        "the other agent took back {}; nothing else to go on",
-                        gone.join(", ")
-                    );
-                    let summary = self.tried_summary();
-                    self.act(Decision::Escalate { reason, summary }, turn);
-                }
+                self.escalate_if_nothing_left(turn);
             }
+        }
+    }
+
+    /// The agent whose turn it was has nothing left to ask and nothing to propose
+    /// because the peer took values back (or they expired): the users decide, or nobody
+    /// would move (SPEC-NOTES "Retraction").
+    fn escalate_if_nothing_left(&mut self, turn: Turn) {
+        let t = &*self.t;
+        if matches!(turn, Turn::Free)
+            && !t.retracted.is_empty()
+            && t.waiting == Waiting::Nothing
+            && t.state == ThreadState::Negotiating
+        {
+            let gone: Vec<String> = t.retracted.iter().cloned().collect();
+            let reason = format!(
+                "the other agent took back {}; nothing else to go on",
+                gone.join(", ")
+            );
+            let summary = self.tried_summary();
+            self.act(Decision::Escalate { reason, summary }, turn);
         }
     }
 
