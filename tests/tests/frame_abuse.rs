@@ -87,11 +87,18 @@ async fn junk_flood_is_closed_and_logged_in_bounded_lines_while_agents_negotiate
         closed_for_refusals(f);
         // The allowance, plus one per second of refill at most.
         let m = f.errors.get("malformed").copied().unwrap_or(0);
-        assert!(
-            (ALLOWANCE + 1..=ALLOWANCE + 1 + secs.ceil() as u64).contains(&m),
-            "{m} malformed answers: {f:?}"
-        );
-        assert_eq!(f.answers, m + 1, "{f:?}");
+        let most = ALLOWANCE + 1 + secs.ceil() as u64;
+        if f.close.is_some() {
+            assert!(
+                (ALLOWANCE + 1..=most).contains(&m),
+                "{m} malformed answers: {f:?}"
+            );
+            assert_eq!(f.answers, m + 1, "{f:?}");
+        } else {
+            // A reset overtook the last answers (see `closed_for_refusals`): what arrived
+            // is bounded; the relay's own counts below stay exact.
+            assert!(m <= most && f.answers == m, "{m} malformed answers: {f:?}");
+        }
         malformed += m;
     }
     let snap = relay.snapshot().await;
@@ -148,12 +155,16 @@ async fn ping_and_ack_floods_are_closed_past_the_frame_budget(rt: Runtime) {
     let f = attacks::ping_flood(&url, 100_000).await;
     let secs = started.elapsed().as_secs_f64().ceil() as u64;
     closed_for_refusals(&f);
-    assert_eq!(f.errors.get("rate_limited"), Some(&1), "{f:?}");
-    let pongs = f.answers - 2;
-    assert!(
-        (burst..=burst + rate * secs).contains(&pongs),
-        "{pongs} pongs in {secs} s"
-    );
+    let pongs = if f.close.is_some() {
+        assert_eq!(f.errors.get("rate_limited"), Some(&1), "{f:?}");
+        let pongs = f.answers - 2;
+        assert!(pongs >= burst, "{pongs} pongs in {secs} s");
+        pongs
+    } else {
+        // A reset overtook the last answers: fewer may have arrived.
+        f.answers
+    };
+    assert!(pongs <= burst + rate * secs, "{pongs} pongs in {secs} s");
     assert!(f.sent < 100_000 || pongs < 100_000, "{f:?}");
 
     // Authenticated: the same for pings, and acks (a quarter of a token each) of ids
@@ -163,13 +174,19 @@ async fn ping_and_ack_floods_are_closed_past_the_frame_budget(rt: Runtime) {
     })
     .await;
     closed_for_refusals(&f);
-    assert_eq!(f.errors.get("rate_limited"), Some(&1), "{f:?}");
+    if f.close.is_some() {
+        assert_eq!(f.errors.get("rate_limited"), Some(&1), "{f:?}");
+    }
     let f = attacks::authenticated_flood(&url, "acker", 42, 100_000, |id| {
         String::from_utf8(ClientFrame::Ack { id: id + 1_000_000 }.to_bytes()).unwrap()
     })
     .await;
     closed_for_refusals(&f);
-    assert_eq!(f.answers, 2, "only the refusal and the close: {f:?}");
+    if f.close.is_some() {
+        assert_eq!(f.answers, 2, "only the refusal and the close: {f:?}");
+    } else {
+        assert!(f.answers <= 1, "only the refusal: {f:?}");
+    }
 
     let snap = relay.snapshot().await;
     assert_eq!(snap.stats.closed_for_refusals, 3);
