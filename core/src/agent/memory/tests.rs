@@ -455,21 +455,7 @@ fn how_each_side_reached_the_resolution_is_learned() {
     assert!(!shown.alternatives.is_empty());
     net.answer_resolution(a, prompt.id, ResolutionAnswer::Alternative(0));
     net.settle();
-    for i in [a, b] {
-        let p = net.prompt(i).expect("the new proposal");
-        net.answer_resolution(i, p.id, ResolutionAnswer::Confirm);
-    }
-    net.settle();
-    while net.finish_action(a, Ok(())).is_some() || net.finish_action(b, Ok(())).is_some() {
-        net.settle();
-    }
-    net.settle();
-    assert_eq!(
-        state(&net, a, &id),
-        ThreadState::Completed,
-        "{}",
-        net.render(None)
-    );
+    confirm_and_complete(&mut net, a, b, &id);
     let style = |i: usize, peer: &Address| {
         net.nodes[i]
             .agent

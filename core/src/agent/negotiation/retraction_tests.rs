@@ -279,18 +279,7 @@ fn a_value_taken_back_is_not_taken_in_again_from_a_late_packet() {
 #[test]
 fn taken_back_in_the_middle_a_field_asked_for_again_is_declined_and_nobody_waits_forever() {
     let (mut net, a, b) = dinner_net();
-    let to = net.address(b);
-    let before: Vec<String> = net.nodes[a].agent.threads().keys().cloned().collect();
-    net.command(
-        a,
-        Command::StartThread {
-            to,
-            intent: crate::harness::dinner::intent(),
-            context: crate::harness::dinner::context(),
-        },
-    );
-    net.settle();
-    let id = new_thread(&net, a, &before);
+    let id = start_dinner(&mut net, a, b);
     // Alice takes back her windows while Bob's agent asks her for more.
     net.command(
         a,

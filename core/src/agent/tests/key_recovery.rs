@@ -120,16 +120,7 @@ fn a_recovered_peer_halts_with_a_recovery_notice_and_a_new_thread_works_once_acc
         new.public().to_bytes()
     );
     // Alice starts a new dinner; Bob halts the old thread and is told it is a recovery.
-    let to = net.address(b);
-    net.command(
-        a,
-        Command::StartThread {
-            to,
-            intent: crate::harness::dinner::intent(),
-            context: crate::harness::dinner::context(),
-        },
-    );
-    net.settle();
+    start_dinner(&mut net, a, b);
     assert!(net.nodes[b].agent.thread(&id).unwrap().halted);
     let told: Vec<String> = notices(&net, b, NotifyKind::Security)
         .into_iter()

@@ -41,6 +41,13 @@ pub(in crate::agent) fn state(net: &Net, i: usize, id: &str) -> ThreadState {
 /// The §4 dinner, from the first packet to COMPLETED on both sides.
 pub(in crate::agent) fn complete_dinner(net: &mut Net, a: usize, b: usize) -> String {
     let id = to_proposed(net, a, b);
+    confirm_and_complete(net, a, b, &id);
+    id
+}
+
+/// Both users confirm the open proposal of thread `id`; its actions succeed, and the
+/// thread is COMPLETED on both sides.
+pub(in crate::agent) fn confirm_and_complete(net: &mut Net, a: usize, b: usize, id: &str) {
     for i in [a, b] {
         let p = net.prompt(i).expect("resolution prompt");
         net.answer_resolution(i, p.id, ResolutionAnswer::Confirm);
@@ -51,13 +58,12 @@ pub(in crate::agent) fn complete_dinner(net: &mut Net, a: usize, b: usize) -> St
     }
     net.settle();
     assert_eq!(
-        state(net, a, &id),
+        state(net, a, id),
         ThreadState::Completed,
         "{}",
         net.render(None)
     );
-    assert_eq!(state(net, b, &id), ThreadState::Completed);
-    id
+    assert_eq!(state(net, b, id), ThreadState::Completed);
 }
 
 /// Node `a`'s user shares `transport_mode` at the open consent prompt.
@@ -72,6 +78,21 @@ pub(in crate::agent) fn share_transport(net: &mut Net, a: usize) {
 /// Alice (`a`) opens the §4 dinner with Bob (`b`) and shares her transport mode; Bob
 /// proposes. Returns the thread id.
 pub(in crate::agent) fn to_proposed(net: &mut Net, a: usize, b: usize) -> String {
+    let id = start_dinner(net, a, b);
+    share_transport(net, a);
+    assert_eq!(
+        state(net, a, &id),
+        ThreadState::Proposed,
+        "{}",
+        net.render(None)
+    );
+    assert_eq!(state(net, b, &id), ThreadState::Proposed);
+    id
+}
+
+/// Alice (`a`) opens the §4 dinner with Bob (`b`); the network settles. Returns the
+/// thread id.
+pub(in crate::agent) fn start_dinner(net: &mut Net, a: usize, b: usize) -> String {
     let to = net.address(b);
     let before: Vec<String> = net.nodes[a].agent.threads().keys().cloned().collect();
     net.command(
@@ -84,16 +105,7 @@ pub(in crate::agent) fn to_proposed(net: &mut Net, a: usize, b: usize) -> String
     );
     net.settle();
     // Thread ids are random: the new one is the one that was not there before.
-    let id = new_thread(net, a, &before);
-    share_transport(net, a);
-    assert_eq!(
-        state(net, a, &id),
-        ThreadState::Proposed,
-        "{}",
-        net.render(None)
-    );
-    assert_eq!(state(net, b, &id), ThreadState::Proposed);
-    id
+    new_thread(net, a, &before)
 }
 
 /// The texts of node `i`'s notifications of `kind`.
