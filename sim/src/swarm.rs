@@ -636,7 +636,10 @@ pub fn generate(seed: u64, p: Params) -> Spec {
         commands,
         key_changes: Vec::new(),
         run_for,
-        settle: Duration::from_secs(3600),
+        // A peer away for over a day (`--consent`) comes back to a relay queue that
+        // overflowed: what was parked is offered again an hour later, so these worlds
+        // settle for two hours, past that hour.
+        settle: Duration::from_secs(if p.consent { 7_200 } else { 3_600 }),
         expect: Vec::new(),
         transcript: false,
         known_issues: Vec::new(),
@@ -839,11 +842,32 @@ fn add_consent(
     }
     for (k, t) in threads.iter().enumerate() {
         if r.chance(0.3) {
+            let at = t.at + ms(r.between(120_000, 5_400_000));
+            let (agent, peer) = if r.chance(0.5) {
+                (t.from, t.to)
+            } else {
+                (t.to, t.from)
+            };
             commands.push(CommandSpec {
-                at: t.at + ms(r.between(120_000, 5_400_000)),
-                agent: if r.chance(0.5) { t.from } else { t.to },
+                at,
+                agent,
                 action: ScriptAction::Retract { thread: k },
             });
+            // A quarter of the time the peer's device is away from just before the
+            // retraction for more than the day it has to acknowledge it (an agent that
+            // never answers, as far as the retracting side can tell): the user must be told
+            // (`retraction_told`), and the late acknowledgement still counts.
+            let away = r.chance(0.25);
+            let length = ms(r.between(90_000_000, 108_000_000));
+            if let Some(p) = agents
+                .get_mut(peer)
+                .filter(|p| away && p.offline.is_empty())
+            {
+                p.offline.push(Outage {
+                    at: at.saturating_sub(ms(1_000)),
+                    length,
+                });
+            }
         }
     }
 }

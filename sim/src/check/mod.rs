@@ -270,6 +270,7 @@ impl Checker {
         }
         self.groups(end);
         self.spaces(end);
+        self.retractions_told(end);
         self.expectations(end);
     }
 }

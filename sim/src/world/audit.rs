@@ -45,6 +45,23 @@ impl Sim {
             AgentEvent::Space(SpaceEvent::Sent { packet_id, .. }) => {
                 self.checker.space_sent(packet_id);
             }
+            AgentEvent::RetractionSent { fields, .. } => {
+                if let Some(t) = &a.thread_id {
+                    self.checker.retraction_sent(i, t, fields, a.at);
+                }
+            }
+            AgentEvent::RetractionAcknowledged { fields, .. } => {
+                if let Some(t) = &a.thread_id {
+                    let (at, name) = (self.elapsed(), self.nodes[i].name.clone());
+                    self.checker
+                        .retraction_acknowledged((at, i, &name), t, fields, a.at);
+                }
+            }
+            AgentEvent::RetractionUnacknowledged { fields, .. } => {
+                if let Some(t) = &a.thread_id {
+                    self.checker.retraction_unacknowledged(i, t, fields);
+                }
+            }
             AgentEvent::FlexibilityRequested { group_id, .. } => {
                 self.group_log
                     .entry(group_id.clone())

@@ -1,7 +1,7 @@
 //! Executing a confirmed resolution (§9): actions one by one, execution reports, failure
 //! and rollback.
 
-use crate::agent::thread::{Execution, ThreadState, Turn, Waiting};
+use crate::agent::thread::{Execution, ThreadState, Waiting};
 use crate::agent::*;
 
 use crate::negotiator::Rejected;
@@ -318,7 +318,7 @@ impl ThreadStep<'_> {
         if let Some((pid, from, body)) = self.t.held.deferred_resolution.take() {
             self.on_resolution(pid, from, body);
         } else if proposer.as_ref() == Some(&me) {
-            self.evaluate(Turn::Free);
+            self.take_turn();
         } else {
             self.set_waiting(Waiting::Peer);
         }

@@ -27,4 +27,6 @@ mod resolution_tests;
 #[cfg(test)]
 mod retraction_tests;
 #[cfg(test)]
+mod turn_tests;
+#[cfg(test)]
 mod usage_tests;

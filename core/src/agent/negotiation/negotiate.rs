@@ -46,6 +46,16 @@ impl ThreadStep<'_> {
             // for this side, and this side's next packet resumes it there. It hands nothing
             // to the humans here, so the thread keeps negotiating; marked escalated, it
             // ignored every later packet and both sides waited forever (swarm seed 612).
+            // An escalation that crossed this agent's own open proposal is superseded by
+            // it, as the peer's side drops its escalation when the proposal reaches it
+            // (`open_resolution`): marked escalated here, a decline of the proposal left
+            // the proposer waiting for the users and the decliner waiting for a new
+            // proposal (swarm --consent --groups, seed 374).
+            let me = &self.shared.config.address;
+            let crossed = self.t.stage.resolution().is_some_and(|r| &r.proposer == me);
+            if crossed {
+                return;
+            }
             if !is_stall_notice(e) {
                 let t = &mut *self.t;
                 t.escalated = true;
@@ -85,6 +95,7 @@ impl ThreadStep<'_> {
             // arrives expired ("Usage rules").
             if !t.retracted.contains(k) && !expired.contains(k) {
                 t.theirs.insert(k.clone(), v.clone());
+                t.expired.remove(k);
             }
         }
         for u in unavailable {
@@ -212,6 +223,15 @@ impl ThreadStep<'_> {
         }
         self.set_waiting(Waiting::User);
         self.show_consent_prompt();
+    }
+
+    /// The proposer's turn after its proposal was declined or its actions rolled back:
+    /// nothing it waited for is still to come, so it waits for nobody until it acts (left
+    /// waiting for the peer or its actions, a proposer with nothing left to propose after
+    /// a retraction waited forever; swarm --consent --domains 3, seeds 6 and 189).
+    pub(in crate::agent) fn take_turn(&mut self) {
+        self.set_waiting(Waiting::Nothing);
+        self.evaluate(Turn::Free);
     }
 
     /// The Receive-Evaluate-Act cycle (§5.2) for one thread, once its inputs changed.
@@ -382,15 +402,20 @@ impl ThreadStep<'_> {
     fn escalate_if_nothing_left(&mut self, turn: Turn) {
         let t = &*self.t;
         if matches!(turn, Turn::Free)
-            && !t.retracted.is_empty()
+            && (!t.retracted.is_empty() || !t.expired.is_empty())
             && t.waiting == Waiting::Nothing
             && t.state == ThreadState::Negotiating
         {
-            let gone: Vec<String> = t.retracted.iter().cloned().collect();
-            let reason = format!(
-                "the other agent took back {}; nothing else to go on",
-                gone.join(", ")
-            );
+            let mut gone = Vec::new();
+            if !t.retracted.is_empty() {
+                let fields: Vec<&str> = t.retracted.iter().map(String::as_str).collect();
+                gone.push(format!("the other agent took back {}", fields.join(", ")));
+            }
+            if !t.expired.is_empty() {
+                let fields: Vec<&str> = t.expired.iter().map(String::as_str).collect();
+                gone.push(format!("what they shared of {} expired", fields.join(", ")));
+            }
+            let reason = format!("{}; nothing else to go on", gone.join("; "));
             let summary = self.tried_summary();
             self.act(Decision::Escalate { reason, summary }, turn);
         }

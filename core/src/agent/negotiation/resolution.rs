@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::agent::thread::{Execution, OpenResolution, ThreadState, Turn, Waiting};
+use crate::agent::thread::{Execution, OpenResolution, ThreadState, Waiting};
 use crate::agent::*;
 
 use crate::display;
@@ -467,7 +467,7 @@ impl ThreadStep<'_> {
         self.mark_changed();
         self.set_state(ThreadState::Negotiating, why);
         if r.proposer == me {
-            self.evaluate(Turn::Free);
+            self.take_turn();
         } else {
             self.set_waiting(Waiting::Peer);
         }

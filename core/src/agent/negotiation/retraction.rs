@@ -87,6 +87,15 @@ impl Agent {
     }
 }
 
+/// Why the peer's values are deleted here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::agent) enum Deleted {
+    /// The peer took them back: never taken in again in the thread.
+    TakenBack,
+    /// Their usage rule expired: taken in again if the peer shares them anew.
+    Expired,
+}
+
 impl ThreadStep<'_> {
     fn send_retraction(&mut self, fields: Vec<String>) {
         let Ok(rid) = self.send_packet(Body::Retraction(RetractionBody {
@@ -188,16 +197,18 @@ impl ThreadStep<'_> {
         }
     }
 
-    /// Deletes `fields` the peer shared, taken back or expired: from the thread's values
-    /// (never taken in again in this thread), the packets of the peer it keeps, and
-    /// relationship memory.
-    pub(in crate::agent) fn delete_theirs(&mut self, fields: &[String]) {
+    /// Deletes `fields` the peer shared, taken back or expired (`why`): from the thread's
+    /// values, the packets of the peer it keeps, and relationship memory.
+    pub(in crate::agent) fn delete_theirs(&mut self, fields: &[String], why: Deleted) {
         let peer = self.t.peer.clone();
         let t = &mut *self.t;
         for f in fields {
             t.theirs.remove(f);
             t.usage.remove(f);
-            t.retracted.insert(f.clone());
+            match why {
+                Deleted::TakenBack => t.retracted.insert(f.clone()),
+                Deleted::Expired => t.expired.insert(f.clone()),
+            };
         }
         self.scrub_history(fields, false);
         for f in fields {
@@ -223,7 +234,7 @@ impl ThreadStep<'_> {
     /// relationship memory; acknowledged, signed.
     pub(in crate::agent) fn on_retraction(&mut self, packet_id: &str, b: RetractionBody) {
         let peer = self.t.peer.clone();
-        self.delete_theirs(&b.fields);
+        self.delete_theirs(&b.fields, Deleted::TakenBack);
         let me = self.shared.config.address.clone();
         let signature = self
             .shared

@@ -16,6 +16,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::agent::negotiation::retraction::Deleted;
 use crate::agent::thread::Thread;
 use crate::agent::*;
 use crate::display;
@@ -63,7 +64,7 @@ impl ThreadStep<'_> {
             return;
         }
         let peer = self.t.peer.clone();
-        self.delete_theirs(&due);
+        self.delete_theirs(&due, Deleted::Expired);
         self.audit(AgentEvent::UsageExpired {
             peer: peer.clone(),
             fields: due.clone(),

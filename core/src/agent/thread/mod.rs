@@ -467,10 +467,13 @@ pub struct Thread {
     /// it (SPEC-NOTES "Retraction"), oldest first, at most [`MAX_RETRACTIONS`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub retractions: Vec<PendingRetraction>,
-    /// Fields the peer took back, or whose values expired: deleted here, and never taken
-    /// in again in this thread.
+    /// Fields the peer took back: deleted here, and never taken in again in this thread.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub retracted: BTreeSet<String>,
+    /// Fields whose values expired under their usage rule and were deleted here: a value
+    /// the peer shares again, with a rule not yet expired, is taken in again.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub expired: BTreeSet<String>,
     /// The usage rules the peer's values came with, by field (SPEC-NOTES "Usage rules").
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub usage: BTreeMap<String, crate::packet::UsageRule>,

@@ -879,6 +879,7 @@ pub(in crate::agent) fn blank_thread(
         agreements: Vec::new(),
         retractions: Vec::new(),
         retracted: BTreeSet::new(),
+        expired: BTreeSet::new(),
         usage: Default::default(),
     }
 }
