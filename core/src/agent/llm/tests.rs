@@ -7,28 +7,14 @@ use serde_json::{json, Value};
 
 use crate::agent::tests::support::HostileWorld;
 use crate::agent::*;
-use crate::harness::hostile::HostilePeer;
-use crate::harness::{dinner, Net};
+use crate::harness::Net;
 
 /// Alice's never_share value (dinner config).
 const SECRET: &str = "SECRET-asthma-inhaler";
 
 /// Alice deciding with a model, and Mallory.
 fn world() -> HostileWorld {
-    let start = Timestamp::parse_rfc3339(dinner::START).unwrap();
-    let mut net = Net::new("a2acp.io", start, [7; 32]);
-    let mut a = dinner::alice("a2acp.io");
-    a.use_llm = true;
-    let alice = net.add_agent(a, [1; 32], [11; 32]);
-    net.connect(alice);
-    net.settle();
-    let m = HostilePeer::join(&mut net, "mallory", [66; 32]).unwrap();
-    HostileWorld {
-        net,
-        alice,
-        bob: None,
-        m,
-    }
+    HostileWorld::with_llm()
 }
 
 /// Mallory opens a thread whose intent, values and field names carry instructions, and

@@ -210,6 +210,12 @@ impl ThreadStep<'_> {
                 Deleted::Expired => t.expired.insert(f.clone()),
             };
         }
+        // The model, if asked about the thread, was shown the values: its answer is not
+        // acted on, it is asked again about the thread without them (a proposal built
+        // from a taken-back place went out; swarm --consent, seed 834).
+        if let Some(l) = t.llm.as_mut() {
+            l.stale = true;
+        }
         self.scrub_history(fields, false);
         for f in fields {
             self.shared.forget_field(&peer, f);

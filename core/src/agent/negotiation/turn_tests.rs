@@ -141,3 +141,49 @@ fn a_value_that_expired_is_taken_in_again_when_shared_anew() {
     );
     assert!(theirs(&w), "{}", w.net.render(None));
 }
+
+#[test]
+fn a_model_asked_before_values_were_taken_back_is_asked_again_without_them() {
+    const PLACE: &str = "Mallory's Corner Bistro";
+    let mut w = HostileWorld::with_llm();
+    let thread = w.m.new_thread_id();
+    w.m_send(
+        &thread,
+        "context",
+        json!({
+            "intent": {"category": "scheduling", "summary": "Dinner on Friday"},
+            "context": {"time_windows": ["18:30-21:00"], "location_preference": PLACE,
+                        "proposed_date": "2026-03-27", "timezone": "Europe/London"},
+        }),
+    );
+    assert!(!w.net.nodes[w.alice].llm.is_empty(), "the model is asked");
+    // Mallory takes back the place while the model thinks; the model proposes it.
+    w.m_send(
+        &thread,
+        "retraction",
+        json!({"fields": ["location_preference"]}),
+    );
+    let answer = json!({"decision": "propose",
+        "proposal": {"summary": format!("Dinner at {PLACE}, Friday 19:00"),
+                     "details": {"venue": PLACE, "date": "2026-03-27", "time": "19:00"},
+                     "alternatives": [], "reasoning": "their place"},
+        "actions": []});
+    w.net.answer_llm(w.alice, Ok(answer.to_string()));
+    w.m.pump(&mut w.net);
+    // Nothing built on the taken-back place went out; the model is asked again, and
+    // what it is shown no longer holds the place.
+    for r in &w.m.received {
+        assert!(!r.packet.to_string().contains(PLACE), "{}", r.packet);
+    }
+    let again = w.net.nodes[w.alice]
+        .llm
+        .front()
+        .expect("the model is asked again");
+    for l in &again.layers {
+        assert!(
+            !l.content.contains(PLACE),
+            "the place in the {} layer",
+            l.name
+        );
+    }
+}

@@ -189,6 +189,24 @@ impl HostileWorld {
         HostileWorld { net, alice, bob, m }
     }
 
+    /// Alice deciding with a model (`use_llm`), and Mallory.
+    pub(in crate::agent) fn with_llm() -> Self {
+        let start = Timestamp::parse_rfc3339(dinner::START).unwrap();
+        let mut net = Net::new("a2acp.io", start, [7; 32]);
+        let mut a = dinner::alice("a2acp.io");
+        a.use_llm = true;
+        let alice = net.add_agent(a, [1; 32], [11; 32]);
+        net.connect(alice);
+        net.settle();
+        let m = HostilePeer::join(&mut net, "mallory", [66; 32]).unwrap();
+        HostileWorld {
+            net,
+            alice,
+            bob: None,
+            m,
+        }
+    }
+
     pub(in crate::agent) fn alice_addr(&self) -> Address {
         self.net.address(self.alice)
     }
