@@ -665,8 +665,9 @@ where
 /// admission's `upgrade_timeout` from the accept — with `tls`, the TLS handshake first,
 /// under the same deadline; an HTTP request answered, then its connection closed gently
 /// ([`linger`]) within the same deadline — then, if it upgraded, the agent link until it
-/// ends. `timer` is the binding's: a future that completes the given time after it is
-/// made. The ticket's slot is released when this returns.
+/// ends, after the relay's close frame within [`linger::TIME`] of its closing handshake
+/// ([`crate::ws::serve_relay_link`]). `timer` is the binding's: a future that completes
+/// the given time after it is made. The ticket's slot is released when this returns.
 pub async fn serve_connection<S, T, D>(
     stream: S,
     tls: Option<ServerTls>,
@@ -702,7 +703,7 @@ pub async fn serve_connection<S, T, D>(
         .await;
         match phase {
             HttpPhase::Upgraded(stream, early) => Some(Box::pin(crate::ws::serve_relay_link(
-                stream, early, peer, handle,
+                stream, early, peer, handle, timer,
             ))),
             HttpPhase::TimedOut => {
                 admission
@@ -996,6 +997,7 @@ mod sizes {
                 Vec::new(),
                 peer,
                 h.clone(),
+                tokio::time::sleep,
             );
             let link_bytes = std::mem::size_of_val(&link);
             drop(link);

@@ -14,6 +14,16 @@
 //! connection is closed. Memory stays one [`BUF`]-byte buffer per connection; a slow or
 //! endless body is cut at the first of the two caps, so the defence against slow and huge
 //! bodies stays (a refused connection costs at most [`TIME`] more of its slot).
+//!
+//! The relay's WebSocket links end the same way after the relay's close frame (too many
+//! refusals, a message beyond the WebSocket limit, the relay shutting down):
+//! [`close_after_close_frame`] flushes the close frame, closes the write half and reads
+//! past what the client still sends, frame by frame without keeping it
+//! ([`crate::ws_accepted::Skipper`]), until the client's own close frame ends the closing
+//! handshake (RFC 6455 §7.1.1), or the client closes, or the same two caps are reached.
+//! Without it the relay dropped a socket whose receive buffer still held a flooding
+//! client's frames, and the kernel's reset could overtake the relay's last answers and its
+//! close frame.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,6 +50,9 @@ pub const BUF: usize = 8 * 1024;
 pub enum Lingered {
     /// The client closed its side (it read its answer) after sending this many more bytes.
     ClientClosed(u64),
+    /// The client's WebSocket close frame arrived (it read the relay's close frame) after
+    /// this many more bytes, counting the bytes read with it.
+    CloseFrame(u64),
     /// The client sent [`MAX_BYTES`] (or more, counted) after the refusal.
     ByteCap(u64),
     /// [`TIME`] passed (this many bytes read meanwhile).
@@ -53,6 +66,39 @@ pub enum Lingered {
 /// `deadline` (the binding's timer, [`TIME`] from now) fires. The caller then drops the
 /// stream.
 pub async fn close_after_refusal<S, D>(stream: &mut S, deadline: D) -> Lingered
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    D: Future<Output = ()>,
+{
+    linger(stream, deadline, |_| false).await
+}
+
+/// After the relay's WebSocket close frame was written to `stream`: flushes it, closes
+/// the write half, reads past what the client still sends — `frames` goes on from where
+/// the link's reading stopped — until the client's close frame was read, the client
+/// closes, [`MAX_BYTES`] were read, or `deadline` (the binding's timer, [`TIME`] from
+/// now) fires. The caller then drops the stream.
+pub async fn close_after_close_frame<S, D>(
+    stream: &mut S,
+    deadline: D,
+    mut frames: crate::ws_accepted::Skipper,
+) -> Lingered
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    D: Future<Output = ()>,
+{
+    if frames.closed() {
+        // The client's close frame came before ours: the handshake is over.
+        let _ = stream.flush().await;
+        let _ = stream.close().await;
+        return Lingered::CloseFrame(0);
+    }
+    linger(stream, deadline, |bytes| frames.feed(bytes)).await
+}
+
+/// Flushes, closes the write half, then reads and drops until the client closes, `done`
+/// says the bytes read so far end it, [`MAX_BYTES`] were read or `deadline` fires.
+async fn linger<S, D>(stream: &mut S, deadline: D, mut done: impl FnMut(&[u8]) -> bool) -> Lingered
 where
     S: AsyncRead + AsyncWrite + Unpin,
     D: Future<Output = ()>,
@@ -72,6 +118,9 @@ where
                 Ok(0) => return Lingered::ClientClosed(read.load(Ordering::Relaxed)),
                 Ok(n) => {
                     let total = read.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
+                    if done(&buf[..n.min(BUF)]) {
+                        return Lingered::CloseFrame(total);
+                    }
                     if total >= MAX_BYTES {
                         return Lingered::ByteCap(total);
                     }
@@ -181,5 +230,90 @@ mod tests {
         );
         tx.send(()).unwrap();
         assert_eq!(fut.now_or_never(), Some(Lingered::TimeUp(100)));
+    }
+
+    /// A client's masked frame.
+    fn frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
+        let mut v = vec![0x80 | opcode, 0x80 | 126];
+        v.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+        v.extend_from_slice(&[7, 7, 7, 7]);
+        v.extend(payload.iter().map(|b| b ^ 7));
+        v
+    }
+
+    fn sending(bytes: Vec<u8>) -> Fake {
+        Fake {
+            input: Cursor::new(bytes),
+            ends: false,
+            written: Vec::new(),
+            closed: false,
+        }
+    }
+
+    #[test]
+    fn after_a_close_frame_drains_until_the_clients_close_frame() {
+        // Frames still in flight, the client's close frame, and it never closes its side.
+        let mut b = Vec::new();
+        for _ in 0..20 {
+            b.extend(frame(0x1, &[b'j'; 1000]));
+        }
+        b.extend(frame(0x8, &[0x03, 0xe8]));
+        let len = b.len() as u64;
+        let mut s = sending(b);
+        let r = close_after_close_frame(&mut s, crate::race::never(), Default::default())
+            .now_or_never();
+        assert_eq!(r, Some(Lingered::CloseFrame(len)));
+        assert!(s.closed, "the write half is closed first");
+        // Or the end of the stream, without a close frame.
+        let mut s = sending(frame(0x2, &[b'x'; 3 * BUF - 8]));
+        s.ends = true;
+        let r = close_after_close_frame(&mut s, crate::race::never(), Default::default())
+            .now_or_never();
+        assert_eq!(r, Some(Lingered::ClientClosed(3 * BUF as u64)));
+        // A close frame the link's reading had already seen: nothing to wait for.
+        let mut dec = crate::ws_accepted::Decoder::default();
+        let mut out = std::collections::VecDeque::new();
+        dec.feed(&frame(0x8, b""), &mut out);
+        let mut s = fake(100, false);
+        let r = close_after_close_frame(&mut s, crate::race::never(), dec.into_skipper())
+            .now_or_never();
+        assert_eq!(r, Some(Lingered::CloseFrame(0)));
+        assert!(s.closed && s.input.position() == 0);
+    }
+
+    #[test]
+    fn after_a_close_frame_a_flood_stops_at_the_byte_cap() {
+        // One frame announcing 1 TiB, whose payload keeps coming (close frames inside it
+        // are payload, not the client's close).
+        let mut b = vec![0x82, 0x80 | 127];
+        b.extend_from_slice(&(1u64 << 40).to_be_bytes());
+        b.extend_from_slice(&[0; 4]);
+        b.extend(
+            frame(0x8, b"")
+                .iter()
+                .cycle()
+                .take(MAX_BYTES as usize + 10 * BUF),
+        );
+        let mut s = sending(b);
+        let r = close_after_close_frame(&mut s, crate::race::never(), Default::default())
+            .now_or_never();
+        assert_eq!(r, Some(Lingered::ByteCap(MAX_BYTES)));
+        assert!(s.input.position() <= MAX_BYTES, "not a byte more is read");
+    }
+
+    #[test]
+    fn after_a_close_frame_a_client_that_never_closes_is_cut_at_the_deadline() {
+        let mut s = sending(frame(0x1, &[b'x'; 100]));
+        let (tx, rx) = flume::bounded::<()>(1);
+        let mut fut = Box::pin(close_after_close_frame(
+            &mut s,
+            async move {
+                let _ = rx.recv_async().await;
+            },
+            Default::default(),
+        ));
+        assert_eq!((&mut fut).now_or_never(), None, "the client is waited for");
+        tx.send(()).unwrap();
+        assert_eq!(fut.now_or_never(), Some(Lingered::TimeUp(108)));
     }
 }

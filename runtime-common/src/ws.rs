@@ -149,6 +149,17 @@ where
     Ok(ws)
 }
 
+/// How a link's reading and writing ended.
+enum End {
+    /// The reader: the peer closed, failed or broke the protocol (or the service stopped
+    /// taking its frames).
+    Read,
+    /// The writer: the relay's close frame was written.
+    Closed,
+    /// The writer: the connection failed, or the service dropped it.
+    Dropped,
+}
+
 /// Serves one accepted link (an agent's, or another relay's that dialled this one) after
 /// the server handshake, until it ends: `stream` is the connection after the `101`
 /// answer, `early` what the client sent after its request head, already read. Every text
@@ -160,9 +171,24 @@ where
 /// are written (close code 1009). The peer's IP address is the connection's source for
 /// the relay's limits per source. Reports the disconnection to the service before it
 /// returns.
-pub async fn serve_relay_link<S>(stream: S, early: Vec<u8>, peer: SocketAddr, handle: RelayHandle)
-where
+///
+/// When the relay closes the link (its close frame written: too many refusals, a message
+/// too large, the relay shutting down), the connection is not dropped at once: the
+/// disconnection is reported, then [`crate::linger::close_after_close_frame`] closes the
+/// write half and reads past what the client still sends until its close frame, its end,
+/// [`crate::linger::MAX_BYTES`] or [`crate::linger::TIME`] from `timer` (the binding's: a
+/// future that completes the given time after it is made), so the client reads the
+/// relay's last answers and its close frame rather than a reset.
+pub async fn serve_relay_link<S, T, D>(
+    stream: S,
+    early: Vec<u8>,
+    peer: SocketAddr,
+    handle: RelayHandle,
+    timer: T,
+) where
     S: AsyncRead + AsyncWrite + Unpin,
+    T: Fn(std::time::Duration) -> D,
+    D: std::future::Future<Output = ()>,
 {
     use crate::ws_accepted::{self as frames, Decoder, Incoming};
     use futures_util::io::AsyncReadExt;
@@ -173,11 +199,13 @@ where
     };
     debug!(%peer, conn = conn.0, "connected");
     let (mut rd, mut wr) = stream.split();
+    // Outside the reader, so that the closing handshake goes on where it stopped.
+    let mut dec = Decoder::default();
     // A ping's pong, for the writer (only the latest is answered).
     let pong: std::sync::Mutex<Option<Bytes>> = std::sync::Mutex::new(None);
     let pong_ready = futures_util::task::AtomicWaker::new();
     let reader = async {
-        let mut dec = Decoder::default();
+        let dec = &mut dec;
         let mut incoming = VecDeque::new();
         dec.feed(&early, &mut incoming);
         drop(early);
@@ -186,7 +214,7 @@ where
                 match i {
                     Incoming::Message(bytes) => {
                         if handle.bytes(conn, bytes).await.is_err() {
-                            return;
+                            return End::Read;
                         }
                     }
                     Incoming::Ping(p) => {
@@ -195,7 +223,7 @@ where
                         }
                         pong_ready.wake();
                     }
-                    Incoming::Close => return,
+                    Incoming::Close => return End::Read,
                     Incoming::Oversized(len) => {
                         // Logged (rate-limited) by the service as a `too_large` refusal.
                         debug!(%peer, conn = conn.0, len, "message beyond the WebSocket limit");
@@ -204,11 +232,11 @@ where
                             // connection (or ends it if the service drops the connection).
                             std::future::pending::<()>().await;
                         }
-                        return;
+                        return End::Read;
                     }
                     Incoming::Protocol(why) => {
                         debug!(%peer, conn = conn.0, why, "WebSocket protocol error");
-                        return;
+                        return End::Read;
                     }
                 }
             }
@@ -216,9 +244,9 @@ where
             if incoming.capacity() > 0 {
                 incoming = VecDeque::new();
             }
-            if !frames::read_more(&mut rd, &mut dec, &mut incoming).await {
+            if !frames::read_more(&mut rd, dec, &mut incoming).await {
                 debug!(%peer, conn = conn.0, "connection lost");
-                return;
+                return End::Read;
             }
         }
     };
@@ -235,7 +263,7 @@ where
                 }),
             )
             .await;
-            let Ok(first) = got else { return };
+            let Ok(first) = got else { return End::Dropped };
             let mut buf = Vec::new();
             if let Some(p) = pong.lock().ok().and_then(|mut p| p.take()) {
                 frames::encode_pong(&mut buf, &p);
@@ -267,27 +295,49 @@ where
                     None => frames::encode_close(&mut buf, 1001, "relay shutting down"),
                 }
             }
-            if frames::write_all(&mut wr, &buf).await.is_err() || close.is_some() {
-                return;
+            if frames::write_all(&mut wr, &buf).await.is_err() {
+                return End::Dropped;
+            }
+            if close.is_some() {
+                return End::Closed;
             }
         }
     };
-    crate::race::race(reader, writer).await;
+    let end = crate::race::race(reader, writer).await;
     handle.disconnected(conn).await;
     debug!(%peer, conn = conn.0, "disconnected");
+    if let End::Closed = end {
+        // The closing handshake, boxed: an idle link's task does not carry its state.
+        let Ok(mut stream) = rd.reunite(wr) else {
+            return;
+        };
+        let how = Box::pin(crate::linger::close_after_close_frame(
+            &mut stream,
+            timer(crate::linger::TIME),
+            dec.into_skipper(),
+        ))
+        .await;
+        debug!(%peer, conn = conn.0, ?how, "closed after the close frame");
+    }
 }
 
 /// Serves one link this relay dialled (to another relay) that the service knows as
 /// `conn`, as [`serve_relay_link`] does an accepted one, over tungstenite's client side,
-/// until it ends; reports the disconnection.
-pub async fn serve_link<S>(
+/// until it ends; reports the disconnection. After the relay's close frame, the closing
+/// handshake: what the other relay still sends is read and dropped (tungstenite's read
+/// limits bound what it holds) until its close frame or its end, at most
+/// [`crate::linger::MAX_BYTES`] and [`crate::linger::TIME`] from `timer`.
+pub async fn serve_link<S, T, D>(
     ws: WebSocketStream<S>,
     peer: SocketAddr,
     conn: a2acp_core::relay::ConnId,
     out: flume::Receiver<ConnOut>,
     handle: RelayHandle,
+    timer: T,
 ) where
     S: AsyncRead + AsyncWrite + Unpin,
+    T: Fn(std::time::Duration) -> D,
+    D: std::future::Future<Output = ()>,
 {
     let (mut sink, mut source) = ws.split();
     let reader = async {
@@ -296,7 +346,7 @@ pub async fn serve_link<S>(
             let bytes: Bytes = match msg {
                 Ok(Message::Text(t)) => Bytes::from(t),
                 Ok(Message::Binary(b)) => b,
-                Ok(Message::Close(_)) => break,
+                Ok(Message::Close(_)) => return End::Read,
                 Ok(_) => continue,
                 Err(async_tungstenite::tungstenite::Error::Capacity(e)) => {
                     // Logged (rate-limited) by the service as a `too_large` refusal.
@@ -306,17 +356,18 @@ pub async fn serve_link<S>(
                         // connection (or ends it if the service drops the connection).
                         std::future::pending::<()>().await;
                     }
-                    break;
+                    return End::Read;
                 }
                 Err(e) => {
                     debug!(%peer, conn = conn.0, error = %e, "connection lost");
-                    break;
+                    return End::Read;
                 }
             };
             if handle.bytes(conn, bytes).await.is_err() {
-                break;
+                return End::Read;
             }
         }
+        End::Read
     };
     let writer = async {
         while let Ok(first) = out.recv_async().await {
@@ -329,7 +380,7 @@ pub async fn serve_link<S>(
                             continue;
                         };
                         if sink.feed(Message::Text(text)).await.is_err() {
-                            return;
+                            return End::Dropped;
                         }
                     }
                     ConnOut::Close(code) => {
@@ -340,7 +391,7 @@ pub async fn serve_link<S>(
                 next = out.try_recv().ok();
             }
             if sink.flush().await.is_err() {
-                return;
+                return End::Dropped;
             }
             if let Some(code) = close {
                 let frame = match code {
@@ -357,12 +408,36 @@ pub async fn serve_link<S>(
                         reason: "relay shutting down".into(),
                     },
                 };
-                let _ = sink.send(Message::Close(Some(frame))).await;
-                return;
+                return match sink.send(Message::Close(Some(frame))).await {
+                    Ok(()) => End::Closed,
+                    Err(_) => End::Dropped,
+                };
             }
         }
+        End::Dropped
     };
-    crate::race::race(reader, writer).await;
+    let end = crate::race::race(reader, writer).await;
     handle.disconnected(conn).await;
     debug!(%peer, conn = conn.0, "disconnected");
+    if let End::Closed = end {
+        let drain = async {
+            let mut read = 0u64;
+            while let Some(Ok(m)) = source.next().await {
+                if let Message::Close(_) = m {
+                    return "close frame";
+                }
+                read += m.len() as u64;
+                if read >= crate::linger::MAX_BYTES {
+                    return "byte cap";
+                }
+            }
+            "end of the stream"
+        };
+        let how = Box::pin(crate::race::race(drain, async {
+            timer(crate::linger::TIME).await;
+            "time up"
+        }))
+        .await;
+        debug!(%peer, conn = conn.0, how, "closed after the close frame");
+    }
 }

@@ -17,6 +17,10 @@
 //! A ping is answered with a pong (the latest only, when several wait); a close ends the
 //! link. A message longer than [`MAX_MESSAGE_BYTES`] (announced by a header, or reached
 //! by fragments) is refused before it is buffered ([`Incoming::Oversized`]).
+//!
+//! After the relay's own close frame, what the client still sends is read past frame by
+//! frame without being kept ([`Skipper`], continuing where the [`Decoder`] stopped), until
+//! the client's close frame ends the closing handshake ([`crate::linger::close_after_close_frame`]).
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -80,6 +84,9 @@ pub struct Decoder {
     message: Option<(u8, Vec<u8>)>,
     /// Decoding stopped (a close, an oversized message, a protocol error).
     done: bool,
+    /// Once decoding stopped: the frames after it, read past (the rest of an oversized
+    /// frame first), so that the closing handshake finds the client's close frame.
+    after: Skipper,
 }
 
 /// The header's length once its first two bytes are known.
@@ -92,12 +99,86 @@ fn header_len(b0_b1: [u8; 2]) -> usize {
     2 + ext + if b0_b1[1] & 0x80 != 0 { 4 } else { 0 }
 }
 
+/// A complete header's payload length, and where the mask starts.
+fn payload_len(h: &[u8; 14]) -> (u64, usize) {
+    match h[1] & 0x7f {
+        126 => (u64::from(u16::from_be_bytes([h[2], h[3]])), 4),
+        127 => (
+            u64::from_be_bytes([h[2], h[3], h[4], h[5], h[6], h[7], h[8], h[9]]),
+            10,
+        ),
+        l => (u64::from(l), 2),
+    }
+}
+
+/// Reads past a client's frames without keeping any of them, watching for its close
+/// frame: what the relay does with what a client sends after the relay's close frame
+/// (RFC 6455 §7.1.1: the closing handshake ends with the client's close frame). It holds
+/// at most a frame header; a payload is counted down, never stored, whatever length its
+/// header announces. Frames are not checked (a frame the [`Decoder`] would refuse is
+/// read past by its announced length too).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Skipper {
+    head: [u8; 14],
+    have: u8,
+    /// Payload bytes of the current frame still to come.
+    left: u64,
+    /// The current frame is a close frame.
+    closing: bool,
+    /// The client's close frame was read whole.
+    closed: bool,
+}
+
+impl Skipper {
+    /// Reads past `bytes` (what came off the connection, in order); `true` once the
+    /// client's close frame was read whole (bytes after it are not looked at).
+    pub fn feed(&mut self, mut bytes: &[u8]) -> bool {
+        while !bytes.is_empty() && !self.closed {
+            if self.left > 0 {
+                let n = self.left.min(bytes.len() as u64);
+                self.left -= n;
+                // `n` is at most `bytes.len()`.
+                bytes = &bytes[n as usize..];
+                self.closed = self.left == 0 && self.closing;
+                continue;
+            }
+            let have = self.have as usize;
+            let need = if have < 2 {
+                2
+            } else {
+                header_len([self.head[0], self.head[1]])
+            };
+            let n = (need - have).min(bytes.len());
+            self.head[have..have + n].copy_from_slice(&bytes[..n]);
+            self.have += n as u8;
+            bytes = &bytes[n..];
+            if self.have >= 2 && self.have as usize == header_len([self.head[0], self.head[1]]) {
+                self.have = 0;
+                self.left = payload_len(&self.head).0;
+                self.closing = self.head[0] & 0x0f == OP_CLOSE;
+                self.closed = self.left == 0 && self.closing;
+            }
+        }
+        self.closed
+    }
+
+    /// Whether the client's close frame was read whole.
+    pub fn closed(&self) -> bool {
+        self.closed
+    }
+}
+
 impl Decoder {
     /// Takes in `bytes` as they came off the connection, pushing what they complete onto
     /// `out`. After an [`Incoming::Close`], [`Incoming::Oversized`] or
-    /// [`Incoming::Protocol`] nothing more is decoded.
+    /// [`Incoming::Protocol`] nothing more is decoded: what follows is read past
+    /// ([`Decoder::into_skipper`]).
     pub fn feed(&mut self, mut bytes: &[u8], out: &mut VecDeque<Incoming>) {
-        while !bytes.is_empty() && !self.done {
+        while !bytes.is_empty() {
+            if self.done {
+                self.after.feed(bytes);
+                return;
+            }
             let Some(frame) = self.frame.as_mut() else {
                 // A header.
                 let have = self.have as usize;
@@ -132,21 +213,44 @@ impl Decoder {
         }
     }
 
+    /// What the client sends after this decoder's last frame, from where it stopped:
+    /// the rest of the frame being read, or of the header; after an oversized message,
+    /// the rest of its frame; after the client's close frame, nothing (already closed).
+    pub fn into_skipper(self) -> Skipper {
+        if self.done {
+            return self.after;
+        }
+        match self.frame {
+            Some(f) => Skipper {
+                left: f.len.saturating_sub(f.data.len()) as u64,
+                closing: f.opcode == OP_CLOSE,
+                ..Skipper::default()
+            },
+            None => Skipper {
+                head: self.head,
+                have: self.have,
+                ..Skipper::default()
+            },
+        }
+    }
+
     /// The header in `head` is complete: check it and start its payload.
     fn header(&mut self, out: &mut VecDeque<Incoming>) {
         let h = self.head;
         let fin = h[0] & 0x80 != 0;
         let opcode = h[0] & 0x0f;
-        let (len, at): (u64, usize) = match h[1] & 0x7f {
-            126 => (u64::from(u16::from_be_bytes([h[2], h[3]])), 4),
-            127 => (
-                u64::from_be_bytes([h[2], h[3], h[4], h[5], h[6], h[7], h[8], h[9]]),
-                10,
-            ),
-            l => (u64::from(l), 2),
+        let (len, at) = payload_len(&h);
+        // Past a refused header its payload is read past, so the frames after it stay in
+        // step for the closing handshake.
+        let rest = Skipper {
+            left: len,
+            closing: opcode == OP_CLOSE,
+            closed: len == 0 && opcode == OP_CLOSE,
+            ..Skipper::default()
         };
         let fail = |this: &mut Self, out: &mut VecDeque<Incoming>, why| {
             this.done = true;
+            this.after = rest.clone();
             out.push_back(Incoming::Protocol(why));
         };
         if h[0] & 0x70 != 0 {
@@ -172,6 +276,7 @@ impl Decoder {
         let so_far = self.message.as_ref().map_or(0, |(_, m)| m.len() as u64);
         if !control && len.saturating_add(so_far) > MAX_MESSAGE_BYTES as u64 {
             self.done = true;
+            self.after = rest;
             out.push_back(Incoming::Oversized(len.saturating_add(so_far)));
             return;
         }
@@ -199,6 +304,7 @@ impl Decoder {
             OP_PONG => {}
             OP_CLOSE => {
                 self.done = true;
+                self.after.closed = true;
                 out.push_back(Incoming::Close);
             }
             op => {
@@ -476,5 +582,116 @@ mod tests {
         encode_close(&mut out, 1009, "too_large");
         assert_eq!(&out[..4], &[0x88, 11, 0x03, 0xf1]);
         assert_eq!(&out[4..], b"too_large");
+    }
+
+    /// Where the client's close frame ends in `bytes` (its last byte's index + 1), as a
+    /// skipper fed `bytes` one piece at a time finds it after a decoder had the first
+    /// `decoded` bytes; `None` if it never does.
+    fn close_found(bytes: &[u8], decoded: usize, piece: usize) -> Option<usize> {
+        let mut d = Decoder::default();
+        let mut out = VecDeque::new();
+        d.feed(&bytes[..decoded], &mut out);
+        let mut s = d.into_skipper();
+        if s.closed() {
+            return Some(decoded);
+        }
+        let mut at = decoded;
+        for c in bytes[decoded..].chunks(piece.max(1)) {
+            at += c.len();
+            if s.feed(c) {
+                // The close frame ends in this piece.
+                return Some(at);
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn the_skipper_reads_past_frames_to_the_close_frame_from_where_the_decoder_stopped() {
+        // Frames of every header length, a fragmented message with a ping inside, then the
+        // close frame and bytes after it.
+        let mut b = masked(OP_TEXT, true, &[b'a'; 300], [1, 2, 3, 4]);
+        b.extend(masked(OP_BINARY, true, &vec![0x88; 70_000], [5, 6, 7, 8]));
+        b.extend(masked(OP_TEXT, false, b"hel", [1, 1, 1, 1]));
+        b.extend(masked(OP_PING, true, b"p", [2, 2, 2, 2]));
+        b.extend(masked(OP_CONTINUATION, true, b"lo", [3, 3, 3, 3]));
+        b.extend(masked(OP_CLOSE, true, &[0x03, 0xe8], [9, 9, 9, 9]));
+        let end = b.len();
+        b.extend(masked(OP_TEXT, true, b"late", [0; 4]));
+        // Splits in every header and payload of the first frames, and of the last ones.
+        let splits = (0..400).chain((b.len() - 600..b.len()).step_by(3));
+        for decoded in splits {
+            for piece in [1, 5, 4096] {
+                let want = decoded.max(end);
+                let got = close_found(&b, decoded, piece);
+                // Found in the piece that holds its last byte.
+                assert!(
+                    got.is_some_and(|g| g >= want && g < want + piece),
+                    "decoded {decoded}, piece {piece}: {got:?}, close ends at {end}"
+                );
+            }
+        }
+        // Without a close frame, never.
+        assert_eq!(close_found(&b[..end - 1], 100, 3), None);
+        // A close frame without a payload.
+        let mut e = masked(OP_BINARY, true, b"x", [0; 4]);
+        e.extend(masked(OP_CLOSE, true, b"", [0; 4]));
+        assert_eq!(close_found(&e, 0, 1), Some(e.len()));
+    }
+
+    #[test]
+    fn after_a_refused_frame_the_skipper_goes_on_past_its_payload() {
+        // An oversized frame (its payload in flight), an unmasked one, one with reserved
+        // bits: each stops the decoder, and its payload is read past, not taken for frames.
+        let mut oversized = vec![0x82, 0x80 | 127];
+        oversized.extend_from_slice(&(MAX_MESSAGE_BYTES as u64 + 1).to_be_bytes());
+        oversized.extend_from_slice(&[0; 4]);
+        // Its payload looks like close frames.
+        let fake_close = masked(OP_CLOSE, true, b"", [0; 4]);
+        oversized.extend(fake_close.iter().cycle().take(MAX_MESSAGE_BYTES + 1));
+        let unmasked = {
+            let mut v = vec![0x82, 6];
+            v.extend_from_slice(&fake_close[..6]);
+            v
+        };
+        let reserved = {
+            let mut v = masked(OP_BINARY, true, &fake_close, [0; 4]);
+            v[0] |= 0x40;
+            v
+        };
+        for refused in [oversized, unmasked, reserved] {
+            let mut b = masked(OP_TEXT, true, b"first", [1, 2, 3, 4]);
+            let start = b.len();
+            b.extend(&refused);
+            b.extend(masked(OP_PING, true, b"p", [2; 4]));
+            b.extend(masked(OP_CLOSE, true, &[0x03, 0xe8], [9; 4]));
+            let end = b.len();
+            b.extend(fake_close.iter().cycle().take(100));
+            for decoded in [
+                start,
+                start + 1,
+                start + 3,
+                start + 14,
+                start + 20,
+                start + 1000,
+            ] {
+                let decoded = decoded.min(end - 1);
+                assert_eq!(close_found(&b, decoded, 1), Some(end), "decoded {decoded}");
+                assert_eq!(close_found(&b, decoded, 8192).map(|g| g >= end), Some(true));
+            }
+        }
+    }
+
+    #[test]
+    fn a_close_frame_already_decoded_needs_no_skipping() {
+        let mut b = masked(OP_TEXT, true, b"x", [0; 4]);
+        b.extend(masked(OP_CLOSE, true, &[0x03, 0xe8], [1; 4]));
+        let mut d = Decoder::default();
+        let mut out = VecDeque::new();
+        d.feed(&b, &mut out);
+        assert_eq!(out.back(), Some(&Incoming::Close));
+        assert!(d.into_skipper().closed());
+        // A skipper holds a frame header at most, whatever a header announces.
+        assert!(std::mem::size_of::<Skipper>() <= 32);
     }
 }

@@ -87,7 +87,8 @@ pub async fn run<N: Net>(
                             return;
                         };
                         debug!(%domain, %endpoint, conn = conn.0, "relay link dialled");
-                        crate::ws::serve_link(ws, peer, conn, out, handle).await;
+                        let timer = move |d| net2.sleep(d);
+                        crate::ws::serve_link(ws, peer, conn, out, handle, timer).await;
                     }
                     Err(e) => handle.dial_failed(domain, e.to_string()).await,
                 }
