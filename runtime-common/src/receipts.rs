@@ -1,10 +1,12 @@
-//! `a2acp receipts` and `a2acp agreements`: consent receipts and the agreements of
-//! confirmed proposals as a person reads them, and checked offline (`a2acp receipts verify
-//! FILE`) without the agent (SPEC-NOTES "Consent receipts", "Receipts of an agreement").
+//! `a2acp receipts`, `a2acp agreements` and `a2acp retractions`: consent receipts, the
+//! agreements of confirmed proposals and the records of what was taken back as a person
+//! reads them, and checked offline (`a2acp receipts verify FILE`) without the agent
+//! (SPEC-NOTES "Consent receipts", "Receipts of an agreement", "Retraction").
 
 use a2acp_core::display;
 use a2acp_core::encoding::{b64_decode, b64_encode};
 use a2acp_core::receipt::agreement::Agreement;
+use a2acp_core::receipt::retraction::{Retraction, RetractionError};
 use a2acp_core::receipt::{Basis, Receipt, ReceiptKind, StoredReceipt};
 use a2acp_core::Address;
 use serde_json::Value;
@@ -111,6 +113,54 @@ pub fn render_agreements(list: &[Agreement]) -> String {
     out.trim_end().to_string()
 }
 
+/// What a retraction record says of its acknowledgement, in words.
+fn retraction_state(r: &Retraction) -> String {
+    match r.verify() {
+        Ok(()) => format!("deleted: {} acknowledged it, signed", r.peer),
+        Err(RetractionError::Unacknowledged(_)) => format!(
+            "not acknowledged by {}: nothing says it was deleted",
+            r.peer
+        ),
+        Err(e) => format!("does not verify: {e}"),
+    }
+}
+
+/// The fields of a retraction, for a line a person reads.
+fn fields_text(r: &Retraction) -> String {
+    let v: Vec<String> = r
+        .fields
+        .iter()
+        .map(|f| display::line(f, display::MAX_FIELD_NAME).into_owned())
+        .collect();
+    display::line(&v.join(", "), display::MAX_SHORT).into_owned()
+}
+
+/// The retraction records as lines a person reads: one block each, oldest first.
+pub fn render_retractions(list: &[Retraction]) -> String {
+    if list.is_empty() {
+        return "nothing taken back: one is kept for every `thread retract`".into();
+    }
+    let mut out = String::new();
+    for r in list {
+        out.push_str(&format!(
+            "{}  thread {}  took back {} from {}\n  {}\n",
+            display::line(&r.asked_at, display::MAX_SHORT),
+            display::line(&r.thread_id, display::MAX_SHORT),
+            fields_text(r),
+            r.peer,
+            retraction_state(r),
+        ));
+        if let Some(a) = &r.ack {
+            out.push_str(&format!(
+                "  acknowledged {} (key {})\n",
+                display::line(&a.at, display::MAX_SHORT),
+                b64_encode(&a.key)
+            ));
+        }
+    }
+    out.trim_end().to_string()
+}
+
 /// What `receipts verify` checks beyond each signature.
 #[derive(Debug, Default, Clone)]
 pub struct VerifyOptions {
@@ -118,7 +168,8 @@ pub struct VerifyOptions {
     pub key: Option<String>,
     /// `FIELD=VALUE`: the value disclosed for FIELD (VALUE as JSON, else as a string).
     pub values: Vec<String>,
-    /// `ADDRESS=KEY`: in an agreement, ADDRESS's confirmation must be signed by KEY.
+    /// `ADDRESS=KEY`: in an agreement, ADDRESS's confirmation must be signed by KEY; in a
+    /// retraction, ADDRESS's acknowledgement.
     pub signers: Vec<String>,
 }
 
@@ -129,10 +180,13 @@ pub enum Item {
     Receipt(Box<StoredReceipt>),
     /// The agreement of a confirmed proposal.
     Agreement(Box<Agreement>),
+    /// The record of a retraction, with the peer's acknowledgement once it came.
+    Retraction(Box<Retraction>),
 }
 
 /// The items in `text`: one receipt, one stored receipt (with its salts), one agreement,
-/// or a list of them (what `a2acp receipts --json` and `a2acp agreements --json` write).
+/// one retraction record, or a list of them (what `a2acp receipts --json`, `a2acp
+/// agreements --json` and `a2acp retractions --json` write).
 pub fn parse(text: &str) -> Result<Vec<Item>, String> {
     let v: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
     let items = match v {
@@ -151,6 +205,11 @@ pub fn parse(text: &str) -> Result<Vec<Item>, String> {
                     .map(|g| Item::Agreement(Box::new(g)))
                     .map_err(|e| format!("item {}: not an agreement: {e}", i + 1));
             }
+            if item.get("type").and_then(Value::as_str) == Some("retraction") {
+                return serde_json::from_value::<Retraction>(item)
+                    .map(|r| Item::Retraction(Box::new(r)))
+                    .map_err(|e| format!("item {}: not a retraction record: {e}", i + 1));
+            }
             let stored = if item.get("receipt").is_some() {
                 serde_json::from_value::<StoredReceipt>(item)
             } else {
@@ -166,17 +225,29 @@ pub fn parse(text: &str) -> Result<Vec<Item>, String> {
         .collect()
 }
 
+/// `a`, `a and b`, `a, b and c`.
+fn and_list(items: &[String]) -> String {
+    match items.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
 fn key_arg(flag: &str, k: &str) -> Result<[u8; 32], String> {
     b64_decode(k)
         .and_then(|b| <[u8; 32]>::try_from(b).ok())
         .ok_or_else(|| format!("{flag} {k}: not a base64url public key of 32 bytes"))
 }
 
-/// Checks every receipt and agreement of `text` offline. A receipt: its signature under
-/// its key (and `opts.key`, if given) and each `opts.values` against the salted hash. An
-/// agreement: the proposal against its digest, each confirmation's signature, every
-/// required confirmation signed, and `opts.signers`' keys. `Ok` holds the report when
-/// every check passed, `Err` the report naming each check that failed.
+/// Checks every receipt, agreement and retraction record of `text` offline. A receipt: its
+/// signature under its key (and `opts.key`, if given) and each `opts.values` against the
+/// salted hash. An agreement: the proposal against its digest, each confirmation's
+/// signature, every required confirmation signed, and `opts.signers`' keys. A retraction:
+/// the peer's acknowledgement over the thread, the retraction and its fields, and
+/// `opts.signers`' keys; one without an acknowledgement is reported as not acknowledged,
+/// neither verified nor failed. `Ok` holds the report when every check passed, `Err` the
+/// report naming each check that failed.
 pub fn verify(text: &str, opts: &VerifyOptions) -> Result<String, String> {
     let list = parse(text)?;
     let key = match &opts.key {
@@ -203,9 +274,43 @@ pub fn verify(text: &str, opts: &VerifyOptions) -> Result<String, String> {
     let mut lines = Vec::new();
     let mut failed = false;
     let (mut receipts, mut agreements) = (0, 0);
+    let (mut retractions, mut unacknowledged) = (0, 0);
     for item in &list {
         let s = match item {
             Item::Receipt(s) => s,
+            Item::Retraction(r) => {
+                let id = format!(
+                    "retraction {} of thread {}",
+                    display::line(&r.retraction_id, display::MAX_SHORT),
+                    display::line(&r.thread_id, display::MAX_SHORT)
+                );
+                match r.verify_keys(&signers) {
+                    Ok(()) => {
+                        retractions += 1;
+                        let key = r.ack.as_ref().map(|a| b64_encode(&a.key));
+                        lines.push(format!(
+                            "{id}: {} acknowledged deleting {}, signed with key {}",
+                            r.peer,
+                            fields_text(r),
+                            key.unwrap_or_default()
+                        ));
+                    }
+                    Err(RetractionError::Unacknowledged(_)) => {
+                        unacknowledged += 1;
+                        lines.push(format!(
+                            "{id}: not acknowledged: {} was asked to delete {} and nothing \
+                             says it did",
+                            r.peer,
+                            fields_text(r)
+                        ));
+                    }
+                    Err(e) => {
+                        failed = true;
+                        lines.push(format!("{id}: FAILED: {e}"));
+                    }
+                }
+                continue;
+            }
             Item::Agreement(g) => {
                 agreements += 1;
                 let id = format!(
@@ -283,8 +388,18 @@ pub fn verify(text: &str, opts: &VerifyOptions) -> Result<String, String> {
     if agreements > 0 {
         counts.push(format!("{agreements} agreement(s)"));
     }
+    if retractions > 0 {
+        counts.push(format!("{retractions} retraction(s)"));
+    }
+    let not_acked = match unacknowledged {
+        0 => String::new(),
+        n => format!("; {n} retraction(s) not acknowledged"),
+    };
     match failed {
-        false => Ok(format!("{report}\n{} verified", counts.join(" and "))),
+        false => Ok(format!(
+            "{report}\n{} verified{not_acked}",
+            and_list(&counts)
+        )),
         true => Err(report),
     }
 }
@@ -490,6 +605,181 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("signed by agent:bob@example.org"), "{text}");
+    }
+
+    fn retraction(acked: bool) -> (IdentityKey, Retraction) {
+        use a2acp_core::receipt::retraction::{ack_bytes, Acknowledgement, RETRACTION_VERSION};
+        let bob = IdentityKey::from_seed([6; 32]);
+        let peer = Address::parse("agent:bob@example.org").unwrap();
+        let fields = vec!["transport_mode".to_string(), "dietary".to_string()];
+        let ack = acked.then(|| Acknowledgement {
+            key: bob.public().to_bytes(),
+            sig: bob.sign(&ack_bytes(&peer, "thr_1", "pkt_r1", &fields)),
+            at: "2026-11-28T19:10:01Z".into(),
+        });
+        let r = Retraction {
+            version: RETRACTION_VERSION,
+            thread_id: "thr_1".into(),
+            retraction_id: "pkt_r1".into(),
+            agent: Address::parse("agent:alice@example.org").unwrap(),
+            peer,
+            fields,
+            asked_at: "2026-11-28T19:10:00Z".into(),
+            ack,
+        };
+        (bob, r)
+    }
+
+    #[test]
+    fn retractions_verify_beside_receipts_and_agreements() {
+        let (_, s) = stored();
+        let (_, _, g) = agreement();
+        let (bob, r) = retraction(true);
+        let all = serde_json::to_string(&json!([s, g, r])).unwrap();
+        let bob_key = b64_encode(&bob.public().to_bytes());
+        let opts = VerifyOptions {
+            signers: vec![format!("agent:bob@example.org={bob_key}")],
+            ..Default::default()
+        };
+        let report = verify(&all, &opts).unwrap();
+        assert!(
+            report.contains(&format!(
+                "retraction pkt_r1 of thread thr_1: agent:bob@example.org acknowledged \
+                 deleting transport_mode, dietary, signed with key {bob_key}"
+            )),
+            "{report}"
+        );
+        assert!(
+            report.ends_with("1 receipt(s), 1 agreement(s) and 1 retraction(s) verified"),
+            "{report}"
+        );
+        // One record alone, as `retractions --json` writes a single one.
+        let one = serde_json::to_string(&r).unwrap();
+        let report = verify(&one, &VerifyOptions::default()).unwrap();
+        assert!(
+            report.ends_with("0 receipt(s) and 1 retraction(s) verified"),
+            "{report}"
+        );
+        let text = render_retractions(&[r]);
+        assert!(
+            text.contains("took back transport_mode, dietary from agent:bob@example.org"),
+            "{text}"
+        );
+        assert!(
+            text.contains("deleted: agent:bob@example.org acknowledged it, signed"),
+            "{text}"
+        );
+        assert!(text.contains(&format!("(key {bob_key})")), "{text}");
+    }
+
+    #[test]
+    fn each_retraction_failure_is_named() {
+        let (_, r) = retraction(true);
+        let fails = |r: &Retraction, opts: &VerifyOptions| {
+            verify(&serde_json::to_string(r).unwrap(), opts).unwrap_err()
+        };
+        let none = VerifyOptions::default();
+        // A field added, one removed, another thread, another retraction, another peer:
+        // the acknowledgement does not cover them.
+        let mut tampered = Vec::new();
+        let mut t = r.clone();
+        t.fields.push("budget_range".into());
+        tampered.push(("a field added", t));
+        let mut t = r.clone();
+        t.fields.pop();
+        tampered.push(("a field removed", t));
+        let mut t = r.clone();
+        t.thread_id = "thr_2".into();
+        tampered.push(("the thread", t));
+        let mut t = r.clone();
+        t.retraction_id = "pkt_r2".into();
+        tampered.push(("the retraction id", t));
+        for (what, t) in &tampered {
+            let e = fails(t, &none);
+            assert!(
+                e.contains(
+                    "FAILED: the acknowledgement of agent:bob@example.org does not verify: \
+                     the record was altered"
+                ),
+                "{what}: {e}"
+            );
+        }
+        let mut t = r.clone();
+        t.peer = Address::parse("agent:carol@example.org").unwrap();
+        let e = fails(&t, &none);
+        assert!(
+            e.contains("the acknowledgement of agent:carol@example.org does not verify"),
+            "{e}"
+        );
+        // A signature altered, or the key swapped for another.
+        let mut t = r.clone();
+        if let Some(a) = t.ack.as_mut() {
+            a.sig[0] ^= 1;
+        }
+        assert!(fails(&t, &none).contains("the record was altered"));
+        let mut t = r.clone();
+        if let Some(a) = t.ack.as_mut() {
+            a.key = IdentityKey::from_seed([8; 32]).public().to_bytes();
+        }
+        assert!(fails(&t, &none).contains("the record was altered"));
+        // Genuine, but not by the key expected for the peer.
+        let other = b64_encode(&[9; 32]);
+        let e = fails(
+            &r,
+            &VerifyOptions {
+                signers: vec![format!("agent:bob@example.org={other}")],
+                ..Default::default()
+            },
+        );
+        assert!(
+            e.contains("agent:bob@example.org acknowledged with")
+                && e.contains(&format!("not with the expected key {other}")),
+            "{e}"
+        );
+        let mut t = r.clone();
+        t.version = 2;
+        assert!(fails(&t, &none).contains("retraction version 2 is not supported"));
+        let e = verify("{\"type\":\"retraction\",\"version\":1}", &none).unwrap_err();
+        assert!(e.contains("item 1: not a retraction record"), "{e}");
+        // One failing record fails the file, whatever else it holds.
+        let (_, s) = stored();
+        let e = verify(
+            &serde_json::to_string(&json!([s, tampered[0].1])).unwrap(),
+            &none,
+        )
+        .unwrap_err();
+        assert!(e.contains("signature valid") && e.contains("FAILED"), "{e}");
+        // The times are the retracting agent's notes, outside what the peer signed.
+        let mut t = r.clone();
+        t.asked_at = "2027-01-01T00:00:00Z".into();
+        assert!(verify(&serde_json::to_string(&t).unwrap(), &none).is_ok());
+    }
+
+    #[test]
+    fn an_unacknowledged_retraction_is_reported_not_verified() {
+        let (_, r) = retraction(false);
+        let (_, acked) = retraction(true);
+        let text = serde_json::to_string(&json!([acked, r])).unwrap();
+        let report = verify(&text, &VerifyOptions::default()).unwrap();
+        assert!(
+            report.contains(
+                "retraction pkt_r1 of thread thr_1: not acknowledged: agent:bob@example.org \
+                 was asked to delete transport_mode, dietary and nothing says it did"
+            ),
+            "{report}"
+        );
+        assert!(
+            report.ends_with(
+                "0 receipt(s) and 1 retraction(s) verified; 1 retraction(s) not acknowledged"
+            ),
+            "{report}"
+        );
+        let text = render_retractions(&[r]);
+        assert!(
+            text.contains("not acknowledged by agent:bob@example.org: nothing says it was deleted"),
+            "{text}"
+        );
+        assert!(!text.contains("acknowledged 2026"), "{text}");
     }
 
     #[test]

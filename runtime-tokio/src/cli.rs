@@ -119,6 +119,17 @@ pub(crate) enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// What you took back: each retraction, from whom, and whether the other agent
+    /// acknowledged deleting it, signed (`receipts verify FILE` checks `retractions --json`
+    /// too).
+    Retractions {
+        /// Only this thread's retractions.
+        #[arg(long)]
+        thread: Option<String>,
+        /// Machine-readable output (what `receipts verify` reads).
+        #[arg(long)]
+        json: bool,
+    },
     /// What your agent told you: unread notifications (numbered), or mark them read.
     Notifications {
         /// `read N` or `read --all`.
@@ -489,11 +500,12 @@ pub(crate) enum ThreadCmd {
 
 #[derive(Subcommand)]
 pub(crate) enum ReceiptsCmd {
-    /// Check receipts and agreements offline, without the agent: FILE holds one of them
-    /// or the list `a2acp receipts --json` or `a2acp agreements --json` writes. Exit
-    /// status 1 when any check fails.
+    /// Check receipts, agreements and retractions offline, without the agent: FILE holds
+    /// one of them or the list `a2acp receipts --json`, `a2acp agreements --json` or
+    /// `a2acp retractions --json` writes. Exit status 1 when any check fails (a retraction
+    /// not acknowledged is reported as such, not counted as verified, and does not fail).
     Verify {
-        /// The receipt or agreement file.
+        /// The receipt, agreement or retraction file.
         file: PathBuf,
         /// The key every receipt must be signed by (base64url, as `a2acp keys show` prints it).
         #[arg(long)]
@@ -502,8 +514,9 @@ pub(crate) enum ReceiptsCmd {
         /// `receipts --json` keeps); repeatable.
         #[arg(long = "value")]
         values: Vec<String>,
-        /// ADDRESS=KEY: in an agreement, ADDRESS's confirmation must be signed by KEY
-        /// (base64url, e.g. the key you checked with `a2acp keys`); repeatable.
+        /// ADDRESS=KEY: in an agreement, ADDRESS's confirmation must be signed by KEY, in a
+        /// retraction ADDRESS's acknowledgement (base64url, e.g. the key you checked with
+        /// `a2acp keys`); repeatable.
         #[arg(long = "signer")]
         signers: Vec<String>,
     },

@@ -457,6 +457,13 @@ pub(crate) async fn client(home: &Home, cmd: Cmd) -> Result<ExitCode, String> {
                 .map(|d| a2acp_runtime::receipts::render_agreements(&d))
                 .unwrap_or_default()
         }),
+        Cmd::Retractions { thread, json } => (Request::Retractions { thread }, json, |r| {
+            serde_json::from_value::<Vec<a2acp_core::receipt::retraction::Retraction>>(
+                r.data.clone(),
+            )
+            .map(|d| a2acp_runtime::receipts::render_retractions(&d))
+            .unwrap_or_default()
+        }),
         Cmd::Suggestions { cmd: None, json } => (Request::Suggestions, json, |r| {
             serde_json::from_value::<Vec<a2acp_core::agent::Suggestion>>(r.data.clone())
                 .map(|d| control::render_suggestions(&d))

@@ -48,6 +48,8 @@ const README_COMMANDS: &[&str] = &[
     "a2acp --home ./alice agreements --json > agreement.json",
     "a2acp receipts verify agreement.json",
     "a2acp --home ./alice thread retract thr_… transport_mode",
+    "a2acp --home ./alice retractions --json > retraction.json",
+    "a2acp receipts verify retraction.json",
 ];
 
 /// A child process killed (and reaped) when dropped.
@@ -481,6 +483,27 @@ fn the_readme_by_hand_section_runs_as_written() {
             let t = w.json("./alice", &["thread", "show", &w.thread]);
             t["retractions"][0]["acknowledged"] == true
         },
+    );
+    // Her record of it, with Bob's signed acknowledgement, verifies offline; altered, it
+    // does not.
+    let (line, file) = c[26].split_once(" > ").expect("a redirection");
+    let json = w.ok(line);
+    fs::write(w.cwd().join(file), &json).unwrap();
+    let out = w.ok(c[27]);
+    assert!(
+        out.contains("agent:bob@localhost acknowledged deleting transport_mode, signed")
+            && out.contains("1 retraction(s) verified"),
+        "{out}"
+    );
+    let mut altered: serde_json::Value = serde_json::from_str(&json).unwrap();
+    altered[0]["fields"] = serde_json::json!(["transport_mode", "time_windows"]);
+    fs::write(w.cwd().join("altered-retraction.json"), altered.to_string()).unwrap();
+    let o = w.run(&w.args("a2acp receipts verify altered-retraction.json"));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        !o.status.success()
+            && out.contains("the acknowledgement of agent:bob@localhost does not verify"),
+        "{out}"
     );
     let t = w.json("./bob", &["thread", "show", &w.thread]);
     assert!(t["theirs"].get("transport_mode").is_none(), "{t}");

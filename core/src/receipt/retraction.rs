@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::address::Address;
 use crate::crypto::{put_lp, PublicKey};
-use crate::encoding::b64_array;
+use crate::encoding::{b64_array, b64_encode};
 
 /// Label that starts the bytes a retraction's acknowledgement signs.
 pub const RETRACTION_ACK_LABEL: &[u8] = b"A2ACP-RETRACTION-ACK-V1\0";
@@ -89,6 +89,16 @@ pub enum RetractionError {
     /// Another version.
     #[error("retraction version {0} is not supported (this implementation reads version 1)")]
     Version(u32),
+    /// The acknowledgement was signed by another key than the one expected for the peer.
+    #[error("{address} acknowledged with {found}, not with the expected key {expected}")]
+    WrongKey {
+        /// The peer.
+        address: String,
+        /// The key in the record (base64url).
+        found: String,
+        /// The key expected (base64url).
+        expected: String,
+    },
 }
 
 impl Retraction {
@@ -113,6 +123,23 @@ impl Retraction {
         } else {
             Err(RetractionError::Signature(self.peer.to_string()))
         }
+    }
+
+    /// [`Retraction::verify`], and, when `expected` names the peer, that it acknowledged
+    /// with the key given for it.
+    pub fn verify_keys(&self, expected: &[(Address, [u8; 32])]) -> Result<(), RetractionError> {
+        self.verify()?;
+        if let (Some(a), Some((_, k))) = (&self.ack, expected.iter().find(|(a, _)| a == &self.peer))
+        {
+            if k != &a.key {
+                return Err(RetractionError::WrongKey {
+                    address: self.peer.to_string(),
+                    found: b64_encode(&a.key),
+                    expected: b64_encode(k),
+                });
+            }
+        }
+        Ok(())
     }
 }
 

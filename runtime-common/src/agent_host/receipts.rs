@@ -1,8 +1,10 @@
-//! What `receipts` and `agreements` answer: the agent's signed consent receipts and the
-//! agreements of its confirmed proposals, read from its store (SPEC-NOTES "Consent
-//! receipts", "Receipts of an agreement").
+//! What `receipts`, `agreements` and `retractions` answer: the agent's signed consent
+//! receipts, the agreements of its confirmed proposals and the records of what its user
+//! took back, read from its store (SPEC-NOTES "Consent receipts", "Receipts of an
+//! agreement", "Retraction").
 
 use a2acp_core::receipt::agreement::{Agreement, AGREEMENT_PREFIX};
+use a2acp_core::receipt::retraction::{Retraction, RETRACTION_PREFIX};
 use a2acp_core::receipt::{StoredReceipt, RECEIPT_PREFIX};
 
 use super::*;
@@ -19,6 +21,13 @@ impl AgentHost {
     /// `agreements`: every agreement kept (or thread `thread`'s), oldest first.
     pub(super) fn agreements(&self, thread: Option<&str>) -> Result<Response, HostError> {
         self.thread_records::<Agreement>(AGREEMENT_PREFIX, thread, "agreement", |g| g.at.clone())
+    }
+
+    /// `retractions`: every retraction record (or thread `thread`'s), oldest first.
+    pub(super) fn retractions(&self, thread: Option<&str>) -> Result<Response, HostError> {
+        self.thread_records::<Retraction>(RETRACTION_PREFIX, thread, "retraction", |r| {
+            r.asked_at.clone()
+        })
     }
 
     /// The records under `prefix` (`prefix<thread>/…` for one thread), oldest first by

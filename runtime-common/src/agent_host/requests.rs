@@ -72,6 +72,7 @@ impl AgentHost {
             Request::Suggestions => (Response::ok(self.agent.suggestions()), Vec::new()),
             Request::Receipts { thread } => (self.receipts(thread.as_deref())?, Vec::new()),
             Request::Agreements { thread } => (self.agreements(thread.as_deref())?, Vec::new()),
+            Request::Retractions { thread } => (self.retractions(thread.as_deref())?, Vec::new()),
             Request::AcceptSuggestion { id } => {
                 let list = self.agent.suggestions();
                 match list.iter().find(|s| s.id() == id) {

@@ -350,6 +350,14 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         thread: Option<String>,
     },
+    /// The records of the values taken back (`a2acp retractions`; SPEC-NOTES
+    /// "Retraction"), oldest first, each with the peer's signed acknowledgement once it
+    /// came.
+    Retractions {
+        /// Only this thread's.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        thread: Option<String>,
+    },
     /// The §7.2 suggestions that still apply (`a2acp suggestions`), oldest first.
     Suggestions,
     /// Accept a §7.2 suggestion by its number (`a2acp suggestions accept N`): "always
