@@ -325,6 +325,16 @@ pub enum SpaceRefusal {
         /// The field.
         field: String,
     },
+    /// A value another agent shared with the writer's agent under "no re-sharing"
+    /// (SPEC-NOTES "Usage rules"; checked by the writing agent): not for the other
+    /// participants.
+    #[error("it holds the `{field}` {from} shared with this agent only (no re-sharing)")]
+    NotToBePassedOn {
+        /// The field the value was shared as.
+        field: String,
+        /// Who shared it.
+        from: Address,
+    },
 }
 
 /// What applying an update did.

@@ -16,8 +16,10 @@
 
 use std::collections::BTreeSet;
 
+use serde_json::Value;
+
 use crate::agent::negotiation::retraction::Deleted;
-use crate::agent::thread::Thread;
+use crate::agent::thread::{escape_json, strings_of, Thread};
 use crate::agent::*;
 use crate::display;
 use crate::memory::USAGE_PREFIX;
@@ -184,5 +186,53 @@ impl Shared {
                 );
             }
         }
+    }
+}
+
+impl Agent {
+    /// The field and sharer of a value held under "no re-sharing" that `bytes` (what this
+    /// agent is about to give everyone in `audience`) carries, if any: a value another
+    /// agent shared with this one only reaches no one else — in a thread's values or in
+    /// memory, compared as whole JSON strings of at least 4 characters.
+    pub(in crate::agent) fn guarded_value(
+        &self,
+        audience: &[Address],
+        bytes: &[u8],
+    ) -> Option<(String, Address)> {
+        let text = String::from_utf8_lossy(bytes);
+        let carries = |v: &Value| {
+            strings_of(v)
+                .iter()
+                .any(|s| s.chars().count() >= 4 && text.contains(&escape_json(s)))
+        };
+        let beyond = |from: &Address| audience.iter().any(|a| a != from);
+        for t in self.threads.values() {
+            for (field, rule) in t.usage.iter().filter(|(_, r)| r.no_reshare) {
+                if beyond(&t.peer) && t.theirs.get(field).is_some_and(carries) {
+                    return Some((field.clone(), t.peer.clone()));
+                }
+            }
+        }
+        for f in self.shared.memory.facts().filter(|f| f.valid_to.is_none()) {
+            let Some(field) = f.predicate.strip_prefix(USAGE_PREFIX) else {
+                continue;
+            };
+            let Ok(peer) = Address::parse(&f.project_id) else {
+                continue;
+            };
+            let guarded = serde_json::from_str::<UsageRule>(&f.value).is_ok_and(|r| r.no_reshare);
+            if !guarded || !beyond(&peer) {
+                continue;
+            }
+            let cached = self
+                .shared
+            .memory
+                .current(&f.project_id, &f.project_id, &format!("cache.{field}"))
+                .and_then(|c| serde_json::from_str::<Value>(&c.value).ok());
+            if cached.as_ref().is_some_and(carries) {
+                return Some((field.to_string(), peer));
+            }
+        }
+        None
     }
 }

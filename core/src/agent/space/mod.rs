@@ -226,8 +226,10 @@ impl Agent {
             .map(|p| p.address.clone())
             .filter(|a| a != &me)
             .collect();
-        let mut refusal = None;
-        for o in &others {
+        let mut refusal = self
+            .guarded_value(&others, &serde_json::to_vec(&value).unwrap_or_default())
+            .map(|(field, from)| SpaceRefusal::NotToBePassedOn { field, from });
+        for o in others.iter().filter(|_| refusal.is_none()) {
             if self.shared.tier(o, &base) == Tier::NeverShare {
                 refusal = Some(SpaceRefusal::NeverShare {
                     field: field.clone(),

@@ -571,3 +571,94 @@ fn a_creator_cannot_change_the_definition_afterwards() {
     );
     assert_eq!(refusals(&net, a), vec![SpaceRefusal::DefinitionMismatch]);
 }
+
+/// Alice, Bob (whose area may not be passed on) and Carol; Alice and Bob plan the dinner,
+/// so Alice's agent holds Bob's area under "no re-sharing".
+fn trio_after_a_guarded_dinner() -> (Net, usize, usize, usize, String) {
+    let start = Timestamp::parse_rfc3339(dinner::START).unwrap();
+    let mut net = Net::new("a2acp.io", start, [7; 32]);
+    let a = net.add_agent(dinner::alice("a2acp.io"), [1; 32], [11; 32]);
+    let mut bob = dinner::bob("a2acp.io");
+    bob.permissions.usage.insert(
+        "location_preference".into(),
+        crate::agent::permissions::UsagePolicy {
+            purpose: false,
+            expires_after: None,
+            no_reshare: true,
+        },
+    );
+    let b = net.add_agent(bob, [2; 32], [22; 32]);
+    let c = net.add_agent(
+        AgentConfig::new(Address::parse("agent:carol@a2acp.io").unwrap()),
+        [3; 32],
+        [33; 32],
+    );
+    for i in [a, b, c] {
+        net.connect(i);
+    }
+    net.settle();
+    let thread = crate::agent::tests::support::start_dinner(&mut net, a, b);
+    let area = net.nodes[a].agent.thread(&thread).unwrap().theirs["location_preference"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    (net, a, b, c, area)
+}
+
+#[test]
+fn a_value_that_may_not_be_passed_on_is_not_written_into_a_space_others_read() {
+    let (mut net, a, b, c, area) = trio_after_a_guarded_dinner();
+    let id = create_trip(&mut net, a, b, c);
+    set(&mut net, a, &id, "meeting_point", val(json!(area.clone())));
+    set(&mut net, a, &id, "plan", val(json!({"where": area.clone(), "when": "Friday"})));
+    net.settle();
+    // Refused on Alice's side, saying whose value it is; nobody receives it.
+    let bob = net.address(b);
+    let refused = refusals(&net, a);
+    for f in ["meeting_point", "plan"] {
+        assert_eq!(field(&net, a, &id, f), None, "{f}");
+        assert_eq!(field(&net, c, &id, f), None, "{f}");
+    }
+    assert_eq!(
+        refused,
+        vec![
+            SpaceRefusal::NotToBePassedOn {
+                field: "location_preference".into(),
+                from: bob.clone()
+            };
+            2
+        ]
+    );
+    let told = net.nodes[a]
+        .notifications
+        .iter()
+        .any(|n| n.text.contains("shared with this agent only"));
+    assert!(told, "Alice is told why");
+    // Alice's own words, and anything else, are still written.
+    set(&mut net, a, &id, "meeting_point", val(json!("the station")));
+    net.settle();
+    assert_eq!(
+        field(&net, c, &id, "meeting_point"),
+        Some(val(json!("the station")))
+    );
+}
+
+#[test]
+fn a_space_with_only_the_sharer_may_hold_its_value() {
+    let (mut net, a, b, _, area) = trio_after_a_guarded_dinner();
+    let participants = vec![part(&net, b, SpacePermission::FullWrite)];
+    net.command(
+        a,
+        Command::CreateSpace {
+            name: "Just us".into(),
+            participants,
+            fields: Context::new(),
+        },
+    );
+    net.settle();
+    let id = net.nodes[a].agent.spaces().keys().next().cloned().unwrap();
+    set(&mut net, a, &id, "meeting_point", val(json!(area.clone())));
+    net.settle();
+    assert_eq!(field(&net, b, &id, "meeting_point"), Some(val(json!(area))));
+    assert!(refusals(&net, a).is_empty());
+}

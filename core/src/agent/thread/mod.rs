@@ -14,6 +14,7 @@ use crate::address::Address;
 use crate::crypto::ThreadSession;
 use crate::negotiator::Rejected;
 use crate::packet::{ActionSpec, Context, Intent, Need, ResolutionBody, ResolutionStatus};
+pub(in crate::agent) use packets::{escape_json, strings_of};
 pub use crate::thread_state::{ThreadState, TRANSITIONS};
 use crate::time::Timestamp;
 
