@@ -207,7 +207,7 @@ impl Agent {
         };
         let beyond = |from: &Address| audience.iter().any(|a| a != from);
         for t in self.threads.values() {
-            for (field, rule) in t.usage.iter().filter(|(_, r)| r.no_reshare) {
+            for (field, _) in t.usage.iter().filter(|(_, r)| r.no_reshare) {
                 if beyond(&t.peer) && t.theirs.get(field).is_some_and(carries) {
                     return Some((field.clone(), t.peer.clone()));
                 }
@@ -226,7 +226,7 @@ impl Agent {
             }
             let cached = self
                 .shared
-            .memory
+                .memory
                 .current(&f.project_id, &f.project_id, &format!("cache.{field}"))
                 .and_then(|c| serde_json::from_str::<Value>(&c.value).ok());
             if cached.as_ref().is_some_and(carries) {

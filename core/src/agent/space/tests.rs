@@ -610,7 +610,13 @@ fn a_value_that_may_not_be_passed_on_is_not_written_into_a_space_others_read() {
     let (mut net, a, b, c, area) = trio_after_a_guarded_dinner();
     let id = create_trip(&mut net, a, b, c);
     set(&mut net, a, &id, "meeting_point", val(json!(area.clone())));
-    set(&mut net, a, &id, "plan", val(json!({"where": area.clone(), "when": "Friday"})));
+    set(
+        &mut net,
+        a,
+        &id,
+        "plan",
+        val(json!({"where": area.clone(), "when": "Friday"})),
+    );
     net.settle();
     // Refused on Alice's side, saying whose value it is; nobody receives it.
     let bob = net.address(b);

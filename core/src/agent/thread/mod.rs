@@ -14,9 +14,9 @@ use crate::address::Address;
 use crate::crypto::ThreadSession;
 use crate::negotiator::Rejected;
 use crate::packet::{ActionSpec, Context, Intent, Need, ResolutionBody, ResolutionStatus};
-pub(in crate::agent) use packets::{escape_json, strings_of};
 pub use crate::thread_state::{ThreadState, TRANSITIONS};
 use crate::time::Timestamp;
+pub(in crate::agent) use packets::{escape_json, strings_of};
 
 /// Who the thread is waiting for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
