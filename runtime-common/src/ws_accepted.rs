@@ -89,6 +89,27 @@ pub struct Decoder {
     after: Skipper,
 }
 
+/// Takes from `bytes` what they hold of the frame header being read (`head`, of which
+/// `have` bytes are in), advancing `bytes`; `true` once the header is whole (`head` holds
+/// it and `have` is back to 0).
+fn take_header(head: &mut [u8; 14], have: &mut u8, bytes: &mut &[u8]) -> bool {
+    let got = *have as usize;
+    let need = if got < 2 {
+        2
+    } else {
+        header_len([head[0], head[1]])
+    };
+    let n = (need - got).min(bytes.len());
+    head[got..got + n].copy_from_slice(&bytes[..n]);
+    *have += n as u8;
+    *bytes = &bytes[n..];
+    if *have >= 2 && *have as usize == header_len([head[0], head[1]]) {
+        *have = 0;
+        return true;
+    }
+    false
+}
+
 /// The header's length once its first two bytes are known.
 fn header_len(b0_b1: [u8; 2]) -> usize {
     let ext = match b0_b1[1] & 0x7f {
@@ -142,18 +163,7 @@ impl Skipper {
                 self.closed = self.left == 0 && self.closing;
                 continue;
             }
-            let have = self.have as usize;
-            let need = if have < 2 {
-                2
-            } else {
-                header_len([self.head[0], self.head[1]])
-            };
-            let n = (need - have).min(bytes.len());
-            self.head[have..have + n].copy_from_slice(&bytes[..n]);
-            self.have += n as u8;
-            bytes = &bytes[n..];
-            if self.have >= 2 && self.have as usize == header_len([self.head[0], self.head[1]]) {
-                self.have = 0;
+            if take_header(&mut self.head, &mut self.have, &mut bytes) {
                 self.left = payload_len(&self.head).0;
                 self.closing = self.head[0] & 0x0f == OP_CLOSE;
                 self.closed = self.left == 0 && self.closing;
@@ -181,19 +191,7 @@ impl Decoder {
             }
             let Some(frame) = self.frame.as_mut() else {
                 // A header.
-                let have = self.have as usize;
-                let need = if have < 2 {
-                    2
-                } else {
-                    header_len([self.head[0], self.head[1]])
-                };
-                let n = (need - have).min(bytes.len());
-                self.head[have..have + n].copy_from_slice(&bytes[..n]);
-                self.have += n as u8;
-                bytes = &bytes[n..];
-                if self.have >= 2 && self.have as usize == header_len([self.head[0], self.head[1]])
-                {
-                    self.have = 0;
+                if take_header(&mut self.head, &mut self.have, &mut bytes) {
                     self.header(out);
                 }
                 continue;

@@ -297,3 +297,49 @@ fn register_frame(id: &IdentityKey, address: &Address, nonce: &[u8; 32], domain:
     };
     String::from_utf8(f.to_bytes()).unwrap_or_default()
 }
+
+/// How a client goes on sending after a listener refused it (or a relay sent its close
+/// frame), to see the lingering close cut it (SPEC-NOTES "Refusals a client can read").
+#[derive(Debug, Clone, Copy)]
+pub enum After {
+    /// Writes as fast as it can: cut once the listener has drained its byte cap; the
+    /// answer is how many bytes it wrote.
+    Floods,
+    /// Writes one byte every 100 ms: cut at the listener's deadline; the answer is how
+    /// many milliseconds after `since` it was cut.
+    Trickles,
+}
+
+/// Writes on `w` as `after` says until the other side cuts the connection (30 s at most,
+/// or the test fails saying `who` never cut it).
+pub async fn send_on(
+    w: &mut tokio::net::tcp::OwnedWriteHalf,
+    after: After,
+    since: std::time::Instant,
+    who: &str,
+) -> u64 {
+    use tokio::io::AsyncWriteExt;
+    let mut written = 0u64;
+    let send = async {
+        match after {
+            After::Floods => {
+                let chunk = vec![b'x'; 64 * 1024];
+                while w.write_all(&chunk).await.is_ok() {
+                    written += chunk.len() as u64;
+                }
+            }
+            After::Trickles => {
+                while w.write_all(b"x").await.is_ok() {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), send)
+        .await
+        .unwrap_or_else(|_| panic!("{who} cuts a client that goes on sending"));
+    match after {
+        After::Floods => written,
+        After::Trickles => since.elapsed().as_millis() as u64,
+    }
+}

@@ -15,7 +15,7 @@ use a2acp_core::link::{ClientFrame, ErrorCode, RelayFrame};
 use a2acp_core::relay::RelayConfig;
 use a2acp_runtime::linger;
 use a2acp_runtime::scripted::ScriptedUser;
-use a2acp_tests::attacks::{self, Flood};
+use a2acp_tests::attacks::{self, send_on, After, Flood};
 use a2acp_tests::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -315,44 +315,6 @@ async fn read_to_close(r: &mut OwnedReadHalf) -> (Vec<String>, (u16, String)) {
     got
 }
 
-/// How a client goes on after the relay's close frame.
-#[derive(Clone, Copy)]
-enum After {
-    /// Writes as fast as it can; how much it wrote before the cut.
-    Floods,
-    /// Writes one byte every 100 ms; how many milliseconds after the close frame it was
-    /// cut.
-    Trickles,
-}
-
-/// Writes as `after` says on `w` until the relay cuts the connection (30 s at most).
-async fn send_on(w: &mut OwnedWriteHalf, after: After) -> u64 {
-    let started = Instant::now();
-    let mut written = 0u64;
-    let send = async {
-        match after {
-            After::Floods => {
-                let chunk = vec![b'x'; 64 * 1024];
-                while w.write_all(&chunk).await.is_ok() {
-                    written += chunk.len() as u64;
-                }
-            }
-            After::Trickles => {
-                while w.write_all(b"x").await.is_ok() {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(30), send)
-        .await
-        .expect("the relay cuts a client that goes on sending");
-    match after {
-        After::Floods => written,
-        After::Trickles => started.elapsed().as_millis() as u64,
-    }
-}
-
 /// Waits (2 s at most) until the relay holds no connection.
 async fn no_connection_left(relay: &Relay) {
     let started = Instant::now();
@@ -383,7 +345,7 @@ async fn a_client_sending_on_after_the_close_frame_is_cut(rt: Runtime) {
         assert_eq!(errors, ["too_large"]);
         assert_eq!(close, (1009, "too_large".to_string()));
         assert_eq!(relay.connections().open, 1, "the relay lingers");
-        let n = send_on(&mut w, after).await;
+        let n = send_on(&mut w, after, Instant::now(), "the relay").await;
         match after {
             After::Floods => {
                 eprintln!("a flood after the close frame cut after {n} bytes");
@@ -432,7 +394,7 @@ async fn a_client_answering_the_close_frame_is_let_go_at_once(rt: Runtime) {
     w.write_all(&client_frame(0x8, &[0x03, 0xe8]))
         .await
         .unwrap();
-    let ms = send_on(&mut w, After::Trickles).await;
+    let ms = send_on(&mut w, After::Trickles, Instant::now(), "the relay").await;
     assert!(
         ms < linger::TIME.as_millis() as u64 / 2,
         "cut {ms} ms after the client's close frame"

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use a2acp_runtime::a2a::A2aLimits;
 use a2acp_runtime::home::Home;
 use a2acp_runtime::linger;
+use a2acp_tests::attacks::{send_on, After};
 use a2acp_tests::*;
 use a2acp_tokio::mcp::McpOptions;
 use a2acp_tokio::mcp_http::{self, McpHttpLimits, McpHttpOptions};
@@ -251,16 +252,6 @@ async fn an_async_client_reads_the_relays_refusal(rt: Runtime) {
     relay.stop(true).await;
 }
 
-/// What a client that goes on sending after its refusal gets.
-enum After {
-    /// Writes as fast as it can: cut once the listener has drained [`linger::MAX_BYTES`];
-    /// how much it wrote.
-    Floods,
-    /// Writes one byte every 100 ms: cut [`linger::TIME`] after its refusal; how long
-    /// after the refusal.
-    Trickles,
-}
-
 /// Sends `head` to `addr`, reads the refusal (`want`: its status line's start), then goes
 /// on sending as `after` says until the listener cuts the connection: bytes written after
 /// the refusal (`Floods`) or milliseconds from the refusal to the cut (`Trickles`).
@@ -285,29 +276,7 @@ async fn cut_after_refusal(addr: SocketAddr, head: &str, want: &str, after: Afte
             }
         }
     });
-    let mut written = 0u64;
-    let send = async {
-        match after {
-            After::Floods => {
-                let chunk = vec![b'x'; 64 * 1024];
-                while w.write_all(&chunk).await.is_ok() {
-                    written += chunk.len() as u64;
-                }
-            }
-            After::Trickles => {
-                while w.write_all(b"x").await.is_ok() {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(30), send)
-        .await
-        .expect("the listener cuts a client that goes on sending");
-    match after {
-        After::Floods => written,
-        After::Trickles => refused.elapsed().as_millis() as u64,
-    }
+    send_on(&mut w, after, refused, "the listener").await
 }
 
 /// The linger's bounds hold on the agent's listeners: a body that never ends is cut once

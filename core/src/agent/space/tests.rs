@@ -14,10 +14,15 @@ use crate::space::{
 /// Alice, Bob and Carol (Carol's config is Bob's with another name) on one relay, all
 /// online.
 fn trio() -> (Net, usize, usize, usize) {
+    trio_with(dinner::bob("a2acp.io"))
+}
+
+/// [`trio`] with Bob configured as `bob`.
+fn trio_with(bob: AgentConfig) -> (Net, usize, usize, usize) {
     let start = Timestamp::parse_rfc3339(dinner::START).unwrap();
     let mut net = Net::new("a2acp.io", start, [7; 32]);
     let a = net.add_agent(dinner::alice("a2acp.io"), [1; 32], [11; 32]);
-    let b = net.add_agent(dinner::bob("a2acp.io"), [2; 32], [22; 32]);
+    let b = net.add_agent(bob, [2; 32], [22; 32]);
     let c = net.add_agent(
         AgentConfig::new(Address::parse("agent:carol@a2acp.io").unwrap()),
         [3; 32],
@@ -575,9 +580,6 @@ fn a_creator_cannot_change_the_definition_afterwards() {
 /// Alice, Bob (whose area may not be passed on) and Carol; Alice and Bob plan the dinner,
 /// so Alice's agent holds Bob's area under "no re-sharing".
 fn trio_after_a_guarded_dinner() -> (Net, usize, usize, usize, String) {
-    let start = Timestamp::parse_rfc3339(dinner::START).unwrap();
-    let mut net = Net::new("a2acp.io", start, [7; 32]);
-    let a = net.add_agent(dinner::alice("a2acp.io"), [1; 32], [11; 32]);
     let mut bob = dinner::bob("a2acp.io");
     bob.permissions.usage.insert(
         "location_preference".into(),
@@ -587,16 +589,7 @@ fn trio_after_a_guarded_dinner() -> (Net, usize, usize, usize, String) {
             no_reshare: true,
         },
     );
-    let b = net.add_agent(bob, [2; 32], [22; 32]);
-    let c = net.add_agent(
-        AgentConfig::new(Address::parse("agent:carol@a2acp.io").unwrap()),
-        [3; 32],
-        [33; 32],
-    );
-    for i in [a, b, c] {
-        net.connect(i);
-    }
-    net.settle();
+    let (mut net, a, b, c) = trio_with(bob);
     let thread = crate::agent::tests::support::start_dinner(&mut net, a, b);
     let area = net.nodes[a].agent.thread(&thread).unwrap().theirs["location_preference"]
         .as_str()
