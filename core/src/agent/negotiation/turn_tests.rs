@@ -111,14 +111,18 @@ fn a_value_that_expired_is_taken_in_again_when_shared_anew() {
             .add(std::time::Duration::from_secs(secs))
             .to_rfc3339()
     };
+    // Mallory shares her dietary needs, to expire at `expires_at`.
+    let share = |w: &mut HostileWorld, expires_at: String| {
+        w.m_send(
+            &thread,
+            "context",
+            json!({"context": {"dietary": ["none"]},
+                   "permissions": {"shared_fields": ["dietary"], "withheld_fields": [],
+                                   "usage": {"dietary": {"expires_at": expires_at}}}}),
+        );
+    };
     let first = soon(&w, 60);
-    w.m_send(
-        &thread,
-        "context",
-        json!({"context": {"dietary": ["none"]},
-               "permissions": {"shared_fields": ["dietary"], "withheld_fields": [],
-                               "usage": {"dietary": {"expires_at": first}}}}),
-    );
+    share(&mut w, first);
     let theirs = |w: &HostileWorld| {
         w.net.nodes[w.alice]
             .agent
@@ -132,13 +136,7 @@ fn a_value_that_expired_is_taken_in_again_when_shared_anew() {
     assert!(!theirs(&w), "expired: deleted");
     // Shared again with a later expiry: taken in again.
     let later = soon(&w, 3_600);
-    w.m_send(
-        &thread,
-        "context",
-        json!({"context": {"dietary": ["none"]},
-               "permissions": {"shared_fields": ["dietary"], "withheld_fields": [],
-                               "usage": {"dietary": {"expires_at": later}}}}),
-    );
+    share(&mut w, later);
     assert!(theirs(&w), "{}", w.net.render(None));
 }
 
